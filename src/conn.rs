@@ -1,0 +1,103 @@
+//! Byte-stream connections handed to the runner's gRPC servers, whatever their
+//! source: a local unix listener, or connections pre-dialled through a proxy.
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Anything a server can read from and write to.
+pub trait AsyncReadWrite: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> AsyncReadWrite for T {}
+
+/// One accepted connection.
+pub struct Conn {
+    inner: Box<dyn AsyncReadWrite>,
+    peer: String,
+}
+
+impl Conn {
+    /// `peer` describes the connection's origin for logs.
+    pub fn new(io: impl AsyncReadWrite, peer: impl Into<String>) -> Self {
+        Self {
+            inner: Box::new(io),
+            peer: peer.into(),
+        }
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").field("peer", &self.peer).finish()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+impl tonic::transport::server::Connected for Conn {
+    type ConnectInfo = String;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.peer.clone()
+    }
+}
+
+/// A source of connections, as `tonic::transport::Server::serve_with_incoming` takes it.
+pub type Incoming = Pin<Box<dyn Stream<Item = io::Result<Conn>> + Send>>;
+
+/// Connections accepted on a unix listener.
+pub fn unix_incoming(listener: tokio::net::UnixListener) -> Incoming {
+    Box::pin(futures::stream::unfold(listener, |l| async move {
+        let item = l.accept().await.map(|(s, addr)| {
+            let peer = addr
+                .as_pathname()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "unix".to_owned());
+            Conn::new(s, peer)
+        });
+        Some((item, l))
+    }))
+}

@@ -1,0 +1,10 @@
+//! dra-e2e: an end-to-end test runner for Kubernetes Dynamic Resource Allocation.
+//!
+//! Dependencies point one way: steps -> driver/objects/wait -> plugin/proxy/cluster -> proto.
+pub mod cluster;
+pub mod conn;
+pub mod node_files;
+pub mod node_sim;
+pub mod plugin;
+pub mod proto;
+pub mod proxy;
