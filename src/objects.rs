@@ -145,8 +145,8 @@ pub enum PodClaims {
     Inline {
         template: String,
     },
-    /// Existing claims; one claim is pod claim `resource-claim`, several are
-    /// `resource-claim-<i>`.
+    /// Existing claims; one claim is pod claim `resource-claim` (upstream's
+    /// name), several keep the claims' names.
     External(Vec<String>),
     None,
 }
@@ -202,9 +202,9 @@ impl PodShape {
                     .clone()
                     .unwrap_or_else(|| EXTERNAL_POD_CLAIM.to_owned()),
             ],
-            PodClaims::External(names) => (0..names.len())
-                .map(|i| format!("{EXTERNAL_POD_CLAIM}-{i}"))
-                .collect(),
+            // Several claims: the pod claims are named after the claims, so
+            // scenarios can map containers to them by name.
+            PodClaims::External(names) => names.clone(),
             PodClaims::None => Vec::new(),
         }
     }
@@ -364,13 +364,10 @@ mod tests {
     }
 
     #[test]
-    fn external_claims_get_indexed_pod_claim_names() {
+    fn external_claims_pod_claim_names() {
         let mut shape = PodShape::new("p");
         shape.claims = PodClaims::External(vec!["a".into(), "b".into()]);
-        assert_eq!(
-            shape.pod_claim_names(),
-            vec!["resource-claim-0", "resource-claim-1"]
-        );
+        assert_eq!(shape.pod_claim_names(), vec!["a", "b"]);
         shape.claims = PodClaims::External(vec!["a".into()]);
         assert_eq!(shape.pod_claim_names(), vec!["resource-claim"]);
     }
