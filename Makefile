@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 ARGS ?=
+BENCH_FLAGS ?=
 
 .PHONY: help build test fmt lint controlplane bench e2e-local e2e kind-up kind-down check-features ci
 
@@ -16,6 +17,9 @@ controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into t
 
 test: controlplane ## run every test (unit, integration, end-to-end on the local cluster)
 	DRA_E2E_BINARIES_DIR=$$(hack/build-controlplane.sh) $(CARGO) test -- --test-threads=2
+
+bench: controlplane ## benchmarks (local cluster start-up); BENCH_FLAGS=--profile=dev skips the optimised build
+	DRA_E2E_BINARIES_DIR=$$(hack/build-controlplane.sh) $(CARGO) bench $(BENCH_FLAGS) --bench local_cluster_startup
 
 fmt: ## format the code
 	$(CARGO) fmt
