@@ -6,6 +6,7 @@ KIND ?= kind
 KIND_CLUSTER ?= dra-e2e
 PROXY_IMAGE ?= registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
 BINARIES = $$(hack/build-controlplane.sh)
+BENCH_FLAGS ?=
 
 .PHONY: help build test fmt lint controlplane bench e2e-local e2e kind-up kind-down check ci
 
@@ -45,8 +46,8 @@ kind-up: ## create the kind cluster from kind.yaml and side-load the proxy image
 kind-down: ## delete the kind cluster
 	$(KIND) delete cluster --name $(KIND_CLUSTER)
 
-bench: controlplane ## benchmarks: local cluster start-up, and the whole local suite with timings
-	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) bench --bench local_cluster_startup
+bench: controlplane ## benchmarks: local cluster start-up, and the whole local suite with timings (BENCH_FLAGS=--profile=dev skips the optimised build)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench local_cluster_startup
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --timings $(ARGS)
 
 ci: ## what CI runs
