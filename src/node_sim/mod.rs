@@ -1,2 +1,562 @@
-//! Simulated kubelet nodes for the local cluster. Reaches plugins only through
-//! their unix sockets, as a kubelet does.
+//! Simulated kubelet nodes for the local cluster.
+//!
+//! The local cluster has no container runtime, so each [`SimNode`] plays the
+//! kubelet's part where DRA is concerned. It reaches plugins **only through
+//! their unix sockets**, like a kubelet, so it works with any DRA kubelet
+//! plugin:
+//!
+//! * **Node**: creates the Node object (hostname/os/arch labels, capacity,
+//!   node info, addresses), reports it Ready and keeps its Lease in
+//!   `kube-node-lease` fresh. Its kubelet root dir holds `plugins_registry/`,
+//!   `plugins/` and `cdi/`.
+//! * **Plugin registration**: watches `plugins_registry/` (inotify plus an
+//!   initial scan; dot-files and non-sockets are ignored), dials with a 10 s
+//!   limit, calls `GetInfo` with a 1 s deadline, requires type `DRAPlugin`,
+//!   takes the first entry of the plugin's `supported_versions` the node
+//!   supports (`v1.DRAPlugin`, `v1beta1.DRAPlugin`, and `v1alpha3.NodeService`
+//!   when [`SimNodeConfig::allow_v1alpha4`] is set), connects to the DRA
+//!   endpoint and answers `NotifyRegistrationStatus` (false with the reason on
+//!   rejection). Failed registrations are retried with backoff; a removed
+//!   socket deregisters the plugin, a re-created one registers it again.
+//!   Several plugins per driver are allowed: calls go to the most recently
+//!   registered connected one.
+//! * **Pods** bound to the node: claims are resolved, checked (reserved for
+//!   the pod, drivers registered, no stale claim of the same name) and
+//!   prepared with one `NodePrepareResources` per driver before any container
+//!   starts. Failures produce `FailedPrepareDynamicResources` events and are
+//!   retried with backoff. Containers get their literal spec env plus the CDI
+//!   `containerEdits.env` of the devices mapped to them, read from the spec
+//!   files in the node's `cdi/` directory.
+//! * **Teardown**: when a pod is deleted or finishes, its claims that no
+//!   other pod on the node uses are unprepared (batched per driver) before
+//!   the final status is written or the deletion is finished (grace period 0,
+//!   UID precondition). Unprepare errors keep the pod terminating and are
+//!   retried; a reconcile loop also unprepares for pods that vanished.
+//! * **Slice wiping**: all ResourceSlices with `spec.nodeName=<node>` are
+//!   deleted at start; a driver's node slices are deleted
+//!   [`SimNodeConfig::wipe_delay`] after its last connected plugin went away,
+//!   unless one comes back in time. Slices without `nodeName` are never
+//!   touched.
+//!
+//! # What containers do
+//!
+//! A container runs until its pod is deleted, except when its command line
+//! (`command` followed by `args`) is one of these, directly or as
+//! `sh -c "<script>"` (also `bash`/`ash`/`dash`, `-ec`-style flags):
+//!
+//! | command | effect |
+//! |---|---|
+//! | `true` | exits 0 at once |
+//! | `false` | exits 1 at once |
+//! | `exit N` | exits N at once |
+//! | `sleep N` | exits 0 after N seconds (fractions and `s`/`m`/`h`/`d` suffixes allowed) |
+//! | `sleep N; exit M` | exits M after N seconds |
+//!
+//! Such statements may be chained with `;`, newlines, `&&` and `||` with
+//! shell meaning. Anything else (`sleep infinity`, loops, other programs, an
+//! image's own entrypoint) runs until deletion. An exited container is
+//! restarted by the pod's `restartPolicy` (`Always`, `OnFailure`: with a short
+//! doubling delay and `restartCount` incremented; `Never`: the pod ends
+//! `Succeeded` or `Failed`). Init containers run one after the other before
+//! the regular ones; init containers with `restartPolicy: Always` are
+//! sidecars that keep running.
+mod backoff;
+mod cdi;
+mod claims;
+mod command;
+mod containers;
+mod dra_api;
+mod dra_manager;
+mod error;
+mod journal;
+mod node_object;
+mod plugins;
+mod pod_worker;
+mod pods;
+mod registration;
+mod uds;
+mod wipe;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, info, warn};
+
+pub use backoff::Backoff;
+pub use cdi::{CdiError, CdiSpecs};
+pub use claims::PreparedClaim;
+pub use command::{Behaviour, behaviour as container_behaviour};
+pub use dra_api::{DraService, PreparedDevice};
+pub use dra_manager::DraError;
+pub use error::NodeSimError;
+pub use journal::{NodeEvent, NodeEventKind};
+pub use plugins::PluginView;
+
+/// Settings of one simulated node. [`SimNodeConfig::new`] gives defaults that
+/// suit tests on the local cluster.
+#[derive(Debug, Clone)]
+pub struct SimNodeConfig {
+    pub name: String,
+    /// The node's kubelet root: `plugins_registry/`, `plugins/`, `cdi/`.
+    pub root_dir: PathBuf,
+    /// How long after a driver lost its last connected plugin its node
+    /// slices are deleted. The kubelet waits 30 s, long enough for a plugin
+    /// container restart; a local plugin restarts in well under a second, so
+    /// the default is 3 s, which keeps slice-removal checks at scenario
+    /// teardown short while still covering a quick plugin restart.
+    pub wipe_delay: Duration,
+    /// Delete the Node and its Lease on [`SimNode::stop`].
+    pub delete_node_on_stop: bool,
+    /// Accept plugins offering only the pre-1.34 `v1alpha3.NodeService`.
+    pub allow_v1alpha4: bool,
+    /// Labels besides `kubernetes.io/hostname`, `kubernetes.io/os` and
+    /// `kubernetes.io/arch`.
+    pub labels: BTreeMap<String, String>,
+    /// The node's InternalIP and the pods' hostIP. Loopback by default, so
+    /// anything that tries to reach the "kubelet" stays on this machine.
+    pub address: IpAddr,
+    /// Pod IPs are handed out from this /24 (they are only ever written into
+    /// pod status, never used for traffic).
+    pub pod_ip_base: Ipv4Addr,
+    pub cpu: String,
+    pub memory: String,
+    pub max_pods: String,
+    pub kubelet_version: String,
+    pub lease_renew_interval: Duration,
+    pub lease_duration: Duration,
+    /// Blocking dial limit of plugin sockets (kubelet: 10 s).
+    pub dial_timeout: Duration,
+    /// `GetInfo` deadline (kubelet: 1 s).
+    pub get_info_timeout: Duration,
+    /// `NotifyRegistrationStatus` deadline (kubelet: 5 s).
+    pub notify_timeout: Duration,
+    /// Retries of failed plugin registrations.
+    pub registration_retry: Backoff,
+    /// Deadline of `NodePrepareResources`/`NodeUnprepareResources` (kubelet: 45 s).
+    pub call_timeout: Duration,
+    /// Retries of failed prepares, unprepares and pod deletions.
+    pub retry: Backoff,
+    /// Delay before an exited container restarts, doubling per restart.
+    pub restart_backoff: Backoff,
+    /// How often claims of vanished pods are looked for.
+    pub reconcile_period: Duration,
+}
+
+impl SimNodeConfig {
+    pub fn new(name: impl Into<String>, root_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            root_dir: root_dir.into(),
+            wipe_delay: Duration::from_secs(3),
+            delete_node_on_stop: true,
+            allow_v1alpha4: false,
+            labels: BTreeMap::new(),
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            pod_ip_base: Ipv4Addr::new(10, 244, 0, 0),
+            cpu: "32".into(),
+            memory: "256Gi".into(),
+            max_pods: "110".into(),
+            kubelet_version: "v1.37.2".into(),
+            lease_renew_interval: Duration::from_secs(10),
+            lease_duration: Duration::from_secs(40),
+            dial_timeout: Duration::from_secs(10),
+            get_info_timeout: Duration::from_secs(1),
+            notify_timeout: Duration::from_secs(5),
+            registration_retry: Backoff::new(Duration::from_millis(500), Duration::from_secs(10)),
+            call_timeout: Duration::from_secs(45),
+            retry: Backoff::new(Duration::from_millis(500), Duration::from_secs(8)),
+            restart_backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(5)),
+            reconcile_period: Duration::from_secs(5),
+        }
+    }
+
+    pub fn registry_dir(&self) -> PathBuf {
+        self.root_dir.join("plugins_registry")
+    }
+
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.root_dir.join("plugins")
+    }
+
+    pub fn cdi_dir(&self) -> PathBuf {
+        self.root_dir.join("cdi")
+    }
+}
+
+/// A running simulated kubelet node.
+pub struct SimNode {
+    name: String,
+    root_dir: PathBuf,
+    client: kube::Client,
+    delete_node_on_stop: bool,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    plugins: Arc<plugins::PluginStore>,
+    ctx: Arc<pod_worker::NodeCtx>,
+    journal: journal::Journal,
+    stopped: bool,
+}
+
+impl std::fmt::Debug for SimNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimNode")
+            .field("name", &self.name)
+            .field("root_dir", &self.root_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_dns_label_ish(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && !name.starts_with(['-', '.'])
+        && !name.ends_with(['-', '.'])
+}
+
+impl SimNode {
+    /// Registers the node, wipes its old slices and starts watching plugins
+    /// and pods. Everything runs in tasks that [`SimNode::stop`] ends.
+    pub async fn start(client: kube::Client, cfg: SimNodeConfig) -> Result<Self, NodeSimError> {
+        let span = tracing::info_span!("sim_node", node = %cfg.name);
+        Self::start_inner(client, cfg).instrument(span).await
+    }
+
+    async fn start_inner(client: kube::Client, cfg: SimNodeConfig) -> Result<Self, NodeSimError> {
+        let name = cfg.name.clone();
+        if !is_dns_label_ish(&name) {
+            return Err(NodeSimError::Config {
+                node: name,
+                message: "node name must be a lowercase DNS subdomain".into(),
+            });
+        }
+        for dir in [cfg.registry_dir(), cfg.plugins_dir(), cfg.cdi_dir()] {
+            std::fs::create_dir_all(&dir).map_err(|source| NodeSimError::Io {
+                node: name.clone(),
+                action: "create kubelet directory",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let mut labels = cfg.labels.clone();
+        labels.insert("kubernetes.io/hostname".into(), name.clone());
+        labels.insert("kubernetes.io/os".into(), "linux".into());
+        labels.insert("kubernetes.io/arch".into(), node_object::kube_arch().into());
+        let shape = node_object::NodeShape {
+            name: name.clone(),
+            labels,
+            address: cfg.address,
+            pod_cidr: Some(format!("{}/24", cfg.pod_ip_base)),
+            cpu: cfg.cpu.clone(),
+            memory: cfg.memory.clone(),
+            pods: cfg.max_pods.clone(),
+            kubelet_version: cfg.kubelet_version.clone(),
+        };
+        let node = node_object::register(&client, &shape).await?;
+        info!("node registered and ready");
+
+        let journal = journal::Journal::default();
+        wipe_all_with_retry(&client, &name).await?;
+        journal.record(NodeEventKind::SlicesWiped { driver: None });
+
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let started = Self::spawn_all(
+            client.clone(),
+            &cfg,
+            node,
+            journal.clone(),
+            &tracker,
+            &cancel,
+        );
+        let (plugins, ctx) = match started {
+            Ok(v) => v,
+            Err(e) => {
+                cancel.cancel();
+                tracker.close();
+                tracker.wait().await;
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            name,
+            root_dir: cfg.root_dir,
+            client,
+            delete_node_on_stop: cfg.delete_node_on_stop,
+            cancel,
+            tracker,
+            plugins,
+            ctx,
+            journal,
+            stopped: false,
+        })
+    }
+
+    fn spawn_all(
+        client: kube::Client,
+        cfg: &SimNodeConfig,
+        node: k8s_openapi::api::core::v1::Node,
+        journal: journal::Journal,
+        tracker: &TaskTracker,
+        cancel: &CancellationToken,
+    ) -> Result<(Arc<plugins::PluginStore>, Arc<pod_worker::NodeCtx>), NodeSimError> {
+        let name = cfg.name.clone();
+        tracker.spawn(
+            node_object::keep_lease(
+                client.clone(),
+                node,
+                cfg.lease_renew_interval,
+                cfg.lease_duration,
+                cancel.clone(),
+            )
+            .in_current_span(),
+        );
+
+        let (store, changes) =
+            plugins::PluginStore::new(&name, journal.clone(), tracker.clone(), cancel.clone());
+        let wiper = wipe::Wiper::new(
+            client.clone(),
+            &name,
+            cfg.wipe_delay,
+            journal.clone(),
+            tracker.clone(),
+            cancel.clone(),
+        );
+        tracker.spawn(wiper.run(changes).in_current_span());
+        registration::spawn(
+            registration::RegistrationConfig {
+                registry_dir: cfg.registry_dir(),
+                allow_v1alpha4: cfg.allow_v1alpha4,
+                dial_timeout: cfg.dial_timeout,
+                get_info_timeout: cfg.get_info_timeout,
+                notify_timeout: cfg.notify_timeout,
+                retry: cfg.registration_retry,
+            },
+            store.clone(),
+            journal.clone(),
+            tracker.clone(),
+            cancel.clone(),
+        )?;
+
+        let dra = Arc::new(dra_manager::DraManager::new(
+            client.clone(),
+            store.clone(),
+            journal.clone(),
+            cfg.call_timeout,
+        ));
+        let ctx = Arc::new(pod_worker::NodeCtx {
+            client,
+            node: name,
+            host_ip: cfg.address.to_string(),
+            cdi_dir: cfg.cdi_dir(),
+            dra,
+            journal,
+            envs: Default::default(),
+            ips: pod_worker::IpPool::new(cfg.pod_ip_base),
+            retry: cfg.retry,
+            restart_delay: cfg.restart_backoff,
+        });
+        tracker.spawn(
+            pods::run(
+                ctx.clone(),
+                tracker.clone(),
+                cancel.clone(),
+                cfg.reconcile_period,
+            )
+            .in_current_span(),
+        );
+        Ok((store, ctx))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn root_dir(&self) -> &Path {
+        &self.root_dir
+    }
+
+    /// Where plugins put their registration sockets.
+    pub fn registry_dir(&self) -> PathBuf {
+        self.root_dir.join("plugins_registry")
+    }
+
+    /// Where plugins put their DRA sockets (`plugins/<driver>/`).
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.root_dir.join("plugins")
+    }
+
+    /// Where plugins write CDI spec files.
+    pub fn cdi_dir(&self) -> PathBuf {
+        self.root_dir.join("cdi")
+    }
+
+    /// The environment of a container that has started, as its process
+    /// sees it: spec env, then CDI env.
+    pub fn container_env(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Option<Vec<(String, String)>> {
+        self.ctx
+            .envs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(namespace.to_owned(), pod.to_owned()))
+            .and_then(|(_, by_container)| by_container.get(container).cloned())
+    }
+
+    /// Claims prepared on this node, one entry per claim and driver.
+    pub fn prepared_claims(&self) -> Vec<PreparedClaim> {
+        self.ctx.dra.prepared_claims()
+    }
+
+    /// What the node did, oldest first.
+    pub fn events(&self) -> Vec<NodeEvent> {
+        self.journal.entries()
+    }
+
+    /// Currently registered plugins, in registration order.
+    pub fn plugins(&self) -> Vec<PluginView> {
+        self.plugins.views()
+    }
+
+    /// Waits until a plugin of `driver` is registered and connected;
+    /// false if `timeout` passed first.
+    pub async fn wait_for_plugin(&self, driver: &str, timeout: Duration) -> bool {
+        let mut rx = self.plugins.subscribe();
+        let ready =
+            |s: &plugins::PluginStore| s.views().iter().any(|p| p.driver == driver && p.connected);
+        tokio::time::timeout(timeout, async {
+            loop {
+                if ready(&self.plugins) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Ends every task of the node and waits for them; deletes the Node and
+    /// its Lease if configured. Prepared claims are left as they are, as a
+    /// stopping kubelet leaves them.
+    pub async fn stop(mut self) -> Result<(), NodeSimError> {
+        self.stopped = true;
+        self.cancel.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        info!(node = %self.name, "node stopped");
+        if self.delete_node_on_stop {
+            node_object::delete(&self.client, &self.name).await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SimNode {
+    fn drop(&mut self) {
+        if !self.stopped {
+            // Tasks notice and end soon; only stop() can wait for them.
+            self.cancel.cancel();
+        }
+    }
+}
+
+/// Deletes all slices of the node; retried briefly, since a node that
+/// cannot do this would offer stale devices.
+async fn wipe_all_with_retry(client: &kube::Client, node: &str) -> Result<(), NodeSimError> {
+    let mut delays = Backoff::new(Duration::from_millis(200), Duration::from_secs(2)).delays();
+    let mut attempts = 0;
+    loop {
+        match wipe::wipe(client, node, None).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempts < 5 => {
+                warn!(error = %e, "wiping node slices at start failed, retrying");
+                attempts += 1;
+                tokio::time::sleep(delays.next_delay()).await;
+            }
+            Err(source) => {
+                return Err(NodeSimError::Kube {
+                    node: node.to_owned(),
+                    action: "delete the node's ResourceSlices at start".into(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Several nodes named `<prefix>-0`, `<prefix>-1`, … for the local cluster.
+#[derive(Debug)]
+pub struct SimNodes {
+    nodes: Vec<SimNode>,
+}
+
+impl SimNodes {
+    /// Starts `count` nodes with roots `<root_dir>/<name>`, pod IPs from
+    /// `10.244.<i>.0/24`; `configure` adjusts each node's config before start.
+    /// If one fails, the ones already started are stopped again.
+    pub async fn start(
+        client: kube::Client,
+        prefix: &str,
+        count: usize,
+        root_dir: &Path,
+        mut configure: impl FnMut(&mut SimNodeConfig),
+    ) -> Result<Self, NodeSimError> {
+        let mut nodes = Vec::with_capacity(count);
+        for i in 0..count {
+            let name = format!("{prefix}-{i}");
+            let mut cfg = SimNodeConfig::new(&name, root_dir.join(&name));
+            cfg.pod_ip_base = Ipv4Addr::new(10, 244, (i % 256) as u8, 0);
+            configure(&mut cfg);
+            match SimNode::start(client.clone(), cfg).await {
+                Ok(n) => nodes.push(n),
+                Err(e) => {
+                    for n in nodes {
+                        if let Err(stop_err) = n.stop().await {
+                            warn!(error = %stop_err, "stopping node after failed start");
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Self { nodes })
+    }
+
+    pub fn nodes(&self) -> &[SimNode] {
+        &self.nodes
+    }
+
+    pub fn get(&self, name: &str) -> Option<&SimNode> {
+        self.nodes.iter().find(|n| n.name() == name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name().to_owned()).collect()
+    }
+
+    /// Stops every node; all are stopped even if one fails, and the first
+    /// error is returned.
+    pub async fn stop(self) -> Result<(), NodeSimError> {
+        let mut first = None;
+        for n in self.nodes {
+            if let Err(e) = n.stop().await {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}

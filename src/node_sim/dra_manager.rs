@@ -1,0 +1,470 @@
+//! Preparing and unpreparing a pod's ResourceClaims through the plugins, with
+//! the kubelet DRA manager's checks and batching.
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::{Api, ResourceExt};
+use tracing::{debug, info};
+
+use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
+use super::dra_api::{CallError, ClaimRef, ResponseError, validate_prepare, validate_unprepare};
+use super::journal::{Journal, NodeEventKind};
+use super::plugins::PluginStore;
+
+/// Why preparing or unpreparing failed; the message becomes the pod event.
+#[derive(Debug, thiserror::Error)]
+pub enum DraError {
+    #[error("fetch ResourceClaim {claim}: {source}")]
+    GetClaim {
+        claim: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
+    NotOwner { claim: String, pod: String },
+    #[error(
+        "pod {pod} is not allowed to use ResourceClaim {claim}: it is not reserved for the pod"
+    )]
+    NotReserved { claim: String, pod: String },
+    #[error("ResourceClaim {claim} is not allocated")]
+    NotAllocated { claim: String },
+    #[error(
+        "old ResourceClaim with same name {claim} and different UID {old_uid} still exists (previous pod force-deleted?!)"
+    )]
+    OldClaimExists { claim: String, old_uid: String },
+    #[error("DRA driver {driver} is not registered")]
+    DriverNotRegistered { driver: String },
+    #[error("{driver}: {source}")]
+    Call {
+        driver: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("{driver}: {source}")]
+    Response {
+        driver: String,
+        #[source]
+        source: ResponseError,
+    },
+}
+
+/// Whether a pod's claims are ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareOutcome {
+    Prepared,
+    /// Not an error: something the pod needs is not known yet.
+    Waiting(String),
+}
+
+/// A pod claim resolved to a ResourceClaim name.
+#[derive(Debug, Clone)]
+struct PodClaim {
+    name: String,
+    /// Generated from a template, so it must be owned by the pod.
+    from_template: bool,
+}
+
+/// The DRA part of one node.
+pub struct DraManager {
+    client: kube::Client,
+    plugins: Arc<PluginStore>,
+    cache: ClaimCache,
+    journal: Journal,
+    call_timeout: Duration,
+}
+
+fn pod_name(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+}
+
+impl DraManager {
+    pub fn new(
+        client: kube::Client,
+        plugins: Arc<PluginStore>,
+        journal: Journal,
+        call_timeout: Duration,
+    ) -> Self {
+        Self {
+            client,
+            plugins,
+            cache: ClaimCache::default(),
+            journal,
+            call_timeout,
+        }
+    }
+
+    /// The ResourceClaims `pod` uses, by pod claim name; `Err` names a pod
+    /// claim whose generated claim is not known yet. Claims that are not
+    /// needed (`resourceClaimName` unset in the status) are left out.
+    fn resolve(pod: &Pod) -> Result<BTreeMap<String, PodClaim>, String> {
+        let mut out = BTreeMap::new();
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.as_deref())
+            .unwrap_or_default();
+        for pc in pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_deref())
+            .unwrap_or_default()
+        {
+            if let Some(name) = &pc.resource_claim_name {
+                out.insert(
+                    pc.name.clone(),
+                    PodClaim {
+                        name: name.clone(),
+                        from_template: false,
+                    },
+                );
+            } else if pc.resource_claim_template_name.is_some() {
+                match statuses.iter().find(|s| s.name == pc.name) {
+                    Some(s) => {
+                        if let Some(name) = &s.resource_claim_name {
+                            out.insert(
+                                pc.name.clone(),
+                                PodClaim {
+                                    name: name.clone(),
+                                    from_template: true,
+                                },
+                            );
+                        }
+                    }
+                    None => return Err(pc.name.clone()),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The implicit claim for extended resources, if the scheduler made one.
+    fn extended_claim(pod: &Pod) -> Option<String> {
+        pod.status
+            .as_ref()?
+            .extended_resource_claim_status
+            .as_ref()
+            .map(|s| s.resource_claim_name.clone())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// Prepares all claims of `pod` that are not prepared on this node yet:
+    /// one `NodePrepareResources` per driver with all of them.
+    pub async fn prepare_pod(&self, pod: &Pod) -> Result<PrepareOutcome, DraError> {
+        let ns = pod.namespace().unwrap_or_default();
+        let pod_uid = pod.uid().unwrap_or_default();
+        let pname = pod_name(pod);
+        let mut claims = match Self::resolve(pod) {
+            Ok(c) => c,
+            Err(pc) => {
+                return Ok(PrepareOutcome::Waiting(format!(
+                    "ResourceClaim for pod claim {pc} not created yet"
+                )));
+            }
+        };
+        if let Some(name) = Self::extended_claim(pod) {
+            claims.insert(
+                String::new(),
+                PodClaim {
+                    name,
+                    from_template: true,
+                },
+            );
+        }
+        if claims.is_empty() {
+            return Ok(PrepareOutcome::Prepared);
+        }
+
+        // Validation pass: nothing in the cache changes until all claims pass.
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        let mut checked: Vec<(ClaimRef, BTreeSet<String>)> = Vec::new();
+        for pc in claims.values() {
+            let cname = format!("{ns}/{}", pc.name);
+            let claim = api
+                .get(&pc.name)
+                .await
+                .map_err(|source| DraError::GetClaim {
+                    claim: cname.clone(),
+                    source,
+                })?;
+            if pc.from_template
+                && !claim
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == pod_uid)
+            {
+                return Err(DraError::NotOwner {
+                    claim: cname,
+                    pod: pname,
+                });
+            }
+            let status = claim.status.as_ref();
+            let reserved = status
+                .and_then(|s| s.reserved_for.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .any(|r| r.uid == pod_uid);
+            if !reserved {
+                return Err(DraError::NotReserved {
+                    claim: cname,
+                    pod: pname,
+                });
+            }
+            let Some(alloc) = status.and_then(|s| s.allocation.as_ref()) else {
+                return Err(DraError::NotAllocated { claim: cname });
+            };
+            let drivers: BTreeSet<String> = alloc
+                .devices
+                .as_ref()
+                .and_then(|d| d.results.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .map(|r| r.driver.clone())
+                .collect();
+            for d in &drivers {
+                if !self.plugins.is_registered(d) {
+                    return Err(DraError::DriverNotRegistered { driver: d.clone() });
+                }
+            }
+            checked.push((
+                ClaimRef {
+                    namespace: ns.clone(),
+                    name: pc.name.clone(),
+                    uid: claim.uid().unwrap_or_default(),
+                },
+                drivers,
+            ));
+        }
+
+        let _locks = self
+            .cache
+            .lock(
+                checked
+                    .iter()
+                    .map(|(c, _)| (c.namespace.clone(), c.name.clone())),
+            )
+            .await;
+
+        // Cache pass: reference the claims (so unprepare happens even if
+        // prepare never succeeds) and batch the unprepared ones per driver.
+        let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
+        {
+            let mut infos = self.cache.infos();
+            for (claim, drivers) in &checked {
+                let key = (claim.namespace.clone(), claim.name.clone());
+                let info = infos.entry(key).or_insert_with(|| ClaimInfo {
+                    claim: claim.clone(),
+                    drivers: drivers.clone(),
+                    pods: BTreeSet::new(),
+                    prepared: false,
+                    devices: BTreeMap::new(),
+                });
+                if info.claim.uid != claim.uid {
+                    return Err(DraError::OldClaimExists {
+                        claim: format!("{}/{}", claim.namespace, claim.name),
+                        old_uid: info.claim.uid.clone(),
+                    });
+                }
+                info.pods.insert(pod_uid.clone());
+                if !info.prepared {
+                    for d in &info.drivers {
+                        batches.entry(d.clone()).or_default().push(claim.clone());
+                    }
+                }
+            }
+        }
+
+        let mut results: HashMap<String, BTreeMap<String, Vec<_>>> = HashMap::new();
+        for (driver, batch) in &batches {
+            let client =
+                self.plugins
+                    .client(driver)
+                    .ok_or_else(|| DraError::DriverNotRegistered {
+                        driver: driver.clone(),
+                    })?;
+            debug!(
+                driver,
+                method = client.service.prepare_method(),
+                claims = batch.len(),
+                "calling NodePrepareResources"
+            );
+            let response = client
+                .prepare(batch, self.call_timeout)
+                .await
+                .map_err(|source| DraError::Call {
+                    driver: driver.clone(),
+                    source,
+                })?;
+            let devices =
+                validate_prepare(batch, response).map_err(|source| DraError::Response {
+                    driver: driver.clone(),
+                    source,
+                })?;
+            for (uid, devs) in devices {
+                results.entry(uid).or_default().insert(driver.clone(), devs);
+            }
+        }
+
+        {
+            let mut infos = self.cache.infos();
+            for (claim, _) in &checked {
+                let key = (claim.namespace.clone(), claim.name.clone());
+                if let Some(info) = infos.get_mut(&key)
+                    && !info.prepared
+                {
+                    info.devices = results.remove(&claim.uid).unwrap_or_default();
+                    info.prepared = true;
+                }
+            }
+        }
+        for (driver, batch) in batches {
+            let names: Vec<String> = batch.iter().map(|c| c.to_string()).collect();
+            info!(pod = %pname, driver, claims = ?names, "claims prepared");
+            self.journal.record(NodeEventKind::Prepared {
+                pod: pname.clone(),
+                driver,
+                claims: names,
+            });
+        }
+        Ok(PrepareOutcome::Prepared)
+    }
+
+    /// Drops `pod_uid`'s references and unprepares the claims no other pod
+    /// on this node uses, one `NodeUnprepareResources` per driver. On error
+    /// the references stay, so a retry repeats the calls.
+    pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), DraError> {
+        let keys = self.cache.claims_of_pod(pod_uid);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let _locks = self.cache.lock(keys.iter().cloned()).await;
+        let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
+        let mut last_users: Vec<ClaimKey> = Vec::new();
+        {
+            let mut infos = self.cache.infos();
+            for key in &keys {
+                let Some(info) = infos.get_mut(key) else {
+                    continue;
+                };
+                if !info.pods.contains(pod_uid) {
+                    continue;
+                }
+                if info.pods.len() > 1 {
+                    info.pods.remove(pod_uid);
+                    continue;
+                }
+                last_users.push(key.clone());
+                for d in &info.drivers {
+                    batches
+                        .entry(d.clone())
+                        .or_default()
+                        .push(info.claim.clone());
+                }
+            }
+        }
+        for (driver, batch) in &batches {
+            let result = self.unprepare_batch(driver, batch).await;
+            if let Err(e) = result {
+                self.journal.record(NodeEventKind::UnprepareFailed {
+                    error: e.to_string(),
+                });
+                return Err(e);
+            }
+            let names: Vec<String> = batch.iter().map(|c| c.to_string()).collect();
+            info!(driver, claims = ?names, "claims unprepared");
+            self.journal.record(NodeEventKind::Unprepared {
+                driver: driver.clone(),
+                claims: names,
+            });
+        }
+        let mut infos = self.cache.infos();
+        for key in last_users {
+            infos.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn unprepare_batch(&self, driver: &str, batch: &[ClaimRef]) -> Result<(), DraError> {
+        let client = self
+            .plugins
+            .client(driver)
+            .ok_or_else(|| DraError::DriverNotRegistered {
+                driver: driver.to_owned(),
+            })?;
+        debug!(
+            driver,
+            method = client.service.unprepare_method(),
+            claims = batch.len(),
+            "calling NodeUnprepareResources"
+        );
+        let response = client
+            .unprepare(batch, self.call_timeout)
+            .await
+            .map_err(|source| DraError::Call {
+                driver: driver.to_owned(),
+                source,
+            })?;
+        validate_unprepare(batch, response).map_err(|source| DraError::Response {
+            driver: driver.to_owned(),
+            source,
+        })
+    }
+
+    /// The CDI device IDs the runtime would inject into `container`: for each
+    /// entry of `container.resources.claims`, the devices serving its request
+    /// (all devices when it names none); for extended resources, the devices
+    /// of the requests the scheduler mapped to this container.
+    pub fn container_cdi_ids(&self, pod: &Pod, container: &Container) -> Vec<String> {
+        let ns = pod.namespace().unwrap_or_default();
+        let resolved = Self::resolve(pod).unwrap_or_default();
+        let infos = self.cache.infos();
+        let mut ids: Vec<String> = Vec::new();
+        let mut push = |new: Vec<String>| {
+            for id in new {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        };
+        for use_ in container
+            .resources
+            .as_ref()
+            .and_then(|r| r.claims.as_deref())
+            .unwrap_or_default()
+        {
+            let Some(pc) = resolved.get(&use_.name) else {
+                continue;
+            };
+            if let Some(info) = infos.get(&(ns.clone(), pc.name.clone())) {
+                push(cdi_ids(
+                    info,
+                    use_.request.as_deref().filter(|r| !r.is_empty()),
+                ));
+            }
+        }
+        if let Some(ext) = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.extended_resource_claim_status.as_ref())
+            && let Some(info) = infos.get(&(ns.clone(), ext.resource_claim_name.clone()))
+        {
+            for m in &ext.request_mappings {
+                if m.container_name == container.name {
+                    push(cdi_ids(info, Some(&m.request_name)));
+                }
+            }
+        }
+        ids
+    }
+
+    /// Pod UIDs that still hold claim references.
+    pub fn pods_with_claims(&self) -> BTreeSet<String> {
+        self.cache.referencing_pods()
+    }
+
+    pub fn prepared_claims(&self) -> Vec<PreparedClaim> {
+        self.cache.prepared_claims()
+    }
+}

@@ -1,0 +1,182 @@
+//! An in-memory log of what a node did, kept for failure artifacts and for
+//! tests that need to know the order of things.
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// Entries kept per node; older ones are dropped.
+const CAPACITY: usize = 4096;
+
+/// Something the node did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeEventKind {
+    PluginRegistered {
+        driver: String,
+        endpoint: String,
+        service: String,
+    },
+    PluginRejected {
+        socket: String,
+        error: String,
+    },
+    PluginDeregistered {
+        driver: String,
+        endpoint: String,
+    },
+    PluginConnection {
+        driver: String,
+        endpoint: String,
+        connected: bool,
+    },
+    Prepared {
+        pod: String,
+        driver: String,
+        claims: Vec<String>,
+    },
+    PrepareFailed {
+        pod: String,
+        error: String,
+    },
+    Unprepared {
+        driver: String,
+        claims: Vec<String>,
+    },
+    UnprepareFailed {
+        error: String,
+    },
+    ContainerStarted {
+        pod: String,
+        container: String,
+        restart_count: i32,
+    },
+    ContainerExited {
+        pod: String,
+        container: String,
+        exit_code: i32,
+    },
+    PodFinished {
+        pod: String,
+        phase: String,
+    },
+    PodDeleted {
+        pod: String,
+    },
+    WipeScheduled {
+        driver: String,
+    },
+    WipeCancelled {
+        driver: String,
+    },
+    SlicesWiped {
+        /// `None` for the wipe of all node slices at start.
+        driver: Option<String>,
+    },
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEvent {
+    pub at: jiff::Timestamp,
+    pub kind: NodeEventKind,
+}
+
+impl fmt::Display for NodeEventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use NodeEventKind::*;
+        match self {
+            PluginRegistered {
+                driver,
+                endpoint,
+                service,
+            } => write!(
+                f,
+                "registered plugin {driver} at {endpoint} using {service}"
+            ),
+            PluginRejected { socket, error } => write!(f, "rejected plugin at {socket}: {error}"),
+            PluginDeregistered { driver, endpoint } => {
+                write!(f, "deregistered plugin {driver} at {endpoint}")
+            }
+            PluginConnection {
+                driver,
+                endpoint,
+                connected,
+            } => write!(
+                f,
+                "plugin {driver} at {endpoint} {}",
+                if *connected {
+                    "connected"
+                } else {
+                    "disconnected"
+                }
+            ),
+            Prepared {
+                pod,
+                driver,
+                claims,
+            } => write!(
+                f,
+                "prepared {} for pod {pod} with {driver}",
+                claims.join(", ")
+            ),
+            PrepareFailed { pod, error } => write!(f, "prepare for pod {pod} failed: {error}"),
+            Unprepared { driver, claims } => {
+                write!(f, "unprepared {} with {driver}", claims.join(", "))
+            }
+            UnprepareFailed { error } => write!(f, "unprepare failed: {error}"),
+            ContainerStarted {
+                pod,
+                container,
+                restart_count,
+            } => write!(
+                f,
+                "started container {container} of pod {pod} (restarts: {restart_count})"
+            ),
+            ContainerExited {
+                pod,
+                container,
+                exit_code,
+            } => write!(
+                f,
+                "container {container} of pod {pod} exited with {exit_code}"
+            ),
+            PodFinished { pod, phase } => write!(f, "pod {pod} finished: {phase}"),
+            PodDeleted { pod } => write!(f, "pod {pod} deleted"),
+            WipeScheduled { driver } => write!(f, "scheduled wipe of {driver} slices"),
+            WipeCancelled { driver } => write!(f, "cancelled wipe of {driver} slices"),
+            SlicesWiped { driver: Some(d) } => write!(f, "wiped node slices of {d}"),
+            SlicesWiped { driver: None } => write!(f, "wiped all node slices"),
+        }
+    }
+}
+
+impl fmt::Display for NodeEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.at, self.kind)
+    }
+}
+
+/// A shared, bounded journal.
+#[derive(Debug, Clone, Default)]
+pub struct Journal(Arc<Mutex<VecDeque<NodeEvent>>>);
+
+impl Journal {
+    pub fn record(&self, kind: NodeEventKind) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() == CAPACITY {
+            q.pop_front();
+        }
+        q.push_back(NodeEvent {
+            at: jiff::Timestamp::now(),
+            kind,
+        });
+    }
+
+    pub fn entries(&self) -> Vec<NodeEvent> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
