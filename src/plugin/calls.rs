@@ -483,13 +483,14 @@ where
             let was_stalled = gate.is_some();
             if let Some(mut gate) = gate {
                 tokio::select! {
-                    // An error means the gate was dropped, which also releases.
-                    _ = gate.wait_for(|released| *released) => {}
+                    biased;
                     _ = shutdown.cancelled() => {
                         calls.pass_gate(&node, &method, true);
                         calls.finish(&node, id, CallOutcome::Cancelled);
                         return Ok(stopping());
                     }
+                    // An error means the gate was dropped, which also releases.
+                    _ = gate.wait_for(|released| *released) => {}
                 }
             }
             if calls.pass_gate(&node, &method, was_stalled) {
@@ -497,12 +498,15 @@ where
                 calls.finish(&node, id, CallOutcome::Injected);
                 return Ok(tonic::Status::unknown(INJECTED_ERROR).into_http());
             }
+            // Biased: a stopped plugin must not start handlers on connections
+            // that are still draining.
             let result = tokio::select! {
-                r = inner.call(req) => r,
+                biased;
                 _ = shutdown.cancelled() => {
                     calls.finish(&node, id, CallOutcome::Cancelled);
                     return Ok(stopping());
                 }
+                r = inner.call(req) => r,
             };
             let outcome = match &result {
                 Ok(resp) => match tonic::Status::from_header_map(resp.headers()) {
