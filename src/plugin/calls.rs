@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tower::{Layer, Service};
-use tracing::{debug, info};
+use tracing::{Instrument, Span, debug, info};
 
 use super::claims::ClaimRef;
 use super::watch::{Changes, WaitTimeout};
@@ -181,11 +181,14 @@ impl Calls {
 
     /// The layer for `node`'s servers. Calls still running or stalled when
     /// `shutdown` is cancelled end with UNAVAILABLE, so a stopping server can drain.
+    /// Handlers run in the span current here, so their logs stay attached to
+    /// whatever (scenario) started the plugin.
     pub fn layer(&self, node: impl Into<String>, shutdown: CancellationToken) -> CallsLayer {
         CallsLayer {
             calls: self.clone(),
             node: Arc::from(node.into()),
             shutdown,
+            span: Span::current(),
         }
     }
 
@@ -426,6 +429,7 @@ pub struct CallsLayer {
     calls: Calls,
     node: Arc<str>,
     shutdown: CancellationToken,
+    span: Span,
 }
 
 impl<S> Layer<S> for CallsLayer {
@@ -468,6 +472,7 @@ where
             calls,
             node,
             shutdown,
+            span,
         } = self.layer.clone();
         let method = req.uri().path().to_owned();
         let Admission { id, gate } = calls.admit(&node, &method);
@@ -477,9 +482,11 @@ where
             id,
         });
         let driver = calls.driver().to_owned();
-        debug!(%driver, node = %node, %method, id, stalled = gate.is_some(), "call received");
+        span.in_scope(|| {
+            debug!(%driver, node = %node, %method, id, stalled = gate.is_some(), "call received");
+        });
 
-        Box::pin(async move {
+        let call = async move {
             let was_stalled = gate.is_some();
             if let Some(mut gate) = gate {
                 tokio::select! {
@@ -525,7 +532,8 @@ where
             debug!(%driver, node = %node, %method, id, ?outcome, "call finished");
             calls.finish(&node, id, outcome);
             result
-        })
+        };
+        Box::pin(call.instrument(span))
     }
 }
 
