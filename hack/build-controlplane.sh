@@ -36,7 +36,7 @@ timed_build() {
     while :; do sleep 60 & nap=$!; wait $nap; log "  still building $what ($(( (SECONDS - start) / 60 )) min so far)"; done ) &
   local beat=$!
   local rc=0
-  "$@" || rc=$?
+  "$@" >&2 || rc=$?  # stdout carries only the directory
   kill "$beat" 2>/dev/null; wait "$beat" 2>/dev/null || true
   if (( rc != 0 )); then log "building $what failed after $(( SECONDS - start ))s"; return "$rc"; fi
   log "built $what in $(( SECONDS - start ))s"
