@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use cucumber::event::ScenarioFinished;
 use cucumber::gherkin;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
@@ -68,7 +68,27 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
         .await
     {
         Ok(created) => w.namespace = created.metadata.name.unwrap_or_default(),
-        Err(e) => tracing::error!(error = %e, "creating the scenario's namespace"),
+        Err(e) => {
+            w.setup_error = Some(format!("creating the scenario's namespace: {e}"));
+            return;
+        }
+    }
+    // With the ServiceAccount admission plugin on, pods are refused until the
+    // namespace's default account exists.
+    let sas: Api<ServiceAccount> = Api::namespaced(ctx.cluster.client(), &w.namespace);
+    if let Err(e) = wait::object(
+        &sas,
+        "default",
+        &format!("the default ServiceAccount of namespace {}", w.namespace),
+        Duration::from_secs(60),
+        |sa| match sa {
+            Some(_) => Check::Done(()),
+            None => Check::Pending("not created yet".into()),
+        },
+    )
+    .await
+    {
+        w.setup_error = Some(e.to_string());
     }
 }
 

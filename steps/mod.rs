@@ -62,6 +62,8 @@ pub struct PodRecord {
 pub struct World {
     /// `dra-e2e-<random>`, created by the before hook.
     pub namespace: String,
+    /// Why the before hook could not prepare the scenario.
+    pub setup_error: Option<String>,
     /// Nodes the scenario uses, sorted (upstream's `Nodenames()`).
     pub nodes: Vec<String>,
     /// Drivers by label (`""` is "the driver"), in creation order.
@@ -150,7 +152,14 @@ impl World {
         })
     }
 
+    /// The admin client, once the scenario's namespace is ready.
     pub fn client(&self) -> anyhow::Result<kube::Client> {
+        if let Some(e) = &self.setup_error {
+            anyhow::bail!("the scenario could not be set up: {e}");
+        }
+        if self.namespace.is_empty() {
+            anyhow::bail!("the scenario has no namespace (the run was interrupted?)");
+        }
         Ok(context()?.cluster.client())
     }
 

@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use cucumber::{then, when};
+use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams};
@@ -124,6 +124,7 @@ async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), S
     .await
 }
 
+#[given(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
 #[when(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
 async fn note_slices(w: &mut World, d: DriverRef) -> Result<(), String> {
     run(async {

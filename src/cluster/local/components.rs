@@ -54,6 +54,8 @@ const CONTROLLERS: &[&str] = &[
     "daemonset-controller",
     "job-controller",
     "pod-garbage-collector-controller",
+    // count/resourceclaims.resource.k8s.io quotas need their usage computed.
+    "resourcequota-controller",
 ];
 
 fn arg(name: &str, value: impl std::fmt::Display) -> OsString {
