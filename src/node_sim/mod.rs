@@ -74,6 +74,8 @@ mod plugins;
 mod pod_worker;
 mod pods;
 mod registration;
+#[cfg(test)]
+mod test_plugin;
 mod uds;
 mod wipe;
 
