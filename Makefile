@@ -2,8 +2,13 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 ARGS ?=
+KIND ?= kind
+KIND_CLUSTER ?= dra-e2e
+PROXY_IMAGE ?= registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
+BINARIES = $$(hack/build-controlplane.sh)
+BENCH_FLAGS ?=
 
-.PHONY: help build test fmt lint controlplane bench e2e-local e2e kind-up kind-down check-features ci
+.PHONY: help build test fmt lint controlplane bench e2e-local e2e kind-up kind-down check ci
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -14,8 +19,8 @@ build: ## build the runner
 controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into the cache (prints the dir)
 	hack/build-controlplane.sh
 
-test: controlplane ## run every test (unit, integration, end-to-end on the local cluster)
-	DRA_E2E_BINARIES_DIR=$$(hack/build-controlplane.sh) $(CARGO) test -- --test-threads=2
+test: controlplane ## run every test (unit, integration, end to end on the local cluster)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) test -- --test-threads=2
 
 fmt: ## format the code
 	$(CARGO) fmt
@@ -23,6 +28,27 @@ fmt: ## format the code
 lint: ## formatting and clippy, warnings are errors
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+check: ## check the feature files (undefined/ambiguous steps, unknown tags), no cluster needed
+	$(CARGO) run --quiet -- check features
+
+e2e-local: controlplane ## run the whole suite on the local cluster, JUnit in target/junit.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --junit target/junit.xml $(ARGS)
+
+e2e: ## run the suite on the kind cluster (make kind-up first)
+	mkdir -p target && $(KIND) get kubeconfig --name $(KIND_CLUSTER) > target/kind.kubeconfig
+	$(CARGO) run -- --cluster kubeconfig --kubeconfig target/kind.kubeconfig --junit target/junit-kind.xml $(ARGS)
+
+kind-up: ## create the kind cluster from kind.yaml and side-load the proxy image
+	$(KIND) create cluster --name $(KIND_CLUSTER) --config kind.yaml
+	docker pull $(PROXY_IMAGE) && $(KIND) load docker-image --name $(KIND_CLUSTER) $(PROXY_IMAGE)
+
+kind-down: ## delete the kind cluster
+	$(KIND) delete cluster --name $(KIND_CLUSTER)
+
+bench: controlplane ## benchmarks: local cluster start-up, and the whole local suite with timings (BENCH_FLAGS=--profile=dev skips the optimised build)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench local_cluster_startup
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --timings $(ARGS)
 
 ci: ## what CI runs
 	.ci/run

@@ -5,6 +5,8 @@ pub mod cluster;
 pub mod conn;
 pub mod node_files;
 pub mod node_sim;
+pub mod objects;
 pub mod plugin;
 pub mod proto;
 pub mod proxy;
+pub mod wait;

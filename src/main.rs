@@ -1,18 +1,37 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+fn init_plain_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
     let sub = args.get(1).and_then(|a| a.to_str()).map(str::to_owned);
-    let result = match sub.as_deref() {
-        Some("proxy-agent") => dra_e2e::proxy::agent::cli_main(args.split_off(2)),
-        Some("cluster") => dra_e2e::cluster::local::cli_main(args.split_off(2)),
-        _ => Err(anyhow::anyhow!(
-            "the scenario runner is not implemented yet"
-        )),
+    let result: anyhow::Result<i32> = match sub.as_deref() {
+        Some("proxy-agent") => {
+            init_plain_tracing();
+            dra_e2e::proxy::agent::cli_main(args.split_off(2)).map(|()| 0)
+        }
+        Some("cluster") => {
+            init_plain_tracing();
+            dra_e2e::cluster::local::cli_main(args.split_off(2)).map(|()| 0)
+        }
+        Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
+        Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
+        _ => match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt.block_on(dra_e2e::runner::run()),
+            Err(e) => Err(anyhow::anyhow!("starting the async runtime: {e}")),
+        },
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -1,7 +1,594 @@
 //! The local cluster: etcd, kube-apiserver, kube-scheduler and
-//! kube-controller-manager as child processes of the runner.
+//! kube-controller-manager as child processes of the runner, with a fresh PKI
+//! in a private temporary directory.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), dra_e2e::cluster::local::LocalClusterError> {
+//! use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+//! let cluster = LocalCluster::start(LocalClusterOptions::default()).await?;
+//! let client = cluster.client();
+//! // … use the cluster; simulated nodes keep their files below cluster.dir() …
+//! cluster.stop().await?;
+//! # Ok(()) }
+//! ```
+pub mod binaries;
+mod cli;
+pub mod components;
+pub mod gates;
+mod kubeconfig;
+pub mod pki;
+pub mod process;
+mod readiness;
 
-/// Entry point of the `cluster` subcommand; `args` excludes the subcommand name.
-pub fn cli_main(_args: Vec<std::ffi::OsString>) -> anyhow::Result<()> {
-    anyhow::bail!("the local cluster is not implemented yet")
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use binaries::{Binaries, MissingBinaries};
+pub use cli::cli_main;
+pub use gates::{FeatureGates, InvalidFeatureGate};
+
+use components::{Ports, Settings};
+use pki::Pki;
+use process::ManagedProcess;
+use readiness::NotReady;
+
+/// What a local cluster is started with.
+#[derive(Debug, Clone)]
+pub struct LocalClusterOptions {
+    /// Directory holding the four binaries; `None` applies the usual lookup
+    /// (`DRA_E2E_BINARIES_DIR`, then the build cache).
+    pub binaries_dir: Option<PathBuf>,
+    /// Gates passed identically to every component.
+    pub feature_gates: FeatureGates,
+    /// kube-apiserver `--runtime-config` entries. An API an enabled gate
+    /// needs is added automatically (see [`components::effective_runtime_config`]).
+    pub runtime_config: Vec<String>,
+    /// Keep the cluster's directory (PKI, logs, kubeconfig, etcd data) after
+    /// stopping, and print where it is.
+    pub keep_files: bool,
+    /// Where the cluster's temporary directory is created; default the
+    /// system temp dir. Keep it short: kubelet plugin sockets live below it
+    /// and unix socket paths are limited to 107 bytes.
+    pub base_dir: Option<PathBuf>,
+    /// How long each component may take to become ready.
+    pub startup_timeout: Duration,
+    /// How long a component may take to exit after SIGTERM before SIGKILL.
+    pub stop_grace_period: Duration,
+}
+
+impl Default for LocalClusterOptions {
+    fn default() -> Self {
+        Self {
+            binaries_dir: None,
+            feature_gates: FeatureGates::new(),
+            runtime_config: vec![
+                "resource.k8s.io/v1beta1=true".to_owned(),
+                "resource.k8s.io/v1beta2=true".to_owned(),
+            ],
+            keep_files: false,
+            base_dir: None,
+            startup_timeout: Duration::from_secs(180),
+            stop_grace_period: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Everything that can go wrong starting or stopping a local cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalClusterError {
+    #[error(transparent)]
+    Binaries(#[from] MissingBinaries),
+    #[error("creating the cluster directory in {base}: {source}")]
+    TempDir {
+        base: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("preparing {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating the cluster's certificates: {0}")]
+    Pki(#[from] pki::PkiError),
+    #[error("finding free loopback ports: {0}")]
+    Ports(#[source] std::io::Error),
+    #[error("loading the admin kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("creating a client for {what}: {source}")]
+    Client {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("starting {component} ({binary}): {source}")]
+    Spawn {
+        component: String,
+        binary: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{component} exited ({status}); {log}")]
+    Exited {
+        component: String,
+        status: String,
+        log: Box<LogTail>,
+    },
+    #[error("{component} was not ready within {timeout:?} ({probe}: {last}); {log}")]
+    NotReady {
+        component: String,
+        timeout: Duration,
+        probe: String,
+        last: String,
+        log: Box<LogTail>,
+    },
+    #[error("removing the cluster directory {path}: {source}")]
+    Cleanup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The end of a component's log, quoted in errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogTail {
+    pub path: PathBuf,
+    pub tail: String,
+}
+
+impl LogTail {
+    fn of(p: &ManagedProcess) -> Box<Self> {
+        Box::new(Self {
+            path: p.log_path().to_owned(),
+            tail: p.log_tail(readiness::LOG_TAIL_LINES),
+        })
+    }
+}
+
+impl std::fmt::Display for LogTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "last lines of {}:\n{}", self.path.display(), self.tail)
+    }
+}
+
+/// One running component, for diagnostics and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    pub name: String,
+    pub pid: u32,
+    pub log_path: PathBuf,
+}
+
+/// A running local control plane. Stop it with [`LocalCluster::stop`]; if it
+/// is dropped instead (including while a panic unwinds), the same shutdown
+/// runs synchronously.
+pub struct LocalCluster {
+    running: Running,
+    dir: PathBuf,
+    kubeconfig_path: PathBuf,
+    kube_config: kube::Config,
+    client: kube::Client,
+    server_url: String,
+    feature_gates: FeatureGates,
+    binaries: Binaries,
+}
+
+impl std::fmt::Debug for LocalCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCluster")
+            .field("server_url", &self.server_url)
+            .field("dir", &self.dir)
+            .field("feature_gates", &self.feature_gates)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalCluster {
+    /// Starts etcd, kube-apiserver, kube-scheduler and kube-controller-manager
+    /// and waits until each is ready. On error nothing is left running and the
+    /// directory is removed (unless `keep_files`).
+    pub async fn start(options: LocalClusterOptions) -> Result<Self, LocalClusterError> {
+        let started = Instant::now();
+        let binaries = Binaries::find(options.binaries_dir.as_deref())?;
+        let mut running = Running::create(&options)?;
+        let dir = running.path().to_owned();
+
+        let pki_dir = make_dir(&dir.join("pki"), 0o700)?;
+        let log_dir = make_dir(&dir.join("logs"), 0o755)?;
+        let pki = Pki::generate(&pki_dir)?;
+        let ports = free_ports()?;
+        let server_url = format!("https://127.0.0.1:{}", ports.apiserver);
+
+        let kubeconfig_path = dir.join("kubeconfig");
+        pki::write_file(
+            &kubeconfig_path,
+            &kubeconfig::render(&server_url, &pki),
+            0o600,
+        )?;
+        let kube_config = load_kubeconfig(&kubeconfig_path).await?;
+        let client = kube::Client::try_from(kube_config.clone()).map_err(|source| {
+            LocalClusterError::Client {
+                what: "kube-apiserver".into(),
+                source,
+            }
+        })?;
+
+        let settings = Settings {
+            ports,
+            pki: &pki,
+            etcd_data_dir: dir.join("etcd"),
+            kubeconfig: kubeconfig_path.clone(),
+            feature_gates: &options.feature_gates,
+            runtime_config: &options.runtime_config,
+        };
+        let timeout = options.startup_timeout;
+
+        let etcd = running.spawn(
+            &binaries,
+            binaries::ETCD,
+            components::etcd_args(&settings),
+            &log_dir,
+        )?;
+        ready(&running.processes[etcd], "GET /readyz", timeout, || {
+            readiness::probe_plain_http(ports.etcd_client, "/readyz")
+        })
+        .await?;
+
+        let apiserver = running.spawn(
+            &binaries,
+            binaries::KUBE_APISERVER,
+            components::apiserver_args(&settings),
+            &log_dir,
+        )?;
+        ready(
+            &running.processes[apiserver],
+            "GET /readyz",
+            timeout,
+            || readiness::probe_kube(&client, "/readyz"),
+        )
+        .await?;
+
+        let scheduler = running.spawn(
+            &binaries,
+            binaries::KUBE_SCHEDULER,
+            components::scheduler_args(&settings),
+            &log_dir,
+        )?;
+        let controller_manager = running.spawn(
+            &binaries,
+            binaries::KUBE_CONTROLLER_MANAGER,
+            components::controller_manager_args(&settings),
+            &log_dir,
+        )?;
+        let scheduler_client = health_client(ports.scheduler, &pki, "kube-scheduler")?;
+        let kcm_client = health_client(ports.controller_manager, &pki, "kube-controller-manager")?;
+        let (s, c) = tokio::join!(
+            ready(
+                &running.processes[scheduler],
+                "GET /healthz",
+                timeout,
+                || { readiness::probe_kube(&scheduler_client, "/healthz") }
+            ),
+            ready(
+                &running.processes[controller_manager],
+                "GET /healthz",
+                timeout,
+                || { readiness::probe_kube(&kcm_client, "/healthz") }
+            ),
+        );
+        s?;
+        c?;
+
+        tracing::info!(
+            server = %server_url,
+            dir = %dir.display(),
+            elapsed = ?started.elapsed(),
+            "local cluster ready"
+        );
+        Ok(Self {
+            running,
+            dir,
+            kubeconfig_path,
+            kube_config,
+            client,
+            server_url,
+            feature_gates: options.feature_gates,
+            binaries,
+        })
+    }
+
+    /// A client with cluster-admin rights (CN=admin, O=system:masters).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The admin client configuration, e.g. to impersonate other users.
+    pub fn kube_config(&self) -> kube::Config {
+        self.kube_config.clone()
+    }
+
+    /// Admin kubeconfig with embedded credentials; works with kubectl.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The cluster's private directory (mode 0700). Simulated nodes put their
+    /// kubelet directories here so that they go away with the cluster.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the components' logs are (`<component>.log`).
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// The gates every component runs with.
+    pub fn feature_gates(&self) -> &FeatureGates {
+        &self.feature_gates
+    }
+
+    /// The directory the binaries were taken from.
+    pub fn binaries_dir(&self) -> &Path {
+        self.binaries.dir()
+    }
+
+    /// The component processes, in start order.
+    pub fn components(&self) -> Vec<Component> {
+        self.running
+            .processes
+            .iter()
+            .map(|p| Component {
+                name: p.component().to_owned(),
+                pid: p.pid(),
+                log_path: p.log_path().to_owned(),
+            })
+            .collect()
+    }
+
+    /// Resolves when any component exits on its own (a crash, or a signal
+    /// from outside); pending forever while all of them run. Returns the
+    /// [`LocalClusterError::Exited`] describing it.
+    pub async fn component_exited(&self) -> LocalClusterError {
+        if self.running.processes.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = self.running.processes.iter().map(|p| {
+            let mut exit = p.exit_watch();
+            Box::pin(async move {
+                let status = match exit.wait_for(Option::is_some).await {
+                    Ok(status) => *status,
+                    // The sender lives as long as the process handle.
+                    Err(_) => None,
+                };
+                (p, status)
+            })
+        });
+        let ((p, status), _, _) = futures::future::select_all(waits).await;
+        exited_error(
+            p,
+            status.map_or_else(|| "unknown status".into(), |s| s.to_string()),
+        )
+    }
+
+    /// Stops every component (SIGTERM; SIGKILL after the grace period) and
+    /// removes the directory, unless the cluster was started with
+    /// `keep_files`.
+    pub async fn stop(mut self) -> Result<(), LocalClusterError> {
+        let mut running = std::mem::take(&mut self.running);
+        tokio::task::spawn_blocking(move || running.shutdown())
+            .await
+            .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
+    }
+}
+
+/// The processes and directory of a cluster; stopping happens here so that a
+/// half-started cluster is cleaned up by the same code as a running one.
+#[derive(Default)]
+struct Running {
+    /// In start order: etcd, kube-apiserver, then the controllers.
+    processes: Vec<ManagedProcess>,
+    dir: Option<tempfile::TempDir>,
+    keep_files: bool,
+    grace: Duration,
+}
+
+impl Running {
+    fn create(options: &LocalClusterOptions) -> Result<Self, LocalClusterError> {
+        let base = options.base_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("dra-e2e-")
+            .tempdir_in(&base)
+            .map_err(|source| LocalClusterError::TempDir {
+                base: base.clone(),
+                source,
+            })?;
+        set_mode(dir.path(), 0o700)?;
+        Ok(Self {
+            processes: Vec::new(),
+            dir: Some(dir),
+            keep_files: options.keep_files,
+            grace: options.stop_grace_period,
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir
+            .as_ref()
+            .map(|d| d.path())
+            .unwrap_or_else(|| Path::new(""))
+    }
+
+    fn spawn(
+        &mut self,
+        binaries: &Binaries,
+        component: &str,
+        args: Vec<std::ffi::OsString>,
+        log_dir: &Path,
+    ) -> Result<usize, LocalClusterError> {
+        let binary = binaries.path(component);
+        let log = log_dir.join(format!("{component}.log"));
+        let process = ManagedProcess::spawn(component, &binary, args, &log).map_err(|source| {
+            LocalClusterError::Spawn {
+                component: component.to_owned(),
+                binary: binary.clone(),
+                source,
+            }
+        })?;
+        self.processes.push(process);
+        Ok(self.processes.len() - 1)
+    }
+
+    /// Idempotent: stops what runs, removes (or keeps) the directory.
+    fn shutdown(&mut self) -> Result<(), LocalClusterError> {
+        let mut processes = std::mem::take(&mut self.processes);
+        // Controllers first so they do not spin on a vanished API server, then
+        // the API server, then its storage.
+        let core = processes.len().min(2);
+        let controllers: Vec<&ManagedProcess> = processes[core..].iter().collect();
+        process::stop_all(&controllers, self.grace);
+        for p in processes[..core].iter().rev() {
+            process::stop_all(&[p], self.grace);
+        }
+        // Joins the reaper threads.
+        processes.clear();
+
+        let Some(dir) = self.dir.take() else {
+            return Ok(());
+        };
+        if self.keep_files {
+            let path = dir.keep();
+            tracing::info!(dir = %path.display(), "kept the local cluster's files");
+            eprintln!("local cluster files kept in {}", path.display());
+            return Ok(());
+        }
+        let path = dir.path().to_owned();
+        dir.close()
+            .map_err(|source| LocalClusterError::Cleanup { path, source })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.processes.is_empty() && self.dir.is_none() {
+            return;
+        }
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "cleaning up the local cluster");
+        }
+    }
+}
+
+fn exited_error(p: &ManagedProcess, status: String) -> LocalClusterError {
+    LocalClusterError::Exited {
+        component: p.component().to_owned(),
+        status,
+        log: LogTail::of(p),
+    }
+}
+
+/// Waits for one component and turns a failure into an error naming it.
+async fn ready<F, Fut>(
+    p: &ManagedProcess,
+    probe: &str,
+    timeout: Duration,
+    f: F,
+) -> Result<(), LocalClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let started = Instant::now();
+    match readiness::wait_ready(p, probe, timeout, f).await {
+        Ok(()) => {
+            tracing::info!(component = p.component(), elapsed = ?started.elapsed(), "ready");
+            Ok(())
+        }
+        Err(NotReady::Exited { status }) => Err(exited_error(p, status.to_string())),
+        Err(NotReady::Timeout { probe, last }) => Err(LocalClusterError::NotReady {
+            component: p.component().to_owned(),
+            timeout,
+            probe,
+            last,
+            log: LogTail::of(p),
+        }),
+    }
+}
+
+/// An anonymous HTTPS client for a component's secure port, trusting only the
+/// cluster CA that signed its serving certificate.
+fn health_client(port: u16, pki: &Pki, component: &str) -> Result<kube::Client, LocalClusterError> {
+    let url: http::Uri = format!("https://127.0.0.1:{port}")
+        .parse()
+        .expect("a loopback URL with a numeric port is valid");
+    let mut config = kube::Config::new(url);
+    config.root_cert = Some(vec![pki.ca_der.clone()]);
+    kube::Client::try_from(config).map_err(|source| LocalClusterError::Client {
+        what: component.to_owned(),
+        source,
+    })
+}
+
+async fn load_kubeconfig(path: &Path) -> Result<kube::Config, LocalClusterError> {
+    let err = |source| LocalClusterError::Kubeconfig {
+        path: path.to_owned(),
+        source,
+    };
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(err)?;
+    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(err)
+}
+
+/// Ports the kernel reports free right now. All listeners are held until every
+/// port is chosen, so the five are distinct; another process could still take
+/// one before the component binds it, which then fails start-up loudly.
+fn free_ports() -> Result<Ports, LocalClusterError> {
+    let listeners = (0..5)
+        .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(LocalClusterError::Ports)?;
+    let ports = listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(LocalClusterError::Ports)?;
+    Ok(Ports {
+        etcd_client: ports[0],
+        etcd_peer: ports[1],
+        apiserver: ports[2],
+        scheduler: ports[3],
+        controller_manager: ports[4],
+    })
+}
+
+fn make_dir(path: &Path, mode: u32) -> Result<PathBuf, LocalClusterError> {
+    fs::create_dir(path).map_err(|source| LocalClusterError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    set_mode(path, mode)?;
+    Ok(path.to_owned())
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), LocalClusterError> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|source| {
+        LocalClusterError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    })
 }

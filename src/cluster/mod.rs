@@ -1,2 +1,384 @@
-//! Reaching a cluster: a local control plane, or any cluster from a kubeconfig.
+//! Reaching a cluster: the local cluster the runner starts (control plane plus
+//! simulated kubelet nodes), or any cluster from a kubeconfig.
 pub mod local;
+pub mod local_host;
+pub mod remote;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, ListParams};
+
+use crate::driver::sockets::NodeHost;
+use crate::node_sim::{SimNode, SimNodeConfig};
+use crate::runner::cli::{ClusterChoice, RunArgs};
+use crate::runner::features::Environment;
+
+/// How the runner should reach a cluster.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub choice: ClusterChoice,
+    pub kubeconfig: Option<PathBuf>,
+    pub nodes: usize,
+    pub feature_gates: Vec<String>,
+    pub binaries_dir: Option<PathBuf>,
+    pub wipe_delay: Duration,
+    pub keep_files: bool,
+    pub kubelet_root: PathBuf,
+    pub proxy_image: String,
+}
+
+impl ConnectOptions {
+    pub fn from_args(a: &RunArgs) -> Self {
+        Self {
+            choice: a.cluster,
+            kubeconfig: a.kubeconfig.clone(),
+            nodes: a.nodes,
+            feature_gates: a.feature_gates.clone(),
+            binaries_dir: a.binaries_dir.clone(),
+            wipe_delay: a.wipe_delay,
+            keep_files: a.keep_cluster_files,
+            kubelet_root: a.kubelet_root_dir.clone(),
+            proxy_image: a.proxy_image.clone(),
+        }
+    }
+}
+
+/// DRA feature gates on by default in Kubernetes 1.37 (beta or GA).
+pub const DEFAULT_ON_GATES: &[&str] = &[
+    "DynamicResourceAllocation",
+    "DRAAdminAccess",
+    "DRAPrioritizedList",
+    "DRAResourceClaimDeviceStatus",
+    "DRADeviceTaints",
+    "DRAExtendedResource",
+    "DRAPartitionableDevices",
+    "DRAConsumableCapacity",
+    "DRADeviceBindingConditions",
+    "DRASchedulerFilterTimeout",
+];
+
+/// Gates that are on: the defaults unless switched off, plus those switched on.
+fn enabled_gates(gates: &local::FeatureGates) -> Vec<String> {
+    let mut on: Vec<String> = DEFAULT_ON_GATES
+        .iter()
+        .filter(|g| gates.get(g) != Some(false))
+        .map(|g| (*g).to_owned())
+        .collect();
+    for (g, enabled) in gates.iter() {
+        if enabled && !on.iter().any(|o| o == g) {
+            on.push(g.to_owned());
+        }
+    }
+    on
+}
+
+/// A Node that is Ready and accepts pods.
+pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
+    let schedulable = !n
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
+    let no_schedule_taint = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"));
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    schedulable && ready && !no_schedule_taint
+}
+
+pub(crate) struct LocalEnv {
+    cluster: Mutex<Option<local::LocalCluster>>,
+    nodes: Vec<SimNode>,
+    pids: Vec<u32>,
+    wipe_delay: Duration,
+}
+
+enum Kind {
+    Local(LocalEnv),
+    Remote(remote::RemoteEnv),
+}
+
+/// The cluster scenarios run against.
+pub struct Cluster {
+    client: kube::Client,
+    config: kube::Config,
+    kind: Kind,
+}
+
+impl Cluster {
+    /// Picks and reaches the cluster; for the local one, starts it.
+    pub async fn connect(opts: &ConnectOptions) -> anyhow::Result<Cluster> {
+        let use_local = match opts.choice {
+            ClusterChoice::Local => true,
+            ClusterChoice::Kubeconfig => false,
+            ClusterChoice::Auto => !remote::kubeconfig_configured(opts.kubeconfig.as_deref()),
+        };
+        if use_local {
+            Self::start_local(opts).await
+        } else {
+            let env = remote::RemoteEnv::connect(opts).await?;
+            Ok(Cluster {
+                client: env.client.clone(),
+                config: env.config.clone(),
+                kind: Kind::Remote(env),
+            })
+        }
+    }
+
+    async fn start_local(opts: &ConnectOptions) -> anyhow::Result<Cluster> {
+        let gates: local::FeatureGates = if opts.feature_gates.is_empty() {
+            local::FeatureGates::new()
+        } else {
+            opts.feature_gates
+                .join(",")
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?
+        };
+        let options = local::LocalClusterOptions {
+            binaries_dir: opts.binaries_dir.clone(),
+            feature_gates: gates,
+            keep_files: opts.keep_files,
+            ..Default::default()
+        };
+        eprintln!("dra-e2e: starting the local cluster ({} simulated nodes)...", opts.nodes);
+        let cluster = local::LocalCluster::start(options).await.map_err(|e| {
+            anyhow::anyhow!(
+                "{e}\n(no cluster from --kubeconfig/KUBECONFIG either: pass --cluster kubeconfig \
+                 --kubeconfig FILE for a real cluster, or build the local one with `make controlplane`)"
+            )
+        })?;
+        let client = cluster.client();
+        let config = cluster.kube_config();
+        let mut pids: Vec<u32> = cluster.components().iter().map(|c| c.pid).collect();
+        let mut nodes = Vec::new();
+        let nodes_dir = cluster.dir().join("n");
+        for i in 0..opts.nodes {
+            let name = format!("dra-e2e-node-{i}");
+            let mut config = SimNodeConfig::new(&name, nodes_dir.join(i.to_string()));
+            config.wipe_delay = opts.wipe_delay;
+            config.delete_node_on_stop = true;
+            match SimNode::start(client.clone(), config).await {
+                Ok(n) => nodes.push(n),
+                Err(e) => {
+                    for n in nodes {
+                        n.stop().await;
+                    }
+                    let _ = cluster.stop().await;
+                    return Err(anyhow::anyhow!("starting simulated node {name}: {e}"));
+                }
+            }
+        }
+        pids.sort();
+        Ok(Cluster {
+            client,
+            config,
+            kind: Kind::Local(LocalEnv {
+                cluster: Mutex::new(Some(cluster)),
+                nodes,
+                pids,
+                wipe_delay: opts.wipe_delay,
+            }),
+        })
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    pub fn kube_config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self.kind, Kind::Local(_))
+    }
+
+    /// One line saying what the run uses.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Local(l) => {
+                let kubeconfig = l
+                    .cluster
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.as_ref().map(|c| c.kubeconfig_path().display().to_string()))
+                    .unwrap_or_default();
+                format!(
+                    "local cluster with {} simulated nodes (kubeconfig {kubeconfig})",
+                    l.nodes.len()
+                )
+            }
+            Kind::Remote(r) => format!("cluster at {} (kubelet root {})", r.server, r.kubelet_root.display()),
+        }
+    }
+
+    /// The kubelet's slice wiping delay.
+    pub fn wiping_delay(&self) -> Duration {
+        match &self.kind {
+            Kind::Local(l) => l.wipe_delay,
+            Kind::Remote(_) => Duration::from_secs(30),
+        }
+    }
+
+    /// What the parser needs to decide which scenarios can run here.
+    pub async fn environment(&self) -> anyhow::Result<Environment> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes.list(&ListParams::default()).await.context("listing nodes")?.items;
+        let ready: Vec<&Node> = list.iter().filter(|n| node_is_ready_and_schedulable(n)).collect();
+        let kubelet_version = ready
+            .iter()
+            .filter_map(|n| {
+                let v = n.status.as_ref()?.node_info.as_ref()?.kubelet_version.clone();
+                let mut it = v.trim_start_matches('v').split('.');
+                Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+            })
+            .min();
+        let enabled_gates = match &self.kind {
+            Kind::Local(l) => Some(
+                l.cluster
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.as_ref().map(|c| enabled_gates(c.feature_gates())))
+                    .unwrap_or_default(),
+            ),
+            Kind::Remote(_) => None,
+        };
+        Ok(Environment {
+            local: self.is_local(),
+            ready_nodes: ready.len(),
+            enabled_gates,
+            kubelet_version,
+        })
+    }
+
+    /// Where a driver's plugin sockets and CDI files live on `nodes`.
+    pub async fn node_host(
+        &self,
+        namespace: &str,
+        driver: &str,
+        instance: &str,
+        nodes: &[String],
+    ) -> anyhow::Result<Arc<dyn NodeHost>> {
+        match &self.kind {
+            Kind::Local(l) => Ok(Arc::new(local_host::LocalHost::new(
+                l.nodes
+                    .iter()
+                    .filter(|n| nodes.contains(&n.name().to_owned()))
+                    .map(|n| (n.name().to_owned(), n.root_dir().to_owned(), n.cdi_dir()))
+                    .collect(),
+            ))),
+            Kind::Remote(r) => Ok(Arc::new(
+                r.host(self.client.clone(), namespace, driver, instance, nodes)
+                    .await?,
+            )),
+        }
+    }
+
+    /// The environment of a running container, as `env` inside it prints it.
+    pub async fn container_env(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> anyhow::Result<Vec<String>> {
+        match &self.kind {
+            Kind::Local(l) => {
+                for n in &l.nodes {
+                    if let Some(env) = n.container_env(namespace, pod, container) {
+                        return Ok(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect());
+                    }
+                }
+                anyhow::bail!(
+                    "no simulated node runs container {container} of pod {namespace}/{pod}"
+                )
+            }
+            Kind::Remote(_) => remote::exec_env(&self.client, namespace, pod, container).await,
+        }
+    }
+
+    /// The simulated kubelet's log of a node (local cluster only).
+    pub fn node_log(&self, node: &str) -> Option<String> {
+        match &self.kind {
+            Kind::Local(l) => l
+                .nodes
+                .iter()
+                .find(|n| n.name() == node)
+                .map(|n| n.journal_text()),
+            Kind::Remote(_) => None,
+        }
+    }
+
+    /// Waits (briefly) until the run's namespaces are gone.
+    pub async fn wait_namespaces_gone(&self, run_id: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let label = format!("{}={run_id}", crate::steps::lifecycle::RUN_LABEL);
+        let config = kube::runtime::watcher::Config::default().labels(&label);
+        let r = crate::wait::list(&api, config, "the run's namespaces to be deleted", Duration::from_secs(120), |items| {
+            if items.is_empty() {
+                crate::wait::Check::Done(())
+            } else {
+                crate::wait::Check::Pending(
+                    items.iter().filter_map(|n| n.metadata.name.clone()).collect::<Vec<_>>().join(", "),
+                )
+            }
+        })
+        .await;
+        if let Err(e) = r {
+            eprintln!("dra-e2e: {e}");
+        }
+    }
+
+    /// Second Ctrl-C: kill the local cluster's processes without waiting.
+    pub fn kill_now(&self) {
+        if let Kind::Local(l) = &self.kind {
+            for pid in &l.pids {
+                // SAFETY: kill(2) with a PID we started; at worst it is gone.
+                unsafe {
+                    libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+                }
+            }
+            if let Ok(mut c) = l.cluster.lock() {
+                // Dropping removes the temp dir.
+                drop(c.take());
+            }
+        }
+    }
+
+    /// Stops simulated nodes and the local cluster.
+    pub async fn shutdown(self) {
+        if let Kind::Local(l) = self.kind {
+            for n in l.nodes {
+                n.stop().await;
+            }
+            let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
+            if let Some(c) = cluster
+                && let Err(e) = c.stop().await
+            {
+                eprintln!("dra-e2e: stopping the local cluster: {e}");
+            }
+        }
+    }
+
+    /// Shutdown when other references remain (a background task holds one):
+    /// the control plane still stops; simulated nodes stop with the process.
+    pub async fn shutdown_shared(self: Arc<Self>) {
+        if let Kind::Local(l) = &self.kind {
+            let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
+            if let Some(c) = cluster
+                && let Err(e) = c.stop().await
+            {
+                eprintln!("dra-e2e: stopping the local cluster: {e}");
+            }
+        }
+    }
+}

@@ -1,2 +1,296 @@
 //! The kubelet plugin the runner hosts per (driver, node): registration and DRA
 //! gRPC servers, test-driver semantics, call counting and failure injection.
+//!
+//! One [`NodePlugin`] serves one node of one driver. All nodes of a driver share
+//! one [`Calls`], so the harness can count, fail and stall any method on any node
+//! from a single place.
+//!
+//! ```no_run
+//! # async fn doc(claims: std::sync::Arc<dyn dra_e2e::plugin::ClaimSource>) -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use dra_e2e::node_files::LocalDir;
+//! use dra_e2e::plugin::{Calls, NodePlugin, PluginConfig};
+//!
+//! let calls = Calls::new("dra-1234.k8s.io");
+//! let config = PluginConfig::new(
+//!     "dra-1234.k8s.io",
+//!     "node-1",
+//!     "/var/lib/kubelet/plugins/dra-1234.k8s.io/dra.sock",
+//!     claims,
+//!     Arc::new(LocalDir::new("/var/run/cdi")),
+//!     calls.clone(),
+//! );
+//! let plugin = NodePlugin::start_unix(
+//!     config,
+//!     "/var/lib/kubelet/plugins/dra-1234.k8s.io/dra.sock",
+//!     "/var/lib/kubelet/plugins_registry/dra-1234.k8s.io-reg.sock",
+//! )
+//! .await?;
+//! plugin.wait_registered(Duration::from_secs(60)).await?;
+//! plugin.stop().await?;
+//! # Ok(()) }
+//! ```
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::node_files::NodeFiles;
+use crate::proto::{method, service};
+
+pub mod calls;
+pub mod claims;
+pub mod dra;
+pub mod driver_logic;
+pub mod health;
+mod node_plugin;
+pub mod prepared;
+pub mod registration;
+mod watch;
+
+pub use calls::{CallOutcome, CallRecord, Calls, CallsLayer};
+pub use claims::{ClaimRef, ClaimSource, ClaimSourceError};
+pub use health::{DeviceHealth, HealthStatus};
+pub use node_plugin::NodePlugin;
+pub use prepared::{ClaimId, Prepared, PreparedClaim, PreparedDevice};
+pub use registration::RegistrationStatus;
+pub use watch::WaitTimeout;
+
+/// A version of the kubelet's DRA node gRPC API that a plugin can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeApi {
+    /// `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin`, kubelet 1.34+.
+    V1,
+    /// `k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin`, kubelet 1.32+.
+    V1beta1,
+    /// `v1alpha3.Node`, kubelet 1.31-1.33.
+    V1alpha4,
+}
+
+impl NodeApi {
+    /// What `GetInfo` advertises for this API in `supported_versions`.
+    pub fn registration_string(self) -> &'static str {
+        match self {
+            NodeApi::V1 => service::DRA_V1,
+            NodeApi::V1beta1 => service::DRA_V1BETA1,
+            NodeApi::V1alpha4 => service::DRA_V1ALPHA4,
+        }
+    }
+
+    /// Full gRPC path of `NodePrepareResources` in this API.
+    pub fn prepare_method(self) -> &'static str {
+        match self {
+            NodeApi::V1 => method::V1_PREPARE,
+            NodeApi::V1beta1 => method::V1BETA1_PREPARE,
+            NodeApi::V1alpha4 => method::V1ALPHA4_PREPARE,
+        }
+    }
+
+    /// Full gRPC path of `NodeUnprepareResources` in this API.
+    pub fn unprepare_method(self) -> &'static str {
+        match self {
+            NodeApi::V1 => method::V1_UNPREPARE,
+            NodeApi::V1beta1 => method::V1BETA1_UNPREPARE,
+            NodeApi::V1alpha4 => method::V1ALPHA4_UNPREPARE,
+        }
+    }
+
+    /// All APIs, newest first.
+    pub const ALL: [NodeApi; 3] = [NodeApi::V1, NodeApi::V1beta1, NodeApi::V1alpha4];
+}
+
+impl fmt::Display for NodeApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NodeApi::V1 => "v1",
+            NodeApi::V1beta1 => "v1beta1",
+            NodeApi::V1alpha4 => "v1alpha4",
+        })
+    }
+}
+
+impl std::str::FromStr for NodeApi {
+    type Err = UnknownNodeApi;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "v1" => Ok(NodeApi::V1),
+            "v1beta1" => Ok(NodeApi::V1beta1),
+            "v1alpha4" | "v1alpha3" => Ok(NodeApi::V1alpha4),
+            other => Err(UnknownNodeApi(other.to_owned())),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown DRA node API {0:?}: expected v1, v1beta1 or v1alpha4")]
+pub struct UnknownNodeApi(pub String);
+
+/// Legacy `supported_versions` entry: a plugin serving only v1alpha4 must send
+/// this, because 1.31 kubelets parse the entries as semantic versions and 1.32/1.33
+/// still accept it.
+pub const LEGACY_V1ALPHA4_VERSION: &str = "1.0.0";
+
+/// Everything one plugin instance for one (driver, node) needs.
+#[derive(Clone)]
+pub struct PluginConfig {
+    pub driver_name: String,
+    pub node_name: String,
+    /// The DRA socket as the *kubelet* sees it (a host path), advertised by `GetInfo`.
+    pub endpoint: String,
+    /// Served node APIs; `supported_versions` lists them in this order.
+    pub node_apis: Vec<NodeApi>,
+    /// Serve and advertise `v1alpha1.DRAResourceHealth`.
+    pub health: bool,
+    /// How often an open health stream repeats the full list.
+    pub health_interval: Duration,
+    /// Reads claims from the API server with the driver's own identity.
+    pub claims: Arc<dyn ClaimSource>,
+    /// The node's CDI spec directory.
+    pub cdi: Arc<dyn NodeFiles>,
+    /// Shared by all nodes of the driver.
+    pub calls: Calls,
+    /// Claims prepared on this node. Pass the previous instance's view when
+    /// restarting a plugin so that unprepare still finds the claims it prepared.
+    pub prepared: Prepared,
+    /// How long [`NodePlugin::stop`] waits for each server to drain.
+    pub stop_timeout: Duration,
+}
+
+impl PluginConfig {
+    /// Defaults as upstream's test driver: v1 then v1beta1, health served,
+    /// health repeated every 2 s.
+    pub fn new(
+        driver_name: impl Into<String>,
+        node_name: impl Into<String>,
+        endpoint: impl Into<String>,
+        claims: Arc<dyn ClaimSource>,
+        cdi: Arc<dyn NodeFiles>,
+        calls: Calls,
+    ) -> Self {
+        Self {
+            driver_name: driver_name.into(),
+            node_name: node_name.into(),
+            endpoint: endpoint.into(),
+            node_apis: vec![NodeApi::V1, NodeApi::V1beta1],
+            health: true,
+            health_interval: Duration::from_secs(2),
+            claims,
+            cdi,
+            calls,
+            prepared: Prepared::default(),
+            stop_timeout: Duration::from_secs(10),
+        }
+    }
+
+    pub fn with_node_apis(mut self, apis: impl IntoIterator<Item = NodeApi>) -> Self {
+        self.node_apis = apis.into_iter().collect();
+        self
+    }
+
+    pub fn with_health(mut self, health: bool) -> Self {
+        self.health = health;
+        self
+    }
+
+    pub fn with_health_interval(mut self, interval: Duration) -> Self {
+        self.health_interval = interval;
+        self
+    }
+
+    pub fn with_prepared(mut self, prepared: Prepared) -> Self {
+        self.prepared = prepared;
+        self
+    }
+
+    /// `PluginInfo.supported_versions` for this configuration.
+    pub fn supported_versions(&self) -> Vec<String> {
+        let mut apis: Vec<NodeApi> = Vec::new();
+        for api in &self.node_apis {
+            if !apis.contains(api) {
+                apis.push(*api);
+            }
+        }
+        let mut versions: Vec<String> = if apis == [NodeApi::V1alpha4] {
+            vec![LEGACY_V1ALPHA4_VERSION.to_owned()]
+        } else {
+            apis.iter()
+                .map(|a| a.registration_string().to_owned())
+                .collect()
+        };
+        if self.health {
+            versions.push(service::HEALTH_V1ALPHA1.to_owned());
+        }
+        versions
+    }
+}
+
+impl fmt::Debug for PluginConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PluginConfig")
+            .field("driver_name", &self.driver_name)
+            .field("node_name", &self.node_name)
+            .field("endpoint", &self.endpoint)
+            .field("node_apis", &self.node_apis)
+            .field("health", &self.health)
+            .field("health_interval", &self.health_interval)
+            .field("cdi", &self.cdi)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which of a node plugin's two servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    Registration,
+    Dra,
+}
+
+impl fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServerKind::Registration => "registration",
+            ServerKind::Dra => "DRA",
+        })
+    }
+}
+
+/// Starting and stopping a node plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("{op} {kind} socket {path} of driver {driver} on node {node}: {source}")]
+    Socket {
+        op: &'static str,
+        kind: ServerKind,
+        path: PathBuf,
+        driver: String,
+        node: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{kind} server of driver {driver} on node {node} failed: {source}")]
+    Serve {
+        kind: ServerKind,
+        driver: String,
+        node: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("{kind} server of driver {driver} on node {node} panicked: {message}")]
+    Panicked {
+        kind: ServerKind,
+        driver: String,
+        node: String,
+        message: String,
+    },
+    #[error(
+        "{kind} server of driver {driver} on node {node} did not drain its connections within {timeout:?}; aborted"
+    )]
+    StopTimeout {
+        kind: ServerKind,
+        driver: String,
+        node: String,
+        timeout: Duration,
+    },
+}

@@ -1,2 +1,30 @@
 //! Carrying connections from a node's unix sockets to the runner's servers.
+//!
+//! A kubelet connects to a unix socket on its node; an agent there pairs the
+//! connection with one of the TCP connections the runner dialled ahead of
+//! time; the bytes reach the runner's gRPC server through [`conn::Incoming`].
+//! Remotely the agent runs by exec in a proxy pod and the runner dials through
+//! port-forward; locally the agent is a subprocess and the runner dials
+//! loopback TCP. [`ProxiedSocket`] puts the two halves together.
+//!
+//! [`conn::Incoming`]: crate::conn::Incoming
 pub mod agent;
+pub mod endpoint;
+pub mod exec;
+pub mod exec_agent;
+pub mod local;
+pub mod pod_files;
+pub mod pods;
+pub mod pool;
+pub mod portforward;
+pub mod socket;
+pub mod transport;
+
+pub use exec_agent::ExecAgent;
+pub use local::{LocalAgent, LocalAgentConfig, LocalAgentError};
+pub use pod_files::PodFiles;
+pub use pods::{AgentKind, ProxyImage, ProxyPod, ProxyPods, ProxyPodsError, ProxyPodsSpec};
+pub use pool::{PoolConfig, PoolStats, PreDialled};
+pub use portforward::PortForward;
+pub use socket::{ProxiedSocket, ProxyError};
+pub use transport::{DialError, Dialled, TcpTransport, Transport};

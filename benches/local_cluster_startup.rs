@@ -1,0 +1,86 @@
+//! Start-up time of the local cluster: the first start in the process (cold:
+//! binaries not yet in the page cache if nothing else ran them recently, no
+//! TLS or client state warmed up) and a few more (warm).
+//!
+//! `make bench`, or `cargo bench --bench local_cluster_startup`. Runs:
+//! `DRA_E2E_BENCH_RUNS` (default 4, the first one cold). Binaries are found as
+//! for the tests (DRA_E2E_BINARIES_DIR, else the build cache).
+use std::time::{Duration, Instant};
+
+use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+
+fn main() {
+    // libtest-style flags such as `--bench` are passed by cargo; nothing here
+    // takes options, so they are ignored.
+    let runs: usize = std::env::var("DRA_E2E_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(4);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+
+    let mut starts = Vec::with_capacity(runs);
+    let mut stops = Vec::with_capacity(runs);
+    for run in 0..runs {
+        let (start, stop) = runtime.block_on(async {
+            let t = Instant::now();
+            let cluster = match LocalCluster::start(LocalClusterOptions::default()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("local_cluster_startup: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let start = t.elapsed();
+            let t = Instant::now();
+            if let Err(e) = cluster.stop().await {
+                eprintln!("local_cluster_startup: stopping: {e}");
+                std::process::exit(1);
+            }
+            (start, t.elapsed())
+        });
+        let kind = if run == 0 { "cold" } else { "warm" };
+        println!(
+            "local_cluster_startup run {}/{runs} ({kind}): start {:.2}s, stop {:.2}s",
+            run + 1,
+            start.as_secs_f64(),
+            stop.as_secs_f64()
+        );
+        starts.push(start);
+        stops.push(stop);
+    }
+
+    println!(
+        "local_cluster_startup cold start: {:.2}s",
+        starts[0].as_secs_f64()
+    );
+    if runs > 1 {
+        let (min, median, max) = summary(&starts[1..]);
+        println!(
+            "local_cluster_startup warm start over {} runs: min {:.2}s, median {:.2}s, max {:.2}s",
+            runs - 1,
+            min.as_secs_f64(),
+            median.as_secs_f64(),
+            max.as_secs_f64()
+        );
+    }
+    let (_, median_stop, max_stop) = summary(&stops);
+    println!(
+        "local_cluster_startup stop: median {:.2}s, max {:.2}s",
+        median_stop.as_secs_f64(),
+        max_stop.as_secs_f64()
+    );
+}
+
+fn summary(samples: &[Duration]) -> (Duration, Duration, Duration) {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    (
+        sorted[0],
+        sorted[sorted.len() / 2],
+        sorted[sorted.len() - 1],
+    )
+}

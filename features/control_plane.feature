@@ -1,0 +1,145 @@
+@DynamicResourceAllocation
+Feature: control plane
+  API validation, quota and permission checks that need no kubelet.
+  (upstream: [sig-node] [DRA] control plane)
+
+  Background:
+    Given 1 ready node
+
+  Scenario: validate ResourceClaimTemplate and ResourceClaim for admin access
+    Given a driver with a network pool of 10 devices, not registered with the kubelet
+    And a device class
+    Then creating the following objects as the admin fails with "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace":
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaim
+      metadata: { name: admin-claim, namespace: ${namespace} }
+      spec:
+        devices:
+          requests:
+          - name: my-request
+            exactly: { deviceClassName: ${class}, adminAccess: true }
+      ---
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaimTemplate
+      metadata: { name: admin-template, namespace: ${namespace} }
+      spec:
+        spec:
+          devices:
+            requests:
+            - name: my-request
+              exactly: { deviceClassName: ${class}, adminAccess: true }
+      """
+    When the namespace is labelled "resource.kubernetes.io/admin-access=true"
+    Then creating the following objects as the admin succeeds:
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaim
+      metadata: { name: admin-claim, namespace: ${namespace} }
+      spec:
+        devices:
+          requests:
+          - name: my-request
+            exactly: { deviceClassName: ${class}, adminAccess: true }
+      ---
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaimTemplate
+      metadata: { name: admin-template, namespace: ${namespace} }
+      spec:
+        spec:
+          devices:
+            requests:
+            - name: my-request
+              exactly: { deviceClassName: ${class}, adminAccess: true }
+      """
+
+  Scenario: truncates the name of a generated resource claim
+    Given a driver with a network pool of 10 devices, not registered with the kubelet
+    And a device class
+    When pod "ppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp" with an inline claim is created
+      | pod claim name | ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc |
+    Then pod "ppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp" is scheduled
+    And the claim of pod "ppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp" has a name shorter than 64 characters
+
+  Scenario: supports count/resourceclaims.resource.k8s.io ResourceQuota
+    Given a driver with a network pool of 10 devices, not registered with the kubelet
+    And a device class
+    And an external claim "claim-0"
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: ResourceQuota
+      metadata: { name: object-count, namespace: ${namespace} }
+      spec:
+        hard: { count/resourceclaims.resource.k8s.io: "1" }
+      """
+    Then resource quota "object-count" reports 1 used for "count/resourceclaims.resource.k8s.io"
+    And creating the following objects as the admin fails with "exceeded quota: object-count, requested: count/resourceclaims.resource.k8s.io=1, used: count/resourceclaims.resource.k8s.io=1, limited: count/resourceclaims.resource.k8s.io=1":
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaim
+      metadata: { generateName: claim-1-, namespace: ${namespace} }
+      spec:
+        devices:
+          requests:
+          - name: my-request
+            exactly: { deviceClassName: ${class} }
+      """
+
+  Scenario: must apply per-node permission checks
+    Given a driver with 1 device per node, not registered with the kubelet
+    Then creating the following objects as the plugin on node 0 fails with "this user running on node '${node0}' may not modify resourceslices on node 'dra-fictional-node'":
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceSlice
+      metadata: { name: dra-fictional-node-slice }
+      spec:
+        driver: dra.example.com
+        nodeName: dra-fictional-node
+        pool: { name: dra-fictional-node, generation: 1, resourceSliceCount: 1 }
+      """
+    And creating the following objects as the plugin on node "dra-fictional-node" succeeds:
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceSlice
+      metadata: { name: dra-fictional-node-slice }
+      spec:
+        driver: dra.example.com
+        nodeName: dra-fictional-node
+        pool: { name: dra-fictional-node, generation: 1, resourceSliceCount: 1 }
+      """
+    And updating ResourceSlice "dra-fictional-node-slice" as the plugin on node 0 fails with "this user running on node '${node0}' may not modify resourceslices on node 'dra-fictional-node'"
+    And updating ResourceSlice "dra-fictional-node-slice" as the plugin on node "dra-fictional-node" succeeds
+    And updating ResourceSlice "dra-fictional-node-slice" as the admin succeeds
+    And deleting ResourceSlice "dra-fictional-node-slice" as the plugin on node 0 fails with "may not modify resourceslices on node 'dra-fictional-node'"
+    And deleting ResourceSlice "dra-fictional-node-slice" as the plugin on node "dra-fictional-node" succeeds
+    And creating the following objects as the plugin on node 0 fails with "this user running on node '${node0}' may not modify cluster resourceslices":
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceSlice
+      metadata: { name: cluster-slice }
+      spec:
+        driver: another.example.com
+        allNodes: true
+        pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
+      """
+    And creating the following objects as the plugin on node "dra-fictional-node" fails with "may not modify cluster resourceslices":
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceSlice
+      metadata: { name: cluster-slice }
+      spec:
+        driver: another.example.com
+        allNodes: true
+        pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
+      """
+    And creating the following objects as the admin succeeds:
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceSlice
+      metadata: { name: cluster-slice }
+      spec:
+        driver: another.example.com
+        allNodes: true
+        pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
+      """

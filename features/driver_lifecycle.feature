@@ -1,0 +1,70 @@
+@DynamicResourceAllocation
+Feature: driver lifecycle
+  Drivers that start after their pods, and updates of a running driver.
+  (upstream: [sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation], driver set up inside each test)
+
+  Background:
+    Given 1 ready node
+
+  Scenario: runs pod after driver starts
+    Given a driver with 1 device per node, not started yet
+    And a device class
+    And an external claim "external-claim"
+    When pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is unschedulable
+    When the driver starts
+    Then pod "tester-1" is running
+    And every container of pod "tester-1" has env "user_a=b"
+    When pod "tester-1" is deleted
+    Then no plugin has prepared claims
+
+  @KubeletMinVersion:1.33
+  Scenario: rolling update
+    Given a driver "old" with 1 device per node, in rolling-update mode
+    And a device class for driver "old"
+    And the slices of driver "old" are noted
+    And a second instance "new" of driver "old"
+    When driver "old" is torn down
+    And pod "tester-1" with an inline claim is created
+      | device class | ${class:old} |
+    Then pod "tester-1" is running
+    And the slices of driver "new" are unchanged
+
+  @KubeletMinVersion:1.33
+  Scenario: rolling update with long driver name
+    Given a driver "a-very-long-driver-name-beyond-28-characters" with 1 device per node, in rolling-update mode
+    And a device class for driver "a-very-long-driver-name-beyond-28-characters"
+    And the slices of driver "a-very-long-driver-name-beyond-28-characters" are noted
+    And a second instance "new" of driver "a-very-long-driver-name-beyond-28-characters"
+    When driver "a-very-long-driver-name-beyond-28-characters" is torn down
+    And pod "tester-1" with an inline claim is created
+      | device class | ${class:a-very-long-driver-name-beyond-28-characters} |
+    Then pod "tester-1" is running
+    And the slices of driver "new" are unchanged
+
+  @KubeletMinVersion:1.33
+  Scenario: failed update
+    Given a driver "old" with 1 device per node, in rolling-update mode
+    And a device class for driver "old"
+    And the slices of driver "old" are noted
+    And a second instance "new" of driver "old"
+    When driver "new" is torn down
+    And pod "tester-1" with an inline claim is created
+      | device class | ${class:old} |
+    Then pod "tester-1" is running
+    And the slices of driver "old" are unchanged
+
+  @KubeletMinVersion:1.33 @slow
+  Scenario: sequential update with pods replacing each other
+    Given a driver "old" with 1 device per node
+    And a device class for driver "old"
+    And the slices of driver "old" are noted
+    And a second instance "new" of driver "old", not started yet
+    When driver "old" is replaced by driver "new"
+    And pod "tester-1" with an inline claim is created
+      | device class | ${class:old} |
+    Then pod "tester-1" is running
+    And the slices of driver "new" are unchanged if the outage was shorter than the kubelet's wiping delay
+    When all pods are deleted
+    And driver "new" is torn down
+    Then the slices of driver "new" are removed

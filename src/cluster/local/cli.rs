@@ -1,0 +1,123 @@
+//! `dra-e2e cluster …`: the local cluster for people, e.g. to try a driver or
+//! a scenario by hand with kubectl.
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use super::{FeatureGates, LocalCluster, LocalClusterOptions};
+
+#[derive(Debug, Parser)]
+#[command(name = "dra-e2e cluster", about = "Run the local control plane")]
+struct ClusterCli {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Start etcd, kube-apiserver, kube-scheduler and kube-controller-manager
+    /// and run until Ctrl-C (SIGINT) or SIGTERM.
+    Up(UpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    /// Directory with etcd, kube-apiserver, kube-scheduler and
+    /// kube-controller-manager [default: $DRA_E2E_BINARIES_DIR, else the
+    /// cache `make controlplane` builds into]
+    #[arg(long, value_name = "DIR")]
+    binaries_dir: Option<PathBuf>,
+
+    /// Feature gates for every component, e.g. DRADeviceTaints=true,DRAAdminAccess=false
+    #[arg(long, value_name = "NAME=BOOL,...", default_value = "")]
+    feature_gates: FeatureGates,
+
+    /// kube-apiserver --runtime-config entries, comma-separated
+    /// [default: resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true]
+    #[arg(long, value_name = "API=BOOL,...", value_delimiter = ',')]
+    runtime_config: Option<Vec<String>>,
+
+    /// Keep the cluster's directory (logs, PKI, kubeconfig) after stopping
+    #[arg(long)]
+    keep: bool,
+    // Simulated kubelet nodes (`--nodes N`) are added here: start them after
+    // the control plane is ready, below the cluster's dir(), and stop them
+    // before the control plane in `up`.
+}
+
+/// Entry point of the `cluster` subcommand; `args` excludes the subcommand name.
+pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
+    let cli =
+        ClusterCli::try_parse_from(std::iter::once(OsString::from("dra-e2e cluster")).chain(args))
+            .unwrap_or_else(|e| e.exit());
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("creating the async runtime")?;
+    match cli.command {
+        ClusterCommand::Up(args) => runtime.block_on(up(args)),
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,kube_client::client::builder=off")
+    });
+    // Already initialised when called from a program that set up tracing.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Install the handlers before the slow start, so an early Ctrl-C still
+    // goes through the orderly stop instead of killing the process.
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+
+    let mut options = LocalClusterOptions {
+        binaries_dir: args.binaries_dir,
+        feature_gates: args.feature_gates,
+        keep_files: args.keep,
+        ..LocalClusterOptions::default()
+    };
+    if let Some(runtime_config) = args.runtime_config {
+        options.runtime_config = runtime_config;
+    }
+
+    let start = LocalCluster::start(options);
+    let cluster = tokio::select! {
+        result = start => result.context("starting the local cluster")?,
+        // Dropping the start future cleans up whatever had been started.
+        _ = interrupt.recv() => anyhow::bail!("interrupted while starting"),
+        _ = terminate.recv() => anyhow::bail!("terminated while starting"),
+    };
+
+    let kubeconfig = cluster.kubeconfig_path().display().to_string();
+    println!("local cluster is up at {}", cluster.server_url());
+    println!("  kubeconfig: {kubeconfig}");
+    println!("  logs:       {}", cluster.log_dir().display());
+    if !cluster.feature_gates().is_empty() {
+        println!("  gates:      {}", cluster.feature_gates());
+    }
+    println!("  try:        kubectl --kubeconfig {kubeconfig} get resourceslices,deviceclasses");
+    println!("press Ctrl-C to stop");
+
+    let crashed = tokio::select! {
+        _ = interrupt.recv() => None,
+        _ = terminate.recv() => None,
+        e = cluster.component_exited() => Some(e),
+    };
+    println!("stopping the local cluster");
+    let stopped = cluster.stop().await;
+    if let Some(e) = crashed {
+        return Err(e).context("a control-plane component stopped unexpectedly");
+    }
+    stopped.context("stopping the local cluster")
+}

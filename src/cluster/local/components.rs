@@ -1,0 +1,306 @@
+//! Command lines of the four components. Pure functions of the cluster's
+//! layout, ports and settings, so they can be checked without running anything.
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use super::gates::FeatureGates;
+use super::pki::Pki;
+
+/// Gate of the resource pool status controller (alpha in 1.37); it also needs
+/// the `resource.k8s.io/v1alpha3` API, which carries its objects.
+pub const RESOURCE_POOL_STATUS_GATE: &str = "DRAResourcePoolStatus";
+const RESOURCE_POOL_STATUS_API: &str = "resource.k8s.io/v1alpha3";
+
+/// The service-account issuer; also the in-cluster name of the API server.
+pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc";
+
+/// Loopback ports, all chosen free before start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    pub etcd_client: u16,
+    pub etcd_peer: u16,
+    pub apiserver: u16,
+    pub scheduler: u16,
+    pub controller_manager: u16,
+}
+
+/// What every command line is built from.
+#[derive(Debug, Clone)]
+pub struct Settings<'a> {
+    pub ports: Ports,
+    pub pki: &'a Pki,
+    pub etcd_data_dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub feature_gates: &'a FeatureGates,
+    /// `--runtime-config` entries such as `resource.k8s.io/v1beta1=true`.
+    pub runtime_config: &'a [String],
+}
+
+/// Controllers the DRA scenarios depend on, and the ones whose absence would
+/// make ordinary objects misbehave (namespaces never finishing deletion,
+/// owners' dependents never collected, pods never created from workloads).
+const CONTROLLERS: &[&str] = &[
+    "resourceclaim-controller",
+    "device-taint-eviction-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    // The ServiceAccount admission plugin stays on (pods get the default
+    // account, as on a real cluster), so accounts and the root CA config map
+    // must be created in every namespace.
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "replicaset-controller",
+    "daemonset-controller",
+    "job-controller",
+    "pod-garbage-collector-controller",
+];
+
+fn arg(name: &str, value: impl std::fmt::Display) -> OsString {
+    format!("--{name}={value}").into()
+}
+
+fn path_arg(name: &str, value: &std::path::Path) -> OsString {
+    let mut s = OsString::from(format!("--{name}="));
+    s.push(value.as_os_str());
+    s
+}
+
+fn gates_arg(gates: &FeatureGates) -> Option<OsString> {
+    (!gates.is_empty()).then(|| arg("feature-gates", gates))
+}
+
+/// The runtime config actually passed: the requested entries plus any API an
+/// enabled gate cannot work without.
+pub fn effective_runtime_config(requested: &[String], gates: &FeatureGates) -> Vec<String> {
+    let mut entries = requested.to_vec();
+    let mentions = |api: &str| entries.iter().any(|e| e.split('=').next() == Some(api));
+    if gates.enabled(RESOURCE_POOL_STATUS_GATE, false) && !mentions(RESOURCE_POOL_STATUS_API) {
+        entries.push(format!("{RESOURCE_POOL_STATUS_API}=true"));
+    }
+    entries
+}
+
+/// The controllers kube-controller-manager runs for these gates.
+pub fn controllers(gates: &FeatureGates) -> Vec<&'static str> {
+    let mut list = CONTROLLERS.to_vec();
+    if gates.enabled(RESOURCE_POOL_STATUS_GATE, false) {
+        list.push("resourcepoolstatusrequest-controller");
+    }
+    list
+}
+
+pub fn etcd_args(s: &Settings<'_>) -> Vec<OsString> {
+    let client = format!("http://127.0.0.1:{}", s.ports.etcd_client);
+    let peer = format!("http://127.0.0.1:{}", s.ports.etcd_peer);
+    vec![
+        arg("name", "default"),
+        path_arg("data-dir", &s.etcd_data_dir),
+        arg("listen-client-urls", &client),
+        arg("advertise-client-urls", &client),
+        arg("listen-peer-urls", &peer),
+        arg("initial-advertise-peer-urls", &peer),
+        arg("initial-cluster", format!("default={peer}")),
+        // Test data is thrown away with the cluster; fsync would only cost time.
+        arg("unsafe-no-fsync", true),
+    ]
+}
+
+pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
+    let pki = s.pki;
+    let mut args = vec![
+        arg(
+            "etcd-servers",
+            format!("http://127.0.0.1:{}", s.ports.etcd_client),
+        ),
+        arg("bind-address", "127.0.0.1"),
+        arg("advertise-address", "127.0.0.1"),
+        arg("secure-port", s.ports.apiserver),
+        path_arg("tls-cert-file", &pki.apiserver.cert_path),
+        path_arg("tls-private-key-file", &pki.apiserver.key_path),
+        path_arg(
+            "cert-dir",
+            pki.ca
+                .cert_path
+                .parent()
+                .unwrap_or(std::path::Path::new(".")),
+        ),
+        path_arg("client-ca-file", &pki.ca.cert_path),
+        path_arg(
+            "requestheader-client-ca-file",
+            &pki.front_proxy_ca.cert_path,
+        ),
+        arg("requestheader-allowed-names", "front-proxy-client"),
+        arg("requestheader-username-headers", "X-Remote-User"),
+        arg("requestheader-group-headers", "X-Remote-Group"),
+        arg("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
+        arg("authorization-mode", "Node,RBAC"),
+        arg("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
+        path_arg("service-account-key-file", &pki.sa_pub_path),
+        path_arg("service-account-signing-key-file", &pki.sa_key_path),
+        arg("service-cluster-ip-range", "10.0.0.0/24"),
+        // Nothing could reach 127.0.0.1 as the `kubernetes` service endpoint.
+        arg("endpoint-reconciler-type", "none"),
+        arg("allow-privileged", true),
+        // No node-lifecycle-controller runs to lift the not-ready taint this
+        // plugin puts on every new Node, so nodes would never be schedulable.
+        arg("disable-admission-plugins", "TaintNodesByCondition"),
+        // Priority and fairness costs CPU the 2-core machines do not have.
+        arg("enable-priority-and-fairness", false),
+    ];
+    let runtime_config = effective_runtime_config(s.runtime_config, s.feature_gates);
+    if !runtime_config.is_empty() {
+        args.push(arg("runtime-config", runtime_config.join(",")));
+    }
+    args.extend(gates_arg(s.feature_gates));
+    args
+}
+
+/// Flags kube-scheduler and kube-controller-manager share.
+fn controller_common(s: &Settings<'_>, port: u16, serving: &super::pki::CertPair) -> Vec<OsString> {
+    let mut args = vec![
+        path_arg("kubeconfig", &s.kubeconfig),
+        path_arg("authentication-kubeconfig", &s.kubeconfig),
+        path_arg("authorization-kubeconfig", &s.kubeconfig),
+        arg("leader-elect", false),
+        arg("bind-address", "127.0.0.1"),
+        arg("secure-port", port),
+        path_arg("tls-cert-file", &serving.cert_path),
+        path_arg("tls-private-key-file", &serving.key_path),
+        // Health checks without credentials.
+        arg(
+            "authorization-always-allow-paths",
+            "/healthz,/readyz,/livez,/metrics",
+        ),
+        // Scenarios create and delete many objects in bursts; the default
+        // client rate limits would make controllers lag behind them.
+        arg("kube-api-qps", 100),
+        arg("kube-api-burst", 200),
+    ];
+    args.extend(gates_arg(s.feature_gates));
+    args
+}
+
+pub fn scheduler_args(s: &Settings<'_>) -> Vec<OsString> {
+    controller_common(s, s.ports.scheduler, &s.pki.scheduler_serving)
+}
+
+pub fn controller_manager_args(s: &Settings<'_>) -> Vec<OsString> {
+    let mut args = controller_common(
+        s,
+        s.ports.controller_manager,
+        &s.pki.controller_manager_serving,
+    );
+    args.push(arg("controllers", controllers(s.feature_gates).join(",")));
+    args.push(path_arg(
+        "service-account-private-key-file",
+        &s.pki.sa_key_path,
+    ));
+    args.push(path_arg("root-ca-file", &s.pki.ca.cert_path));
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_settings(gates: &FeatureGates, f: impl FnOnce(&Settings<'_>)) {
+        let tmp = tempfile::tempdir().unwrap();
+        let pki = Pki::generate(tmp.path()).unwrap();
+        let rc = vec!["resource.k8s.io/v1beta1=true".to_string()];
+        let s = Settings {
+            ports: Ports {
+                etcd_client: 1,
+                etcd_peer: 2,
+                apiserver: 3,
+                scheduler: 4,
+                controller_manager: 5,
+            },
+            pki: &pki,
+            etcd_data_dir: tmp.path().join("etcd"),
+            kubeconfig: tmp.path().join("kubeconfig"),
+            feature_gates: gates,
+            runtime_config: &rc,
+        };
+        f(&s);
+    }
+
+    fn strings(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    fn value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+        let prefix = format!("--{flag}=");
+        args.iter().find_map(|a| a.strip_prefix(&prefix))
+    }
+
+    #[test]
+    fn every_component_gets_the_same_gates() {
+        let gates = FeatureGates::new()
+            .with("DRADeviceTaints", false)
+            .with("DRAPartitionableDevices", true);
+        with_settings(&gates, |s| {
+            for args in [
+                apiserver_args(s),
+                scheduler_args(s),
+                controller_manager_args(s),
+            ] {
+                let args = strings(args);
+                assert_eq!(
+                    value(&args, "feature-gates"),
+                    Some("DRADeviceTaints=false,DRAPartitionableDevices=true")
+                );
+            }
+        });
+        with_settings(&FeatureGates::new(), |s| {
+            assert_eq!(value(&strings(apiserver_args(s)), "feature-gates"), None);
+        });
+    }
+
+    #[test]
+    fn resource_pool_status_gate_adds_its_controller_and_api() {
+        let gates = FeatureGates::new().with(RESOURCE_POOL_STATUS_GATE, true);
+        with_settings(&gates, |s| {
+            let kcm = strings(controller_manager_args(s));
+            let controllers = value(&kcm, "controllers").unwrap();
+            assert!(controllers.contains("resourcepoolstatusrequest-controller"));
+            assert!(controllers.contains("resourceclaim-controller"));
+            let api = strings(apiserver_args(s));
+            assert_eq!(
+                value(&api, "runtime-config"),
+                Some("resource.k8s.io/v1beta1=true,resource.k8s.io/v1alpha3=true")
+            );
+        });
+        with_settings(&FeatureGates::new(), |s| {
+            let kcm = strings(controller_manager_args(s));
+            assert!(
+                !value(&kcm, "controllers")
+                    .unwrap()
+                    .contains("resourcepoolstatus")
+            );
+        });
+    }
+
+    #[test]
+    fn etcd_and_apiserver_agree_on_ports() {
+        with_settings(&FeatureGates::new(), |s| {
+            let etcd = strings(etcd_args(s));
+            let api = strings(apiserver_args(s));
+            assert_eq!(
+                value(&etcd, "listen-client-urls"),
+                Some("http://127.0.0.1:1")
+            );
+            assert_eq!(value(&api, "etcd-servers"), Some("http://127.0.0.1:1"));
+            assert_eq!(
+                value(&etcd, "initial-cluster"),
+                Some("default=http://127.0.0.1:2")
+            );
+            assert_eq!(value(&api, "secure-port"), Some("3"));
+            assert_eq!(value(&strings(scheduler_args(s)), "secure-port"), Some("4"));
+            assert_eq!(
+                value(&strings(controller_manager_args(s)), "secure-port"),
+                Some("5")
+            );
+        });
+    }
+}

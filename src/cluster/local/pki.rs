@@ -1,0 +1,316 @@
+//! The cluster's certificates and keys, generated fresh for every cluster.
+//!
+//! ECDSA P-256 throughout: it is what rcgen generates by default, Go's TLS
+//! stack and rustls both accept it, and the API server signs service-account
+//! tokens with it (ES256).
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+/// Where a step of the PKI set-up failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("generating {what}: {source}")]
+    Generate {
+        what: &'static str,
+        #[source]
+        source: rcgen::Error,
+    },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A certificate with its private key, both PEM.
+#[derive(Clone)]
+pub struct CertPair {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub cert_path: PathBuf,
+    pub key_path: PathBuf,
+}
+
+impl std::fmt::Debug for CertPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Keys stay out of logs and panic messages.
+        f.debug_struct("CertPair")
+            .field("cert_path", &self.cert_path)
+            .field("key_path", &self.key_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every credential the control plane needs, written below one directory.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub ca: CertPair,
+    /// The CA certificate in DER, for clients that take a trust root.
+    pub ca_der: Vec<u8>,
+    /// Trust root for requests proxied by an aggregating front proxy. Nothing
+    /// uses it yet, but without it every component that delegates
+    /// authentication logs an error about the missing bundle, over and over.
+    pub front_proxy_ca: CertPair,
+    /// kube-apiserver's serving certificate.
+    pub apiserver: CertPair,
+    /// Serving certificates of kube-scheduler and kube-controller-manager, so
+    /// their `/healthz` can be checked against the cluster CA.
+    pub scheduler_serving: CertPair,
+    pub controller_manager_serving: CertPair,
+    /// Client certificate CN=admin, O=system:masters.
+    pub admin: CertPair,
+    /// Service-account token signing key (private, PKCS#8 PEM).
+    pub sa_key_path: PathBuf,
+    /// Its public half, which the API server verifies tokens with.
+    pub sa_pub_path: PathBuf,
+}
+
+/// Names the API server answers to from the host and from inside the cluster.
+const APISERVER_NAMES: [&str; 6] = [
+    "127.0.0.1",
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+const LOOPBACK_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
+
+impl Pki {
+    /// Generates everything and writes it to `dir` (keys with mode 0600).
+    pub fn generate(dir: &Path) -> Result<Self, PkiError> {
+        let (ca, ca_cert, issuer) = new_ca(dir, "ca", "dra-e2e local cluster CA")?;
+        let ca_der = ca_cert.der().to_vec();
+        let (front_proxy_ca, _, _) = new_ca(
+            dir,
+            "front-proxy-ca",
+            "dra-e2e local cluster front-proxy CA",
+        )?;
+
+        let apiserver = leaf(
+            dir,
+            "apiserver",
+            &issuer,
+            "kube-apiserver",
+            &[],
+            &APISERVER_NAMES,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        let scheduler_serving = leaf(
+            dir,
+            "kube-scheduler-serving",
+            &issuer,
+            "kube-scheduler",
+            &[],
+            &LOOPBACK_NAMES,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        let controller_manager_serving = leaf(
+            dir,
+            "kube-controller-manager-serving",
+            &issuer,
+            "kube-controller-manager",
+            &[],
+            &LOOPBACK_NAMES,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        let admin = leaf(
+            dir,
+            "admin",
+            &issuer,
+            "admin",
+            &["system:masters"],
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
+
+        let sa_key = gen_key("the service-account signing key")?;
+        let sa_key_path = dir.join("sa.key");
+        let sa_pub_path = dir.join("sa.pub");
+        write_file(&sa_key_path, &sa_key.serialize_pem(), 0o600)?;
+        write_file(&sa_pub_path, &sa_key.public_key_pem(), 0o644)?;
+
+        Ok(Self {
+            ca,
+            ca_der,
+            front_proxy_ca,
+            apiserver,
+            scheduler_serving,
+            controller_manager_serving,
+            admin,
+            sa_key_path,
+            sa_pub_path,
+        })
+    }
+}
+
+fn new_ca(
+    dir: &Path,
+    stem: &str,
+    common_name: &str,
+) -> Result<(CertPair, rcgen::Certificate, Issuer<'static, KeyPair>), PkiError> {
+    let key = gen_key("a CA key")?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params
+        .self_signed(&key)
+        .map_err(|source| PkiError::Generate {
+            what: "a CA certificate",
+            source,
+        })?;
+    let pair = write_pair(dir, stem, cert.pem(), key.serialize_pem())?;
+    Ok((pair, cert, Issuer::new(params, key)))
+}
+
+fn gen_key(what: &'static str) -> Result<KeyPair, PkiError> {
+    KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(|source| PkiError::Generate { what, source })
+}
+
+fn leaf(
+    dir: &Path,
+    file_stem: &str,
+    issuer: &Issuer<'_, KeyPair>,
+    common_name: &str,
+    organizations: &[&str],
+    names: &[&str],
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<CertPair, PkiError> {
+    let what = "a leaf certificate";
+    let key = gen_key("a leaf key")?;
+    let names: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+    let mut params =
+        CertificateParams::new(names).map_err(|source| PkiError::Generate { what, source })?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    for org in organizations {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, *org);
+    }
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![usage];
+    params.use_authority_key_identifier_extension = true;
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(|source| PkiError::Generate { what, source })?;
+    write_pair(dir, file_stem, cert.pem(), key.serialize_pem())
+}
+
+fn write_pair(
+    dir: &Path,
+    stem: &str,
+    cert_pem: String,
+    key_pem: String,
+) -> Result<CertPair, PkiError> {
+    let cert_path = dir.join(format!("{stem}.crt"));
+    let key_path = dir.join(format!("{stem}.key"));
+    write_file(&cert_path, &cert_pem, 0o644)?;
+    write_file(&key_path, &key_pem, 0o600)?;
+    Ok(CertPair {
+        cert_pem,
+        key_pem,
+        cert_path,
+        key_path,
+    })
+}
+
+/// Creates `path` with `mode` from the start, so a key is never readable by
+/// others even for a moment.
+pub(crate) fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
+    let result = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .and_then(|mut f| f.write_all(contents.as_bytes()));
+    result.map_err(|source| PkiError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use x509_parser::prelude::*;
+
+    fn parse(pem_text: &str) -> Vec<u8> {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem_text.as_bytes()).unwrap();
+        pem.contents
+    }
+
+    #[test]
+    fn certificates_carry_the_names_kubernetes_relies_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pki = Pki::generate(tmp.path()).unwrap();
+
+        let der = parse(&pki.admin.cert_pem);
+        let (_, admin) = X509Certificate::from_der(&der).unwrap();
+        let cn: Vec<_> = admin.subject().iter_common_name().collect();
+        let org: Vec<_> = admin.subject().iter_organization().collect();
+        assert_eq!(cn[0].as_str().unwrap(), "admin");
+        assert_eq!(org[0].as_str().unwrap(), "system:masters");
+        let ca_der = parse(&pki.ca.cert_pem);
+        let (_, ca) = X509Certificate::from_der(&ca_der).unwrap();
+        assert_eq!(admin.issuer(), ca.subject());
+        assert!(ca.is_ca());
+        admin.verify_signature(Some(ca.public_key())).unwrap();
+
+        let der = parse(&pki.apiserver.cert_pem);
+        let (_, server) = X509Certificate::from_der(&der).unwrap();
+        let san = server.subject_alternative_name().unwrap().unwrap();
+        let names: Vec<String> = san
+            .value
+            .general_names
+            .iter()
+            .map(|n| match n {
+                GeneralName::DNSName(d) => d.to_string(),
+                GeneralName::IPAddress(ip) => format!("{ip:?}"),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert!(
+            names.contains(&"kubernetes.default.svc".to_string()),
+            "{names:?}"
+        );
+        assert!(names.contains(&"localhost".to_string()), "{names:?}");
+        assert!(
+            names.contains(&format!("{:?}", &[127u8, 0, 0, 1][..])),
+            "{names:?}"
+        );
+        server.verify_signature(Some(ca.public_key())).unwrap();
+    }
+
+    #[test]
+    fn keys_are_private_to_the_owner() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pki = Pki::generate(tmp.path()).unwrap();
+        for path in [&pki.ca.key_path, &pki.admin.key_path, &pki.sa_key_path] {
+            let mode = fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", path.display());
+        }
+        let public = fs::read_to_string(&pki.sa_pub_path).unwrap();
+        assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"), "{public}");
+    }
+}

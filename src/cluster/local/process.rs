@@ -1,0 +1,367 @@
+//! One control-plane component running as a child process.
+//!
+//! Each child is spawned *and* reaped by a dedicated thread. Two reasons:
+//! `PR_SET_PDEATHSIG` fires when the thread that forked the child ends (not
+//! the process), so the forking thread must live exactly as long as the child;
+//! and a blocking `wait()` on that thread gives an exit event without polling.
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+/// Exit status shared between the reaper thread and everyone waiting.
+struct ExitCell {
+    status: Mutex<Option<ExitStatus>>,
+    changed: Condvar,
+    tx: watch::Sender<Option<ExitStatus>>,
+}
+
+impl ExitCell {
+    fn get(&self) -> Option<ExitStatus> {
+        *self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running (or exited) component.
+pub struct ManagedProcess {
+    component: String,
+    pid: u32,
+    log_path: PathBuf,
+    exit: Arc<ExitCell>,
+    reaper: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ManagedProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedProcess")
+            .field("component", &self.component)
+            .field("pid", &self.pid)
+            .field("exit", &self.exit.get())
+            .finish()
+    }
+}
+
+impl ManagedProcess {
+    /// Starts `binary args…` with stdout and stderr appended to `log_path`.
+    ///
+    /// The child gets its own process group, so a Ctrl-C in the terminal
+    /// reaches only the runner, which then stops the cluster in order; and
+    /// `PR_SET_PDEATHSIG(SIGKILL)`, so it dies with the runner even when the
+    /// runner is killed without a chance to clean up.
+    pub fn spawn(
+        component: &str,
+        binary: &Path,
+        args: Vec<OsString>,
+        log_path: &Path,
+    ) -> io::Result<Self> {
+        let log = File::options().create(true).append(true).open(log_path)?;
+        let log_err = log.try_clone()?;
+        let mut cmd = Command::new(binary);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .process_group(0);
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs between fork and exec and only calls
+        // async-signal-safe functions (prctl, getppid) without allocating.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                // The runner may have died between fork and prctl; then the
+                // signal will never come, so refuse to run at all.
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+
+        let (tx, _) = watch::channel(None);
+        let exit = Arc::new(ExitCell {
+            status: Mutex::new(None),
+            changed: Condvar::new(),
+            tx,
+        });
+        let (spawned_tx, spawned_rx) = std::sync::mpsc::channel::<io::Result<u32>>();
+        let reaper_exit = exit.clone();
+        let name = component.to_owned();
+        let reaper = std::thread::Builder::new()
+            .name(format!("reap-{component}"))
+            .spawn(move || {
+                let mut child = match cmd.spawn() {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let _ = spawned_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = spawned_tx.send(Ok(child.id()));
+                // Wait for the exit but leave the zombie in place, then reap
+                // it under the lock: while the lock shows no status, the pid
+                // cannot have been recycled, so `signal` never hits a stranger.
+                wait_exited_keep_zombie(child.id());
+                let mut guard = reaper_exit.status.lock().unwrap_or_else(|e| e.into_inner());
+                let status = match child.wait() {
+                    Ok(status) => status,
+                    Err(e) => {
+                        // Only possible if someone else reaped our child;
+                        // report it as killed so waiters do not hang.
+                        tracing::error!(component = %name, error = %e, "waiting for process failed");
+                        ExitStatus::from_raw(libc::SIGKILL)
+                    }
+                };
+                *guard = Some(status);
+                reaper_exit.changed.notify_all();
+                reaper_exit.tx.send_replace(Some(status));
+                drop(guard);
+                tracing::debug!(component = %name, %status, "process exited");
+            })?;
+        let pid = match spawned_rx.recv() {
+            Ok(Ok(pid)) => pid,
+            Ok(Err(e)) => {
+                let _ = reaper.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = reaper.join();
+                return Err(io::Error::other("process reaper thread ended unexpectedly"));
+            }
+        };
+        tracing::info!(component, pid, log = %log_path.display(), "started");
+        Ok(Self {
+            component: component.to_owned(),
+            pid,
+            log_path: log_path.to_owned(),
+            exit,
+            reaper: Some(reaper),
+        })
+    }
+
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The exit status, if the process has ended.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.exit.get()
+    }
+
+    /// A receiver that changes to `Some` when the process ends.
+    pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+        self.exit.tx.subscribe()
+    }
+
+    /// Sends `signal` to the child's process group unless it has been reaped
+    /// (after reaping, the pid may belong to someone else).
+    pub fn signal(&self, signal: libc::c_int) {
+        let guard = self.exit.status.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_some() {
+            return;
+        }
+        // The reaper reaps only while holding this lock, so the pid is still
+        // ours here; the group id equals the pid because of `process_group(0)`.
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(-(self.pid as libc::pid_t), signal);
+        }
+        drop(guard);
+    }
+
+    /// Blocks until the process has exited or `deadline` passes.
+    pub fn wait_until(&self, deadline: Instant) -> Option<ExitStatus> {
+        let mut guard = self.exit.status.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(status) = *guard {
+                return Some(status);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            guard = self
+                .exit
+                .changed
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The last `max_lines` lines of the component's log.
+    pub fn log_tail(&self, max_lines: usize) -> String {
+        log_tail(&self.log_path, max_lines)
+    }
+}
+
+impl Drop for ManagedProcess {
+    fn drop(&mut self) {
+        // Normally the cluster has stopped the process gracefully already;
+        // this is the backstop for early-return paths.
+        if self.exit_status().is_none() {
+            self.signal(libc::SIGKILL);
+            if self
+                .wait_until(Instant::now() + Duration::from_secs(10))
+                .is_none()
+            {
+                tracing::error!(component = %self.component, pid = self.pid, "process did not die after SIGKILL");
+                // Joining would hang; leave the reaper thread detached.
+                return;
+            }
+        }
+        if let Some(reaper) = self.reaper.take() {
+            let _ = reaper.join();
+        }
+    }
+}
+
+/// Blocks until `pid` (our child) has exited, without reaping it.
+fn wait_exited_keep_zombie(pid: u32) {
+    loop {
+        // SAFETY: siginfo_t is plain data; waitid only writes into it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Stops a group of processes: SIGTERM to all, then SIGKILL to whoever is still
+/// running after `grace`. Returns the components that needed SIGKILL.
+pub fn stop_all(processes: &[&ManagedProcess], grace: Duration) -> Vec<String> {
+    for p in processes {
+        p.signal(libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    let mut killed = Vec::new();
+    for p in processes {
+        if p.wait_until(deadline).is_none() {
+            tracing::warn!(component = %p.component, pid = p.pid, ?grace, "did not stop after SIGTERM; sending SIGKILL");
+            p.signal(libc::SIGKILL);
+            killed.push(p.component.clone());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for p in processes {
+        if p.wait_until(deadline).is_none() {
+            tracing::error!(component = %p.component, pid = p.pid, "still running after SIGKILL");
+        }
+    }
+    killed
+}
+
+/// Reads the end of a log file without loading all of it.
+pub fn log_tail(path: &Path, max_lines: usize) -> String {
+    const MAX_BYTES: u64 = 16 * 1024;
+    let read = || -> io::Result<String> {
+        let mut f = File::open(path)?;
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(MAX_BYTES)))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    };
+    match read() {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(max_lines)..].join("\n")
+        }
+        Err(e) => format!("(could not read {}: {e})", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<OsString> {
+        vec!["-c".into(), script.into()]
+    }
+
+    #[test]
+    fn exit_is_observed_and_log_captured() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("x.log");
+        let p = ManagedProcess::spawn(
+            "x",
+            Path::new("/bin/sh"),
+            sh("echo hello; echo oops >&2; exit 3"),
+            &log,
+        )
+        .unwrap();
+        let status = p
+            .wait_until(Instant::now() + Duration::from_secs(30))
+            .unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(p.log_tail(1), "oops");
+        assert_eq!(p.log_tail(10), "hello\noops");
+    }
+
+    #[test]
+    fn stop_escalates_to_sigkill_for_a_process_ignoring_sigterm() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("x.log");
+        // The shell reports readiness only after the trap is installed, so
+        // SIGTERM cannot arrive before it is ignored.
+        let p = ManagedProcess::spawn(
+            "stubborn",
+            Path::new("/bin/sh"),
+            sh("trap '' TERM; echo ready; while :; do sleep 1; done"),
+            &log,
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&log).unwrap().contains("ready") {
+            assert!(Instant::now() < deadline, "shell never got ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let killed = stop_all(&[&p], Duration::from_millis(300));
+        assert_eq!(killed, vec!["stubborn".to_string()]);
+        assert_eq!(p.exit_status().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn spawn_failure_is_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = ManagedProcess::spawn(
+            "missing",
+            Path::new("/nonexistent/binary"),
+            vec![],
+            &tmp.path().join("m.log"),
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}

@@ -1,0 +1,171 @@
+//! Waiting for a component to become ready.
+//!
+//! Readiness endpoints have no watch, so they are probed on a short interval
+//! until a deadline; the component's exit ends the wait at once, so a crash is
+//! reported immediately with its log rather than as a timeout.
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+use super::process::ManagedProcess;
+
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// One probe may not hang longer than this (a half-started server can accept
+/// connections and then not answer).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Log lines quoted in start-up errors.
+pub const LOG_TAIL_LINES: usize = 40;
+
+/// How a readiness wait ended, when not with success.
+#[derive(Debug)]
+pub enum NotReady {
+    Exited { status: std::process::ExitStatus },
+    Timeout { probe: String, last: String },
+}
+
+/// Probes until `probe` returns `Ok`, the process exits, or `timeout` passes.
+pub async fn wait_ready<F, Fut>(
+    process: &ManagedProcess,
+    probe_name: &str,
+    timeout: Duration,
+    mut probe: F,
+) -> Result<(), NotReady>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut exit = process.exit_watch();
+    let mut last;
+    loop {
+        if let Some(status) = *exit.borrow_and_update() {
+            return Err(NotReady::Exited { status });
+        }
+        match tokio::time::timeout(PROBE_TIMEOUT, probe()).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = format!("no answer within {PROBE_TIMEOUT:?}"),
+        }
+        if Instant::now() >= deadline {
+            return Err(NotReady::Timeout {
+                probe: probe_name.to_owned(),
+                last,
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(PROBE_INTERVAL) => {}
+            _ = exit.changed() => {}
+        }
+    }
+}
+
+/// `GET path` over plain HTTP/1.0 on loopback (etcd's client port); succeeds
+/// on status 200.
+pub async fn probe_plain_http(port: u16, path: &str) -> Result<(), String> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("send request: {e}"))?;
+    let mut response = Vec::new();
+    stream
+        .take(64 * 1024)
+        .read_to_end(&mut response)
+        .await
+        .map_err(|e| format!("read response: {e}"))?;
+    let text = String::from_utf8_lossy(&response);
+    let status_line = text.lines().next().unwrap_or_default();
+    if status_line.split_whitespace().nth(1) == Some("200") {
+        Ok(())
+    } else {
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().trim();
+        Err(format!("{status_line}: {body}"))
+    }
+}
+
+/// `GET path` with a kube client; succeeds when the server answers 2xx.
+pub async fn probe_kube(client: &kube::Client, path: &str) -> Result<(), String> {
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client
+        .request_text(request)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[tokio::test]
+    async fn plain_http_probe_reads_status() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            for reply in [
+                "HTTP/1.0 503 Service Unavailable\r\n\r\nnot yet",
+                "HTTP/1.0 200 OK\r\n\r\nok",
+            ] {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await.unwrap();
+                s.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        let err = probe_plain_http(port, "/readyz").await.unwrap_err();
+        assert!(err.contains("503") && err.contains("not yet"), "{err}");
+        probe_plain_http(port, "/readyz").await.unwrap();
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn wait_ends_when_the_process_exits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = ManagedProcess::spawn(
+            "short-lived",
+            Path::new("/bin/sh"),
+            vec!["-c".into(), "exit 7".into()],
+            &tmp.path().join("log"),
+        )
+        .unwrap();
+        let result = wait_ready(&p, "never", Duration::from_secs(3600), || async {
+            Err("refused".to_string())
+        })
+        .await;
+        match result {
+            Err(NotReady::Exited { status }) => assert_eq!(status.code(), Some(7)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn wait_times_out_with_the_last_probe_result() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = ManagedProcess::spawn(
+            "sleeper",
+            Path::new("/bin/sh"),
+            vec!["-c".into(), "exec sleep 600".into()],
+            &tmp.path().join("log"),
+        )
+        .unwrap();
+        let result = wait_ready(&p, "GET /x", Duration::from_millis(250), || async {
+            Err("still refused".to_string())
+        })
+        .await;
+        match result {
+            Err(NotReady::Timeout { probe, last }) => {
+                assert_eq!(probe, "GET /x");
+                assert_eq!(last, "still refused");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,559 @@
+//! The harness of one DRA test driver instance in one scenario: the Rust
+//! counterpart of upstream's `test/e2e/dra` Driver (SetUp, TearDown, IsGone,
+//! CallCount, Fail, Nodenames, slices).
+pub mod rbac;
+pub mod slices;
+pub mod sockets;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::watcher;
+
+use crate::plugin::{Calls, NodeApi, NodePlugin, PluginConfig, Prepared};
+use crate::wait::{self, Check};
+use slices::{DeviceSpec, Publisher, Taint};
+use sockets::{NodeHost, Stopper};
+
+/// The devices a driver offers.
+#[derive(Debug, Clone)]
+pub enum Resources {
+    /// A pool per node (pool = node name), published by the plugin itself with
+    /// its node identity, re-created when deleted. Upstream's `DriverResources`.
+    NodeLocal {
+        /// Devices per node index; nodes without an entry get `default`.
+        per_node: BTreeMap<usize, Vec<DeviceSpec>>,
+        default: Vec<DeviceSpec>,
+    },
+    /// One `network` pool for the driver's nodes, created by the harness.
+    /// Upstream's `NetworkResources`.
+    Network { devices: Vec<DeviceSpec> },
+    /// A pool on all nodes, kept in place by the harness with admin rights.
+    AllNodes { pool: String, devices: Vec<DeviceSpec> },
+    None,
+}
+
+impl Resources {
+    pub fn node_local(count: usize) -> Self {
+        Resources::NodeLocal {
+            per_node: BTreeMap::new(),
+            default: slices::node_local_devices(count),
+        }
+    }
+
+    pub fn network(count: usize, taints: &[Taint]) -> Self {
+        Resources::Network {
+            devices: slices::network_devices(count, taints),
+        }
+    }
+}
+
+/// Everything that distinguishes one driver instance.
+#[derive(Debug, Clone)]
+pub struct DriverOptions {
+    /// Appended to `<namespace>` in the driver name (`-other`).
+    pub name_suffix: String,
+    /// Distinguishes a second instance of the same driver (`-new`).
+    pub instance_suffix: String,
+    pub resources: Resources,
+    pub node_apis: Vec<NodeApi>,
+    /// Register with the kubelet. Without it, slices are published but no
+    /// kubelet ever calls the plugin (upstream's control-plane tests).
+    pub with_kubelet: bool,
+    /// Per-instance socket names, so two instances can run side by side.
+    pub rolling_update: bool,
+    /// Teardown waits until the driver's slices are gone (`IsGone`).
+    pub expect_slice_removal: bool,
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        Self {
+            name_suffix: String::new(),
+            instance_suffix: String::new(),
+            resources: Resources::None,
+            node_apis: vec![NodeApi::V1, NodeApi::V1beta1],
+            with_kubelet: true,
+            rolling_update: false,
+            expect_slice_removal: true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("driver {driver}: {action}: {source}")]
+    Kube {
+        driver: String,
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("driver {driver}: {0}", driver = .1)]
+    Socket(#[source] sockets::SocketError, String),
+    #[error("driver {driver} on node {node}: starting the plugin: {message}")]
+    Plugin {
+        driver: String,
+        node: String,
+        message: String,
+    },
+    #[error("driver {driver}: {0}", driver = .1)]
+    Wait(#[source] wait::WaitError, String),
+    #[error("driver {driver}: {message}")]
+    Other { driver: String, message: String },
+}
+
+struct NodeInstance {
+    plugin: NodePlugin,
+    stoppers: Vec<Stopper>,
+    publisher: Option<Publisher>,
+    prepared: Prepared,
+}
+
+/// Shared resources of a scenario a driver needs.
+#[derive(Clone)]
+pub struct Context {
+    pub admin: kube::Client,
+    pub admin_config: kube::Config,
+    pub namespace: String,
+}
+
+/// One running (or stopped) driver instance.
+pub struct Driver {
+    pub name: String,
+    pub options: DriverOptions,
+    ctx: Context,
+    nodes: Vec<String>,
+    calls: Calls,
+    host: Arc<dyn NodeHost>,
+    identity: rbac::Identity,
+    instances: BTreeMap<String, NodeInstance>,
+    /// Prepared-claim views survive a stop so teardown can still wait on them.
+    prepared: BTreeMap<String, Prepared>,
+    network_slices: bool,
+    admin_publisher: Option<Publisher>,
+    identity_created: Vec<(&'static str, String)>,
+    torn_down: bool,
+    /// Time of each teardown phase, for `make bench`.
+    pub teardown_timings: Vec<(&'static str, Duration)>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("name", &self.name)
+            .field("instance", &self.options.instance_suffix)
+            .field("nodes", &self.nodes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// The driver name for a namespace and suffix (`<ns><suffix>.k8s.io`).
+    pub fn name_for(namespace: &str, suffix: &str) -> String {
+        format!("{namespace}{suffix}.k8s.io")
+    }
+
+    /// Builds a driver that is not running yet (upstream's `NewDriverInstance`).
+    pub fn new(
+        ctx: Context,
+        nodes: Vec<String>,
+        options: DriverOptions,
+        host: Arc<dyn NodeHost>,
+        calls: Option<Calls>,
+    ) -> Self {
+        let name = Self::name_for(&ctx.namespace, &options.name_suffix);
+        let identity = rbac::Identity::new(&ctx.namespace, &name, &options.instance_suffix);
+        Self {
+            calls: calls.unwrap_or_else(|| Calls::new(name.clone())),
+            name,
+            identity,
+            ctx,
+            nodes,
+            host,
+            options,
+            instances: BTreeMap::new(),
+            prepared: BTreeMap::new(),
+            network_slices: false,
+            admin_publisher: None,
+            identity_created: Vec::new(),
+            torn_down: false,
+            teardown_timings: Vec::new(),
+        }
+    }
+
+    fn kube_err(&self, action: impl Into<String>) -> impl FnOnce(kube::Error) -> DriverError {
+        let driver = self.name.clone();
+        let action = action.into();
+        move |source| DriverError::Kube {
+            driver,
+            action,
+            source,
+        }
+    }
+
+    /// Set up and not torn down.
+    pub fn is_running(&self) -> bool {
+        !self.instances.is_empty() && !self.torn_down
+    }
+
+    /// Sorted node names of the driver (`Nodenames()`).
+    pub fn nodenames(&self) -> &[String] {
+        &self.nodes
+    }
+
+    pub fn calls(&self) -> &Calls {
+        &self.calls
+    }
+
+    pub fn identity(&self) -> &rbac::Identity {
+        &self.identity
+    }
+
+    /// A client acting as this driver's plugin on `node` (any node name, even
+    /// one that does not exist).
+    pub fn plugin_client(&self, node: &str) -> Result<kube::Client, DriverError> {
+        let pod = self.host.pod_of(node);
+        let config = rbac::impersonate(
+            &self.ctx.admin_config,
+            &self.identity,
+            node,
+            pod.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
+        );
+        kube::Client::try_from(config).map_err(self.kube_err("building the plugin's client"))
+    }
+
+    /// Prepared claims of the plugin on `node`.
+    pub fn prepared(&self, node: &str) -> Option<&Prepared> {
+        self.prepared.get(node)
+    }
+
+    /// `SetUp`: identity objects, slices, plugins on every node, and (with a
+    /// kubelet) the wait until every node registered the plugin.
+    pub async fn set_up(&mut self) -> Result<(), DriverError> {
+        self.create_identity().await?;
+        self.publish_shared_slices().await?;
+        let nodes = self.nodes.clone();
+        for (index, node) in nodes.iter().enumerate() {
+            self.start_node(index, node).await?;
+        }
+        if self.options.with_kubelet {
+            for node in &nodes {
+                if let Some(inst) = self.instances.get(node) {
+                    inst.plugin
+                        .wait_registered(Duration::from_secs(60))
+                        .await
+                        .map_err(|e| DriverError::Other {
+                            driver: self.name.clone(),
+                            message: format!(
+                                "the kubelet on node {node} did not register the plugin: {e}"
+                            ),
+                        })?;
+                }
+            }
+        }
+        tracing::info!(driver = %self.name, instance = %self.options.instance_suffix, nodes = ?self.nodes, "driver is up");
+        Ok(())
+    }
+
+    async fn create_identity(&mut self) -> Result<(), DriverError> {
+        let objects = rbac::objects(&self.identity).map_err(|e| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("building RBAC objects: {e}"),
+        })?;
+        let pp = PostParams::default();
+        let c = &self.ctx.admin;
+        Api::namespaced(c.clone(), &self.ctx.namespace)
+            .create(&pp, &objects.service_account)
+            .await
+            .map_err(self.kube_err("creating the plugin's ServiceAccount"))?;
+        self.identity_created.push(("ServiceAccount", self.identity.service_account()));
+        Api::all(c.clone())
+            .create(&pp, &objects.role)
+            .await
+            .map_err(self.kube_err("creating the plugin's ClusterRole"))?;
+        self.identity_created.push(("ClusterRole", self.identity.role()));
+        Api::all(c.clone())
+            .create(&pp, &objects.binding)
+            .await
+            .map_err(self.kube_err("creating the plugin's ClusterRoleBinding"))?;
+        self.identity_created.push(("ClusterRoleBinding", self.identity.binding()));
+        Api::all(c.clone())
+            .create(&pp, &objects.policy)
+            .await
+            .map_err(self.kube_err("creating the ResourceSlice admission policy"))?;
+        self.identity_created.push(("ValidatingAdmissionPolicy", self.identity.policy()));
+        Api::all(c.clone())
+            .create(&pp, &objects.policy_binding)
+            .await
+            .map_err(self.kube_err("creating the admission policy binding"))?;
+        self.identity_created.push(("ValidatingAdmissionPolicyBinding", self.identity.policy()));
+        Ok(())
+    }
+
+    async fn publish_shared_slices(&mut self) -> Result<(), DriverError> {
+        let err = |e: serde_json::Error| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("building ResourceSlice: {e}"),
+        };
+        match &self.options.resources {
+            Resources::Network { devices } => {
+                let slice = slices::network_slice(&self.name, &self.nodes, devices).map_err(err)?;
+                // A second instance of the same driver shares the pool.
+                let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+                match api.create(&PostParams::default(), &slice).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(self.kube_err("creating the network ResourceSlice")(e)),
+                }
+                self.network_slices = true;
+            }
+            Resources::AllNodes { pool, devices } => {
+                let slice = slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?;
+                self.admin_publisher = Some(Publisher::start(self.ctx.admin.clone(), slice));
+                self.network_slices = true;
+            }
+            Resources::NodeLocal { .. } | Resources::None => {}
+        }
+        Ok(())
+    }
+
+    async fn start_node(&mut self, index: usize, node: &str) -> Result<(), DriverError> {
+        let root = self.host.kubelet_root(node);
+        let rolling_uid = self
+            .options
+            .rolling_update
+            .then(|| format!("{}{}", self.ctx.namespace, self.options.instance_suffix));
+        let (dra_path, reg_path) =
+            sockets::socket_paths(&root, &self.name, rolling_uid.as_deref());
+        let client = self.plugin_client(node)?;
+        let prepared = self.prepared.get(node).cloned().unwrap_or_default();
+        let config = PluginConfig::new(
+            self.name.clone(),
+            node,
+            dra_path.display().to_string(),
+            Arc::new(client.clone()),
+            self.host.cdi_files(node),
+            self.calls.clone(),
+        )
+        .with_node_apis(self.options.node_apis.clone())
+        .with_prepared(prepared.clone());
+
+        let mut stoppers = Vec::new();
+        let (dra_in, reg_in) = if self.options.with_kubelet {
+            // The DRA socket must accept before the kubelet learns about it
+            // through the registration socket.
+            let (dra_in, s1) = self
+                .host
+                .serve(node, &dra_path)
+                .await
+                .map_err(|e| DriverError::Socket(e, self.name.clone()))?
+                .into_parts();
+            stoppers.push(s1);
+            let (reg_in, s2) = self
+                .host
+                .serve(node, &reg_path)
+                .await
+                .map_err(|e| DriverError::Socket(e, self.name.clone()))?
+                .into_parts();
+            stoppers.push(s2);
+            (dra_in, reg_in)
+        } else {
+            (
+                sockets::Served::none().into_parts().0,
+                sockets::Served::none().into_parts().0,
+            )
+        };
+        let plugin = NodePlugin::start(config, dra_in, reg_in);
+
+        let publisher = match &self.options.resources {
+            Resources::NodeLocal { per_node, default } => {
+                let devices = per_node.get(&index).unwrap_or(default);
+                let node_obj: Node = Api::all(self.ctx.admin.clone())
+                    .get(node)
+                    .await
+                    .map_err(self.kube_err(format!("reading node {node}")))?;
+                let slice = slices::node_slice(&self.name, &node_obj, devices).map_err(|e| {
+                    DriverError::Other {
+                        driver: self.name.clone(),
+                        message: format!("building ResourceSlice: {e}"),
+                    }
+                })?;
+                Some(Publisher::start(client, slice))
+            }
+            _ => None,
+        };
+        self.prepared.insert(node.to_owned(), prepared.clone());
+        self.instances.insert(
+            node.to_owned(),
+            NodeInstance {
+                plugin,
+                stoppers,
+                publisher,
+                prepared,
+            },
+        );
+        Ok(())
+    }
+
+    /// Makes `method` fail (gRPC UNKNOWN "injected error") on `node`, or stops it.
+    pub fn fail(&self, node: &str, method: &str, fail: bool) {
+        self.calls.set_fail(node, method, fail);
+    }
+
+    pub fn call_count(&self, node: &str, method: &str) -> u64 {
+        self.calls.count(node, method)
+    }
+
+    /// The driver's slices as the API server has them.
+    pub async fn slices(&self) -> Result<Vec<ResourceSlice>, DriverError> {
+        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+        let lp = ListParams::default().fields(&format!("spec.driver={}", self.name));
+        Ok(api
+            .list(&lp)
+            .await
+            .map_err(self.kube_err("listing ResourceSlices"))?
+            .items)
+    }
+
+    /// Stops the plugins (sockets removed, agents ended) without deleting
+    /// anything else, as when a driver pod goes away.
+    pub async fn stop_plugins(&mut self) {
+        let instances = std::mem::take(&mut self.instances);
+        for (node, inst) in instances {
+            if let Some(p) = inst.publisher {
+                p.stop().await;
+            }
+            if let Err(e) = inst.plugin.stop().await {
+                tracing::warn!(driver = %self.name, %node, error = %e, "stopping plugin");
+            }
+            for s in inst.stoppers {
+                s.stop().await;
+            }
+            drop(inst.prepared);
+        }
+        if let Some(p) = self.admin_publisher.take() {
+            p.stop().await;
+        }
+    }
+
+    /// `TearDown` in upstream's order: plugins, proxy pods, identity objects,
+    /// shared slices, then `IsGone` when expected. Safe to call twice.
+    pub async fn tear_down(&mut self) -> Result<(), DriverError> {
+        if self.torn_down {
+            return Ok(());
+        }
+        self.torn_down = true;
+        let mut t = Instant::now();
+        let mut lap = |timings: &mut Vec<(&'static str, Duration)>, phase: &'static str| {
+            timings.push((phase, t.elapsed()));
+            t = Instant::now();
+        };
+        self.stop_plugins().await;
+        self.host.tear_down().await;
+        lap(&mut self.teardown_timings, "stop plugins");
+        let mut first_error = None;
+        for (kind, name) in std::mem::take(&mut self.identity_created).into_iter().rev() {
+            if let Err(e) = self.delete_identity_object(kind, &name).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        lap(&mut self.teardown_timings, "delete RBAC");
+        if self.network_slices || !self.options.with_kubelet {
+            let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+            let lp = ListParams::default().fields(&format!("spec.driver={}", self.name));
+            if let Err(e) = api.delete_collection(&DeleteParams::default(), &lp).await {
+                first_error.get_or_insert(self.kube_err("deleting the driver's ResourceSlices")(e));
+            }
+        }
+        if self.options.expect_slice_removal {
+            if let Err(e) = self.is_gone(Duration::from_secs(120)).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        lap(&mut self.teardown_timings, "wait for slices to be wiped");
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn delete_identity_object(&self, kind: &str, name: &str) -> Result<(), DriverError> {
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+        };
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+        let c = self.ctx.admin.clone();
+        let dp = DeleteParams::default();
+        let r = match kind {
+            "ServiceAccount" => Api::<ServiceAccount>::namespaced(c, &self.ctx.namespace)
+                .delete(name, &dp)
+                .await
+                .map(|_| ()),
+            "ClusterRole" => Api::<ClusterRole>::all(c).delete(name, &dp).await.map(|_| ()),
+            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
+                .delete(name, &dp)
+                .await
+                .map(|_| ()),
+            "ValidatingAdmissionPolicy" => Api::<ValidatingAdmissionPolicy>::all(c)
+                .delete(name, &dp)
+                .await
+                .map(|_| ()),
+            _ => Api::<ValidatingAdmissionPolicyBinding>::all(c)
+                .delete(name, &dp)
+                .await
+                .map(|_| ()),
+        };
+        match r {
+            Ok(()) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => Ok(()),
+            Err(e) => Err(self.kube_err(format!("deleting {kind} {name}"))(e)),
+        }
+    }
+
+    /// `IsGone`: waits until no ResourceSlice of the driver is left (the
+    /// kubelet wipes node-local ones a delay after the plugin went away).
+    pub async fn is_gone(&self, timeout: Duration) -> Result<(), DriverError> {
+        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+        let config = watcher::Config::default().fields(&format!("spec.driver={}", self.name));
+        wait::list(
+            &api,
+            config,
+            &format!("the ResourceSlices of driver {} to be removed", self.name),
+            timeout,
+            |items| {
+                if items.is_empty() {
+                    Check::Done(())
+                } else {
+                    Check::Pending(format!(
+                        "{} slices: {}",
+                        items.len(),
+                        items
+                            .iter()
+                            .filter_map(|s| s.metadata.name.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }
+            },
+        )
+        .await
+        .map_err(|e| DriverError::Wait(e, self.name.clone()))
+    }
+
+    /// Per-node plugin call logs, for artifacts.
+    pub fn call_log_text(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            out.push_str(&format!("== {} on {node}\n", self.name));
+            for record in self.calls.log(node) {
+                out.push_str(&format!("{record}\n"));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,204 @@
+//! The plugin's API identity, as upstream's `plugin-permissions.yaml` defines
+//! it: a service account, a cluster role limited to what a kubelet plugin needs,
+//! and an admission policy that lets it write ResourceSlices of its own node only.
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use serde_json::json;
+
+/// Names of the identity objects of one driver instance (`<driver><instance>`).
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub namespace: String,
+    /// `dra-kubelet-plugin-<driver><instance>`.
+    pub base: String,
+}
+
+impl Identity {
+    pub fn new(namespace: &str, driver: &str, instance: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            base: format!("dra-kubelet-plugin-{driver}{instance}"),
+        }
+    }
+
+    pub fn service_account(&self) -> String {
+        format!("{}-service-account", self.base)
+    }
+
+    pub fn role(&self) -> String {
+        format!("{}-role", self.base)
+    }
+
+    pub fn binding(&self) -> String {
+        format!("{}-role-binding", self.base)
+    }
+
+    pub fn policy(&self) -> String {
+        format!("resourceslices-policy-{}", self.base)
+    }
+
+    /// The user name the API server sees for the plugin.
+    pub fn user(&self) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.namespace,
+            self.service_account()
+        )
+    }
+
+    pub fn groups(&self) -> Vec<String> {
+        vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{}", self.namespace),
+        ]
+    }
+}
+
+/// The identity objects, in creation order.
+pub struct Objects {
+    pub service_account: ServiceAccount,
+    pub role: ClusterRole,
+    pub binding: ClusterRoleBinding,
+    pub policy: ValidatingAdmissionPolicy,
+    pub policy_binding: ValidatingAdmissionPolicyBinding,
+}
+
+pub fn objects(id: &Identity) -> Result<Objects, serde_json::Error> {
+    let sa = id.service_account();
+    let service_account = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": { "name": sa, "namespace": id.namespace },
+    }))?;
+    let role = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": { "name": id.role() },
+        "rules": [
+            { "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"] },
+            { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get"] },
+            { "apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"] },
+        ],
+    }))?;
+    let binding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": id.binding() },
+        "subjects": [ { "kind": "ServiceAccount", "name": sa, "namespace": id.namespace } ],
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id.role() },
+    }))?;
+    let node_message = "this user running on node '\"+variables.userNodeName+\"' may not modify \" + \
+        (variables.objectNodeName == \"\" ? \"cluster resourceslices\" : \"resourceslices on node '\"+variables.objectNodeName+\"'\")";
+    let policy = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": id.policy() },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": { "resourceRules": [ {
+                "apiGroups": ["resource.k8s.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["resourceslices"],
+            } ] },
+            "matchConditions": [ {
+                "name": "isRestrictedUser",
+                "expression": format!("request.userInfo.username == \"{}\"", id.user()),
+            } ],
+            "variables": [
+                { "name": "userNodeName",
+                  "expression": "request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')" },
+                { "name": "objectNodeName",
+                  "expression": "(request.operation == \"DELETE\" ? oldObject : object).spec.?nodeName.orValue(\"\")" },
+            ],
+            "validations": [
+                { "expression": "variables.userNodeName != \"\"",
+                  "message": "no node association found for user, this user must run in a pod on a node and ServiceAccountTokenPodNodeInfo must be enabled" },
+                { "expression": "variables.userNodeName == variables.objectNodeName",
+                  "messageExpression": format!("\"{node_message}") },
+            ],
+        },
+    }))?;
+    let policy_binding = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": id.policy() },
+        "spec": { "policyName": id.policy(), "validationActions": ["Deny"] },
+    }))?;
+    Ok(Objects {
+        service_account,
+        role,
+        binding,
+        policy,
+        policy_binding,
+    })
+}
+
+/// A kube config that acts as the plugin on `node`, as the pod's projected
+/// service-account token would: user, groups and the node/pod extras.
+pub fn impersonate(
+    admin: &kube::Config,
+    id: &Identity,
+    node: &str,
+    pod: Option<(&str, &str)>,
+) -> kube::Config {
+    let mut config = admin.clone();
+    config.auth_info.impersonate = Some(id.user());
+    config.auth_info.impersonate_groups = Some(id.groups());
+    let mut extra = std::collections::HashMap::new();
+    extra.insert(
+        "authentication.kubernetes.io/node-name".to_owned(),
+        vec![node.to_owned()],
+    );
+    if let Some((name, uid)) = pod {
+        extra.insert(
+            "authentication.kubernetes.io/pod-name".to_owned(),
+            vec![name.to_owned()],
+        );
+        extra.insert(
+            "authentication.kubernetes.io/pod-uid".to_owned(),
+            vec![uid.to_owned()],
+        );
+    }
+    config.auth_info.impersonate_user_extra = Some(extra);
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_upstream() {
+        let id = Identity::new("dra-1", "dra-1.k8s.io", "");
+        assert_eq!(
+            id.service_account(),
+            "dra-kubelet-plugin-dra-1.k8s.io-service-account"
+        );
+        assert_eq!(
+            id.policy(),
+            "resourceslices-policy-dra-kubelet-plugin-dra-1.k8s.io"
+        );
+        assert_eq!(
+            id.user(),
+            "system:serviceaccount:dra-1:dra-kubelet-plugin-dra-1.k8s.io-service-account"
+        );
+        let o = objects(&id).unwrap();
+        let p = serde_json::to_value(&o.policy).unwrap();
+        let msg = p["spec"]["validations"][1]["messageExpression"]
+            .as_str()
+            .unwrap();
+        assert!(msg.starts_with("\"this user running on node '\"+"), "{msg}");
+        assert!(msg.contains("cluster resourceslices"), "{msg}");
+    }
+
+    #[test]
+    fn impersonation_carries_node_extra() {
+        let admin = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let id = Identity::new("ns", "d", "");
+        let c = impersonate(&admin, &id, "node-1", None);
+        assert_eq!(c.auth_info.impersonate.as_deref(), Some(id.user().as_str()));
+        let extra = c.auth_info.impersonate_user_extra.unwrap();
+        assert_eq!(
+            extra["authentication.kubernetes.io/node-name"],
+            vec!["node-1"]
+        );
+    }
+}

@@ -1,0 +1,353 @@
+//! The ResourceSlices a test driver offers, and the publisher that keeps a
+//! pool's slice in place (re-created when someone deletes it), as the kubelet
+//! plugin helper's ResourceSlice controller does.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A device attribute value as written in a feature file (`true`, `3`, `"x"`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attribute {
+    Bool(bool),
+    Int(i64),
+    String(String),
+    Version(String),
+}
+
+impl Attribute {
+    /// Reads `true`/`false`, an integer, `v1.2.3`-like versions, or a string.
+    pub fn parse(s: &str) -> Self {
+        let s = s.trim();
+        if let Ok(b) = s.parse::<bool>() {
+            return Attribute::Bool(b);
+        }
+        if let Ok(i) = s.parse::<i64>() {
+            return Attribute::Int(i);
+        }
+        let unquoted = s.trim_matches('"');
+        if unquoted.split('.').count() == 3
+            && unquoted.split('.').all(|p| p.parse::<u64>().is_ok())
+        {
+            return Attribute::Version(unquoted.to_owned());
+        }
+        Attribute::String(unquoted.to_owned())
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Attribute::Bool(b) => json!({ "bool": b }),
+            Attribute::Int(i) => json!({ "int": i }),
+            Attribute::String(s) => json!({ "string": s }),
+            Attribute::Version(v) => json!({ "version": v }),
+        }
+    }
+}
+
+/// A device taint (`key=value:Effect`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+impl std::str::FromStr for Taint {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (kv, effect) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("taint {s:?} must look like key=value:Effect"))?;
+        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+        if !["NoSchedule", "NoExecute", "None"].contains(&effect) {
+            return Err(format!(
+                "taint effect {effect:?} must be NoSchedule, NoExecute or None"
+            ));
+        }
+        Ok(Taint {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            effect: effect.to_owned(),
+        })
+    }
+}
+
+/// Upstream's taint of "tainted" network devices.
+pub fn default_taint() -> Taint {
+    Taint {
+        key: "example.com/taint".to_owned(),
+        value: "tainted".to_owned(),
+        effect: "NoSchedule".to_owned(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceSpec {
+    pub name: String,
+    pub attributes: BTreeMap<String, Attribute>,
+    pub taints: Vec<Taint>,
+}
+
+impl DeviceSpec {
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            attributes: BTreeMap::new(),
+            taints: Vec::new(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut d = json!({ "name": self.name });
+        if !self.attributes.is_empty() {
+            d["attributes"] = self
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        if !self.taints.is_empty() {
+            d["taints"] = self
+                .taints
+                .iter()
+                .map(|t| json!({ "key": t.key, "value": t.value, "effect": t.effect }))
+                .collect();
+        }
+        d
+    }
+}
+
+/// Upstream's node-local device names: `device-00`, `device-01`, ...
+pub fn node_local_devices(count: usize) -> Vec<DeviceSpec> {
+    (0..count)
+        .map(|i| DeviceSpec::named(format!("device-{i:02}")))
+        .collect()
+}
+
+/// Upstream's network device names: `device-0`, `device-1`, ...
+pub fn network_devices(count: usize, taints: &[Taint]) -> Vec<DeviceSpec> {
+    (0..count)
+        .map(|i| {
+            let mut d = DeviceSpec::named(format!("device-{i}"));
+            d.taints = taints.to_vec();
+            d
+        })
+        .collect()
+}
+
+fn build(value: Value) -> Result<ResourceSlice, serde_json::Error> {
+    serde_json::from_value(value)
+}
+
+/// The slice of a node-local pool: pool = node name, owned by the Node.
+pub fn node_slice(
+    driver: &str,
+    node: &Node,
+    devices: &[DeviceSpec],
+) -> Result<ResourceSlice, serde_json::Error> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let uid = node.metadata.uid.clone().unwrap_or_default();
+    build(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {
+            "generateName": format!("{name}-{driver}-"),
+            "ownerReferences": [ { "apiVersion": "v1", "kind": "Node", "name": name, "uid": uid, "controller": true } ],
+        },
+        "spec": {
+            "driver": driver,
+            "nodeName": name,
+            "pool": { "name": name, "generation": 1, "resourceSliceCount": 1 },
+            "devices": devices.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
+        },
+    }))
+}
+
+/// The `network` pool shared by `nodes`, selected by hostname.
+pub fn network_slice(
+    driver: &str,
+    nodes: &[String],
+    devices: &[DeviceSpec],
+) -> Result<ResourceSlice, serde_json::Error> {
+    build(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": { "name": format!("{driver}-0") },
+        "spec": {
+            "driver": driver,
+            "nodeSelector": { "nodeSelectorTerms": [ { "matchExpressions": [
+                { "key": "kubernetes.io/hostname", "operator": "In", "values": nodes } ] } ] },
+            "pool": { "name": "network", "generation": 1, "resourceSliceCount": 1 },
+            "devices": devices.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
+        },
+    }))
+}
+
+/// A pool available on all nodes.
+pub fn all_nodes_slice(
+    driver: &str,
+    pool: &str,
+    devices: &[DeviceSpec],
+) -> Result<ResourceSlice, serde_json::Error> {
+    build(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": { "generateName": format!("{pool}-{driver}-") },
+        "spec": {
+            "driver": driver,
+            "allNodes": true,
+            "pool": { "name": pool, "generation": 1, "resourceSliceCount": 1 },
+            "devices": devices.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
+        },
+    }))
+}
+
+fn pool_of(s: &ResourceSlice) -> Option<&str> {
+    s.spec.as_ref().map(|sp| sp.pool.name.as_str())
+}
+
+fn devices_of(s: &ResourceSlice) -> Value {
+    serde_json::to_value(s.spec.as_ref().and_then(|sp| sp.devices.clone())).unwrap_or_default()
+}
+
+/// Keeps one pool's slice in place with the given client until stopped.
+pub struct Publisher {
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Publisher {
+    pub fn start(client: kube::Client, desired: ResourceSlice) -> Self {
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(publish(client, desired, cancel.clone()));
+        Self { cancel, task }
+    }
+
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn publish(client: kube::Client, desired: ResourceSlice, cancel: CancellationToken) {
+    let Some(spec) = desired.spec.clone() else {
+        return;
+    };
+    let pool = spec.pool.name.clone();
+    let mut selector = format!("spec.driver={}", spec.driver);
+    if let Some(node) = &spec.node_name {
+        selector.push_str(&format!(",spec.nodeName={node}"));
+    }
+    let api: Api<ResourceSlice> = Api::all(client);
+    // The watch only says "something changed"; each reconcile lists afresh, so
+    // a failed write is simply retried on the next trigger.
+    let mut changes = std::pin::pin!(watcher::watcher(
+        api.clone(),
+        watcher::Config::default().fields(&selector)
+    ));
+    let want_devices = devices_of(&desired);
+    let mut retry = false;
+    loop {
+        if retry {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        } else {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                e = changes.next() => match e {
+                    None => return,
+                    Some(Err(e)) => {
+                        tracing::debug!(%pool, error = %e, "slice watch error");
+                        continue;
+                    }
+                    Some(Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_))) => {}
+                    Some(Ok(_)) => continue,
+                },
+            }
+        }
+        let list = match api.list(&ListParams::default().fields(&selector)).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                tracing::debug!(%pool, error = %e, "listing slices failed");
+                retry = true;
+                continue;
+            }
+        };
+        let existing = list.into_iter().find(|s| pool_of(s) == Some(pool.as_str()));
+        let result = match existing {
+            None => api.create(&PostParams::default(), &desired).await.map(|_| ()),
+            Some(existing) if devices_of(&existing) != want_devices => {
+                let mut updated = existing.clone();
+                if let (Some(s), Some(d)) = (updated.spec.as_mut(), desired.spec.as_ref()) {
+                    s.devices = d.devices.clone();
+                    s.pool.generation += 1;
+                }
+                let name = existing.metadata.name.clone().unwrap_or_default();
+                api.replace(&name, &PostParams::default(), &updated)
+                    .await
+                    .map(|_| ())
+            }
+            Some(_) => Ok(()),
+        };
+        retry = match result {
+            Ok(()) => false,
+            Err(e) => {
+                tracing::warn!(%pool, error = %e, "publishing ResourceSlice failed, retrying");
+                true
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_parsing() {
+        assert_eq!(Attribute::parse("true"), Attribute::Bool(true));
+        assert_eq!(Attribute::parse("3"), Attribute::Int(3));
+        assert_eq!(Attribute::parse("1.2.3"), Attribute::Version("1.2.3".into()));
+        assert_eq!(Attribute::parse("\"x\""), Attribute::String("x".into()));
+    }
+
+    #[test]
+    fn taint_parsing() {
+        let t: Taint = "example.com/taint=tainted:NoExecute".parse().unwrap();
+        assert_eq!(t.key, "example.com/taint");
+        assert_eq!(t.value, "tainted");
+        assert_eq!(t.effect, "NoExecute");
+        assert!("k=v:Sometimes".parse::<Taint>().is_err());
+        assert!("novalue".parse::<Taint>().is_err());
+    }
+
+    #[test]
+    fn node_slice_is_owned_by_node_and_named_like_upstream() {
+        let node: Node = serde_json::from_value(
+            json!({ "metadata": { "name": "n1", "uid": "u1" } }),
+        )
+        .unwrap();
+        let s = node_slice("d.k8s.io", &node, &node_local_devices(2)).unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["spec"]["pool"]["name"], "n1");
+        assert_eq!(v["spec"]["nodeName"], "n1");
+        assert_eq!(v["spec"]["devices"][1]["name"], "device-01");
+        let owner = &v["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["controller"], true);
+        assert!(owner.get("blockOwnerDeletion").is_none());
+        let net = network_slice("d.k8s.io", &["n1".into()], &network_devices(3, &[default_taint()]))
+            .unwrap();
+        let v = serde_json::to_value(&net).unwrap();
+        assert_eq!(v["spec"]["devices"][2]["name"], "device-2");
+        assert_eq!(v["spec"]["devices"][0]["taints"][0]["effect"], "NoSchedule");
+        assert_eq!(v["spec"]["pool"]["name"], "network");
+    }
+}

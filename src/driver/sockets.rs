@@ -1,0 +1,146 @@
+//! Where a driver's plugin sockets live and how connections to them reach the
+//! runner: local agents on the local cluster, proxy pods on a real one.
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+
+use crate::conn::Incoming;
+use crate::node_files::NodeFiles;
+
+/// A served socket: connections made by the node's kubelet to the socket path.
+pub struct Served {
+    pub incoming: Incoming,
+    stop: Option<BoxFuture<'static, ()>>,
+}
+
+impl Served {
+    pub fn new(incoming: Incoming, stop: BoxFuture<'static, ()>) -> Self {
+        Self {
+            incoming,
+            stop: Some(stop),
+        }
+    }
+
+    /// A socket that never receives connections (a driver not registered with
+    /// the kubelet).
+    pub fn none() -> Self {
+        Self {
+            incoming: Box::pin(futures::stream::pending()),
+            stop: None,
+        }
+    }
+
+    /// Splits off the stopper, handing the connections to a server.
+    pub fn into_parts(mut self) -> (Incoming, Stopper) {
+        (self.incoming, Stopper(self.stop.take()))
+    }
+}
+
+/// Stops serving a socket: ends the agent and removes the socket file.
+pub struct Stopper(Option<BoxFuture<'static, ()>>);
+
+impl Stopper {
+    pub async fn stop(self) {
+        if let Some(f) = self.0 {
+            f.await;
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("serving socket {socket} on node {node}: {message}")]
+pub struct SocketError {
+    pub node: String,
+    pub socket: PathBuf,
+    pub message: String,
+}
+
+/// The nodes of one driver instance, as the plugin sees them.
+#[async_trait]
+pub trait NodeHost: Send + Sync {
+    /// The kubelet root directory on `node` (host path).
+    fn kubelet_root(&self, node: &str) -> PathBuf;
+    /// The node's CDI spec directory.
+    fn cdi_files(&self, node: &str) -> Arc<dyn NodeFiles>;
+    /// The plugin's API identity may carry the pod it runs in.
+    fn pod_of(&self, _node: &str) -> Option<(String, String)> {
+        None
+    }
+    /// Starts accepting the kubelet's connections to `socket` (a host path).
+    async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError>;
+    /// Removes what the host set up for the driver (proxy pods).
+    async fn tear_down(&self) {}
+}
+
+/// `sun_path` holds 108 bytes including the terminating NUL; hostpathplugin
+/// v1.17.1 adds a leading `/`.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Socket file names of one plugin instance, as the kubelet plugin helper
+/// chooses them (rolling-update instances get per-instance names).
+pub fn socket_paths(
+    kubelet_root: &Path,
+    driver: &str,
+    rolling_uid: Option<&str>,
+) -> (PathBuf, PathBuf) {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let plugin_dir = kubelet_root.join("plugins").join(driver);
+    let registry = kubelet_root.join("plugins_registry");
+    let Some(uid) = rolling_uid else {
+        return (
+            plugin_dir.join("dra.sock"),
+            registry.join(format!("{driver}-reg.sock")),
+        );
+    };
+    let dra = plugin_dir.join(format!("dra-{uid}.sock"));
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let full = registry.join(format!("{driver}-{uid}-reg.sock"));
+    if full.as_os_str().len() <= MAX_SOCKET_PATH {
+        return (dra, full);
+    }
+    let short_uid = b64.encode(&sha2::Sha256::digest(uid.as_bytes())[..8]);
+    let hashed = registry.join(format!("{driver}-{short_uid}-reg.sock"));
+    if hashed.as_os_str().len() <= MAX_SOCKET_PATH {
+        return (dra, hashed);
+    }
+    let mut h = sha2::Sha256::new();
+    h.update(driver.as_bytes());
+    h.update([0u8]);
+    h.update(uid.as_bytes());
+    let both = b64.encode(&h.finalize()[..16]);
+    (dra, registry.join(format!("dra-{both}-reg.sock")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_and_rolling_names() {
+        let root = Path::new("/var/lib/kubelet");
+        let (dra, reg) = socket_paths(root, "d.k8s.io", None);
+        assert_eq!(dra, Path::new("/var/lib/kubelet/plugins/d.k8s.io/dra.sock"));
+        assert_eq!(reg, Path::new("/var/lib/kubelet/plugins_registry/d.k8s.io-reg.sock"));
+        let (dra, reg) = socket_paths(root, "d.k8s.io", Some("uid-1"));
+        assert_eq!(dra, Path::new("/var/lib/kubelet/plugins/d.k8s.io/dra-uid-1.sock"));
+        assert_eq!(
+            reg,
+            Path::new("/var/lib/kubelet/plugins_registry/d.k8s.io-uid-1-reg.sock")
+        );
+    }
+
+    #[test]
+    fn long_names_fall_back_to_hashes_that_fit() {
+        let root = Path::new("/var/lib/kubelet");
+        let driver = "dra-1234567890.a-very-long-driver-name-for-testing.k8s.io";
+        let uid = "0f0f0f0f-1111-2222-3333-444444444444";
+        let (_, reg) = socket_paths(root, driver, Some(uid));
+        assert!(reg.as_os_str().len() <= MAX_SOCKET_PATH, "{reg:?}");
+        let name = reg.file_name().unwrap().to_str().unwrap();
+        assert!(name.ends_with("-reg.sock"), "{name}");
+        assert!(!name.contains(uid), "{name}");
+    }
+}

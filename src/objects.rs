@@ -1,0 +1,383 @@
+//! Builders for the objects DRA scenarios create, named as upstream names them
+//! (`<namespace>-class`, `external-claim`, `tester-1`, request `my-request`, ...)
+//! so failures read the same as in the Go suite.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
+};
+use serde_json::{Value, json};
+
+/// The default request name of claims built here.
+pub const REQUEST: &str = "my-request";
+/// Pod-level claim name of a pod using an inline (template) claim.
+pub const INLINE_CLAIM: &str = "my-inline-claim";
+/// Pod-level claim name of a pod using one external claim.
+pub const EXTERNAL_POD_CLAIM: &str = "resource-claim";
+/// Name of the first container of test pods.
+pub const CONTAINER: &str = "with-resource";
+/// Image of test containers. Simulated nodes never pull it; on a real cluster it
+/// only has to sleep.
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("building {kind} {name}: {source}")]
+    Build {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn build<T: serde::de::DeserializeOwned>(
+    kind: &'static str,
+    name: &str,
+    value: Value,
+) -> Result<T, ObjectError> {
+    serde_json::from_value(value).map_err(|source| ObjectError::Build {
+        kind,
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// A DeviceClass selecting every device of `driver`, with optional opaque
+/// class parameters (they reach containers as `admin_<k>=<v>`).
+pub fn device_class(
+    name: &str,
+    driver: &str,
+    parameters: Option<&Value>,
+    selector: Option<&str>,
+) -> Result<DeviceClass, ObjectError> {
+    let expression = selector
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("device.driver == \"{driver}\""));
+    let mut spec = json!({ "selectors": [ { "cel": { "expression": expression } } ] });
+    if let Some(p) = parameters {
+        spec["config"] = json!([ { "opaque": { "driver": driver, "parameters": p } } ]);
+    }
+    build(
+        "DeviceClass",
+        name,
+        json!({ "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": { "name": name }, "spec": spec }),
+    )
+}
+
+/// What a claim built here asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimShape {
+    pub class: String,
+    pub driver: String,
+    /// Opaque claim parameters for the driver (`user_<k>=<v>` in containers).
+    pub parameters: Option<Value>,
+    pub admin_access: bool,
+    /// Extra CEL selectors on the request.
+    pub selectors: Vec<String>,
+}
+
+impl ClaimShape {
+    /// Upstream's default: one request `my-request`, config `{"a":"b"}`.
+    pub fn default_for(class: &str, driver: &str) -> Self {
+        Self {
+            class: class.to_owned(),
+            driver: driver.to_owned(),
+            parameters: Some(json!({ "a": "b" })),
+            admin_access: false,
+            selectors: Vec::new(),
+        }
+    }
+
+    pub fn spec(&self) -> Result<ResourceClaimSpec, ObjectError> {
+        let mut exactly = json!({ "deviceClassName": self.class });
+        if self.admin_access {
+            exactly["adminAccess"] = json!(true);
+        }
+        if !self.selectors.is_empty() {
+            exactly["selectors"] = self
+                .selectors
+                .iter()
+                .map(|e| json!({ "cel": { "expression": e } }))
+                .collect();
+        }
+        let mut devices = json!({ "requests": [ { "name": REQUEST, "exactly": exactly } ] });
+        if let Some(p) = &self.parameters {
+            devices["config"] = json!([ { "opaque": { "driver": self.driver, "parameters": p } } ]);
+        }
+        build("ResourceClaimSpec", REQUEST, json!({ "devices": devices }))
+    }
+}
+
+pub fn claim(name: &str, spec: ResourceClaimSpec) -> ResourceClaim {
+    ResourceClaim {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+pub fn claim_template(name: &str, spec: ResourceClaimSpec) -> ResourceClaimTemplate {
+    ResourceClaimTemplate {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::resource::v1::ResourceClaimTemplateSpec {
+            metadata: None,
+            spec: Some(spec),
+        }),
+    }
+}
+
+/// How a pod refers to its claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodClaims {
+    /// One claim generated from the template named after the pod, as
+    /// upstream's `PodInline` (pod claim `my-inline-claim`).
+    Inline {
+        template: String,
+    },
+    /// Existing claims; one claim is pod claim `resource-claim` (upstream's
+    /// name), several keep the claims' names.
+    External(Vec<String>),
+    None,
+}
+
+/// A test pod, as upstream's `PodInline` / `PodExternal` builders make them,
+/// plus the variations scenarios need.
+#[derive(Debug, Clone)]
+pub struct PodShape {
+    pub name: String,
+    pub claims: PodClaims,
+    /// Pod claim name override (the inline claim's, or the single external one's).
+    pub pod_claim_name: Option<String>,
+    pub containers: usize,
+    /// Containers reference no claims (the claim is still prepared).
+    pub containers_use_claims: bool,
+    /// `container name -> (pod claim, request)` overrides; `None` request means all.
+    pub container_claims: BTreeMap<usize, Vec<(String, Option<String>)>>,
+    pub init_container: bool,
+    /// A `sh -c` script for every regular container.
+    pub command: Option<String>,
+    pub restart_policy: String,
+    pub node_name: Option<String>,
+    pub grace_period: Option<i64>,
+}
+
+impl PodShape {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            claims: PodClaims::None,
+            pod_claim_name: None,
+            containers: 1,
+            containers_use_claims: true,
+            container_claims: BTreeMap::new(),
+            init_container: false,
+            command: None,
+            restart_policy: "Never".to_owned(),
+            node_name: None,
+            grace_period: None,
+        }
+    }
+
+    /// Pod-level claim names in order.
+    pub fn pod_claim_names(&self) -> Vec<String> {
+        match &self.claims {
+            PodClaims::Inline { .. } => vec![
+                self.pod_claim_name
+                    .clone()
+                    .unwrap_or_else(|| INLINE_CLAIM.to_owned()),
+            ],
+            PodClaims::External(names) if names.len() == 1 => vec![
+                self.pod_claim_name
+                    .clone()
+                    .unwrap_or_else(|| EXTERNAL_POD_CLAIM.to_owned()),
+            ],
+            // Several claims: the pod claims are named after the claims, so
+            // scenarios can map containers to them by name.
+            PodClaims::External(names) => names.clone(),
+            PodClaims::None => Vec::new(),
+        }
+    }
+
+    pub fn container_name(i: usize) -> String {
+        if i == 0 {
+            CONTAINER.to_owned()
+        } else {
+            format!("{CONTAINER}-{i}")
+        }
+    }
+
+    pub fn build(&self) -> Result<Pod, ObjectError> {
+        if self.containers == 0 {
+            return Err(ObjectError::Invalid(format!(
+                "pod {} needs at least one container",
+                self.name
+            )));
+        }
+        let pod_claims = self.pod_claim_names();
+        let resource_claims: Vec<Value> = match &self.claims {
+            PodClaims::Inline { template } => {
+                vec![json!({ "name": pod_claims[0], "resourceClaimTemplateName": template })]
+            }
+            PodClaims::External(names) => names
+                .iter()
+                .zip(&pod_claims)
+                .map(|(claim, pc)| json!({ "name": pc, "resourceClaimName": claim }))
+                .collect(),
+            PodClaims::None => Vec::new(),
+        };
+        let container = |i: usize, name: String, command: Option<&str>| {
+            let claims: Vec<Value> = match self.container_claims.get(&i) {
+                Some(list) => list
+                    .iter()
+                    .map(|(c, r)| match r {
+                        Some(r) => json!({ "name": c, "request": r }),
+                        None => json!({ "name": c }),
+                    })
+                    .collect(),
+                None if self.containers_use_claims => {
+                    pod_claims.iter().map(|c| json!({ "name": c })).collect()
+                }
+                None => Vec::new(),
+            };
+            let mut c = json!({
+                "name": name,
+                "image": PAUSE_IMAGE,
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": { "drop": ["ALL"] },
+                    "runAsNonRoot": true, "runAsUser": 65534,
+                    "seccompProfile": { "type": "RuntimeDefault" }
+                },
+            });
+            if !claims.is_empty() {
+                c["resources"] = json!({ "claims": claims });
+            }
+            if let Some(cmd) = command {
+                c["image"] = json!("registry.k8s.io/e2e-test-images/busybox:1.37.0-1");
+                c["command"] = json!(["sh", "-c", cmd]);
+            }
+            c
+        };
+        let containers: Vec<Value> = (0..self.containers)
+            .map(|i| container(i, Self::container_name(i), self.command.as_deref()))
+            .collect();
+        let mut spec = json!({
+            "restartPolicy": self.restart_policy,
+            "containers": containers,
+            "resourceClaims": resource_claims,
+        });
+        if self.init_container {
+            spec["initContainers"] = json!([container(0, "init".to_owned(), Some("true"))]);
+        }
+        if let Some(n) = &self.node_name {
+            spec["nodeName"] = json!(n);
+        }
+        if let Some(g) = self.grace_period {
+            spec["terminationGracePeriodSeconds"] = json!(g);
+        }
+        build(
+            "Pod",
+            &self.name,
+            json!({ "apiVersion": "v1", "kind": "Pod",
+                    "metadata": { "name": self.name }, "spec": spec }),
+        )
+    }
+}
+
+/// Replaces `${name}` placeholders in a manifest written in a feature file.
+/// Unknown placeholders are an error, so a typo never reaches the cluster.
+pub fn expand(template: &str, vars: &BTreeMap<String, String>) -> Result<String, ObjectError> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| {
+            ObjectError::Invalid(format!("unterminated placeholder in {:?}", &rest[start..]))
+        })?;
+        let key = &after[..end];
+        let value = vars.get(key).ok_or_else(|| {
+            let known: Vec<_> = vars.keys().map(|k| format!("${{{k}}}")).collect();
+            ObjectError::Invalid(format!(
+                "unknown placeholder ${{{key}}}; known: {}",
+                known.join(", ")
+            ))
+        })?;
+        out.push_str(value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_claim_matches_upstream_shape() {
+        let spec = ClaimShape::default_for("ns-class", "ns.k8s.io")
+            .spec()
+            .unwrap();
+        let v = serde_json::to_value(&spec).unwrap();
+        assert_eq!(v["devices"]["requests"][0]["name"], "my-request");
+        assert_eq!(
+            v["devices"]["requests"][0]["exactly"]["deviceClassName"],
+            "ns-class"
+        );
+        assert_eq!(v["devices"]["config"][0]["opaque"]["driver"], "ns.k8s.io");
+        assert_eq!(
+            v["devices"]["config"][0]["opaque"]["parameters"],
+            json!({"a": "b"})
+        );
+    }
+
+    #[test]
+    fn inline_pod_uses_template_named_after_pod() {
+        let mut shape = PodShape::new("tester-1");
+        shape.claims = PodClaims::Inline {
+            template: "tester-1".into(),
+        };
+        shape.containers = 2;
+        let pod = serde_json::to_value(shape.build().unwrap()).unwrap();
+        assert_eq!(pod["spec"]["resourceClaims"][0]["name"], "my-inline-claim");
+        assert_eq!(
+            pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
+            "tester-1"
+        );
+        assert_eq!(pod["spec"]["containers"][1]["name"], "with-resource-1");
+        assert_eq!(
+            pod["spec"]["containers"][1]["resources"]["claims"][0]["name"],
+            "my-inline-claim"
+        );
+    }
+
+    #[test]
+    fn external_claims_pod_claim_names() {
+        let mut shape = PodShape::new("p");
+        shape.claims = PodClaims::External(vec!["a".into(), "b".into()]);
+        assert_eq!(shape.pod_claim_names(), vec!["a", "b"]);
+        shape.claims = PodClaims::External(vec!["a".into()]);
+        assert_eq!(shape.pod_claim_names(), vec!["resource-claim"]);
+    }
+
+    #[test]
+    fn expand_replaces_and_rejects_unknown() {
+        let vars = BTreeMap::from([("driver".to_owned(), "d.k8s.io".to_owned())]);
+        assert_eq!(expand("x ${driver} y", &vars).unwrap(), "x d.k8s.io y");
+        let err = expand("${drvier}", &vars).unwrap_err().to_string();
+        assert!(err.contains("unknown placeholder ${drvier}"), "{err}");
+        assert!(expand("${driver", &vars).is_err());
+    }
+}

@@ -1,0 +1,237 @@
+//! The agent started by exec in a proxy pod, restarted whenever the exec ends.
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, AttachParams};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, warn};
+
+use super::exec::{ExecTarget, exec_capture};
+use super::pods::{AgentKind, ProxyPod, ProxyPodsError};
+
+/// A run that lasted this long resets the restart backoff.
+const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(300);
+
+/// Exponential restart delays: initial, doubled each time, capped.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    initial: Duration,
+    cap: Duration,
+    next: Duration,
+}
+
+impl Default for Backoff {
+    /// 1 s doubling up to 30 s, as upstream restarts its agent execs.
+    fn default() -> Self {
+        Self::new(Duration::from_secs(1), Duration::from_secs(30))
+    }
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, cap: Duration) -> Self {
+        Self {
+            initial,
+            cap,
+            next: initial,
+        }
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (d * 2).min(self.cap);
+        d
+    }
+
+    pub fn reset(&mut self) {
+        self.next = self.initial;
+    }
+}
+
+/// Fails if `socket` is too long for `agent` to listen on.
+pub fn check_socket_path(agent: AgentKind, socket: &str) -> Result<(), ProxyPodsError> {
+    let max = agent.max_socket_path();
+    if socket.len() > max {
+        return Err(ProxyPodsError::SocketPathTooLong {
+            socket: socket.to_owned(),
+            len: socket.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// An agent kept running by exec in a proxy pod for one socket and port.
+pub struct ExecAgent {
+    client: kube::Client,
+    target: ExecTarget,
+    socket: String,
+    port: u16,
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ExecAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecAgent")
+            .field("target", &self.target)
+            .field("socket", &self.socket)
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+impl ExecAgent {
+    /// Starts the exec loop in the background. Fails only if the socket path
+    /// is too long for the pod's agent.
+    pub fn start(
+        client: kube::Client,
+        pod: &ProxyPod,
+        socket: &str,
+        port: u16,
+    ) -> Result<ExecAgent, ProxyPodsError> {
+        check_socket_path(pod.agent, socket)?;
+        let target = pod.exec_target();
+        let command = pod.agent.command(socket, port);
+        let cancel = CancellationToken::new();
+        let span = tracing::info_span!("agent", pod = %target.pod, node = %pod.node, port);
+        let task = tokio::spawn(
+            supervise(client.clone(), target.clone(), command, cancel.clone()).instrument(span),
+        );
+        Ok(ExecAgent {
+            client,
+            target,
+            socket: socket.to_owned(),
+            port,
+            cancel,
+            task: Some(task),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Ends the exec (which ends the agent once it notices) and removes the
+    /// socket, which a killed agent leaves behind.
+    pub async fn stop(mut self) -> Result<(), ProxyPodsError> {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        exec_capture(
+            &self.client,
+            &self.target,
+            vec!["rm".into(), "-f".into(), self.socket.clone()],
+        )
+        .await?;
+        info!(target = %self.target, socket = %self.socket, "agent stopped, socket removed");
+        Ok(())
+    }
+}
+
+impl Drop for ExecAgent {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+async fn supervise(
+    client: kube::Client,
+    target: ExecTarget,
+    command: Vec<String>,
+    cancel: CancellationToken,
+) {
+    let api: Api<Pod> = Api::namespaced(client, &target.namespace);
+    let mut backoff = Backoff::default();
+    loop {
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = run_once(&api, &target, &command) => r,
+        };
+        match outcome {
+            Ok(status) => warn!(%status, "agent exec ended; restarting"),
+            Err(e) => warn!(error = %e, "agent exec failed; restarting"),
+        }
+        if started.elapsed() >= BACKOFF_RESET_AFTER {
+            backoff.reset();
+        }
+        let delay = backoff.next_delay();
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// One exec session; returns how it ended.
+async fn run_once(
+    api: &Api<Pod>,
+    target: &ExecTarget,
+    command: &[String],
+) -> Result<String, kube::Error> {
+    let params = AttachParams::default()
+        .container(target.container.clone())
+        .stdin(false)
+        .stdout(true)
+        .stderr(true);
+    let mut proc = api.exec(&target.pod, command.to_vec(), &params).await?;
+    info!(command = %command.join(" "), "agent exec started");
+    let log = |r: Option<tokio::io::ReadHalf<tokio::io::SimplexStream>>| async move {
+        if let Some(r) = r {
+            let mut lines = BufReader::new(r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                debug!("agent: {line}");
+            }
+        }
+    };
+    let status = proc.take_status();
+    let (_, _, status) = tokio::join!(log(proc.stdout()), log(proc.stderr()), async {
+        match status {
+            Some(s) => s.await,
+            None => None,
+        }
+    });
+    Ok(match status {
+        Some(s) => format!(
+            "{}: {}",
+            s.status.unwrap_or_default(),
+            s.message.unwrap_or_default()
+        ),
+        None => "stream closed without a status".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_the_cap_and_resets() {
+        let mut b = Backoff::default();
+        let secs: Vec<u64> = (0..7).map(|_| b.next_delay().as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30]);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn socket_path_limits_follow_the_agent() {
+        let dir = "/var/lib/kubelet/plugins_registry/";
+        let at = |len: usize| format!("{dir}{}", "d".repeat(len - dir.len()));
+        check_socket_path(AgentKind::HostPathPlugin, &at(106)).unwrap();
+        assert!(matches!(
+            check_socket_path(AgentKind::HostPathPlugin, &at(107)),
+            Err(ProxyPodsError::SocketPathTooLong {
+                len: 107,
+                max: 106,
+                ..
+            })
+        ));
+        check_socket_path(AgentKind::DraE2e, &at(107)).unwrap();
+        assert!(check_socket_path(AgentKind::DraE2e, &at(108)).is_err());
+    }
+}

@@ -1,0 +1,290 @@
+//! Scenario outcomes, the closing summary line, timing figures, and the
+//! artifacts of failed scenarios.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// A scenario's identity that stays stable across runs and retries.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScenarioId {
+    pub path: String,
+    pub line: usize,
+    pub name: String,
+}
+
+impl std::fmt::Display for ScenarioId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}:{})", self.name, self.path, self.line)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub outcome: Outcome,
+    pub duration: Duration,
+    /// Time spent in each teardown phase, in order.
+    pub teardown: Vec<(&'static str, Duration)>,
+    pub skip_reason: Option<String>,
+    /// Where the artifacts of a failed scenario are.
+    pub artifacts: Option<PathBuf>,
+}
+
+/// Outcomes of the run; a retried scenario keeps its last attempt.
+#[derive(Debug, Default)]
+pub struct Outcomes {
+    records: Mutex<BTreeMap<ScenarioId, Record>>,
+    teardown_failures: std::sync::atomic::AtomicUsize,
+}
+
+impl Outcomes {
+    /// A scenario's teardown left something behind or failed.
+    pub fn teardown_failed(&self) {
+        self.teardown_failures
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn teardown_failures(&self) -> usize {
+        self.teardown_failures.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn record(&self, id: ScenarioId, record: Record) {
+        if let Ok(mut m) = self.records.lock() {
+            m.insert(id, record);
+        }
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<ScenarioId, Record> {
+        self.records.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// `N passed, N failed` plus `, N skipped` when any were.
+pub fn summary_line(records: &BTreeMap<ScenarioId, Record>) -> String {
+    let count = |o| records.values().filter(|r| r.outcome == o).count();
+    let (p, f, s) = (
+        count(Outcome::Passed),
+        count(Outcome::Failed),
+        count(Outcome::Skipped),
+    );
+    if s > 0 {
+        format!("{p} passed, {f} failed, {s} skipped")
+    } else {
+        format!("{p} passed, {f} failed")
+    }
+}
+
+/// Skip reasons grouped, for the end of the run.
+pub fn skip_summary(records: &BTreeMap<ScenarioId, Record>) -> Vec<String> {
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in records.values() {
+        if let Some(reason) = &r.skip_reason {
+            *by_reason.entry(reason).or_default() += 1;
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, n)| format!("{n} skipped: {reason}"))
+        .collect()
+}
+
+/// Wall time per scenario (median, slowest five) and where teardown time goes.
+pub fn timings(records: &BTreeMap<ScenarioId, Record>, wall: Duration) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut ran: Vec<(&ScenarioId, &Record)> = records
+        .iter()
+        .filter(|(_, r)| r.outcome != Outcome::Skipped)
+        .collect();
+    let _ = writeln!(out, "wall time: {:.1}s for {} scenarios", wall.as_secs_f64(), ran.len());
+    if ran.is_empty() {
+        return out;
+    }
+    ran.sort_by_key(|(_, r)| r.duration);
+    let median = ran[ran.len() / 2].1.duration;
+    let _ = writeln!(out, "per scenario: median {:.1}s", median.as_secs_f64());
+    let _ = writeln!(out, "slowest:");
+    for (id, r) in ran.iter().rev().take(5) {
+        let _ = writeln!(out, "  {:>6.1}s  {}", r.duration.as_secs_f64(), id);
+    }
+    let mut phases: BTreeMap<&str, (Duration, usize)> = BTreeMap::new();
+    let mut total_teardown = Duration::ZERO;
+    for (_, r) in &ran {
+        for (phase, d) in &r.teardown {
+            let e = phases.entry(phase).or_default();
+            e.0 += *d;
+            e.1 += 1;
+            total_teardown += *d;
+        }
+    }
+    let _ = writeln!(
+        out,
+        "teardown: {:.1}s in total ({:.0}% of scenario time)",
+        total_teardown.as_secs_f64(),
+        100.0 * total_teardown.as_secs_f64()
+            / ran.iter().map(|(_, r)| r.duration.as_secs_f64()).sum::<f64>().max(0.001)
+    );
+    let mut phases: Vec<_> = phases.into_iter().collect();
+    phases.sort_by(|a, b| b.1.0.cmp(&a.1.0));
+    for (phase, (d, n)) in phases {
+        let _ = writeln!(
+            out,
+            "  {:>6.1}s  {phase} (mean {:.2}s over {n})",
+            d.as_secs_f64(),
+            d.as_secs_f64() / n as f64
+        );
+    }
+    out
+}
+
+/// A directory name that is safe and recognisable for a scenario.
+pub fn slug(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    while out.contains("--") {
+        out = out.replace("--", "-");
+    }
+    out.trim_matches('-').chars().take(80).collect()
+}
+
+/// Writes one artifact file, creating its directory.
+pub fn write_artifact(dir: &Path, name: &str, content: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(name);
+    std::fs::write(&path, content)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(outcome: Outcome, secs: u64) -> Record {
+        Record {
+            outcome,
+            duration: Duration::from_secs(secs),
+            teardown: vec![("driver", Duration::from_secs(1))],
+            skip_reason: (outcome == Outcome::Skipped).then(|| "too few nodes".to_owned()),
+            artifacts: None,
+        }
+    }
+
+    fn id(n: usize) -> ScenarioId {
+        ScenarioId {
+            path: "f.feature".into(),
+            line: n,
+            name: format!("s{n}"),
+        }
+    }
+
+    #[test]
+    fn summary_mentions_skipped_only_when_present() {
+        let mut m = BTreeMap::new();
+        m.insert(id(1), rec(Outcome::Passed, 1));
+        m.insert(id(2), rec(Outcome::Failed, 1));
+        assert_eq!(summary_line(&m), "1 passed, 1 failed");
+        m.insert(id(3), rec(Outcome::Skipped, 0));
+        assert_eq!(summary_line(&m), "1 passed, 1 failed, 1 skipped");
+        assert_eq!(skip_summary(&m), vec!["1 skipped: too few nodes"]);
+    }
+
+    #[test]
+    fn retried_scenario_keeps_last_outcome() {
+        let o = Outcomes::default();
+        o.record(id(1), rec(Outcome::Failed, 1));
+        o.record(id(1), rec(Outcome::Passed, 2));
+        assert_eq!(summary_line(&o.snapshot()), "1 passed, 0 failed");
+    }
+
+    #[test]
+    fn timings_list_median_and_teardown() {
+        let mut m = BTreeMap::new();
+        for i in 1..=7 {
+            m.insert(id(i), rec(Outcome::Passed, i as u64));
+        }
+        let t = timings(&m, Duration::from_secs(30));
+        assert!(t.contains("median 4.0s"), "{t}");
+        assert!(t.contains("7.0s  s7"), "{t}");
+        assert!(t.contains("driver (mean 1.00s over 7)"), "{t}");
+    }
+
+    #[test]
+    fn slug_is_path_safe() {
+        assert_eq!(slug("Must retry: NodePrepare/Resources!"), "must-retry-nodeprepare-resources");
+    }
+}
+
+/// Adds "artifacts: DIR" to the failure message of each failed test case in a
+/// JUnit report, matching test cases by their `<path>:<line>:` suffix.
+pub fn annotate_junit(xml: &str, records: &BTreeMap<ScenarioId, Record>) -> String {
+    let mut out = String::with_capacity(xml.len() + 256);
+    let mut current: Option<&Record> = None;
+    for line in xml.split_inclusive('\n') {
+        if let Some(pos) = line.find("<testcase ") {
+            let tag = &line[pos..];
+            current = records.iter().find_map(|(id, r)| {
+                let needle = format!("{}:{}:", id.path, id.line);
+                (tag.contains(&needle) && r.artifacts.is_some()).then_some(r)
+            });
+        }
+        if let (Some(r), Some(pos)) = (current, line.find("message=\"")) {
+            if line.contains("<failure") {
+                let start = pos + "message=\"".len();
+                if let Some(end) = line[start..].find('"') {
+                    let dir = r
+                        .artifacts
+                        .as_ref()
+                        .map(|d| d.display().to_string())
+                        .unwrap_or_default();
+                    out.push_str(&line[..start + end]);
+                    out.push_str(&format!(" (artifacts: {})", xml_escape(&dir)));
+                    out.push_str(&line[start + end..]);
+                    current = None;
+                    continue;
+                }
+            }
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod junit_tests {
+    use super::*;
+
+    #[test]
+    fn failure_messages_get_the_artifacts_dir() {
+        let xml = "<testsuite>\n<testcase name=\"Scenario: a: f.feature:3:3\">\n<failure type=\"Step Panicked\" message=\"boom\">x</failure>\n</testcase>\n<testcase name=\"Scenario: b: f.feature:9:3\">\n<failure message=\"bang\"/>\n</testcase>\n";
+        let mut m = BTreeMap::new();
+        m.insert(
+            ScenarioId { path: "f.feature".into(), line: 3, name: "a".into() },
+            Record {
+                outcome: Outcome::Failed,
+                duration: Duration::ZERO,
+                teardown: vec![],
+                skip_reason: None,
+                artifacts: Some(PathBuf::from("art/a")),
+            },
+        );
+        let out = annotate_junit(xml, &m);
+        assert!(out.contains("message=\"boom (artifacts: art/a)\""), "{out}");
+        assert!(out.contains("message=\"bang\""), "{out}");
+    }
+}

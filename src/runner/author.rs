@@ -1,0 +1,50 @@
+//! Commands for scenario authors: `dra-e2e steps` and `dra-e2e check`.
+use std::path::PathBuf;
+
+use cucumber::World as _;
+
+use super::features;
+use crate::steps::{World, catalogue};
+
+/// Prints the step catalogue.
+pub fn steps() -> anyhow::Result<()> {
+    for topic in catalogue::CATALOGUE {
+        println!("## {}\n", topic.title);
+        for e in topic.entries {
+            println!("  {}", e.pattern);
+            println!("      {}", e.description);
+            println!("      e.g. {}", e.example.lines().next().unwrap_or_default());
+            println!();
+        }
+    }
+    Ok(())
+}
+
+/// Checks feature files without a cluster; returns the exit code.
+pub fn check(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
+    let path = args
+        .first()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("features"));
+    let parsed = match features::parse_all(&path) {
+        Ok(p) => p,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
+            }
+            return Ok(1);
+        }
+    };
+    let problems = features::check(&parsed, &World::collection());
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    let scenarios = features::scenarios(&parsed).len();
+    if problems.is_empty() {
+        println!("{} feature files, {scenarios} scenarios: every step is defined once, every tag is known", parsed.len());
+        Ok(0)
+    } else {
+        eprintln!("{} problem(s) in {}", problems.len(), path.display());
+        Ok(1)
+    }
+}

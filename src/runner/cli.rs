@@ -1,0 +1,108 @@
+//! The runner's own options. They are merged with cucumber's (`--tags`,
+//! `--name`, `--concurrency`, `--fail-fast`, `--retry`, `-v`, ...) into one
+//! `--help`.
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which cluster scenarios run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterChoice {
+    /// The kubeconfig cluster when one is configured, otherwise the local cluster.
+    Auto,
+    /// The cluster of `--kubeconfig` / `KUBECONFIG` / `~/.kube/config`.
+    Kubeconfig,
+    /// A local control plane with simulated kubelet nodes, started by the runner.
+    Local,
+}
+
+pub const DEFAULT_PROXY_IMAGE: &str = "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Feature file or directory of feature files to run.
+    #[arg(long, value_name = "PATH", default_value = "features")]
+    pub features: PathBuf,
+
+    /// Print the selected scenarios with their tags and locations, then exit (no cluster needed).
+    #[arg(long)]
+    pub list: bool,
+
+    /// Cluster to run against.
+    #[arg(long, value_enum, default_value = "auto", value_name = "KIND")]
+    pub cluster: ClusterChoice,
+
+    /// Kubeconfig of a real cluster (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Local cluster: number of simulated kubelet nodes.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub nodes: usize,
+
+    /// Local cluster: feature gates for every component, e.g. `DRAConsumableCapacity=true`.
+    #[arg(long, value_name = "GATES", value_delimiter = ',')]
+    pub feature_gates: Vec<String>,
+
+    /// Local cluster: directory with etcd, kube-apiserver, kube-scheduler and
+    /// kube-controller-manager (default: the cache filled by `make controlplane`).
+    #[arg(long, value_name = "DIR", env = "DRA_E2E_BINARIES_DIR")]
+    pub binaries_dir: Option<PathBuf>,
+
+    /// Local cluster: how long a simulated kubelet waits before wiping the
+    /// ResourceSlices of a driver whose plugin went away (the kubelet's is 30s).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "3s")]
+    pub wipe_delay: Duration,
+
+    /// Write a JUnit XML report (one test case per scenario).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Write a Cucumber JSON report.
+    #[arg(long = "cucumber-json", value_name = "FILE")]
+    pub cucumber_json: Option<PathBuf>,
+
+    /// Where failed scenarios leave their artifacts (events, objects, plugin calls, kubelet log).
+    #[arg(long, value_name = "DIR", default_value = "target/dra-e2e-artifacts")]
+    pub artifacts: PathBuf,
+
+    /// Keep a failed scenario's namespace and driver for debugging (their names are printed).
+    #[arg(long)]
+    pub keep_on_failure: bool,
+
+    /// Real cluster: the kubelet's root directory on the nodes.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/kubelet")]
+    pub kubelet_root_dir: PathBuf,
+
+    /// Real cluster: image of the proxy pods (upstream's hostpathplugin, or one carrying `dra-e2e proxy-agent`).
+    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_PROXY_IMAGE)]
+    pub proxy_image: String,
+
+    /// Default limit of one step (waits inside a step have their own, shorter deadlines).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10m")]
+    pub step_timeout: Duration,
+
+    /// Limit of the whole run; when it passes, running scenarios are torn down and reports written.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "2h")]
+    pub deadline: Duration,
+
+    /// Local cluster: keep its processes' files after the run and print where they are.
+    #[arg(long)]
+    pub keep_cluster_files: bool,
+
+    /// Print the wall time, time per scenario (median, slowest five) and where teardown time goes.
+    #[arg(long)]
+    pub timings: bool,
+}
+
+pub const SUBCOMMANDS_HELP: &str = "\
+Other commands:
+  dra-e2e steps                 print the step catalogue (patterns, descriptions, examples)
+  dra-e2e check [PATH]          check feature files for undefined/ambiguous steps and unknown tags
+  dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C
+  dra-e2e proxy-agent ...       the socket proxy agent used inside proxy pods and by the local cluster
+
+Examples:
+  dra-e2e --tags @DynamicResourceAllocation
+  dra-e2e --tags '@DynamicResourceAllocation and not @slow' --junit junit.xml
+  dra-e2e --cluster kubeconfig --kubeconfig ~/.kube/kind --tags '@FeatureGate:DRADeviceTaints'
+  dra-e2e --list --tags 'not @KubeletMinVersion:1.34'";

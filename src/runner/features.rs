@@ -1,0 +1,386 @@
+//! Feature files: loading, listing, checking, and deciding up front which
+//! scenarios this cluster cannot run.
+//!
+//! A scenario the cluster cannot run (too few nodes, a feature gate that is off,
+//! a real container runtime needed on the local cluster) gets a first step
+//! `skipped: <reason>` that matches no step definition, so cucumber reports it
+//! as skipped and the reason is printed with it. Background steps of such a
+//! feature are folded into its scenarios so a skipped scenario sets nothing up.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cucumber::gherkin::{self, GherkinEnv, Step, StepType};
+use regex::Regex;
+
+/// Text of the step that marks a scenario as skipped.
+pub const SKIP_PREFIX: &str = "skipped: ";
+
+/// What the selected cluster offers.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    pub local: bool,
+    pub ready_nodes: usize,
+    /// Feature gates known to be on (local cluster); `None` when unknown (real cluster).
+    pub enabled_gates: Option<Vec<String>>,
+    /// Oldest kubelet (major, minor) among the nodes.
+    pub kubelet_version: Option<(u32, u32)>,
+}
+
+/// Tags the suite understands; `check` rejects others so typos surface.
+pub fn tag_is_known(tag: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "DynamicResourceAllocation",
+        "ContainerRuntime",
+        "serial",
+        "slow",
+        "conformance",
+        "allow.skipped",
+        "retry",
+    ];
+    const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
+    EXACT.contains(&tag) || PREFIXES.iter().any(|p| tag.starts_with(p) && tag.len() > p.len())
+}
+
+/// Pattern of the step that states how many nodes a scenario needs.
+pub fn nodes_step() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"^(\d+)(?: to (\d+))? ready nodes?$").unwrap_or_else(|_| unreachable!())
+    })
+}
+
+fn min_nodes(steps: &[Step]) -> Option<usize> {
+    steps
+        .iter()
+        .filter(|s| s.ty == StepType::Given)
+        .find_map(|s| nodes_step().captures(&s.value))
+        .and_then(|c| c.get(1)?.as_str().parse().ok())
+}
+
+fn parse_version(v: &str) -> Option<(u32, u32)> {
+    let mut it = v.trim_start_matches('v').split('.');
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// Why `env` cannot run the scenario, if it cannot.
+pub fn skip_reason(
+    env: &Environment,
+    feature: &gherkin::Feature,
+    rule: Option<&gherkin::Rule>,
+    scenario: &gherkin::Scenario,
+) -> Option<String> {
+    let tags = feature
+        .tags
+        .iter()
+        .chain(rule.iter().flat_map(|r| r.tags.iter()))
+        .chain(scenario.tags.iter());
+    for tag in tags {
+        if tag == "ContainerRuntime" && env.local {
+            return Some(
+                "needs a real container runtime; the local cluster's simulated kubelet runs no \
+                 containers (run it on kind)"
+                    .to_owned(),
+            );
+        }
+        if let (Some(gate), Some(enabled)) = (tag.strip_prefix("FeatureGate:"), &env.enabled_gates)
+            && !enabled.iter().any(|g| g == gate)
+        {
+            return Some(format!(
+                "feature gate {gate} is not enabled on this cluster (local cluster: --feature-gates {gate}=true)"
+            ));
+        }
+        if let Some(min) = tag.strip_prefix("KubeletMinVersion:")
+            && let (Some(want), Some(have)) = (parse_version(min), env.kubelet_version)
+            && have < want
+        {
+            return Some(format!(
+                "needs kubelet {}.{} or newer, the oldest node runs {}.{}",
+                want.0, want.1, have.0, have.1
+            ));
+        }
+    }
+    let steps: Vec<Step> = feature
+        .background
+        .iter()
+        .flat_map(|b| b.steps.iter())
+        .chain(rule.iter().flat_map(|r| r.background.iter().flat_map(|b| b.steps.iter())))
+        .chain(scenario.steps.iter())
+        .cloned()
+        .collect();
+    if let Some(min) = min_nodes(&steps)
+        && env.ready_nodes < min
+    {
+        return Some(format!(
+            "needs at least {min} ready schedulable nodes, the cluster has {}",
+            env.ready_nodes
+        ));
+    }
+    None
+}
+
+fn skip_step(reason: &str, position: gherkin::LineCol) -> Step {
+    Step {
+        keyword: "Given ".to_owned(),
+        ty: StepType::Given,
+        value: format!("{SKIP_PREFIX}{reason}"),
+        docstring: None,
+        table: None,
+        span: gherkin::Span { start: 0, end: 0 },
+        position,
+    }
+}
+
+/// Whether the scenario was marked skipped by [`mark_skipped`].
+pub fn is_marked_skipped(scenario: &gherkin::Scenario) -> bool {
+    scenario
+        .steps
+        .first()
+        .is_some_and(|s| s.value.starts_with(SKIP_PREFIX))
+}
+
+/// Marks the scenarios `env` cannot run; see the module docs.
+pub fn mark_skipped(env: &Environment, mut feature: gherkin::Feature) -> gherkin::Feature {
+    let reasons: Vec<Option<String>> = feature
+        .scenarios
+        .iter()
+        .map(|s| skip_reason(env, &feature, None, s))
+        .collect();
+    let rule_reasons: Vec<Vec<Option<String>>> = feature
+        .rules
+        .iter()
+        .map(|r| {
+            r.scenarios
+                .iter()
+                .map(|s| skip_reason(env, &feature, Some(r), s))
+                .collect()
+        })
+        .collect();
+    let any = reasons.iter().chain(rule_reasons.iter().flatten()).any(Option::is_some);
+    if !any {
+        return feature;
+    }
+    let feature_bg: Vec<Step> = feature
+        .background
+        .take()
+        .map(|b| b.steps)
+        .unwrap_or_default();
+    for (scenario, reason) in feature.scenarios.iter_mut().zip(&reasons) {
+        let mut steps = feature_bg.clone();
+        steps.append(&mut scenario.steps);
+        scenario.steps = steps;
+        if let Some(r) = reason {
+            scenario.steps.insert(0, skip_step(r, scenario.position));
+        }
+    }
+    for (rule, reasons) in feature.rules.iter_mut().zip(&rule_reasons) {
+        let rule_bg: Vec<Step> = rule.background.take().map(|b| b.steps).unwrap_or_default();
+        for (scenario, reason) in rule.scenarios.iter_mut().zip(reasons) {
+            let mut steps = feature_bg.clone();
+            steps.extend(rule_bg.iter().cloned());
+            steps.append(&mut scenario.steps);
+            scenario.steps = steps;
+            if let Some(r) = reason {
+                scenario.steps.insert(0, skip_step(r, scenario.position));
+            }
+        }
+    }
+    feature
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FeatureError {
+    #[error("no feature files found in {0} (pass --features PATH)")]
+    NoFeatures(PathBuf),
+    #[error("reading features from {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+/// Feature files under `path` (a file or a directory), sorted.
+pub fn feature_files(path: &Path) -> Result<Vec<PathBuf>, FeatureError> {
+    let meta = std::fs::metadata(path).map_err(|source| FeatureError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut files = Vec::new();
+    if meta.is_file() {
+        files.push(path.to_owned());
+    } else {
+        let mut stack = vec![path.to_owned()];
+        while let Some(dir) = stack.pop() {
+            let entries = std::fs::read_dir(&dir).map_err(|source| FeatureError::Read {
+                path: dir.clone(),
+                source,
+            })?;
+            for entry in entries {
+                let p = entry
+                    .map_err(|source| FeatureError::Read {
+                        path: dir.clone(),
+                        source,
+                    })?
+                    .path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|e| e == "feature") {
+                    files.push(p);
+                }
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(FeatureError::NoFeatures(path.to_owned()));
+    }
+    Ok(files)
+}
+
+/// Parses every feature under `path`, expanding Scenario Outlines.
+pub fn parse_all(path: &Path) -> Result<Vec<gherkin::Feature>, Vec<FeatureError>> {
+    let files = feature_files(path).map_err(|e| vec![e])?;
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for file in files {
+        match gherkin::Feature::parse_path(&file, GherkinEnv::default()) {
+            Ok(f) => match cucumber::feature::Ext::expand_examples(f) {
+                Ok(f) => out.push(f),
+                Err(e) => errors.push(FeatureError::Parse {
+                    path: file,
+                    message: e.to_string(),
+                }),
+            },
+            Err(e) => errors.push(FeatureError::Parse {
+                path: file,
+                message: e.to_string(),
+            }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// One scenario with where it is and its effective tags.
+#[derive(Debug, Clone)]
+pub struct ScenarioRef {
+    pub feature: String,
+    pub rule: Option<String>,
+    pub name: String,
+    pub path: PathBuf,
+    pub line: usize,
+    pub tags: Vec<String>,
+}
+
+pub fn scenarios(features: &[gherkin::Feature]) -> Vec<(ScenarioRef, &gherkin::Feature, Option<&gherkin::Rule>, &gherkin::Scenario)> {
+    let mut out = Vec::new();
+    for f in features {
+        let mk = |rule: Option<&gherkin::Rule>, s: &gherkin::Scenario| {
+            let mut tags: Vec<String> = f.tags.clone();
+            if let Some(r) = rule {
+                tags.extend(r.tags.iter().cloned());
+            }
+            tags.extend(s.tags.iter().cloned());
+            tags.dedup();
+            ScenarioRef {
+                feature: f.name.clone(),
+                rule: rule.map(|r| r.name.clone()),
+                name: s.name.clone(),
+                path: f.path.clone().unwrap_or_default(),
+                line: s.position.line,
+                tags,
+            }
+        };
+        for s in &f.scenarios {
+            out.push((mk(None, s), f, None, s));
+        }
+        for r in &f.rules {
+            for s in &r.scenarios {
+                out.push((mk(Some(r), s), f, Some(r), s));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a scenario passes `--tags` / `--name`, as cucumber would decide.
+pub fn selected(
+    tags: Option<&cucumber::gherkin::tagexpr::TagOperation>,
+    name: Option<&Regex>,
+    s: &ScenarioRef,
+) -> bool {
+    if let Some(re) = name {
+        return re.is_match(&s.name);
+    }
+    match tags {
+        Some(op) => op.eval(s.tags.iter()),
+        None => true,
+    }
+}
+
+/// Problems `dra-e2e check` reports, each with its file:line.
+pub fn check<W>(
+    features: &[gherkin::Feature],
+    steps: &cucumber::step::Collection<W>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in features {
+        let path = f
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let check_tags = |tags: &[String], line: usize, problems: &mut Vec<String>| {
+            for t in tags {
+                if !tag_is_known(t) {
+                    problems.push(format!("{path}:{line}: unknown tag @{t}"));
+                }
+            }
+        };
+        check_tags(&f.tags, f.position.line, &mut problems);
+        let mut all_steps: Vec<(&Step, usize)> = Vec::new();
+        if let Some(b) = &f.background {
+            all_steps.extend(b.steps.iter().map(|s| (s, s.position.line)));
+        }
+        for s in &f.scenarios {
+            check_tags(&s.tags, s.position.line, &mut problems);
+            all_steps.extend(s.steps.iter().map(|st| (st, st.position.line)));
+        }
+        for r in &f.rules {
+            check_tags(&r.tags, r.position.line, &mut problems);
+            if let Some(b) = &r.background {
+                all_steps.extend(b.steps.iter().map(|s| (s, s.position.line)));
+            }
+            for s in &r.scenarios {
+                check_tags(&s.tags, s.position.line, &mut problems);
+                all_steps.extend(s.steps.iter().map(|st| (st, st.position.line)));
+            }
+        }
+        let mut reported = BTreeMap::new();
+        for (st, line) in all_steps {
+            // Outline expansion repeats steps; report each location once.
+            if reported.insert((line, st.value.clone()), ()).is_some() {
+                continue;
+            }
+            match steps.find(st) {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!(
+                    "{path}:{line}: undefined step: {}{}",
+                    st.keyword, st.value
+                )),
+                Err(e) => problems.push(format!(
+                    "{path}:{line}: ambiguous step: {}{} ({} definitions match)",
+                    st.keyword,
+                    st.value,
+                    e.possible_matches.len()
+                )),
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,274 @@
+//! The product's main flow: options, cluster, scenarios, reports, exit code.
+pub mod author;
+pub mod cli;
+pub mod features;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::{CommandFactory, FromArgMatches};
+use cucumber::{World as _, WriterExt as _, writer};
+use futures::FutureExt as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{Cluster, ConnectOptions};
+use crate::report;
+use crate::steps::{self, World};
+use cli::RunArgs;
+
+type Opts = cucumber::cli::Opts<
+    cucumber::parser::basic::Cli,
+    cucumber::runner::basic::Cli,
+    cucumber::cli::Compose<
+        cucumber::cli::Compose<writer::basic::Cli, writer::junit::Cli>,
+        cucumber::cli::Empty,
+    >,
+    RunArgs,
+>;
+
+/// A JUnit/JSON sink the runner can read back after the run.
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("report buffer poisoned"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buffer {
+    fn take(&self) -> Vec<u8> {
+        self.0.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default()
+    }
+}
+
+/// Parses features and marks the scenarios the cluster cannot run.
+struct SkipParser {
+    inner: cucumber::parser::Basic,
+    env: features::Environment,
+}
+
+impl<I: AsRef<std::path::Path>> cucumber::Parser<I> for SkipParser {
+    type Cli = cucumber::parser::basic::Cli;
+    type Output = futures::stream::BoxStream<'static, cucumber::parser::Result<cucumber::gherkin::Feature>>;
+
+    fn parse(self, input: I, cli: Self::Cli) -> Self::Output {
+        use futures::StreamExt as _;
+        let env = self.env;
+        self.inner
+            .parse(input, cli)
+            .map(move |f| f.map(|f| features::mark_skipped(&env, f)))
+            .boxed()
+    }
+}
+
+fn parse_opts() -> Opts {
+    let cmd = Opts::command()
+        .name("dra-e2e")
+        .about(
+            "Runs Gherkin scenarios that test Kubernetes Dynamic Resource Allocation against a \
+             local cluster (default) or a real one.",
+        )
+        .after_help(cli::SUBCOMMANDS_HELP);
+    let matches = cmd.get_matches();
+    match Opts::from_arg_matches(&matches) {
+        Ok(o) => o,
+        Err(e) => e.exit(),
+    }
+}
+
+fn list(opts: &Opts) -> anyhow::Result<()> {
+    let parsed = features::parse_all(&opts.custom.features).map_err(|errs| {
+        anyhow::anyhow!(
+            "{}",
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+        )
+    })?;
+    let mut n = 0;
+    for (s, ..) in features::scenarios(&parsed) {
+        if !features::selected(opts.tags_filter.as_ref(), opts.re_filter.as_ref(), &s) {
+            continue;
+        }
+        n += 1;
+        let tags: Vec<String> = s.tags.iter().map(|t| format!("@{t}")).collect();
+        println!(
+            "{}:{}  {}{}  {}",
+            s.path.display(),
+            s.line,
+            s.rule.as_ref().map(|r| format!("{r} / ")).unwrap_or_default(),
+            s.name,
+            tags.join(" ")
+        );
+    }
+    println!("{n} scenarios");
+    Ok(())
+}
+
+/// Runs the selected scenarios; returns the process exit code.
+pub async fn run() -> anyhow::Result<i32> {
+    let opts = parse_opts();
+    if opts.custom.list {
+        list(&opts)?;
+        return Ok(0);
+    }
+    // Fail on malformed feature files before starting anything expensive.
+    features::parse_all(&opts.custom.features).map_err(|errs| {
+        anyhow::anyhow!(
+            "{}",
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+        )
+    })?;
+    let args = opts.custom.clone();
+    let connect = ConnectOptions::from_args(&args);
+    let cluster = Arc::new(Cluster::connect(&connect).await?);
+    let result = run_on(opts, args, cluster.clone()).await;
+    match Arc::try_unwrap(cluster) {
+        Ok(c) => c.shutdown().await,
+        Err(c) => c.shutdown_shared().await,
+    }
+    result
+}
+
+async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Result<i32> {
+    let env = cluster.environment().await?;
+    eprintln!("dra-e2e: {}", cluster.describe());
+
+    let interrupt = CancellationToken::new();
+    let run_id = format!("{:x}", rand::random::<u32>());
+    steps::install(steps::Context {
+        cluster: cluster.clone(),
+        step_timeout: args.step_timeout,
+        artifacts: args.artifacts.clone(),
+        keep_on_failure: args.keep_on_failure,
+        interrupt: interrupt.clone(),
+        outcomes: report::Outcomes::default(),
+        run_id: run_id.clone(),
+    })
+    .map_err(anyhow::Error::msg)?;
+    let ctx = steps::context()?;
+
+    // First Ctrl-C: stop starting scenarios, tear down running ones, write
+    // reports. Second: stop the local cluster at once and exit.
+    let signals = {
+        let interrupt = interrupt.clone();
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            let mut n = 0;
+            loop {
+                let got = tokio::select! {
+                    r = tokio::signal::ctrl_c() => r.is_ok(),
+                    _ = sigterm() => true,
+                };
+                if !got {
+                    return;
+                }
+                n += 1;
+                if n == 1 {
+                    eprintln!("\ndra-e2e: interrupted; tearing down running scenarios (Ctrl-C again to stop at once)");
+                    interrupt.cancel();
+                } else {
+                    eprintln!("\ndra-e2e: stopping now");
+                    cluster.kill_now();
+                    std::process::exit(130);
+                }
+            }
+        })
+    };
+
+    let junit = Buffer::default();
+    let json = Buffer::default();
+    let cucumber = World::cucumber()
+        .with_parser(SkipParser {
+            inner: cucumber::parser::Basic::new(),
+            env,
+        })
+        .with_writer(
+            writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
+                .summarized()
+                .tee::<World, _>(writer::JUnit::for_tee(junit.clone(), 0))
+                .tee::<World, _>(writer::Json::for_tee(json.clone()))
+                .normalized(),
+        )
+        .fail_on_skipped_with(|_, _, sc| !features::is_marked_skipped(sc))
+        .max_concurrent_scenarios(4)
+        .before(|_, _, sc, w| steps::lifecycle::before(sc, w).boxed_local())
+        .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
+        .configure_and_init_tracing(
+            tracing_subscriber::fmt::format::DefaultFields::new(),
+            tracing_subscriber::fmt::format::Format::default(),
+            |layer| {
+                use tracing_subscriber::Layer as _;
+                use tracing_subscriber::layer::SubscriberExt as _;
+                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+                tracing_subscriber::registry().with(filter.and_then(layer))
+            },
+        )
+        .with_cli(opts);
+
+    let started = Instant::now();
+    let run = cucumber.run(args.features.clone());
+    let mut run = std::pin::pin!(run);
+    let deadline = tokio::time::sleep(args.deadline);
+    tokio::select! {
+        _ = &mut run => {},
+        _ = deadline => {
+            eprintln!(
+                "dra-e2e: --deadline {} passed; tearing down running scenarios",
+                humantime::format_duration(args.deadline)
+            );
+            interrupt.cancel();
+            run.await;
+        }
+    }
+    signals.abort();
+    let wall = started.elapsed();
+
+    let records = ctx.outcomes.snapshot();
+    if let Some(path) = &args.junit {
+        let xml = String::from_utf8_lossy(&junit.take()).into_owned();
+        std::fs::write(path, report::annotate_junit(&xml, &records))
+            .with_context(|| format!("writing the JUnit report {}", path.display()))?;
+    }
+    if let Some(path) = &args.cucumber_json {
+        std::fs::write(path, json.take())
+            .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
+    }
+    cluster.wait_namespaces_gone(&run_id).await;
+
+    for line in report::skip_summary(&records) {
+        println!("{line}");
+    }
+    if args.timings {
+        print!("{}", report::timings(&records, wall));
+    }
+    let failed = records.values().filter(|r| r.outcome == report::Outcome::Failed).count();
+    let teardown_failures = ctx.outcomes.teardown_failures();
+    if teardown_failures > 0 {
+        println!("{teardown_failures} scenario teardown(s) failed; see the messages above");
+    }
+    println!("{}", report::summary_line(&records));
+    Ok(if failed == 0 && teardown_failures == 0 && !interrupt.is_cancelled() {
+        0
+    } else {
+        1
+    })
+}
+
+async fn sigterm() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => futures::future::pending::<()>().await,
+    }
+}

@@ -1,0 +1,287 @@
+//! Waits with deadlines. Objects are watched; only things without a watch (a
+//! plugin's in-process state) are polled, briefly. On timeout the error says
+//! what was awaited and what was last seen.
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::runtime::watcher;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    #[error("timed out after {after:?} waiting for {what}; last seen: {last_seen}")]
+    Timeout {
+        what: String,
+        after: Duration,
+        last_seen: String,
+    },
+    #[error("{what}: {message}")]
+    Failed { what: String, message: String },
+    #[error("watching for {what}: {source}")]
+    Watch {
+        what: String,
+        #[source]
+        source: watcher::Error,
+    },
+}
+
+/// The outcome of checking an observed state.
+pub enum Check<T> {
+    /// Done, with a value.
+    Done(T),
+    /// Not yet; the string describes what is seen now (for the timeout message).
+    Pending(String),
+    /// Can never succeed any more (for example a pod that must not be scheduled was).
+    Fail(String),
+}
+
+/// Watches the object `name` until `check` is done, with a deadline. `check`
+/// sees `None` while the object does not exist.
+pub async fn object<K, T>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut(Option<&K>) -> Check<T>,
+) -> Result<T, WaitError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut last_seen = "nothing yet".to_owned();
+    let stream = kube::runtime::watcher::watch_object(api.clone(), name);
+    let mut stream = std::pin::pin!(stream);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.try_next()).await;
+        let item = match next {
+            Err(_) => {
+                return Err(WaitError::Timeout {
+                    what: what.to_owned(),
+                    after: timeout,
+                    last_seen,
+                });
+            }
+            Ok(Err(source)) => {
+                // A watch can break (apiserver restart, expired resourceVersion);
+                // the watcher re-lists by itself, so only report persistent errors.
+                tracing::debug!(%what, error = %source, "watch error, retrying");
+                last_seen = format!("watch error: {source}");
+                continue;
+            }
+            Ok(Ok(None)) => {
+                return Err(WaitError::Failed {
+                    what: what.to_owned(),
+                    message: "watch ended".to_owned(),
+                });
+            }
+            Ok(Ok(Some(obj))) => obj,
+        };
+        match check(item.as_ref()) {
+            Check::Done(v) => return Ok(v),
+            Check::Pending(seen) => last_seen = seen,
+            Check::Fail(message) => {
+                return Err(WaitError::Failed {
+                    what: what.to_owned(),
+                    message,
+                });
+            }
+        }
+    }
+}
+
+/// Watches objects of a list selection until `check` over the current set is done.
+pub async fn list<K, T>(
+    api: &Api<K>,
+    config: watcher::Config,
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut(&[K]) -> Check<T>,
+) -> Result<T, WaitError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    use kube::runtime::reflector;
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher::watcher(api.clone(), config));
+    let mut stream = std::pin::pin!(stream);
+    let deadline = Instant::now() + timeout;
+    let mut last_seen = "nothing yet".to_owned();
+    let mut initialized = false;
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.next()).await;
+        match next {
+            Err(_) => {
+                return Err(WaitError::Timeout {
+                    what: what.to_owned(),
+                    after: timeout,
+                    last_seen,
+                });
+            }
+            Ok(None) => {
+                return Err(WaitError::Failed {
+                    what: what.to_owned(),
+                    message: "watch ended".to_owned(),
+                });
+            }
+            Ok(Some(Err(source))) => {
+                tracing::debug!(%what, error = %source, "watch error, retrying");
+                last_seen = format!("watch error: {source}");
+                continue;
+            }
+            Ok(Some(Ok(event))) => {
+                if matches!(event, watcher::Event::InitDone) {
+                    initialized = true;
+                }
+                if !initialized {
+                    continue;
+                }
+            }
+        }
+        let items: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
+        match check(&items) {
+            Check::Done(v) => return Ok(v),
+            Check::Pending(seen) => last_seen = seen,
+            Check::Fail(message) => {
+                return Err(WaitError::Failed {
+                    what: what.to_owned(),
+                    message,
+                });
+            }
+        }
+    }
+}
+
+/// Polls `probe` every `interval` until it is done, with a deadline. For state
+/// that has no watch, such as a plugin's call counters.
+pub async fn poll<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    interval: Duration,
+    mut probe: F,
+) -> Result<T, WaitError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Check<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last_seen = match probe().await {
+            Check::Done(v) => return Ok(v),
+            Check::Pending(seen) => seen,
+            Check::Fail(message) => {
+                return Err(WaitError::Failed {
+                    what: what.to_owned(),
+                    message,
+                });
+            }
+        };
+        if Instant::now() + interval > deadline {
+            return Err(WaitError::Timeout {
+                what: what.to_owned(),
+                after: timeout,
+                last_seen,
+            });
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// Checks that `probe` holds for the whole `duration` (upstream's
+/// `Consistently`), polling every `interval`. Fails at the first violation.
+pub async fn consistently<F, Fut>(
+    what: &str,
+    duration: Duration,
+    interval: Duration,
+    mut probe: F,
+) -> Result<(), WaitError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let end = Instant::now() + duration;
+    loop {
+        if let Err(message) = probe().await {
+            return Err(WaitError::Failed {
+                what: what.to_owned(),
+                message,
+            });
+        }
+        if Instant::now() >= end {
+            return Ok(());
+        }
+        tokio::time::sleep(interval.min(end - Instant::now())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn poll_reports_last_seen_on_timeout() {
+        let err = poll(
+            "the answer",
+            Duration::from_secs(1),
+            Duration::from_millis(100),
+            || async { Check::<()>::Pending("41".into()) },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("waiting for the answer"), "{err}");
+        assert!(err.contains("last seen: 41"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn poll_returns_value_once_done() {
+        let n = AtomicU32::new(0);
+        let v = poll(
+            "three",
+            Duration::from_secs(5),
+            Duration::from_millis(10),
+            || {
+                let i = n.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if i >= 3 {
+                        Check::Done(i)
+                    } else {
+                        Check::Pending(i.to_string())
+                    }
+                }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn consistently_fails_on_first_violation() {
+        let n = AtomicU32::new(0);
+        let err = consistently(
+            "stable",
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || {
+                let i = n.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if i < 5 {
+                        Ok(())
+                    } else {
+                        Err(format!("changed at {i}"))
+                    }
+                }
+            },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("changed at 5"), "{err}");
+    }
+}

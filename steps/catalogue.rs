@@ -1,0 +1,332 @@
+//! The step catalogue printed by `dra-e2e steps` and copied into the README.
+//! A test checks that every example matches exactly one step definition, so
+//! the catalogue cannot drift from the steps.
+
+pub struct Entry {
+    pub pattern: &'static str,
+    pub description: &'static str,
+    pub example: &'static str,
+}
+
+pub struct Topic {
+    pub title: &'static str,
+    pub entries: &'static [Entry],
+}
+
+pub const CATALOGUE: &[Topic] = &[
+    Topic {
+        title: "Nodes and drivers",
+        entries: &[
+            Entry {
+                pattern: "Given <min>[ to <max>] ready node(s)",
+                description: "Use between min and max ready schedulable nodes (sorted by name); the scenario is skipped when the cluster has fewer than min.",
+                example: "Given 1 to 4 ready nodes",
+            },
+            Entry {
+                pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `in rolling-update mode`, `not started yet`. Without a name it is \"the driver\"; otherwise the first driver is.",
+                example: "Given a driver with 2 devices per node, serving the v1beta1 API",
+            },
+            Entry {
+                pattern: "Given a second instance \"<name>\" of <driver>[, not started yet]",
+                description: "Another instance of the same driver (same name and resources, own sockets when in rolling-update mode), for update scenarios.",
+                example: "Given a second instance \"new\" of driver \"old\"",
+            },
+            Entry {
+                pattern: "When <driver> starts",
+                description: "Set up a driver that was declared `not started yet`.",
+                example: "When the driver starts",
+            },
+            Entry {
+                pattern: "When <driver> is torn down",
+                description: "Stop the driver's plugins and remove its objects; when no other instance of it runs, wait until the kubelet wiped its slices.",
+                example: "When driver \"old\" is torn down",
+            },
+            Entry {
+                pattern: "When <driver> is replaced by <driver>",
+                description: "Tear one instance down and start the other on the same sockets, timing the outage.",
+                example: "When driver \"old\" is replaced by driver \"new\"",
+            },
+            Entry {
+                pattern: "Then <driver> is registered on every node",
+                description: "The kubelet of every node completed the registration handshake with the plugin.",
+                example: "Then the driver is registered on every node",
+            },
+            Entry {
+                pattern: "Given a device class [for <driver>] [with parameters <json>]",
+                description: "DeviceClass <namespace>[-<name>]-class selecting the driver's devices; parameters reach containers as admin_<k>=<v>.",
+                example: "Given a device class with parameters {\"x\":\"y\"}",
+            },
+            Entry {
+                pattern: "When the device class selector is changed to \"<cel>\" / When the device class selector is restored",
+                description: "Change the class's CEL selector, or set it back to the driver's devices.",
+                example: "When the device class selector is changed to \"false\"",
+            },
+            Entry {
+                pattern: "When device class \"<name>\" is created as a copy of the device class",
+                description: "Create another class like the scenario's (placeholders allowed in the name).",
+                example: "When device class \"${class}-b\" is created as a copy of the device class",
+            },
+        ],
+    },
+    Topic {
+        title: "Claims",
+        entries: &[
+            Entry {
+                pattern: "Given an external claim \"<name>\" [for <driver>] [with admin access]",
+                description: "A ResourceClaim with one request `my-request` of the driver's class and opaque config {\"a\":\"b\"} (env user_a=b).",
+                example: "Given an external claim \"external-claim\"",
+            },
+            Entry {
+                pattern: "Given an external claim \"<name>\" with spec:",
+                description: "A ResourceClaim whose spec is the YAML doc string (placeholders ${class}, ${driver}, ${namespace}, ${node0}, ... are replaced).",
+                example: "Given an external claim \"all\" with spec:",
+            },
+            Entry {
+                pattern: "Then <claim> is allocated|deallocated|not reserved|deleted",
+                description: "Wait for the claim's state. <claim> is `claim \"name\"` or `the claim of pod \"name\"` (the claim generated for its inline claim).",
+                example: "Then the claim of pod \"tester-1\" is deleted",
+            },
+            Entry {
+                pattern: "Then <claim> is reserved for pod \"<pod>\"",
+                description: "The claim's status.reservedFor names the pod.",
+                example: "Then claim \"external-claim\" is reserved for pod \"tester-1\"",
+            },
+            Entry {
+                pattern: "When <claim> is deleted|force-deleted",
+                description: "Delete the claim; force-deletion also drops its finalizers.",
+                example: "When claim \"external-claim\" is force-deleted",
+            },
+            Entry {
+                pattern: "Then the claim of pod \"<pod>\" has a name shorter than 64 characters",
+                description: "The generated claim name is a valid object name.",
+                example: "Then the claim of pod \"tester-1\" has a name shorter than 64 characters",
+            },
+        ],
+    },
+    Topic {
+        title: "Pods",
+        entries: &[
+            Entry {
+                pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name), grace period, pod claim name, device class, cel selector, template (none), container N claims (`claim[/request], ...`).",
+                example: "When pod \"tester-1\" with an inline claim is created",
+            },
+            Entry {
+                pattern: "When <n> pods \"<prefix>\" with an inline claim|using claim \"<c>\" are created",
+                description: "Pods <prefix>-1 ... <prefix>-n, with the same optional table.",
+                example: "When 5 pods \"tester\" using claim \"external-claim\" are created",
+            },
+            Entry {
+                pattern: "When one pod per node with an inline claim is created",
+                description: "Pods tester-1 ... tester-N, one for each of the scenario's nodes.",
+                example: "When one pod per node with an inline claim is created",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" is running|scheduled|unschedulable|completed|failed|gone|pending",
+                description: "Wait (5 minutes) until the pod reaches the state; `unschedulable` fails if the pod gets scheduled.",
+                example: "Then pod \"tester-1\" is running",
+            },
+            Entry {
+                pattern: "Then all pods are <state>",
+                description: "Every pod the scenario created reaches the state.",
+                example: "Then all pods are scheduled",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" stays pending for <duration>",
+                description: "The pod stays Pending the whole time (checked every 200ms).",
+                example: "Then pod \"tester-1\" stays pending for 20s",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" is unschedulable with a message containing \"<text>\"",
+                description: "PodScheduled=False with the text, never scheduled.",
+                example: "Then pod \"tester-1\" is unschedulable with a message containing \"CEL runtime error\"",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" has restarted at least <n> times",
+                description: "A container's restartCount reaches n.",
+                example: "Then pod \"tester-1\" has restarted at least 2 times",
+            },
+            Entry {
+                pattern: "Then all pods run on different nodes",
+                description: "No two of the scenario's pods share a node.",
+                example: "Then all pods run on different nodes",
+            },
+            Entry {
+                pattern: "When pod \"<name>\" is deleted|force-deleted / When all pods are deleted",
+                description: "Delete and wait until the pod is gone (force: grace period 0).",
+                example: "When pod \"tester-1\" is force-deleted",
+            },
+            Entry {
+                pattern: "When the status of pod \"<name>\" marks its claim as not needed",
+                description: "Write resourceClaimStatuses without a claim name, as a controller does for claims it will not create.",
+                example: "When the status of pod \"tester-1\" marks its claim as not needed",
+            },
+            Entry {
+                pattern: "Then every container|container \"<c>\"|init container \"<c>\" of pod \"<name>\" has env \"<k=v>\"[ and \"<k=v>\"]",
+                description: "The container's environment contains the entries.",
+                example: "Then every container of pod \"tester-1\" has env \"admin_x=y\" and \"user_a=b\"",
+            },
+            Entry {
+                pattern: "Then container \"<c>\" of pod \"<name>\" has exactly the driver env \"<k=v>\", ...",
+                description: "The container's admin_/user_/claim_ variables are exactly these.",
+                example: "Then container \"with-resource\" of pod \"tester-1\" has exactly the driver env \"user_a=b\", \"claim_c_my_request=true\"",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" gets a \"<reason>\" event containing \"<text>\"",
+                description: "An event with that reason and message appears for the pod.",
+                example: "Then pod \"tester-2\" gets a \"FailedPrepareDynamicResources\" event containing \"still exists\"",
+            },
+        ],
+    },
+    Topic {
+        title: "Plugin calls",
+        entries: &[
+            Entry {
+                pattern: "When <method> [of <driver>] is made to fail|no longer fails on <node>",
+                description: "Inject gRPC UNKNOWN \"injected error\" into the method (all API versions) or stop. <method>: NodePrepareResources, NodeUnprepareResources, GetInfo, NotifyRegistrationStatus. <node>: `node N`, `every node`, `the node of pod \"p\"`.",
+                example: "When NodePrepareResources is made to fail on node 0",
+            },
+            Entry {
+                pattern: "When <method> [of <driver>] is stalled|released on <node>",
+                description: "Hold NodePrepareResources/NodeUnprepareResources calls until released.",
+                example: "When NodeUnprepareResources is stalled on node 0",
+            },
+            Entry {
+                pattern: "Then <method> [of <driver>] is called on <node>",
+                description: "Wait until the method was called at least once, and remember the count.",
+                example: "Then NodePrepareResources is called on node 0",
+            },
+            Entry {
+                pattern: "Then <method> [of <driver>] has been called again on <node>",
+                description: "More calls than when last counted by `is called`.",
+                example: "Then NodePrepareResources has been called again on node 0",
+            },
+            Entry {
+                pattern: "Then <method> [of <driver>] was called <n> time(s) on <node>",
+                description: "Exact call count, summed over API versions.",
+                example: "Then NodePrepareResources was called 0 times on node 0",
+            },
+            Entry {
+                pattern: "Then <method> [of <driver>] was called through the v1|v1beta1|v1alpha4 API on <node>",
+                description: "The kubelet used that gRPC API version.",
+                example: "Then NodePrepareResources of driver \"other\" was called through the v1beta1 API on the node of pod \"tester-1\"",
+            },
+            Entry {
+                pattern: "Then the plugin on <node> has prepared <claim>",
+                description: "The plugin holds the claim as prepared.",
+                example: "Then the plugin on node 0 has prepared claim \"external-claim\"",
+            },
+            Entry {
+                pattern: "Then no plugin has prepared claims",
+                description: "Wait (1 minute) until every plugin unprepared everything.",
+                example: "Then no plugin has prepared claims",
+            },
+            Entry {
+                pattern: "Then the plugin on node <n> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
+                description: "Tell a force-deleted claim from its re-created namesake by UID.",
+                example: "Then the plugin on node 0 has prepared only the current claim \"external-claim\"",
+            },
+        ],
+    },
+    Topic {
+        title: "ResourceSlices",
+        entries: &[
+            Entry {
+                pattern: "Then <driver> publishes one slice per node with devices \"<d>\"[, ...]",
+                description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, these devices.",
+                example: "Then the driver publishes one slice per node with devices \"device-00\"",
+            },
+            Entry {
+                pattern: "Then <driver> keeps publishing them for <duration>",
+                description: "The node-local slices stay as they are the whole time.",
+                example: "Then the driver keeps publishing them for 20s",
+            },
+            Entry {
+                pattern: "When the slices of <driver> are noted / Then the slices of <driver> are unchanged",
+                description: "Compare the driver's slices (names, UIDs, specs) with the noted ones.",
+                example: "Then the slices of driver \"new\" are unchanged",
+            },
+            Entry {
+                pattern: "Then the slices of <driver> are unchanged if the outage was shorter than the kubelet's wiping delay",
+                description: "After `is replaced by`: the check applies only when the outage was shorter than the wiping delay.",
+                example: "Then the slices of driver \"new\" are unchanged if the outage was shorter than the kubelet's wiping delay",
+            },
+            Entry {
+                pattern: "Then the slices of <driver> are removed",
+                description: "IsGone: wait (2 minutes) until no slice of the driver is left.",
+                example: "Then the slices of driver \"new\" are removed",
+            },
+            Entry {
+                pattern: "Then the driver publishes pool \"<pool>\" for all nodes / When the slice of pool \"<pool>\" is deleted / Then the slice of pool \"<pool>\" is recreated with a new UID",
+                description: "An all-nodes pool kept in place by the driver.",
+                example: "Then the slice of pool \"all-nodes-pool\" is recreated with a new UID",
+            },
+        ],
+    },
+    Topic {
+        title: "Manifests and API checks",
+        entries: &[
+            Entry {
+                pattern: "Given|When the following objects are created:",
+                description: "Create the objects of the YAML doc string (multi-document; namespaced ones go to the scenario's namespace; cluster-scoped ones are deleted at teardown).",
+                example: "Given the following objects are created:",
+            },
+            Entry {
+                pattern: "Then creating the following objects as <identity> fails with \"<text>\":|succeeds:",
+                description: "Retried for up to a minute (admission and RBAC take a moment). <identity>: `the admin`, `the plugin on node N`, `the plugin on node \"name\"`.",
+                example: "Then creating the following objects as the plugin on node 0 fails with \"may not modify\":",
+            },
+            Entry {
+                pattern: "Then updating|deleting ResourceSlice \"<name>\" as <identity> fails with \"<text>\"|succeeds",
+                description: "Permission checks of ResourceSlice writes.",
+                example: "Then deleting ResourceSlice \"s\" as the plugin on node \"n\" succeeds",
+            },
+            Entry {
+                pattern: "Given|When the namespace is labelled \"<k=v>\"",
+                description: "Label the scenario's namespace.",
+                example: "When the namespace is labelled \"resource.kubernetes.io/admin-access=true\"",
+            },
+            Entry {
+                pattern: "Then resource quota \"<name>\" reports <n> used for \"<resource>\"",
+                description: "The quota controller counted the objects.",
+                example: "Then resource quota \"object-count\" reports 1 used for \"count/resourceclaims.resource.k8s.io\"",
+            },
+            Entry {
+                pattern: "Then daemonset \"<name>\" runs a pod on node <n>",
+                description: "A Running pod of the DaemonSet on the node, and a consistent DaemonSet status.",
+                example: "Then daemonset \"monitor\" runs a pod on node 0",
+            },
+        ],
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::steps::World;
+    use cucumber::World as _;
+    use cucumber::gherkin::{GherkinEnv, Feature};
+
+    /// Every catalogue example is a step that matches exactly one definition.
+    #[test]
+    fn examples_match_exactly_one_step() {
+        let mut text = String::from("Feature: catalogue\n  Scenario: examples\n");
+        for topic in CATALOGUE {
+            for e in topic.entries {
+                text.push_str(&format!("    {}\n", e.example));
+            }
+        }
+        let feature = Feature::parse(&text, GherkinEnv::default()).unwrap();
+        let steps = World::collection();
+        let mut problems = Vec::new();
+        for step in &feature.scenarios[0].steps {
+            match steps.find(step) {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!("undefined: {}{}", step.keyword, step.value)),
+                Err(_) => problems.push(format!("ambiguous: {}{}", step.keyword, step.value)),
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+}

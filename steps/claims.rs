@@ -1,0 +1,230 @@
+//! ResourceClaims and templates: creating them, acting on them, checking them.
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use cucumber::gherkin::Step;
+use cucumber::{given, then, when};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
+use kube::api::{Api, DeleteParams, PostParams};
+
+use super::drivers::class_name;
+use super::params::{ClaimRef, DriverRef};
+use super::{World, step};
+use crate::objects::{self, ClaimShape};
+use crate::wait::{self, Check};
+
+/// Upstream's PodStart timeout, used for claim state changes.
+pub const CLAIM_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub(crate) fn default_shape(w: &World, label: &str) -> anyhow::Result<ClaimShape> {
+    let class = class_name(w, label)?;
+    let driver = w.driver(label)?.name.clone();
+    Ok(ClaimShape::default_for(&class, &driver))
+}
+
+/// A claim spec written in a feature file as YAML, with placeholders.
+pub(crate) fn spec_from_doc(w: &World, step: &Step) -> anyhow::Result<ResourceClaimSpec> {
+    let doc = step
+        .docstring
+        .as_ref()
+        .context("this step needs the claim spec as a doc string (\"\"\" ... \"\"\")")?;
+    let text = objects::expand(doc, &w.vars())?;
+    serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("the claim spec is not a valid ResourceClaim spec: {e}"))
+}
+
+async fn create_claim(w: &mut World, name: &str, spec: ResourceClaimSpec) -> anyhow::Result<()> {
+    let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+    let created = api
+        .create(&PostParams::default(), &objects::claim(name, spec))
+        .await
+        .with_context(|| format!("creating ResourceClaim {name}"))?;
+    if let Some(uid) = created.metadata.uid {
+        w.claim_uids.insert(name.to_owned(), uid);
+    }
+    Ok(())
+}
+
+#[given(regex = r#"^an external claim "([^"]+)"(?: for (the driver|driver "[^"]+"))?( with admin access)?$"#)]
+async fn external_claim(w: &mut World, name: String, driver: String, admin: String) -> Result<(), String> {
+    step(async {
+        let label = if driver.is_empty() { String::new() } else { driver.parse::<DriverRef>().map_err(anyhow::Error::msg)?.0 };
+        let mut shape = default_shape(w, &label)?;
+        shape.admin_access = !admin.is_empty();
+        create_claim(w, &name, shape.spec()?).await
+    })
+    .await
+}
+
+#[given(regex = r#"^an external claim "([^"]+)" with spec:$"#)]
+async fn external_claim_spec(w: &mut World, name: String, step_: &Step) -> Result<(), String> {
+    step(async {
+        let spec = spec_from_doc(w, step_)?;
+        create_claim(w, &name, spec).await
+    })
+    .await
+}
+
+/// The claim's name, resolving a pod's generated claim (waits until the
+/// controller wrote it into the pod status).
+pub(crate) async fn claim_name(w: &World, claim: &ClaimRef) -> anyhow::Result<String> {
+    match claim {
+        ClaimRef::Named(n) => Ok(n.clone()),
+        ClaimRef::OfPod(pod) => {
+            let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+            let name = wait::object(
+                &api,
+                pod,
+                &format!("the claim of pod {pod} to be generated"),
+                CLAIM_TIMEOUT,
+                |p| {
+                    let statuses = p
+                        .and_then(|p| p.status.as_ref())
+                        .and_then(|s| s.resource_claim_statuses.clone())
+                        .unwrap_or_default();
+                    match statuses.iter().find_map(|s| s.resource_claim_name.clone()) {
+                        Some(n) => Check::Done(n),
+                        None if p.is_none() => Check::Pending("pod does not exist".into()),
+                        None => Check::Pending("no resourceClaimStatuses yet".into()),
+                    }
+                },
+            )
+            .await?;
+            Ok(name)
+        }
+    }
+}
+
+fn describe_claim(c: Option<&ResourceClaim>) -> String {
+    let Some(c) = c else {
+        return "claim does not exist".to_owned();
+    };
+    let status = c.status.as_ref();
+    let allocated = status.and_then(|s| s.allocation.as_ref()).is_some();
+    let reserved: Vec<String> = status
+        .and_then(|s| s.reserved_for.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| format!("{}/{}", r.resource, r.name))
+        .collect();
+    format!(
+        "allocated={allocated}, reservedFor=[{}], deleting={}",
+        reserved.join(", "),
+        c.metadata.deletion_timestamp.is_some()
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "claimstate", regex = "allocated|deallocated|not reserved|deleted")]
+pub enum ClaimState {
+    Allocated,
+    Deallocated,
+    NotReserved,
+    Deleted,
+}
+
+impl std::str::FromStr for ClaimState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "allocated" => ClaimState::Allocated,
+            "deallocated" => ClaimState::Deallocated,
+            "not reserved" => ClaimState::NotReserved,
+            "deleted" => ClaimState::Deleted,
+            o => return Err(format!("unknown claim state {o}")),
+        })
+    }
+}
+
+#[then(expr = "{claim} is {claimstate}")]
+async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(), String> {
+    step(async {
+        let name = claim_name(w, &claim).await?;
+        let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+        let what = format!("ResourceClaim {name} to be {state:?}");
+        wait::object(&api, &name, &what, CLAIM_TIMEOUT, |c| {
+            let allocated = c
+                .and_then(|c| c.status.as_ref())
+                .and_then(|s| s.allocation.as_ref())
+                .is_some();
+            let reserved = c
+                .and_then(|c| c.status.as_ref())
+                .and_then(|s| s.reserved_for.as_ref())
+                .is_some_and(|r| !r.is_empty());
+            let done = match state {
+                ClaimState::Allocated => allocated,
+                ClaimState::Deallocated => c.is_some() && !allocated,
+                ClaimState::NotReserved => c.is_some() && !reserved,
+                ClaimState::Deleted => c.is_none(),
+            };
+            if done {
+                Check::Done(())
+            } else {
+                Check::Pending(describe_claim(c))
+            }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "{claim} is reserved for pod {string}")]
+async fn claim_reserved(w: &mut World, claim: ClaimRef, pod: String) -> Result<(), String> {
+    step(async {
+        let name = claim_name(w, &claim).await?;
+        let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+        wait::object(&api, &name, &format!("ResourceClaim {name} to be reserved for pod {pod}"), CLAIM_TIMEOUT, |c| {
+            let reserved = c
+                .and_then(|c| c.status.as_ref())
+                .and_then(|s| s.reserved_for.as_ref())
+                .is_some_and(|r| r.iter().any(|r| r.resource == "pods" && r.name == pod));
+            if reserved { Check::Done(()) } else { Check::Pending(describe_claim(c)) }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[when(expr = "{claim} is deleted")]
+async fn claim_deleted(w: &mut World, claim: ClaimRef) -> Result<(), String> {
+    step(delete_claim(w, claim, false)).await
+}
+
+#[when(expr = "{claim} is force-deleted")]
+async fn claim_force_deleted(w: &mut World, claim: ClaimRef) -> Result<(), String> {
+    step(delete_claim(w, claim, true)).await
+}
+
+async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Result<()> {
+    let name = claim_name(w, &claim).await?;
+    let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+    let dp = if force { DeleteParams::default().grace_period(0) } else { DeleteParams::default() };
+    api.delete(&name, &dp).await.with_context(|| format!("deleting ResourceClaim {name}"))?;
+    if force {
+        // Force deletion of a claim also drops its finalizer, as upstream does,
+        // so it goes away although a kubelet may still have it prepared.
+        let patch = serde_json::json!({ "metadata": { "finalizers": null } });
+        match api
+            .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+            Err(e) => bail!("removing the finalizers of ResourceClaim {name}: {e}"),
+        }
+    }
+    Ok(())
+}
+
+#[then(regex = r#"^the claim of pod "([^"]+)" has a name shorter than 64 characters$"#)]
+async fn generated_name_valid(w: &mut World, pod: String) -> Result<(), String> {
+    step(async {
+        let name = claim_name(w, &ClaimRef::OfPod(pod)).await?;
+        if name.len() > 63 {
+            bail!("expected a generated claim name of at most 63 characters, got {} ({name})", name.len());
+        }
+        Ok(())
+    })
+    .await
+}

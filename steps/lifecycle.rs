@@ -1,0 +1,307 @@
+//! The scenario lifecycle: a namespace before, and after — pass or fail —
+//! artifacts of a failure and teardown in upstream's order.
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use cucumber::event::ScenarioFinished;
+use cucumber::gherkin;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+use super::{World, context};
+use crate::report::{self, Outcome, Record, ScenarioId};
+use crate::runner::features::{SKIP_PREFIX, is_marked_skipped};
+use crate::wait::{self, Check};
+
+/// Label on every namespace of a run, so leftovers can be found.
+pub const RUN_LABEL: &str = "dra-e2e.k8s.io/run";
+
+pub fn scenario_id(feature: &gherkin::Feature, scenario: &gherkin::Scenario) -> ScenarioId {
+    ScenarioId {
+        path: feature
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        line: scenario.position.line,
+        name: scenario.name.clone(),
+    }
+}
+
+/// Where a failed scenario's artifacts go.
+pub fn artifacts_dir(scenario: &gherkin::Scenario, namespace: &str) -> anyhow::Result<PathBuf> {
+    Ok(context()?
+        .artifacts
+        .join(format!("{}-{namespace}", report::slug(&scenario.name))))
+}
+
+pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
+    w.started = Some(Instant::now());
+    if is_marked_skipped(scenario) {
+        return;
+    }
+    let Ok(ctx) = context() else { return };
+    if ctx.interrupt.is_cancelled() {
+        return;
+    }
+    let ns: Namespace = match serde_json::from_value(json!({
+        "metadata": {
+            "generateName": "dra-e2e-",
+            "labels": {
+                RUN_LABEL: ctx.run_id,
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/warn": "privileged",
+            },
+        },
+    })) {
+        Ok(ns) => ns,
+        Err(e) => {
+            tracing::error!(error = %e, "building the namespace");
+            return;
+        }
+    };
+    match Api::<Namespace>::all(ctx.cluster.client())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(created) => w.namespace = created.metadata.name.unwrap_or_default(),
+        Err(e) => tracing::error!(error = %e, "creating the scenario's namespace"),
+    }
+}
+
+pub async fn after(
+    feature: &gherkin::Feature,
+    scenario: &gherkin::Scenario,
+    finished: &ScenarioFinished,
+    world: Option<&mut World>,
+) {
+    let Ok(ctx) = context() else { return };
+    let outcome = match finished {
+        ScenarioFinished::StepPassed => Outcome::Passed,
+        ScenarioFinished::StepSkipped => Outcome::Skipped,
+        ScenarioFinished::StepFailed(..) | ScenarioFinished::BeforeHookFailed(..) => Outcome::Failed,
+    };
+    let skip_reason = (outcome == Outcome::Skipped).then(|| {
+        scenario
+            .steps
+            .first()
+            .and_then(|s| s.value.strip_prefix(SKIP_PREFIX))
+            .map(str::to_owned)
+            .unwrap_or_else(|| "a step matches no step definition".to_owned())
+    });
+    let mut record = Record {
+        outcome,
+        duration: Duration::ZERO,
+        teardown: Vec::new(),
+        skip_reason,
+        artifacts: None,
+    };
+    if let Some(w) = world {
+        if !w.namespace.is_empty() {
+            if outcome == Outcome::Failed {
+                match artifacts_dir(scenario, &w.namespace) {
+                    Ok(dir) => {
+                        record.artifacts = Some(dir.clone());
+                        if let Err(e) = write_artifacts(w, &dir).await {
+                            eprintln!("dra-e2e: writing artifacts of {:?} to {}: {e:#}", scenario.name, dir.display());
+                        }
+                    }
+                    Err(e) => eprintln!("dra-e2e: {e:#}"),
+                }
+            }
+            if outcome == Outcome::Failed && ctx.keep_on_failure {
+                let drivers: Vec<&str> = w.drivers.iter().map(|(_, d)| d.name.as_str()).collect();
+                eprintln!(
+                    "dra-e2e: kept namespace {} and driver(s) {} of failed scenario {:?} (--keep-on-failure)",
+                    w.namespace,
+                    drivers.join(", "),
+                    scenario.name
+                );
+            } else if let Err(e) = tear_down(w).await {
+                eprintln!(
+                    "dra-e2e: teardown of scenario {:?} (namespace {}) failed: {e:#}",
+                    scenario.name, w.namespace
+                );
+                ctx.outcomes.teardown_failed();
+            }
+        }
+        record.teardown = std::mem::take(&mut w.teardown_timings);
+        record.duration = w.started.map(|s| s.elapsed()).unwrap_or_default();
+    }
+    ctx.outcomes.record(scenario_id(feature, scenario), record);
+}
+
+/// Teardown in upstream's order: pods, claims, wait until unprepared,
+/// classes, drivers (plugins, proxy pods, RBAC, shared slices, IsGone),
+/// cluster-scoped objects, namespace. Every phase runs even if one failed.
+pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
+    let client = w.client()?;
+    let mut first: Option<anyhow::Error> = None;
+    let mut t = Instant::now();
+    let mut lap = |w: &mut World, phase: &'static str| {
+        w.teardown_timings.push((phase, t.elapsed()));
+        t = Instant::now();
+    };
+
+    if let Err(e) = super::pods::delete_all_pods(w, Duration::from_secs(60)).await {
+        first.get_or_insert(e);
+    }
+    lap(w, "delete pods");
+
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &w.namespace);
+    if let Err(e) = claims
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+    {
+        first.get_or_insert(anyhow::anyhow!("deleting claims: {e}"));
+    }
+    for (_, d) in &w.drivers {
+        for n in d.nodenames() {
+            if let Some(p) = d.prepared(n)
+                && let Err(e) = p.wait_until_empty(Duration::from_secs(60)).await
+            {
+                first.get_or_insert(anyhow::anyhow!(
+                    "the plugin of {} on {n} still has claims prepared: {e}",
+                    d.name
+                ));
+            }
+        }
+    }
+    let r = wait::list(
+        &claims,
+        Default::default(),
+        "the scenario's claims to be gone",
+        Duration::from_secs(60),
+        |items| {
+            if items.is_empty() {
+                Check::Done(())
+            } else {
+                Check::Pending(format!("{} claims left", items.len()))
+            }
+        },
+    )
+    .await;
+    if let Err(e) = r {
+        first.get_or_insert(e.into());
+    }
+    lap(w, "delete claims and wait for unprepare");
+
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    let names: Vec<String> = w
+        .classes
+        .values()
+        .cloned()
+        .chain(w.extra_classes.iter().cloned())
+        .collect();
+    for name in names {
+        match classes.delete(&name, &DeleteParams::default()).await {
+            Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+            Err(e) => {
+                first.get_or_insert(anyhow::anyhow!("deleting DeviceClass {name}: {e}"));
+            }
+        }
+    }
+    lap(w, "delete device classes");
+
+    let mut drivers = std::mem::take(&mut w.drivers);
+    for (_, d) in drivers.iter_mut().rev() {
+        if let Err(e) = d.tear_down().await {
+            first.get_or_insert(e.into());
+        }
+        w.teardown_timings.append(&mut d.teardown_timings);
+    }
+    t = Instant::now();
+    w.drivers = drivers;
+
+    for (ar, name) in std::mem::take(&mut w.cluster_objects).into_iter().rev() {
+        let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+            Err(e) => {
+                first.get_or_insert(anyhow::anyhow!("deleting {} {name}: {e}", ar.kind));
+            }
+        }
+    }
+
+    let ns: Api<Namespace> = Api::all(client);
+    match ns.delete(&w.namespace, &DeleteParams::default()).await {
+        Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+        Err(e) => {
+            first.get_or_insert(anyhow::anyhow!("deleting namespace {}: {e}", w.namespace));
+        }
+    }
+    lap(w, "delete namespace");
+    match first {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn yaml_of<T: serde::Serialize>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| serde_saphyr::to_string(i).unwrap_or_else(|e| format!("# unprintable: {e}\n")))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// Events, pods, claims, slices, plugin calls and simulated kubelet logs.
+async fn write_artifacts(w: &World, dir: &std::path::Path) -> anyhow::Result<()> {
+    let ctx = context()?;
+    let client = w.client()?;
+    let ns = &w.namespace;
+    let mut events = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .context("listing events")?
+        .items;
+    events.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
+    let lines: Vec<String> = events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {}/{} {}: {}",
+                e.last_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+                e.type_.clone().unwrap_or_default(),
+                e.involved_object.kind.clone().unwrap_or_default(),
+                e.involved_object.name.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    report::write_artifact(dir, "events.txt", &lines.join("\n"))?;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .context("listing pods")?
+        .items;
+    report::write_artifact(dir, "pods.yaml", &yaml_of(&pods))?;
+    let claims = Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .context("listing claims")?
+        .items;
+    report::write_artifact(dir, "claims.yaml", &yaml_of(&claims))?;
+    let mut slices = Vec::new();
+    for (_, d) in &w.drivers {
+        slices.extend(
+            Api::<ResourceSlice>::all(client.clone())
+                .list(&ListParams::default().fields(&format!("spec.driver={}", d.name)))
+                .await
+                .context("listing slices")?
+                .items,
+        );
+        report::write_artifact(dir, &format!("calls-{}.txt", d.name), &d.call_log_text())?;
+    }
+    report::write_artifact(dir, "slices.yaml", &yaml_of(&slices))?;
+    for node in &w.nodes {
+        if let Some(log) = ctx.cluster.node_log(node) {
+            report::write_artifact(dir, &format!("kubelet-{node}.log"), &log)?;
+        }
+    }
+    Ok(())
+}

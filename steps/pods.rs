@@ -1,0 +1,500 @@
+//! Pods: creating them in the shapes DRA scenarios need, acting on them, and
+//! checking their state, their containers' env and their events.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use cucumber::gherkin::Step;
+use cucumber::{given, then, when};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+
+use super::claims::default_shape;
+use super::params::{Dur, PodState, quoted_list};
+use super::{PodRecord, World, context, step};
+use crate::objects::{self, PodClaims, PodShape};
+use crate::wait::{self, Check};
+
+/// Upstream's PodStart timeout.
+pub const POD_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The template of an inline claim, as a pod step's options shape it.
+struct InlineTemplate {
+    name: String,
+    class: Option<String>,
+    selectors: Vec<String>,
+}
+
+/// Reads the `| option | value |` table of a pod step into the shape.
+fn apply_options(
+    w: &World,
+    shape: &mut PodShape,
+    step: &Step,
+    template: &mut Option<InlineTemplate>,
+) -> anyhow::Result<()> {
+    let Some(table) = &step.table else {
+        return Ok(());
+    };
+    for row in &table.rows {
+        let (key, value) = match row.as_slice() {
+            [k, v] => (k.trim(), objects::expand(v.trim(), &w.vars())?),
+            _ => bail!("pod options are rows of `| option | value |`, got {row:?}"),
+        };
+        match key {
+            "containers" => shape.containers = value.parse().with_context(|| format!("containers: {value:?} is not a number"))?,
+            "containers use the claims" => shape.containers_use_claims = yes(&value)?,
+            "init container" => shape.init_container = yes(&value)?,
+            "command" => shape.command = Some(value),
+            "restart policy" => shape.restart_policy = value,
+            "node" => shape.node_name = Some(match value.parse::<usize>() {
+                Ok(i) => w.node(i)?.to_owned(),
+                Err(_) => value,
+            }),
+            "grace period" => shape.grace_period = Some(
+                humantime::parse_duration(&value)
+                    .map(|d| d.as_secs() as i64)
+                    .or_else(|_| value.parse())
+                    .with_context(|| format!("grace period: {value:?} is not a duration"))?,
+            ),
+            "pod claim name" => shape.pod_claim_name = Some(value),
+            "device class" => match template.as_mut() {
+                Some(t) => t.class = Some(value),
+                None => bail!("`device class` applies to inline claims only"),
+            },
+            "cel selector" => match template.as_mut() {
+                Some(t) => t.selectors.push(value),
+                None => bail!("`cel selector` applies to inline claims only"),
+            },
+            "template" if value == "none" => *template = None,
+            k if k.starts_with("container ") && k.ends_with(" claims") => {
+                let index: usize = k["container ".len()..k.len() - " claims".len()]
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("{k:?}: expected `container N claims`"))?;
+                let list = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(|c| match c.split_once('/') {
+                        Some((claim, req)) => (claim.to_owned(), Some(req.to_owned())),
+                        None => (c.to_owned(), None),
+                    })
+                    .collect();
+                shape.container_claims.insert(index, list);
+            }
+            other => bail!(
+                "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
+                 command, restart policy, node, grace period, pod claim name, device class, cel selector, template, container N claims"
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn yes(v: &str) -> anyhow::Result<bool> {
+    match v {
+        "yes" | "true" => Ok(true),
+        "no" | "false" => Ok(false),
+        o => bail!("expected yes or no, got {o:?}"),
+    }
+}
+
+async fn create_pod(w: &mut World, name: &str, claims: &str, step: Option<&Step>) -> anyhow::Result<()> {
+    let mut shape = PodShape::new(name);
+    let mut template: Option<InlineTemplate> = None;
+    if claims == "with an inline claim" {
+        shape.claims = PodClaims::Inline { template: name.to_owned() };
+        template = Some(InlineTemplate {
+            name: name.to_owned(),
+            class: None,
+            selectors: Vec::new(),
+        });
+    } else if let Some(list) = claims.strip_prefix("using claim") {
+        shape.claims = PodClaims::External(quoted_list(list));
+    } else if claims != "without claims" {
+        bail!("unknown claims {claims:?}");
+    }
+    if let Some(step) = step {
+        apply_options(w, &mut shape, step, &mut template)?;
+    }
+    let client = w.client()?;
+    if let Some(t) = template {
+        let mut claim_shape = default_shape(w, "")?;
+        if let Some(c) = t.class {
+            claim_shape.class = c;
+        }
+        claim_shape.selectors = t.selectors;
+        let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &w.namespace);
+        api.create(&PostParams::default(), &objects::claim_template(&t.name, claim_shape.spec()?))
+            .await
+            .with_context(|| format!("creating ResourceClaimTemplate {}", t.name))?;
+    }
+    let pod = shape.build()?;
+    let api: Api<Pod> = Api::namespaced(client, &w.namespace);
+    api.create(&PostParams::default(), &pod)
+        .await
+        .with_context(|| format!("creating pod {name}"))?;
+    w.pods.push(PodRecord {
+        name: name.to_owned(),
+        pod_claims: shape.pod_claim_names(),
+    });
+    Ok(())
+}
+
+#[given(regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#)]
+#[when(regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#)]
+async fn pod_created(w: &mut World, name: String, claims: String, step_: &Step) -> Result<(), String> {
+    step(create_pod(w, &name, &claims, Some(step_))).await
+}
+
+#[when(regex = r#"^(\d+) pods "([^"]+)" (with an inline claim|using claims? .+) are created$"#)]
+async fn pods_created(w: &mut World, n: usize, prefix: String, claims: String, step_: &Step) -> Result<(), String> {
+    step(async {
+        for i in 1..=n {
+            create_pod(w, &format!("{prefix}-{i}"), &claims, Some(step_)).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[when(regex = r#"^one pod per node (with an inline claim|using claims? .+) is created$"#)]
+async fn pod_per_node(w: &mut World, claims: String, step_: &Step) -> Result<(), String> {
+    step(async {
+        for i in 1..=w.nodes.len() {
+            create_pod(w, &format!("tester-{i}"), &claims, Some(step_)).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+fn describe_pod(p: Option<&Pod>) -> String {
+    let Some(p) = p else {
+        return "pod does not exist".to_owned();
+    };
+    let status = p.status.as_ref();
+    let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+    let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let conditions: Vec<String> = status
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            format!(
+                "{}={}{}",
+                c.type_,
+                c.status,
+                c.message.map(|m| format!(" ({m})")).unwrap_or_default()
+            )
+        })
+        .collect();
+    format!(
+        "phase={phase:?} node={node:?} conditions=[{}]{}",
+        conditions.join(", "),
+        if p.metadata.deletion_timestamp.is_some() { " deleting" } else { "" }
+    )
+}
+
+fn scheduled(p: &Pod) -> bool {
+    p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+}
+
+fn unschedulable_message(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let what = format!("pod {name} to be {state:?}").to_lowercase();
+    wait::object(&api, name, &what, POD_TIMEOUT, |p| {
+        let done = match (state, p) {
+            (PodState::Gone, None) => true,
+            (_, None) => false,
+            (PodState::Running, Some(p)) => phase(p) == "Running",
+            (PodState::Scheduled, Some(p)) => scheduled(p),
+            (PodState::Unschedulable, Some(p)) => {
+                if scheduled(p) {
+                    return Check::Fail(format!("expected pod {name} to stay unscheduled, but it was scheduled: {}", describe_pod(Some(p))));
+                }
+                unschedulable_message(p).is_some()
+            }
+            (PodState::Completed, Some(p)) => {
+                if phase(p) == "Failed" {
+                    return Check::Fail(format!("pod {name} failed instead of completing: {}", describe_pod(Some(p))));
+                }
+                phase(p) == "Succeeded"
+            }
+            (PodState::Failed, Some(p)) => phase(p) == "Failed",
+            (PodState::Pending, Some(p)) => phase(p) == "Pending",
+            (PodState::Gone, Some(_)) => false,
+        };
+        if done { Check::Done(()) } else { Check::Pending(describe_pod(p)) }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(expr = "pod {string} is {podstate}")]
+async fn pod_is(w: &mut World, name: String, state: PodState) -> Result<(), String> {
+    step(wait_pod(w, &name, state)).await
+}
+
+#[then(expr = "all pods are {podstate}")]
+async fn all_pods_are(w: &mut World, state: PodState) -> Result<(), String> {
+    step(async {
+        if w.pods.is_empty() {
+            bail!("the scenario created no pods");
+        }
+        let waits = w.pods.iter().map(|p| wait_pod(w, &p.name, state));
+        futures::future::try_join_all(waits).await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "pod {string} stays pending for {duration}")]
+async fn stays_pending(w: &mut World, name: String, d: Dur) -> Result<(), String> {
+    step(async {
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        wait::consistently(&format!("pod {name} to stay pending"), d.0, Duration::from_millis(200), || async {
+            match api.get_opt(&name).await {
+                Ok(Some(p)) if phase(&p) == "Pending" || phase(&p).is_empty() => Ok(()),
+                Ok(p) => Err(format!("expected pod {name} to stay Pending, observed {}", describe_pod(p.as_ref()))),
+                Err(e) => Err(format!("reading pod {name}: {e}")),
+            }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "pod {string} is unschedulable with a message containing {string}")]
+async fn unschedulable_with(w: &mut World, name: String, text: String) -> Result<(), String> {
+    step(async {
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        let what = format!("pod {name} to be unschedulable with a message containing {text:?}");
+        wait::object(&api, &name, &what, Duration::from_secs(120), |p| match p {
+            Some(p) if scheduled(p) => Check::Fail(format!("pod {name} was scheduled: {}", describe_pod(Some(p)))),
+            Some(p) => match unschedulable_message(p) {
+                Some(m) if m.contains(&text) => Check::Done(()),
+                _ => Check::Pending(describe_pod(Some(p))),
+            },
+            None => Check::Pending("pod does not exist".into()),
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "pod {string} has restarted at least {int} times")]
+async fn restarted(w: &mut World, name: String, n: i32) -> Result<(), String> {
+    step(async {
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        wait::object(&api, &name, &format!("pod {name} to restart {n} times"), Duration::from_secs(900), |p| {
+            let count = p
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
+                .unwrap_or(0);
+            if count >= n { Check::Done(()) } else { Check::Pending(format!("restartCount={count}; {}", describe_pod(p))) }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then("all pods run on different nodes")]
+async fn different_nodes(w: &mut World) -> Result<(), String> {
+    step(async {
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        for p in &w.pods {
+            let pod = api.get(&p.name).await.with_context(|| format!("reading pod {}", p.name))?;
+            let node = pod.spec.and_then(|s| s.node_name).with_context(|| format!("pod {} is not scheduled", p.name))?;
+            if let Some(other) = seen.insert(node.clone(), p.name.clone()) {
+                bail!("expected every pod on its own node, but pods {other} and {} both run on {node}", p.name);
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn delete_pod(w: &World, name: &str, force: bool) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let dp = if force { DeleteParams::default().grace_period(0) } else { DeleteParams::default() };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("deleting pod {name}: {e}")),
+    }
+}
+
+#[when(expr = "pod {string} is deleted")]
+async fn pod_deleted(w: &mut World, name: String) -> Result<(), String> {
+    step(async {
+        delete_pod(w, &name, false).await?;
+        wait_pod(w, &name, PodState::Gone).await
+    })
+    .await
+}
+
+#[when(expr = "pod {string} is force-deleted")]
+async fn pod_force_deleted(w: &mut World, name: String) -> Result<(), String> {
+    step(async {
+        delete_pod(w, &name, true).await?;
+        wait_pod(w, &name, PodState::Gone).await
+    })
+    .await
+}
+
+#[when("all pods are deleted")]
+async fn all_pods_deleted(w: &mut World) -> Result<(), String> {
+    step(async {
+        for p in &w.pods {
+            delete_pod(w, &p.name, false).await?;
+        }
+        for p in &w.pods {
+            wait_pod(w, &p.name, PodState::Gone).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[when(expr = "the status of pod {string} marks its claim as not needed")]
+async fn claim_not_needed(w: &mut World, name: String) -> Result<(), String> {
+    step(async {
+        let record = w.pods.iter().find(|p| p.name == name).with_context(|| format!("the scenario created no pod {name}"))?;
+        let statuses: Vec<_> = record.pod_claims.iter().map(|c| serde_json::json!({ "name": c })).collect();
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        let patch = serde_json::json!({ "status": { "resourceClaimStatuses": statuses } });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("writing the claim statuses of pod {name}"))?;
+        Ok(())
+    })
+    .await
+}
+
+/// Container env lines as the container sees them.
+async fn env_of(w: &World, pod: &str, container: &str) -> anyhow::Result<Vec<String>> {
+    context()?
+        .cluster
+        .container_env(&w.namespace, pod, container)
+        .await
+}
+
+fn driver_env(env: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = env
+        .iter()
+        .filter(|l| l.starts_with("admin_") || l.starts_with("user_") || l.starts_with("claim_"))
+        .cloned()
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+async fn containers_of(w: &World, pod: &str, which: &str) -> anyhow::Result<Vec<String>> {
+    if which != "every container" {
+        return Ok(vec![quoted_list(which).into_iter().next().unwrap_or_default()]);
+    }
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let p = api.get(pod).await.with_context(|| format!("reading pod {pod}"))?;
+    Ok(p.spec.map(|s| s.containers.into_iter().map(|c| c.name).collect()).unwrap_or_default())
+}
+
+#[then(regex = r#"^(every container|container "[^"]+"|init container "[^"]+") of pod "([^"]+)" has env (".+")$"#)]
+async fn has_env(w: &mut World, which: String, pod: String, list: String) -> Result<(), String> {
+    step(async {
+        wait_pod(w, &pod, PodState::Running).await.or_else(|e| {
+            if which.starts_with("init") { Ok(()) } else { Err(e) }
+        })?;
+        let want = quoted_list(&list);
+        for c in containers_of(w, &pod, &which).await? {
+            let env = env_of(w, &pod, &c).await?;
+            let missing: Vec<&String> = want.iter().filter(|kv| !env.contains(kv)).collect();
+            if !missing.is_empty() {
+                bail!(
+                    "container {c} of pod {pod}: expected env to contain {missing:?}; its DRA env is {:?}",
+                    driver_env(&env)
+                );
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[then(regex = r#"^container "([^"]+)" of pod "([^"]+)" has exactly the driver env (".+")$"#)]
+async fn has_exact_env(w: &mut World, container: String, pod: String, list: String) -> Result<(), String> {
+    step(async {
+        wait_pod(w, &pod, PodState::Running).await?;
+        let mut want = quoted_list(&list);
+        want.sort();
+        let got = driver_env(&env_of(w, &pod, &container).await?);
+        if got != want {
+            bail!("container {container} of pod {pod}: expected exactly the DRA env {want:?}, observed {got:?}");
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "pod {string} gets a {string} event containing {string}")]
+async fn pod_event(w: &mut World, pod: String, reason: String, text: String) -> Result<(), String> {
+    step(async {
+        let api: Api<Event> = Api::namespaced(w.client()?, &w.namespace);
+        let config = watcher::Config::default().fields(&format!("involvedObject.name={pod}"));
+        wait::list(&api, config, &format!("a {reason} event on pod {pod} containing {text:?}"), Duration::from_secs(600), |events| {
+            if events.iter().any(|e| e.reason.as_deref() == Some(&reason) && e.message.as_deref().is_some_and(|m| m.contains(&text))) {
+                Check::Done(())
+            } else {
+                Check::Pending(
+                    events
+                        .iter()
+                        .map(|e| format!("{}: {}", e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(" | "),
+                )
+            }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Deletes every pod of the namespace (teardown) and waits until they are gone.
+pub(crate) async fn delete_all_pods(w: &World, timeout: Duration) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    // Proxy pods of drivers are torn down with their driver, not here.
+    let lp = ListParams::default().labels("app.kubernetes.io/part-of!=dra-test-driver");
+    api.delete_collection(&DeleteParams::default(), &lp).await.context("deleting the scenario's pods")?;
+    let config = watcher::Config::default().labels("app.kubernetes.io/part-of!=dra-test-driver");
+    wait::list(&api, config, "the scenario's pods to be gone", timeout, |pods| {
+        if pods.is_empty() {
+            Check::Done(())
+        } else {
+            Check::Pending(pods.iter().map(|p| format!("{}: {}", p.metadata.name.clone().unwrap_or_default(), describe_pod(Some(p)))).collect::<Vec<_>>().join("; "))
+        }
+    })
+    .await?;
+    Ok(())
+}

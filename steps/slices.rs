@@ -1,0 +1,237 @@
+//! The driver's ResourceSlices as the API server has them.
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use cucumber::{then, when};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, DeleteParams};
+
+use super::params::{DriverRef, Dur, quoted_list};
+use super::{World, step};
+use crate::wait::{self, Check};
+
+/// Compares the fields that matter, ignoring server bookkeeping.
+fn essence(s: &ResourceSlice) -> serde_json::Value {
+    serde_json::json!({
+        "name": s.metadata.name,
+        "uid": s.metadata.uid,
+        "spec": s.spec,
+    })
+}
+
+/// What is wrong with the node-local slices of `driver` (upstream's
+/// "must manage ResourceSlices" expectations), or `None` when all is right.
+async fn node_local_problems(
+    w: &World,
+    d: &str,
+    devices: &[String],
+) -> anyhow::Result<Option<String>> {
+    let driver = w.driver(d)?;
+    let slices = driver.slices().await?;
+    let nodes: Api<Node> = Api::all(w.client()?);
+    for node in driver.nodenames() {
+        let mine: Vec<&ResourceSlice> = slices
+            .iter()
+            .filter(|s| s.spec.as_ref().and_then(|sp| sp.node_name.as_deref()) == Some(node))
+            .collect();
+        if mine.len() != 1 {
+            return Ok(Some(format!("node {node} has {} slices of the driver, expected 1", mine.len())));
+        }
+        let s = mine[0];
+        let spec = s.spec.as_ref().context("slice without spec")?;
+        let n = nodes.get(node).await.with_context(|| format!("reading node {node}"))?;
+        let owner_ok = s.metadata.owner_references.as_ref().is_some_and(|o| {
+            o.len() == 1
+                && o[0].api_version == "v1"
+                && o[0].kind == "Node"
+                && o[0].name == *node
+                && Some(&o[0].uid) == n.metadata.uid.as_ref()
+                && o[0].controller == Some(true)
+                && o[0].block_owner_deletion.is_none()
+        });
+        if !owner_ok {
+            return Ok(Some(format!("slice of node {node} has owner references {:?}", s.metadata.owner_references)));
+        }
+        if spec.node_selector.is_some() || spec.all_nodes.is_some_and(|a| a) {
+            return Ok(Some(format!("slice of node {node} has a node selector or allNodes")));
+        }
+        if spec.pool.name != *node || spec.pool.resource_slice_count != 1 {
+            return Ok(Some(format!(
+                "slice of node {node} has pool {:?} with count {}",
+                spec.pool.name, spec.pool.resource_slice_count
+            )));
+        }
+        let names: Vec<String> = spec.devices.clone().unwrap_or_default().into_iter().map(|d| d.name).collect();
+        if names != devices {
+            return Ok(Some(format!("slice of node {node} has devices {names:?}, expected {devices:?}")));
+        }
+    }
+    Ok(None)
+}
+
+#[then(regex = r#"^(the driver|driver "[^"]+") publishes one slice per node with devices (".+")$"#)]
+async fn one_slice_per_node(w: &mut World, d: DriverRef, devices: String) -> Result<(), String> {
+    step(async {
+        let devices = quoted_list(&devices);
+        wait::poll("the driver's node-local slices", Duration::from_secs(20), Duration::from_millis(200), || {
+            let devices = devices.clone();
+            let d = d.0.clone();
+            let w = &*w;
+            async move {
+                match node_local_problems(w, &d, &devices).await {
+                    Ok(None) => Check::Done(()),
+                    Ok(Some(p)) => Check::Pending(p),
+                    Err(e) => Check::Fail(e.to_string()),
+                }
+            }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(regex = r#"^(the driver|driver "[^"]+") keeps publishing them for (\d+(?:ms|s|m))$"#)]
+async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), String> {
+    step(async {
+        let devices: Vec<String> = {
+            let driver = w.driver(&d.0)?;
+            let slices = driver.slices().await?;
+            slices
+                .first()
+                .and_then(|s| s.spec.as_ref())
+                .and_then(|s| s.devices.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|d| d.name)
+                .collect()
+        };
+        wait::consistently("the driver's slices to stay as they are", dur.0, Duration::from_secs(1), || {
+            let devices = devices.clone();
+            let d = d.0.clone();
+            let w = &*w;
+            async move {
+                match node_local_problems(w, &d, &devices).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(p)) => Err(p),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[when(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
+async fn note_slices(w: &mut World, d: DriverRef) -> Result<(), String> {
+    step(async {
+        let mut slices = w.driver(&d.0)?.slices().await?;
+        slices.sort_by_key(|s| s.metadata.name.clone());
+        w.noted_slices = Some(slices);
+        Ok(())
+    })
+    .await
+}
+
+#[then(regex = r#"^the slices of (the driver|driver "[^"]+") are unchanged$"#)]
+async fn slices_unchanged(w: &mut World, d: DriverRef) -> Result<(), String> {
+    step(assert_unchanged(w, &d.0)).await
+}
+
+pub(crate) async fn assert_unchanged(w: &World, d: &str) -> anyhow::Result<()> {
+    {
+        let noted = w.noted_slices.clone().context("no slices were noted; use `When the slices of the driver are noted` first")?;
+        let mut now = w.driver(d)?.slices().await?;
+        now.sort_by_key(|s| s.metadata.name.clone());
+        let a: Vec<_> = noted.iter().map(essence).collect();
+        let b: Vec<_> = now.iter().map(essence).collect();
+        if a != b {
+            bail!(
+                "expected the driver's slices to be unchanged.\nnoted:    {}\nobserved: {}",
+                serde_json::to_string(&a).unwrap_or_default(),
+                serde_json::to_string(&b).unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+}
+
+#[then(regex = r#"^the slices of (the driver|driver "[^"]+") are removed$"#)]
+async fn slices_removed(w: &mut World, d: DriverRef) -> Result<(), String> {
+    step(async {
+        w.driver(&d.0)?.is_gone(Duration::from_secs(120)).await?;
+        Ok(())
+    })
+    .await
+}
+
+async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlice>> {
+    let slices = w.driver("")?.slices().await?;
+    Ok(slices.into_iter().find(|s| s.spec.as_ref().is_some_and(|sp| sp.pool.name == pool)))
+}
+
+#[then(expr = "the driver publishes pool {string} for all nodes")]
+async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
+    step(async {
+        let s = wait::poll(&format!("a slice of pool {pool}"), Duration::from_secs(30), Duration::from_millis(200), || {
+            let w = &*w;
+            let pool = pool.clone();
+            async move {
+                match pool_slice(w, &pool).await {
+                    Ok(Some(s)) => Check::Done(s),
+                    Ok(None) => Check::Pending("no slice of that pool".into()),
+                    Err(e) => Check::Fail(e.to_string()),
+                }
+            }
+        })
+        .await?;
+        let spec = s.spec.clone().context("slice without spec")?;
+        if spec.node_name.is_some() || spec.all_nodes != Some(true) || spec.pool.resource_slice_count != 1 {
+            bail!("expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}", spec);
+        }
+        w.slice_uids.insert(pool, s.metadata.uid.unwrap_or_default());
+        Ok(())
+    })
+    .await
+}
+
+#[when(expr = "the slice of pool {string} is deleted")]
+async fn delete_pool_slice(w: &mut World, pool: String) -> Result<(), String> {
+    step(async {
+        let s = pool_slice(w, &pool).await?.with_context(|| format!("no slice of pool {pool}"))?;
+        let name = s.metadata.name.clone().unwrap_or_default();
+        w.slice_uids.insert(pool, s.metadata.uid.unwrap_or_default());
+        Api::<ResourceSlice>::all(w.client()?)
+            .delete(&name, &DeleteParams::default())
+            .await
+            .with_context(|| format!("deleting ResourceSlice {name}"))?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "the slice of pool {string} is recreated with a new UID")]
+async fn recreated(w: &mut World, pool: String) -> Result<(), String> {
+    step(async {
+        let old = w.slice_uids.get(&pool).cloned().with_context(|| format!("the slice of pool {pool} was not seen before"))?;
+        wait::poll(&format!("the slice of pool {pool} to be recreated"), Duration::from_secs(50), Duration::from_millis(200), || {
+            let w = &*w;
+            let pool = pool.clone();
+            let old = old.clone();
+            async move {
+                match pool_slice(w, &pool).await {
+                    Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => Check::Done(()),
+                    Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
+                    Ok(None) => Check::Pending("no slice of that pool".into()),
+                    Err(e) => Check::Fail(e.to_string()),
+                }
+            }
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,464 @@
+//! The local cluster against the real control-plane binaries (found with the
+//! same rules as the runner: DRA_E2E_BINARIES_DIR, else the build cache).
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dra_e2e::cluster::local::{
+    Component, FeatureGates, LocalCluster, LocalClusterError, LocalClusterOptions,
+};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{Condition, await_condition, conditions};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// Generous: the first scheduling pass after start-up competes with the other
+/// test's cluster for two cores.
+const DEADLINE: Duration = Duration::from_secs(120);
+const DRIVER: &str = "gpu.local-cluster.example.com";
+
+/// Whether `pid` is still one of the cluster's processes: alive and running the
+/// binary it was started from (a recycled pid runs something else).
+fn component_alive(c: &Component, binaries_dir: &Path) -> bool {
+    std::fs::read_link(format!("/proc/{}/exe", c.pid))
+        .map(|exe| exe == binaries_dir.join(&c.name))
+        .unwrap_or(false)
+}
+
+/// Processes whose command line mentions `dir`: the cluster's components pass
+/// paths below it, so after a stop there must be none.
+fn processes_using(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if pid == std::process::id().to_string() {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(&needle) {
+                found.push(format!("{pid}: {cmdline}"));
+            }
+        }
+    }
+    found
+}
+
+fn assert_all_gone(components: &[Component], binaries_dir: &Path, dir: &Path) {
+    for c in components {
+        assert!(
+            !component_alive(c, binaries_dir),
+            "{} (pid {}) is still running",
+            c.name,
+            c.pid
+        );
+    }
+    assert_eq!(processes_using(dir), Vec::<String>::new());
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+}
+
+/// Watches `name` until `cond` holds; on timeout fails with the last state.
+async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, cond: impl Condition<K>) -> K
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    match tokio::time::timeout(DEADLINE, await_condition(api.clone(), name, cond)).await {
+        Ok(Ok(Some(obj))) => obj,
+        Ok(Ok(None)) => panic!("{what}: {name} was deleted"),
+        Ok(Err(e)) => panic!("{what}: watching {name}: {e}"),
+        Err(_) => panic!(
+            "{what}: not within {DEADLINE:?}; last seen: {:#?}",
+            api.get_opt(name).await
+        ),
+    }
+}
+
+async fn create<K>(api: &Api<K>, value: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + Debug,
+{
+    let obj: K = serde_json::from_value(value).expect("valid object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {obj:?}: {e}"))
+}
+
+/// A Node as a kubelet would register it, Ready and with room for pods.
+async fn create_ready_node(client: &kube::Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    create(
+        &nodes,
+        json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}),
+    )
+    .await;
+    let resources = json!({"cpu": "8", "memory": "32Gi", "pods": "110"});
+    let status = json!({"status": {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "KubeletReady",
+            "message": "simulated by the test",
+        }],
+    }});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patching node status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_allocates_a_device_from_a_slice_and_binds_the_pod() {
+    let cluster = LocalCluster::start(LocalClusterOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
+    let components = cluster.components();
+    let names: Vec<&str> = components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "etcd",
+            "kube-apiserver",
+            "kube-scheduler",
+            "kube-controller-manager"
+        ]
+    );
+    let binaries_dir = cluster.binaries_dir().to_owned();
+    for c in &components {
+        assert!(component_alive(c, &binaries_dir), "{c:?} is not running");
+    }
+    let dir = cluster.dir().to_owned();
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(cluster.server_url().starts_with("https://127.0.0.1:"));
+    assert!(cluster.kubeconfig_path().starts_with(&dir));
+
+    // The kubeconfig on disk works on its own, for kube-rs and for kubectl.
+    let kc = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let from_file = kube::Client::try_from(config).unwrap();
+    Api::<Namespace>::all(from_file)
+        .get("kube-system")
+        .await
+        .expect("reading kube-system with the kubeconfig from disk");
+    match std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(["get", "--raw", "/readyz"])
+        .output()
+    {
+        Ok(out) => {
+            assert!(out.status.success(), "kubectl: {out:?}");
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("kubectl is not installed; checked the kubeconfig with kube-rs only")
+        }
+        Err(e) => panic!("running kubectl: {e}"),
+    }
+
+    let client = cluster.client();
+    create_ready_node(&client, "node-a").await;
+    create_ready_node(&client, "node-b").await;
+
+    let ns = "dra-local";
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": ns}}),
+    )
+    .await;
+    // The ServiceAccount admission plugin rejects pods until the account exists.
+    wait_for(
+        &Api::<ServiceAccount>::namespaced(client.clone(), ns),
+        "default",
+        "default service account created by kube-controller-manager",
+        conditions::is_created(),
+    )
+    .await;
+
+    create(
+        &Api::<DeviceClass>::all(client.clone()),
+        json!({
+            "metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{DRIVER}'")}}]},
+        }),
+    )
+    .await;
+    // Only node-b has a device, so binding proves the scheduler used the slice.
+    create(
+        &Api::<ResourceSlice>::all(client.clone()),
+        json!({
+            "metadata": {"name": "node-b-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": "node-b",
+                "pool": {"name": "node-b", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "local"}}}],
+            },
+        }),
+    )
+    .await;
+    create(
+        &Api::<ResourceClaimTemplate>::namespaced(client.clone(), ns),
+        json!({
+            "metadata": {"name": "one-gpu"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": DRIVER}},
+            ]}}},
+        }),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = create(
+        &pods,
+        json!({
+            "metadata": {"name": "tester"},
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }],
+            },
+        }),
+    )
+    .await;
+    let pod_uid = pod.metadata.uid.clone().unwrap();
+
+    let bound = wait_for(
+        &pods,
+        "tester",
+        "pod bound by kube-scheduler",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.spec.as_ref()?.node_name.as_ref())
+                .is_some()
+        },
+    )
+    .await;
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("node-b"));
+    let claim_name = bound
+        .status
+        .and_then(|s| s.resource_claim_statuses)
+        .and_then(|s| s.into_iter().find(|s| s.name == "gpu"))
+        .and_then(|s| s.resource_claim_name)
+        .expect("the resourceclaim controller records the generated claim in the pod status");
+
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+    let claim = claims.get(&claim_name).await.unwrap();
+    let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Pod", pod_uid.as_str())
+    );
+    let status = claim.status.expect("allocated claim has a status");
+    let results = status
+        .allocation
+        .expect("claim is allocated")
+        .devices
+        .unwrap()
+        .results
+        .unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(
+        (
+            results[0].driver.as_str(),
+            results[0].pool.as_str(),
+            results[0].device.as_str()
+        ),
+        (DRIVER, "node-b", "gpu-0")
+    );
+    assert_eq!(results[0].request, "gpu");
+    let reserved: Vec<&str> = status
+        .reserved_for
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|r| r.uid.as_str())
+        .collect();
+    assert_eq!(reserved, [pod_uid.as_str()]);
+    let listed = claims.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1, "exactly one claim was generated");
+
+    cluster.stop().await.expect("stopping the cluster");
+    assert_all_gone(&components, &binaries_dir, &dir);
+}
+
+#[test]
+fn a_panic_while_owning_the_cluster_still_stops_it() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owner = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let cluster = LocalCluster::start(LocalClusterOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
+            tx.send((
+                cluster.components(),
+                cluster.binaries_dir().to_owned(),
+                cluster.dir().to_owned(),
+            ))
+            .unwrap();
+            panic!("the test body fails while it owns the cluster");
+        })
+    });
+    let (components, binaries_dir, dir) = rx.recv().expect("the cluster started");
+    assert!(owner.join().is_err(), "the owner thread panicked");
+    assert_eq!(components.len(), 4);
+    assert_all_gone(&components, &binaries_dir, &dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_files_leaves_logs_and_kubeconfig_after_stop() {
+    let cluster = LocalCluster::start(LocalClusterOptions {
+        keep_files: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
+    let components = cluster.components();
+    let binaries_dir = cluster.binaries_dir().to_owned();
+    let dir = cluster.dir().to_owned();
+    cluster.stop().await.expect("stopping the cluster");
+
+    for c in &components {
+        assert!(!component_alive(c, &binaries_dir), "{c:?} still runs");
+        let log = std::fs::read_to_string(&c.log_path).unwrap();
+        assert!(!log.is_empty(), "{} wrote no log", c.name);
+    }
+    assert!(dir.join("kubeconfig").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_failing_at_start_is_named_with_its_log() {
+    let err = LocalCluster::start(LocalClusterOptions {
+        feature_gates: FeatureGates::new().with("NoSuchGateForTheTest", true),
+        ..Default::default()
+    })
+    .await
+    .expect_err("kube-apiserver rejects an unknown gate");
+    let LocalClusterError::Exited { component, log, .. } = &err else {
+        panic!("unexpected error: {err}");
+    };
+    assert_eq!(component, "kube-apiserver");
+    assert!(
+        log.tail.contains("NoSuchGateForTheTest"),
+        "log tail: {}",
+        log.tail
+    );
+    let message = err.to_string();
+    assert!(message.contains("kube-apiserver exited"), "{message}");
+    // <dir>/logs/kube-apiserver.log: the half-started cluster was cleaned up.
+    let dir: PathBuf = log.path.parent().unwrap().parent().unwrap().to_owned();
+    assert_eq!(processes_using(&dir), Vec::<String>::new());
+    assert!(!dir.exists());
+}
+
+#[tokio::test]
+async fn missing_binaries_give_one_clear_error() {
+    let empty = tempfile::tempdir().unwrap();
+    let err = LocalCluster::start(LocalClusterOptions {
+        binaries_dir: Some(empty.path().to_owned()),
+        ..Default::default()
+    })
+    .await
+    .expect_err("no binaries in an empty directory");
+    assert!(matches!(err, LocalClusterError::Binaries(_)), "{err:?}");
+    let message = err.to_string();
+    for expected in [
+        "make controlplane",
+        "DRA_E2E_BINARIES_DIR",
+        "kube-apiserver",
+        &empty.path().display().to_string(),
+    ] {
+        assert!(
+            message.contains(expected),
+            "{expected:?} missing in: {message}"
+        );
+    }
+}
+
+#[test]
+fn cluster_up_without_binaries_exits_non_zero_with_the_message() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dra-e2e"))
+        .args(["cluster", "up", "--binaries-dir"])
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("make controlplane"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_up_serves_until_sigint_then_cleans_up() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dra-e2e"))
+        .args([
+            "cluster",
+            "up",
+            "--feature-gates",
+            "DRAPartitionableDevices=true",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let kubeconfig = tokio::time::timeout(DEADLINE * 2, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(path) = line.trim().strip_prefix("kubeconfig:") {
+                return PathBuf::from(path.trim());
+            }
+        }
+        panic!("cluster up ended without printing the kubeconfig");
+    })
+    .await
+    .expect("cluster up printed its kubeconfig in time");
+    let dir = kubeconfig.parent().unwrap().to_owned();
+
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    Api::<Namespace>::all(client)
+        .get("default")
+        .await
+        .expect("the cluster answers");
+    assert_eq!(
+        processes_using(&dir).len(),
+        4,
+        "{:#?}",
+        processes_using(&dir)
+    );
+
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGINT) };
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .expect("cluster up stopped after SIGINT")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(processes_using(&dir), Vec::<String>::new());
+    assert!(!dir.exists());
+}

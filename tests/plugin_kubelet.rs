@@ -1,0 +1,1072 @@
+//! The node plugin as a kubelet sees it: real gRPC over real unix sockets in a
+//! temp dir, this test acting as the kubelet.
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dra_e2e::node_files::LocalDir;
+use dra_e2e::plugin::{
+    CallOutcome, Calls, ClaimId, ClaimRef, ClaimSource, ClaimSourceError, DeviceHealth,
+    HealthStatus, NodeApi, NodePlugin, PluginConfig, RegistrationStatus,
+};
+use dra_e2e::proto::dra::{v1, v1alpha4, v1beta1};
+use dra_e2e::proto::health::v1alpha1 as health;
+use dra_e2e::proto::method;
+use dra_e2e::proto::pluginregistration::{
+    InfoRequest, RegistrationStatus as PbStatus, registration_client::RegistrationClient,
+};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
+    DeviceRequestAllocationResult, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use tonic::transport::{Channel, Endpoint};
+
+const DRIVER: &str = "dra-1234.k8s.io";
+const WAIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------- fixtures
+
+/// Claims as the API server would return them (unit-test stand-in).
+#[derive(Default)]
+struct FakeClaims {
+    claims: Mutex<HashMap<(String, String), ResourceClaim>>,
+}
+
+impl FakeClaims {
+    fn put(&self, claim: ResourceClaim) {
+        let key = (
+            claim.metadata.namespace.clone().unwrap(),
+            claim.metadata.name.clone().unwrap(),
+        );
+        self.claims.lock().unwrap().insert(key, claim);
+    }
+}
+
+#[async_trait]
+impl ClaimSource for FakeClaims {
+    async fn get_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ResourceClaim>, ClaimSourceError> {
+        let key = (namespace.to_owned(), name.to_owned());
+        Ok(self.claims.lock().unwrap().get(&key).cloned())
+    }
+}
+
+fn result(request: &str, device: &str, share_id: Option<&str>) -> DeviceRequestAllocationResult {
+    DeviceRequestAllocationResult {
+        driver: DRIVER.to_owned(),
+        pool: "node-a".to_owned(),
+        device: device.to_owned(),
+        request: request.to_owned(),
+        share_id: share_id.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+fn claim_config(params: serde_json::Value) -> DeviceAllocationConfiguration {
+    DeviceAllocationConfiguration {
+        source: "FromClaim".to_owned(),
+        requests: None,
+        opaque: Some(OpaqueDeviceConfiguration {
+            driver: DRIVER.to_owned(),
+            parameters: RawExtension(params),
+        }),
+    }
+}
+
+fn allocated_claim(
+    name: &str,
+    uid: &str,
+    results: Vec<DeviceRequestAllocationResult>,
+    configs: Vec<DeviceAllocationConfiguration>,
+) -> ResourceClaim {
+    ResourceClaim {
+        metadata: ObjectMeta {
+            namespace: Some("ns".to_owned()),
+            name: Some(name.to_owned()),
+            uid: Some(uid.to_owned()),
+            ..Default::default()
+        },
+        status: Some(ResourceClaimStatus {
+            allocation: Some(AllocationResult {
+                devices: Some(DeviceAllocationResult {
+                    results: Some(results),
+                    config: Some(configs),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn claim_ref(name: &str, uid: &str) -> ClaimRef {
+    ClaimRef {
+        namespace: "ns".to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+    }
+}
+
+/// A kubelet root in a temp dir with one driver's sockets and a CDI dir.
+struct Node {
+    name: String,
+    root: tempfile::TempDir,
+}
+
+impl Node {
+    fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            root: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn dra_socket(&self) -> PathBuf {
+        self.root.path().join(format!("plugins/{DRIVER}/dra.sock"))
+    }
+    fn registration_socket(&self) -> PathBuf {
+        self.root
+            .path()
+            .join(format!("plugins_registry/{DRIVER}-reg.sock"))
+    }
+    fn cdi_dir(&self) -> PathBuf {
+        self.root.path().join("cdi")
+    }
+    fn config(&self, claims: Arc<FakeClaims>, calls: &Calls) -> PluginConfig {
+        PluginConfig::new(
+            DRIVER,
+            self.name.clone(),
+            self.dra_socket().display().to_string(),
+            claims,
+            Arc::new(LocalDir::new(self.cdi_dir())),
+            calls.clone(),
+        )
+    }
+    async fn start(&self, config: PluginConfig) -> NodePlugin {
+        NodePlugin::start_unix(config, self.dra_socket(), self.registration_socket())
+            .await
+            .unwrap()
+    }
+    fn cdi_files(&self) -> Vec<String> {
+        let mut names: Vec<String> = match std::fs::read_dir(self.cdi_dir()) {
+            Ok(dir) => dir
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        names.sort();
+        names
+    }
+}
+
+/// Dials like the kubelet: plain HTTP/2 over the unix socket, authority
+/// `localhost`, and the kubelet's 1 s deadline on every call.
+async fn dial(socket: &Path) -> Channel {
+    let socket = socket.to_owned();
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(1))
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap()
+}
+
+/// Same as [`dial`], without a per-call deadline (for stalled calls).
+async fn dial_patient(socket: &Path) -> Channel {
+    let socket = socket.to_owned();
+    Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct DeviceView {
+    requests: Vec<String>,
+    pool: String,
+    device: String,
+    cdi_ids: Vec<String>,
+    share_id: Option<String>,
+}
+
+/// claim UID -> (devices, per-claim error)
+type PrepareView = BTreeMap<String, (Vec<DeviceView>, String)>;
+/// claim UID -> per-claim error
+type UnprepareView = BTreeMap<String, String>;
+
+macro_rules! call_version {
+    ($pb:ident, $client:expr, $claims:expr, prepare, |$d:ident| $share:expr) => {{
+        let request = $pb::NodePrepareResourcesRequest {
+            claims: $claims
+                .iter()
+                .map(|c| $pb::Claim {
+                    namespace: c.namespace.clone(),
+                    uid: c.uid.clone(),
+                    name: c.name.clone(),
+                })
+                .collect(),
+        };
+        let response = $client.node_prepare_resources(request).await?.into_inner();
+        Ok(response
+            .claims
+            .into_iter()
+            .map(|(uid, r)| {
+                let devices = r
+                    .devices
+                    .into_iter()
+                    .map(|$d| DeviceView {
+                        share_id: $share,
+                        requests: $d.request_names,
+                        pool: $d.pool_name,
+                        device: $d.device_name,
+                        cdi_ids: $d.cdi_device_ids,
+                    })
+                    .collect();
+                (uid, (devices, r.error))
+            })
+            .collect())
+    }};
+    ($pb:ident, $client:expr, $claims:expr, unprepare) => {{
+        let request = $pb::NodeUnprepareResourcesRequest {
+            claims: $claims
+                .iter()
+                .map(|c| $pb::Claim {
+                    namespace: c.namespace.clone(),
+                    uid: c.uid.clone(),
+                    name: c.name.clone(),
+                })
+                .collect(),
+        };
+        let response = $client
+            .node_unprepare_resources(request)
+            .await?
+            .into_inner();
+        Ok(response
+            .claims
+            .into_iter()
+            .map(|(uid, r)| (uid, r.error))
+            .collect())
+    }};
+}
+
+async fn prepare(
+    api: NodeApi,
+    channel: Channel,
+    claims: &[ClaimRef],
+) -> Result<PrepareView, tonic::Status> {
+    match api {
+        NodeApi::V1 => {
+            let mut c = v1::dra_plugin_client::DraPluginClient::new(channel);
+            call_version!(v1, c, claims, prepare, |d| d.share_id.clone())
+        }
+        NodeApi::V1beta1 => {
+            let mut c = v1beta1::dra_plugin_client::DraPluginClient::new(channel);
+            call_version!(v1beta1, c, claims, prepare, |d| None)
+        }
+        NodeApi::V1alpha4 => {
+            let mut c = v1alpha4::node_client::NodeClient::new(channel);
+            call_version!(v1alpha4, c, claims, prepare, |d| None)
+        }
+    }
+}
+
+async fn unprepare(
+    api: NodeApi,
+    channel: Channel,
+    claims: &[ClaimRef],
+) -> Result<UnprepareView, tonic::Status> {
+    match api {
+        NodeApi::V1 => {
+            let mut c = v1::dra_plugin_client::DraPluginClient::new(channel);
+            call_version!(v1, c, claims, unprepare)
+        }
+        NodeApi::V1beta1 => {
+            let mut c = v1beta1::dra_plugin_client::DraPluginClient::new(channel);
+            call_version!(v1beta1, c, claims, unprepare)
+        }
+        NodeApi::V1alpha4 => {
+            let mut c = v1alpha4::node_client::NodeClient::new(channel);
+            call_version!(v1alpha4, c, claims, unprepare)
+        }
+    }
+}
+
+/// Like the kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus.
+async fn register(node: &Node) -> dra_e2e::proto::pluginregistration::PluginInfo {
+    let mut client = RegistrationClient::new(dial(&node.registration_socket()).await);
+    let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
+    client
+        .notify_registration_status(PbStatus {
+            plugin_registered: true,
+            error: String::new(),
+        })
+        .await
+        .unwrap();
+    info
+}
+
+fn two_claims(claims: &FakeClaims) -> Vec<ClaimRef> {
+    claims.put(allocated_claim(
+        "external-claim",
+        "uid-1",
+        vec![result("my-request", "device-00", Some("share-7"))],
+        vec![claim_config(serde_json::json!({"a": "b"}))],
+    ));
+    claims.put(allocated_claim(
+        "other",
+        "uid-2",
+        vec![result("req/sub", "device-01", None)],
+        vec![],
+    ));
+    vec![
+        claim_ref("external-claim", "uid-1"),
+        claim_ref("other", "uid-2"),
+    ]
+}
+
+// ---------------------------------------------------------------- registration
+
+#[tokio::test]
+async fn registration_handshake_completes_within_the_kubelet_deadline() {
+    let node = Node::new("node-a");
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(Arc::default(), &calls)).await;
+    assert!(node.dra_socket().exists() && node.registration_socket().exists());
+    assert_eq!(plugin.registration_status(), RegistrationStatus::Pending);
+
+    let info = register(&node).await;
+    assert_eq!(info.r#type, "DRAPlugin");
+    assert_eq!(info.name, DRIVER);
+    assert_eq!(info.endpoint, node.dra_socket().display().to_string());
+    assert_eq!(
+        info.supported_versions,
+        [
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1alpha1.DRAResourceHealth"
+        ]
+    );
+    plugin.wait_registered(WAIT).await.unwrap();
+    assert!(plugin.is_registered());
+    assert_eq!(calls.count("node-a", method::GET_INFO), 1);
+    assert_eq!(calls.count("node-a", method::NOTIFY_REGISTRATION_STATUS), 1);
+
+    // A rejection is recorded and answered with an error, as the helper does.
+    let mut client = RegistrationClient::new(dial(&node.registration_socket()).await);
+    let err = client
+        .notify_registration_status(PbStatus {
+            plugin_registered: false,
+            error: "no matching version".to_owned(),
+        })
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("no matching version"), "{err:?}");
+    assert_eq!(
+        plugin.registration_status(),
+        RegistrationStatus::Rejected("no matching version".to_owned())
+    );
+
+    plugin.stop().await.unwrap();
+    assert!(!node.dra_socket().exists(), "DRA socket left behind");
+    assert!(
+        !node.registration_socket().exists(),
+        "registration socket left behind"
+    );
+}
+
+#[tokio::test]
+async fn wait_registered_times_out_with_the_last_status() {
+    let node = Node::new("node-a");
+    let plugin = node
+        .start(node.config(Arc::default(), &Calls::new(DRIVER)))
+        .await;
+    let err = plugin
+        .wait_registered(Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not yet notified"), "{err}");
+    plugin.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn plugin_offering_only_v1beta1_advertises_only_it_and_rejects_v1_calls() {
+    let node = Node::new("node-a");
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let config = node
+        .config(claims.clone(), &calls)
+        .with_node_apis([NodeApi::V1beta1])
+        .with_health(false);
+    let plugin = node.start(config).await;
+    let info = register(&node).await;
+    assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"]);
+
+    let refs = two_claims(&claims);
+    let channel = dial(&node.dra_socket()).await;
+    let err = prepare(NodeApi::V1, channel.clone(), &refs)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unimplemented);
+    let err = prepare(NodeApi::V1alpha4, channel.clone(), &refs)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unimplemented);
+    let mut health_client =
+        health::dra_resource_health_client::DraResourceHealthClient::new(channel.clone());
+    let err = health_client
+        .node_watch_resources(health::NodeWatchResourcesRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unimplemented);
+    assert!(plugin.prepared_claims().is_empty());
+
+    let prepared = prepare(NodeApi::V1beta1, channel, &refs).await.unwrap();
+    assert_eq!(prepared.len(), 2);
+    plugin.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn v1alpha4_alone_is_advertised_with_the_legacy_version() {
+    let node = Node::new("node-a");
+    let config = node
+        .config(Arc::default(), &Calls::new(DRIVER))
+        .with_node_apis([NodeApi::V1alpha4])
+        .with_health(false);
+    let plugin = node.start(config).await;
+    assert_eq!(register(&node).await.supported_versions, ["1.0.0"]);
+    plugin.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------- prepare / unprepare
+
+#[tokio::test]
+async fn prepare_and_unprepare_on_every_api_version() {
+    for api in NodeApi::ALL {
+        let node = Node::new("node-a");
+        let claims = Arc::new(FakeClaims::default());
+        let calls = Calls::new(DRIVER);
+        let plugin = node
+            .start(node.config(claims.clone(), &calls).with_node_apis([api]))
+            .await;
+        let refs = two_claims(&claims);
+        let channel = dial(&node.dra_socket()).await;
+
+        let prepared = prepare(api, channel.clone(), &refs).await.unwrap();
+        let share_id = (api == NodeApi::V1).then(|| "share-7".to_owned());
+        let expected: PrepareView = [
+            (
+                "uid-1".to_owned(),
+                (
+                    vec![DeviceView {
+                        requests: vec!["my-request".into()],
+                        pool: "node-a".into(),
+                        device: "device-00".into(),
+                        cdi_ids: vec![format!("{DRIVER}/test=claim-uid-1-my-request")],
+                        share_id,
+                    }],
+                    String::new(),
+                ),
+            ),
+            (
+                "uid-2".to_owned(),
+                (
+                    vec![DeviceView {
+                        requests: vec!["req".into()],
+                        pool: "node-a".into(),
+                        device: "device-01".into(),
+                        cdi_ids: vec![format!("{DRIVER}/test=claim-uid-2-req")],
+                        share_id: None,
+                    }],
+                    String::new(),
+                ),
+            ),
+        ]
+        .into();
+        assert_eq!(prepared, expected, "{api}");
+        assert_eq!(
+            node.cdi_files(),
+            [
+                format!("{DRIVER}-uid-1-my-request.json"),
+                format!("{DRIVER}-uid-2-req.json")
+            ],
+            "{api}"
+        );
+        let spec = std::fs::read_to_string(
+            node.cdi_dir()
+                .join(format!("{DRIVER}-uid-1-my-request.json")),
+        )
+        .unwrap();
+        assert_eq!(
+            spec,
+            format!(
+                r#"{{"cdiVersion":"0.3.0","kind":"{DRIVER}/test","devices":[{{"name":"claim-uid-1-my-request","containerEdits":{{"env":["claim_external_claim_my_request=true","user_a=b"]}}}}]}}"#
+            )
+        );
+        assert_eq!(
+            plugin.prepared_claims(),
+            [
+                ClaimId {
+                    name: "external-claim".into(),
+                    uid: "uid-1".into()
+                },
+                ClaimId {
+                    name: "other".into(),
+                    uid: "uid-2".into()
+                },
+            ]
+        );
+
+        // Idempotent: the same answer again, even if the claim changed since.
+        claims.put(allocated_claim(
+            "external-claim",
+            "uid-1",
+            vec![result("my-request", "device-99", None)],
+            vec![],
+        ));
+        assert_eq!(
+            prepare(api, channel.clone(), &refs).await.unwrap(),
+            expected
+        );
+
+        // The log names the claims of each call.
+        let log = calls.log("node-a");
+        assert_eq!(log.len(), 2);
+        assert!(
+            log.iter()
+                .all(|r| r.method == api.prepare_method() && r.succeeded())
+        );
+        assert_eq!(log[0].claims, refs);
+
+        let unprepared = unprepare(api, channel.clone(), &refs[..1]).await.unwrap();
+        assert_eq!(unprepared, [("uid-1".to_owned(), String::new())].into());
+        assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
+        assert_eq!(
+            plugin.prepared_claims(),
+            [ClaimId {
+                name: "other".into(),
+                uid: "uid-2".into()
+            }]
+        );
+        // Again, and together with the other claim: still one entry per claim.
+        let unprepared = unprepare(api, channel.clone(), &refs).await.unwrap();
+        assert_eq!(
+            unprepared,
+            [
+                ("uid-1".to_owned(), String::new()),
+                ("uid-2".to_owned(), String::new())
+            ]
+            .into()
+        );
+        assert!(node.cdi_files().is_empty(), "{api}: {:?}", node.cdi_files());
+        plugin.prepared().wait_until_empty(WAIT).await.unwrap();
+        plugin.stop().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn prepare_fails_the_call_for_missing_replaced_or_unallocated_claims() {
+    let node = Node::new("node-a");
+    let claims = Arc::new(FakeClaims::default());
+    let plugin = node
+        .start(node.config(claims.clone(), &Calls::new(DRIVER)))
+        .await;
+    let refs = two_claims(&claims);
+    let channel = dial(&node.dra_socket()).await;
+
+    let missing = [refs[0].clone(), claim_ref("gone", "uid-9")];
+    let err = prepare(NodeApi::V1, channel.clone(), &missing)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unknown);
+    assert!(
+        err.message().contains("ns/gone") && err.message().contains("not found"),
+        "{err:?}"
+    );
+
+    let replaced = [claim_ref("other", "uid-old")];
+    let err = prepare(NodeApi::V1, channel.clone(), &replaced)
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("got replaced"), "{err:?}");
+
+    let mut unallocated = allocated_claim("pending", "uid-3", vec![], vec![]);
+    unallocated.status = None;
+    claims.put(unallocated);
+    let err = prepare(
+        NodeApi::V1,
+        channel.clone(),
+        &[claim_ref("pending", "uid-3")],
+    )
+    .await
+    .unwrap_err();
+    assert!(err.message().contains("not allocated"), "{err:?}");
+
+    // Nothing was prepared by the failed calls.
+    assert!(plugin.prepared_claims().is_empty());
+    assert!(node.cdi_files().is_empty());
+    plugin.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_opaque_parameters_fail_only_that_claim() {
+    let node = Node::new("node-a");
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+    claims.put(allocated_claim(
+        "bad",
+        "uid-bad",
+        vec![result("r", "device-02", None)],
+        vec![claim_config(serde_json::json!({"a": 1}))],
+    ));
+    let channel = dial(&node.dra_socket()).await;
+    let request = [refs[1].clone(), claim_ref("bad", "uid-bad")];
+    let prepared = prepare(NodeApi::V1, channel, &request).await.unwrap();
+    assert_eq!(prepared.len(), 2);
+    assert!(prepared["uid-2"].1.is_empty());
+    let (devices, error) = &prepared["uid-bad"];
+    assert!(devices.is_empty());
+    assert!(error.contains("parameters in config"), "{error}");
+    assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
+    assert_eq!(
+        plugin.prepared_claims(),
+        [ClaimId {
+            name: "other".into(),
+            uid: "uid-2".into()
+        }]
+    );
+    let record = &calls.log("node-a")[0];
+    assert_eq!(record.outcome, CallOutcome::Ok);
+    assert!(record.failed() && record.claim_errors.contains_key("uid-bad"));
+    plugin.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
+    let node = Node::new("node-a");
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+    prepare(NodeApi::V1, dial(&node.dra_socket()).await, &refs)
+        .await
+        .unwrap();
+    let prepared = plugin.prepared().clone();
+    plugin.stop().await.unwrap();
+
+    // Handing over the view keeps the claims known.
+    let plugin = node
+        .start(node.config(claims.clone(), &calls).with_prepared(prepared))
+        .await;
+    assert_eq!(plugin.prepared_claims().len(), 2);
+    unprepare(NodeApi::V1, dial(&node.dra_socket()).await, &refs[..1])
+        .await
+        .unwrap();
+    assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
+    plugin.stop().await.unwrap();
+
+    // Without it the claim is unknown; its CDI files are still cleaned up
+    // from the claim's allocation.
+    let plugin = node.start(node.config(claims.clone(), &calls)).await;
+    assert!(plugin.prepared_claims().is_empty());
+    let unprepared = unprepare(NodeApi::V1, dial(&node.dra_socket()).await, &refs[1..])
+        .await
+        .unwrap();
+    assert_eq!(unprepared, [("uid-2".to_owned(), String::new())].into());
+    assert!(node.cdi_files().is_empty());
+    // A claim nobody knows of succeeds too.
+    let unprepared = unprepare(
+        NodeApi::V1,
+        dial(&node.dra_socket()).await,
+        &[claim_ref("never", "uid-never")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(unprepared, [("uid-never".to_owned(), String::new())].into());
+    plugin.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------- counting, failures, stalls
+
+#[tokio::test]
+async fn counts_and_injected_failures_are_per_node_and_per_method() {
+    let (a, b) = (Node::new("node-a"), Node::new("node-b"));
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
+    let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+    let (ch_a, ch_b) = (dial(&a.dra_socket()).await, dial(&b.dra_socket()).await);
+
+    calls.set_fail("node-a", method::V1_PREPARE, true);
+    let err = prepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unknown);
+    assert_eq!(err.message(), "injected error");
+    assert!(
+        plugin_a.prepared_claims().is_empty(),
+        "handler must not run"
+    );
+    assert!(a.cdi_files().is_empty());
+    // Other node, other method, other version: unaffected.
+    prepare(NodeApi::V1, ch_b.clone(), &refs).await.unwrap();
+    prepare(NodeApi::V1beta1, ch_a.clone(), &refs)
+        .await
+        .unwrap();
+    unprepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap();
+    assert_eq!(calls.count("node-a", method::V1_PREPARE), 1);
+    assert_eq!(calls.count("node-b", method::V1_PREPARE), 1);
+    assert_eq!(calls.count("node-a", method::V1BETA1_PREPARE), 1);
+    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 1);
+    assert_eq!(calls.count("node-b", method::V1_UNPREPARE), 0);
+
+    let log = calls.log("node-a");
+    assert_eq!(log[0].method, method::V1_PREPARE);
+    assert_eq!(log[0].outcome, CallOutcome::Injected);
+    assert!(log[0].failed());
+
+    calls.set_fail("node-a", method::V1_PREPARE, false);
+    prepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap();
+    assert_eq!(calls.count("node-a", method::V1_PREPARE), 2);
+    assert!(calls.log("node-a").last().unwrap().succeeded());
+
+    // Registration goes through the same layer.
+    calls.set_fail("node-b", method::GET_INFO, true);
+    let mut reg = RegistrationClient::new(dial(&b.registration_socket()).await);
+    let err = reg.get_info(InfoRequest {}).await.unwrap_err();
+    assert_eq!(err.message(), "injected error");
+    assert_eq!(calls.count("node-b", method::GET_INFO), 1);
+    register(&a).await;
+    assert_eq!(calls.count("node-a", method::GET_INFO), 1);
+
+    plugin_a.stop().await.unwrap();
+    plugin_b.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
+    let (a, b) = (Node::new("node-a"), Node::new("node-b"));
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
+    let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+
+    calls.stall("node-a", method::V1_PREPARE);
+    let stalled = {
+        let (channel, refs) = (dial_patient(&a.dra_socket()).await, refs.clone());
+        tokio::spawn(async move { prepare(NodeApi::V1, channel, &refs).await })
+    };
+    calls
+        .wait_stalled("node-a", method::V1_PREPARE, 1, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        calls.count("node-a", method::V1_PREPARE),
+        1,
+        "counted while stalled"
+    );
+    assert!(calls.log("node-a")[0].in_progress());
+
+    // While it waits: the other method on the same node, the same method on
+    // another node, and registration all complete. Upstream's single mutex
+    // would deadlock here.
+    unprepare(
+        NodeApi::V1,
+        dial(&a.dra_socket()).await,
+        &[claim_ref("x", "uid-x")],
+    )
+    .await
+    .unwrap();
+    prepare(NodeApi::V1, dial(&b.dra_socket()).await, &refs)
+        .await
+        .unwrap();
+    register(&a).await;
+    assert!(!stalled.is_finished());
+    assert!(plugin_a.prepared_claims().is_empty());
+
+    calls.release("node-a", method::V1_PREPARE);
+    let prepared = stalled.await.unwrap().unwrap();
+    assert_eq!(prepared.len(), 2);
+    assert_eq!(plugin_a.prepared_claims().len(), 2);
+    assert_eq!(calls.stalled("node-a", method::V1_PREPARE), 0);
+    let record = calls
+        .wait_for_call("node-a", "a successful prepare", WAIT, |r| {
+            r.method == method::V1_PREPARE && r.succeeded()
+        })
+        .await
+        .unwrap();
+    assert_eq!(record.claims, refs);
+
+    // Released means released: later calls go straight through.
+    prepare(NodeApi::V1, dial(&a.dra_socket()).await, &refs)
+        .await
+        .unwrap();
+    plugin_a.stop().await.unwrap();
+    plugin_b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_from_two_nodes_do_not_deadlock() {
+    let (a, b) = (Node::new("node-a"), Node::new("node-b"));
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
+    let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+    let (ch_a, ch_b) = (
+        dial_patient(&a.dra_socket()).await,
+        dial_patient(&b.dra_socket()).await,
+    );
+
+    // Both nodes hold a call inside the plugin at the same time; each is only
+    // released once the other one has arrived.
+    calls.stall("node-a", method::V1_PREPARE);
+    calls.stall("node-b", method::V1_PREPARE);
+    let mut tasks = Vec::new();
+    for ch in [&ch_a, &ch_b] {
+        for _ in 0..4 {
+            let (ch, refs) = (ch.clone(), refs.clone());
+            tasks.push(tokio::spawn(async move {
+                prepare(NodeApi::V1, ch, &refs).await
+            }));
+        }
+    }
+    calls
+        .wait_stalled("node-a", method::V1_PREPARE, 4, WAIT)
+        .await
+        .unwrap();
+    calls
+        .wait_stalled("node-b", method::V1_PREPARE, 4, WAIT)
+        .await
+        .unwrap();
+    calls.release("node-a", method::V1_PREPARE);
+    calls.release("node-b", method::V1_PREPARE);
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap().len(), 2);
+    }
+    assert_eq!(calls.count("node-a", method::V1_PREPARE), 4);
+    assert_eq!(calls.count("node-b", method::V1_PREPARE), 4);
+    plugin_a.stop().await.unwrap();
+    plugin_b.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------- health
+
+#[tokio::test]
+async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
+    let node = Node::new("node-a");
+    let calls = Calls::new(DRIVER);
+    let plugin = node
+        .start(
+            node.config(Arc::default(), &calls)
+                // Long enough that only changes produce the messages below.
+                .with_health_interval(Duration::from_secs(3600)),
+        )
+        .await;
+    let set = |pool: &str, device: &str, health: HealthStatus, message: &str| {
+        plugin.set_device_health(DeviceHealth {
+            pool: pool.into(),
+            device: device.into(),
+            health,
+            message: message.into(),
+        })
+    };
+    set("pool-b", "device-00", HealthStatus::Healthy, "");
+    set("pool-a", "device-01", HealthStatus::Unhealthy, "fan");
+    set("pool-a", "device-00", HealthStatus::Healthy, "");
+
+    let mut client = health::dra_resource_health_client::DraResourceHealthClient::new(
+        dial_patient(&node.dra_socket()).await,
+    );
+    let mut stream = client
+        .node_watch_resources(health::NodeWatchResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let view = |r: health::NodeWatchResourcesResponse| -> Vec<(String, String, i32, String)> {
+        r.devices
+            .into_iter()
+            .map(|d| {
+                let id = d.device.unwrap();
+                (id.pool_name, id.device_name, d.health, d.message)
+            })
+            .collect()
+    };
+    let first = view(stream.message().await.unwrap().unwrap());
+    let healthy = health::HealthStatus::Healthy as i32;
+    let unhealthy = health::HealthStatus::Unhealthy as i32;
+    assert_eq!(
+        first,
+        [
+            ("pool-a".into(), "device-00".into(), healthy, String::new()),
+            ("pool-a".into(), "device-01".into(), unhealthy, "fan".into()),
+            ("pool-b".into(), "device-00".into(), healthy, String::new()),
+        ]
+    );
+    assert_eq!(calls.count("node-a", method::HEALTH_WATCH), 1);
+
+    set("pool-a", "device-01", HealthStatus::Healthy, "fixed");
+    let second = view(stream.message().await.unwrap().unwrap());
+    assert_eq!(
+        second[1],
+        ("pool-a".into(), "device-01".into(), healthy, "fixed".into())
+    );
+
+    // Stopping ends the open stream instead of waiting for the kubelet.
+    plugin.stop().await.unwrap();
+    assert!(matches!(stream.message().await, Ok(None) | Err(_)));
+}
+
+#[tokio::test]
+async fn health_stream_repeats_the_list_every_interval() {
+    let node = Node::new("node-a");
+    let plugin = node
+        .start(
+            node.config(Arc::default(), &Calls::new(DRIVER))
+                .with_health_interval(Duration::from_millis(20)),
+        )
+        .await;
+    plugin.set_device_health(DeviceHealth {
+        pool: "p".into(),
+        device: "d".into(),
+        health: HealthStatus::Healthy,
+        message: String::new(),
+    });
+    let mut client = health::dra_resource_health_client::DraResourceHealthClient::new(
+        dial_patient(&node.dra_socket()).await,
+    );
+    let mut stream = client
+        .node_watch_resources(health::NodeWatchResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    for _ in 0..3 {
+        let report = stream.message().await.unwrap().unwrap();
+        assert_eq!(report.devices.len(), 1);
+    }
+    plugin.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+#[tokio::test]
+async fn stop_cancels_stalled_calls_and_removes_sockets() {
+    let node = Node::new("node-a");
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+    calls.stall("node-a", method::V1_PREPARE);
+    let stalled = {
+        let channel = dial_patient(&node.dra_socket()).await;
+        tokio::spawn(async move { prepare(NodeApi::V1, channel, &refs).await })
+    };
+    calls
+        .wait_stalled("node-a", method::V1_PREPARE, 1, WAIT)
+        .await
+        .unwrap();
+    plugin.stop().await.unwrap();
+    let err = stalled.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert_eq!(calls.log("node-a")[0].outcome, CallOutcome::Cancelled);
+    assert!(!node.dra_socket().exists() && !node.registration_socket().exists());
+    assert!(
+        tokio::net::UnixStream::connect(node.dra_socket())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_handle_stops_serving() {
+    let node = Node::new("node-a");
+    let plugin = node
+        .start(node.config(Arc::default(), &Calls::new(DRIVER)))
+        .await;
+    let mut client = RegistrationClient::new(dial(&node.registration_socket()).await);
+    client.get_info(InfoRequest {}).await.unwrap();
+    drop(plugin);
+    assert!(!node.registration_socket().exists());
+    assert!(!node.dra_socket().exists());
+    // The established connection is shut down and cannot be re-dialled.
+    assert!(client.get_info(InfoRequest {}).await.is_err());
+}
+
+#[tokio::test]
+async fn start_replaces_stale_socket_files_and_keeps_a_successors_socket() {
+    let node = Node::new("node-a");
+    let calls = Calls::new(DRIVER);
+    std::fs::create_dir_all(node.registration_socket().parent().unwrap()).unwrap();
+    std::fs::write(node.registration_socket(), b"stale").unwrap();
+    let old = node.start(node.config(Arc::default(), &calls)).await;
+    register(&node).await;
+
+    // A new instance at the same paths, before the old handle goes away.
+    let new = node.start(node.config(Arc::default(), &calls)).await;
+    drop(old);
+    assert!(
+        node.registration_socket().exists(),
+        "old instance removed new socket"
+    );
+    register(&node).await;
+    new.wait_registered(WAIT).await.unwrap();
+    new.stop().await.unwrap();
+    assert!(!node.registration_socket().exists());
+}
+
+/// Pre-dialled proxy connections may sit idle for a long time before the
+/// kubelet's HTTP/2 preface arrives; the server must not give up on them.
+/// Paused time lets an hour pass without waiting for it.
+#[tokio::test(start_paused = true)]
+async fn accepted_connections_have_no_handshake_deadline() {
+    let node = Node::new("node-a");
+    let plugin = node
+        .start(node.config(Arc::default(), &Calls::new(DRIVER)))
+        .await;
+    let idle = tokio::net::UnixStream::connect(node.registration_socket())
+        .await
+        .unwrap();
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    let conn = Mutex::new(Some(idle));
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let stream = conn.lock().unwrap().take();
+            async move {
+                stream
+                    .map(TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("connection already used"))
+            }
+        }))
+        .await
+        .unwrap();
+    let info = RegistrationClient::new(channel)
+        .get_info(InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, DRIVER);
+    plugin.stop().await.unwrap();
+}

@@ -1,0 +1,232 @@
+//! The local proxy path end to end: unix client -> `dra-e2e proxy-agent`
+//! subprocess -> pre-dialled loopback TCP pool -> tonic server.
+mod proxy_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dra_e2e::proxy::{
+    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, TcpTransport,
+};
+use proxy_support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn agent_config(dir: &tempfile::TempDir) -> LocalAgentConfig {
+    LocalAgentConfig::with_program(AGENT_EXE, dir.path().join("reg.sock"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_call_reaches_the_server_through_agent_and_pool() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    let (pool, incoming) = PreDialled::start(
+        Arc::new(TcpTransport::new(agent.tcp_addr())),
+        PoolConfig::default(),
+    );
+    let plugin = Plugin::default();
+    let server = plugin.serve(incoming);
+
+    let info = kubelet_get_info(agent.socket()).await.unwrap();
+    assert_eq!(info.name, DRIVER);
+    assert_eq!(plugin.calls(), 1);
+    let stats = pool.stats();
+    assert_eq!(stats.handed_out, 1, "{stats:?}");
+    assert_eq!(stats.dead_before_use, 0, "{stats:?}");
+
+    pool.shutdown().await;
+    agent.stop().await.unwrap();
+    let _ = server.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_concurrent_kubelet_connections_all_succeed() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    let (pool, incoming) = PreDialled::start(
+        Arc::new(TcpTransport::new(agent.tcp_addr())),
+        PoolConfig::default(),
+    );
+    let plugin = Plugin::default();
+    let _server = plugin.serve(incoming);
+    pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
+
+    // Each client holds its connection open, so all ten slots are in use at once.
+    let mut clients = Vec::new();
+    for _ in 0..10 {
+        let socket = agent.socket().to_owned();
+        clients.push(tokio::spawn(async move {
+            let channel = kubelet_channel(&socket).await.map_err(|e| e.to_string())?;
+            let info = get_info(channel.clone()).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((info, channel))
+        }));
+    }
+    let mut channels = Vec::new();
+    for c in clients {
+        let (info, channel) = c.await.unwrap().unwrap();
+        assert_eq!(info.name, DRIVER);
+        channels.push(channel);
+    }
+    assert_eq!(plugin.calls(), 10);
+    let stats = pool.stats();
+    assert_eq!(stats.handed_out, 10, "{stats:?}");
+    assert_eq!(stats.in_use, 10, "{stats:?}");
+    // A second call on every open connection reuses it.
+    for ch in &channels {
+        get_info(ch.clone()).await.unwrap();
+    }
+    assert_eq!(pool.stats().handed_out, 10);
+
+    pool.shutdown().await;
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_connection_at_the_head_of_the_queue_costs_one_failed_attempt() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    // A connection that dies unused, queued before the pool's ones, as a
+    // port-forward that broke after dialling would be.
+    drop(
+        tokio::net::TcpStream::connect(agent.tcp_addr())
+            .await
+            .unwrap(),
+    );
+    let (pool, incoming) = PreDialled::start(
+        Arc::new(TcpTransport::new(agent.tcp_addr())),
+        PoolConfig::default(),
+    );
+    let plugin = Plugin::default();
+    let _server = plugin.serve(incoming);
+    pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
+
+    let mut outcomes = Vec::new();
+    for _ in 0..6 {
+        outcomes.push(kubelet_get_info(agent.socket()).await.is_ok());
+    }
+    assert_eq!(outcomes, [false, true, true, true, true, true]);
+    assert_eq!(plugin.calls(), 5);
+    let stats = pool.stats();
+    assert_eq!(stats.dead_before_use, 0, "{stats:?}");
+    assert_eq!(stats.dial_failures, 0, "{stats:?}");
+    assert_eq!(stats.handed_out, 5, "{stats:?}");
+
+    pool.shutdown().await;
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_agent_restarts_without_restarting_the_server() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    let addr = agent.tcp_addr();
+    let socket = agent.socket().to_owned();
+    let (pool, incoming) =
+        PreDialled::start(Arc::new(TcpTransport::new(addr)), PoolConfig::default());
+    let plugin = Plugin::default();
+    let server = plugin.serve(incoming);
+    kubelet_get_info(&socket).await.unwrap();
+    pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
+
+    let status = agent.kill().await.unwrap();
+    assert!(!status.success());
+    assert!(socket.exists(), "a killed agent leaves its socket behind");
+    // The queued connections die with the agent and redials are refused.
+    pool.wait_for(|s| s.waiting == 0 && s.dial_failures > 0, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        pool.stats().dead_before_use,
+        10,
+        "every queued connection died"
+    );
+
+    let agent = LocalAgent::start(agent_config(&dir).listen_on(addr))
+        .await
+        .unwrap();
+    pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
+    kubelet_get_info(&socket).await.unwrap();
+    kubelet_register(&socket).await.unwrap();
+    assert!(!server.is_finished(), "the server kept running");
+    assert_eq!(plugin.calls(), 3);
+
+    pool.shutdown().await;
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_handshake_right_after_start() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let (socket, incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
+        .await
+        .unwrap();
+    let plugin = Plugin::default();
+    let _server = plugin.serve(incoming);
+    // The kubelet connects as soon as the socket appears: no waiting for the pool.
+    let info = kubelet_register(socket.path()).await.unwrap();
+    assert_eq!(info.r#type, "DRAPlugin");
+    assert_eq!(info.supported_versions, ["v1.DRAPlugin"]);
+    let statuses = plugin.statuses.lock().unwrap().clone();
+    assert_eq!(statuses.len(), 1);
+    assert!(statuses[0].plugin_registered);
+    socket.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_leaves_no_process_socket_or_connection() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let (socket, incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
+        .await
+        .unwrap();
+    let plugin = Plugin::default();
+    let server = plugin.serve(incoming);
+    let agent = socket.local_agent().unwrap();
+    let (pid, port, path) = (
+        agent.pid(),
+        agent.tcp_addr().port(),
+        socket.path().to_owned(),
+    );
+    socket
+        .pool()
+        .wait_for(|s| s.waiting == 10, WAIT)
+        .await
+        .unwrap();
+    // One connection stays in use by a client across the stop.
+    let channel = kubelet_channel(&path).await.unwrap();
+    get_info(channel.clone()).await.unwrap();
+    assert!(!tcp_sockets_on_port(port).is_empty());
+
+    socket.stop().await.unwrap();
+
+    assert!(!path.exists(), "socket file removed");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "agent process {pid} is gone"
+    );
+    let left = eventually(Duration::from_secs(5), || {
+        let left = tcp_sockets_on_port(port);
+        left.is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        left.is_some(),
+        "connections left: {:?}",
+        tcp_sockets_on_port(port)
+    );
+    assert!(
+        get_info(channel).await.is_err(),
+        "the in-use connection was closed"
+    );
+    // The server's connection source ended with the pool.
+    tokio::time::timeout(WAIT, server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

@@ -1,0 +1,173 @@
+//! Shared pieces of the proxy tests: a stand-in plugin server and a client
+//! that behaves like the kubelet's registration code.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dra_e2e::conn::Incoming;
+use dra_e2e::proto::pluginregistration::registration_client::RegistrationClient;
+use dra_e2e::proto::pluginregistration::registration_server::{Registration, RegistrationServer};
+use dra_e2e::proto::pluginregistration::{
+    InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
+};
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Request, Response, Status};
+
+pub const AGENT_EXE: &str = env!("CARGO_BIN_EXE_dra-e2e");
+pub const DRIVER: &str = "proxy-test.k8s.io";
+
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "dra_e2e=debug".into()),
+        )
+        .try_init();
+}
+
+/// A registration server standing in for the plugin.
+#[derive(Clone, Default)]
+pub struct Plugin {
+    pub get_info_calls: Arc<AtomicUsize>,
+    pub statuses: Arc<Mutex<Vec<RegistrationStatus>>>,
+}
+
+#[tonic::async_trait]
+impl Registration for Plugin {
+    async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
+        self.get_info_calls.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(PluginInfo {
+            r#type: "DRAPlugin".into(),
+            name: DRIVER.into(),
+            endpoint: format!("/var/lib/kubelet/plugins/{DRIVER}/dra.sock"),
+            supported_versions: vec!["v1.DRAPlugin".into()],
+        }))
+    }
+
+    async fn notify_registration_status(
+        &self,
+        req: Request<RegistrationStatus>,
+    ) -> Result<Response<RegistrationStatusResponse>, Status> {
+        self.statuses.lock().unwrap().push(req.into_inner());
+        Ok(Response::new(RegistrationStatusResponse {}))
+    }
+}
+
+impl Plugin {
+    pub fn calls(&self) -> usize {
+        self.get_info_calls.load(Ordering::SeqCst)
+    }
+
+    /// Serves from `incoming` until it ends.
+    pub fn serve(
+        &self,
+        incoming: Incoming,
+    ) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
+        let svc = RegistrationServer::new(self.clone());
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming(incoming),
+        )
+    }
+}
+
+/// A channel over a fresh unix connection, as the kubelet dials: blocking,
+/// 10 s at most.
+pub async fn kubelet_channel(socket: &Path) -> Result<Channel, tonic::transport::Error> {
+    let path: PathBuf = socket.to_owned();
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(Duration::from_secs(10))
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let p = path.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(p).await?)) }
+        }))
+        .await
+}
+
+/// GetInfo with the kubelet's 1 s deadline.
+pub async fn get_info(channel: Channel) -> Result<PluginInfo, Status> {
+    let mut req = Request::new(InfoRequest {});
+    req.set_timeout(Duration::from_secs(1));
+    RegistrationClient::new(channel)
+        .get_info(req)
+        .await
+        .map(Response::into_inner)
+}
+
+/// One registration attempt over a fresh connection: GetInfo (1 s) then
+/// NotifyRegistrationStatus (5 s), as the kubelet's plugin manager does.
+pub async fn kubelet_register(socket: &Path) -> Result<PluginInfo, String> {
+    let channel = kubelet_channel(socket)
+        .await
+        .map_err(|e| format!("dial: {e}"))?;
+    let info = get_info(channel.clone())
+        .await
+        .map_err(|e| format!("GetInfo: {e}"))?;
+    let mut req = Request::new(RegistrationStatus {
+        plugin_registered: true,
+        error: String::new(),
+    });
+    req.set_timeout(Duration::from_secs(5));
+    RegistrationClient::new(channel)
+        .notify_registration_status(req)
+        .await
+        .map_err(|e| format!("NotifyRegistrationStatus: {e}"))?;
+    Ok(info)
+}
+
+/// A kubelet-style GetInfo over a fresh connection.
+pub async fn kubelet_get_info(socket: &Path) -> Result<PluginInfo, String> {
+    let channel = kubelet_channel(socket)
+        .await
+        .map_err(|e| format!("dial: {e}"))?;
+    get_info(channel).await.map_err(|e| format!("GetInfo: {e}"))
+}
+
+/// TCP sockets on this machine with `port` at either end, excluding
+/// TIME_WAIT (closed connections the kernel remembers for a while).
+pub fn tcp_sockets_on_port(port: u16) -> Vec<String> {
+    let mut found = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() < 4 || cols[3] == "06" {
+                continue;
+            }
+            let port_of = |addr: &str| {
+                addr.rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+            };
+            if port_of(cols[1]) == Some(port) || port_of(cols[2]) == Some(port) {
+                found.push(format!(
+                    "{table}: {} -> {} state {}",
+                    cols[1], cols[2], cols[3]
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Polls `cond` (no event exists for /proc state) until it holds or `deadline` passes.
+pub async fn eventually<T>(deadline: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() >= end {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
