@@ -14,6 +14,7 @@ use dra_e2e::plugin::NodeApi;
 use dra_e2e::proto::method;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::wait::conditions;
 use node_sim_support::*;
@@ -61,6 +62,7 @@ async fn pods_with_claims_on_a_simulated_node() {
     prepare_failures_are_reported_and_retried(&env, &driver).await;
     deletion_unprepares_and_releases(&env, &driver).await;
     force_deletion_still_unprepares(&env, &driver).await;
+    stale_claim_blocks_its_successor(&env, &driver).await;
     shared_claim_prepared_once(&env, &driver).await;
     completing_and_restarting_containers(&env, &driver).await;
     v1beta1_only_plugin(&env).await;
@@ -309,6 +311,84 @@ async fn force_deletion_still_unprepares(env: &Env, driver: &Driver) {
     })
     .await;
     assert_eq!(driver.unprepare_count(NODE) - before, 1);
+}
+
+/// A force-deleted pod whose unprepare keeps failing leaves its claim in the
+/// node's cache; a new claim of the same name must wait for it.
+async fn stale_claim_blocks_its_successor(env: &Env, driver: &Driver) {
+    let ns = &driver.ns;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    let claims: Api<ResourceClaim> = Api::namespaced(env.client.clone(), ns);
+    let node = env.node(0);
+    let old_uid = driver.create_claim("stale-claim").await.uid().unwrap();
+    create_pod(
+        &env.client,
+        ns,
+        &pod_with("stale-1", PodClaims::External(vec!["stale-claim".into()])),
+    )
+    .await;
+    wait_for(&pods, "stale-1", "first pod running", is_running).await;
+    for m in [method::V1_UNPREPARE, method::V1BETA1_UNPREPARE] {
+        driver.calls.set_fail(NODE, m, true);
+    }
+    pods.delete("stale-1", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    claims
+        .delete("stale-claim", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &claims,
+        "stale-claim",
+        "old claim deleted",
+        conditions::is_deleted(&old_uid),
+    )
+    .await;
+    assert!(node.prepared_claims().iter().any(|c| c.uid == old_uid));
+
+    let new_uid = driver.create_claim("stale-claim").await.uid().unwrap();
+    create_pod(
+        &env.client,
+        ns,
+        &pod_with("stale-2", PodClaims::External(vec!["stale-claim".into()])),
+    )
+    .await;
+    let event = eventually("event about the old claim", || async {
+        pod_events(&env.client, ns, "stale-2", "FailedPrepareDynamicResources")
+            .await
+            .into_iter()
+            .find(|e| {
+                e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("old ResourceClaim with same name"))
+            })
+    })
+    .await;
+    assert!(event.message.unwrap().contains(&old_uid));
+
+    for m in [method::V1_UNPREPARE, method::V1BETA1_UNPREPARE] {
+        driver.calls.set_fail(NODE, m, false);
+    }
+    wait_for(&pods, "stale-2", "second pod running", is_running).await;
+    let uids: Vec<String> = node
+        .prepared_claims()
+        .into_iter()
+        .filter(|c| c.name == "stale-claim")
+        .map(|c| c.uid)
+        .collect();
+    assert_eq!(uids, vec![new_uid]);
+    let uid = pods.get("stale-2").await.unwrap().uid().unwrap();
+    pods.delete("stale-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &pods,
+        "stale-2",
+        "second pod deleted",
+        conditions::is_deleted(&uid),
+    )
+    .await;
 }
 
 async fn shared_claim_prepared_once(env: &Env, driver: &Driver) {

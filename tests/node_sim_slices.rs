@@ -5,8 +5,10 @@ mod node_sim_support;
 
 use std::time::Duration;
 
-use dra_e2e::node_sim::{NodeEvent, NodeEventKind, SimNode};
+use dra_e2e::node_sim::{NodeEvent, NodeEventKind, SimNode, SimNodes};
 use dra_e2e::plugin::NodeApi;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, PostParams};
 use node_sim_support::*;
@@ -52,17 +54,62 @@ async fn node_slices_are_wiped_like_the_kubelet_does() {
     create_slice(&client, "stale-sim-0", "old.example.com", Some("sim-0")).await;
     create_slice(&client, "other-node", "old.example.com", Some("elsewhere")).await;
     create_slice(&client, "network", "old.example.com", None).await;
-    env.add_node("sim-0", |c| c.wipe_delay = Duration::from_secs(2))
-        .await;
-    env.add_node("sim-1", |c| c.wipe_delay = Duration::from_secs(6))
-        .await;
+    let root = env.cluster.dir().join("nodes");
+    let nodes = SimNodes::start(client.clone(), "sim", 2, &root, |c| {
+        c.wipe_delay = Duration::from_secs(if c.name == "sim-0" { 2 } else { 6 });
+    })
+    .await
+    .unwrap();
+    assert_eq!(nodes.names(), ["sim-0", "sim-1"]);
+    env.nodes = nodes.into_nodes();
     assert!(!slice_exists(&client, "stale-sim-0").await);
     assert!(slice_exists(&client, "other-node").await);
     assert!(slice_exists(&client, "network").await);
 
+    node_objects(&env).await;
     plugin_gone_wipes_after_delay(&env).await;
     quick_restart_keeps_slices(&env).await;
+
+    // Stopping a node removes its Node and Lease.
+    let sim1 = env.nodes.pop().unwrap();
+    sim1.stop().await.unwrap();
+    assert!(
+        Api::<Node>::all(client.clone())
+            .get_opt("sim-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    assert!(leases.get_opt("sim-1").await.unwrap().is_none());
     env.stop().await;
+}
+
+async fn node_objects(env: &Env) {
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
+    for name in ["sim-0", "sim-1"] {
+        let node = nodes.get(name).await.unwrap();
+        let labels = node.metadata.labels.clone().unwrap();
+        assert_eq!(labels["kubernetes.io/hostname"], name);
+        assert_eq!(labels["kubernetes.io/os"], "linux");
+        assert!(labels.contains_key("kubernetes.io/arch"));
+        let status = node.status.unwrap();
+        let ready = status
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        assert_eq!(ready.status, "True");
+        assert!(status.allocatable.unwrap().contains_key("pods"));
+        assert_eq!(status.node_info.unwrap().operating_system, "linux");
+        let lease = eventually("node lease", || async {
+            leases.get_opt(name).await.unwrap()
+        })
+        .await;
+        assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some(name));
+    }
 }
 
 async fn plugin_gone_wipes_after_delay(env: &Env) {

@@ -546,6 +546,11 @@ impl SimNodes {
         self.nodes.iter().find(|n| n.name() == name)
     }
 
+    /// The nodes, for callers that manage them one by one from here on.
+    pub fn into_nodes(self) -> Vec<SimNode> {
+        self.nodes
+    }
+
     pub fn names(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.name().to_owned()).collect()
     }

@@ -699,4 +699,41 @@ mod tests {
         plugin.stop().await;
         h.stop().await;
     }
+
+    #[tokio::test]
+    async fn lost_dra_connection_makes_the_driver_unusable_until_it_returns() {
+        let mut h = harness().await;
+        spawn_watcher(&h, false);
+        let mut plugin = h.start_plugin("d.example.com", &["v1.DRAPlugin"]);
+        h.wait_views("registration", |v| v.len() == 1 && v[0].connected)
+            .await;
+        assert!(h.next_change().await.usable);
+
+        // The registration socket stays: the plugin is still registered, but
+        // not connected, which is what makes the kubelet schedule a wipe.
+        plugin.stop_dra().await;
+        h.wait_views("disconnect", |v| v.len() == 1 && !v[0].connected)
+            .await;
+        assert_eq!(
+            h.next_change().await,
+            UsabilityChange {
+                driver: "d.example.com".into(),
+                usable: false
+            }
+        );
+        assert!(h.store.is_registered("d.example.com"));
+
+        plugin.restart_dra();
+        h.wait_views("reconnect", |v| v.len() == 1 && v[0].connected)
+            .await;
+        assert!(h.next_change().await.usable);
+        h.store
+            .client("d.example.com")
+            .unwrap()
+            .prepare(&[claim("u3")], Duration::from_secs(5))
+            .await
+            .unwrap();
+        plugin.stop().await;
+        h.stop().await;
+    }
 }

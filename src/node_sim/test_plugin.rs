@@ -164,19 +164,7 @@ impl TestPlugin {
             record: Arc::default(),
             fail_get_info: Arc::default(),
         };
-        let _ = std::fs::remove_file(&dra_socket);
-        let dra = UnixListener::bind(&dra_socket).unwrap();
-        let s = shared.clone();
-        let (stop1, rx1) = tokio::sync::oneshot::channel::<()>();
-        let t1 = tokio::spawn(async move {
-            let _ = tonic::transport::Server::builder()
-                .add_service(v1::dra_plugin_server::DraPluginServer::new(s.clone()))
-                .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(s))
-                .serve_with_incoming_shutdown(unix_incoming(dra), async {
-                    let _ = rx1.await;
-                })
-                .await;
-        });
+        let (t1, stop1) = serve_dra(&shared, &dra_socket);
         let _ = std::fs::remove_file(&reg_socket);
         let reg = UnixListener::bind(&reg_socket).unwrap();
         let s = shared.clone();
@@ -198,6 +186,21 @@ impl TestPlugin {
         }
     }
 
+    /// Stops only the DRA service (its connections close) and removes its
+    /// socket; the registration socket stays.
+    pub async fn stop_dra(&mut self) {
+        let _ = std::fs::remove_file(&self.dra_socket);
+        let _ = self.shutdown.remove(0).send(());
+        let _ = self.tasks.remove(0).await;
+    }
+
+    /// Serves the DRA service again at the same path.
+    pub fn restart_dra(&mut self) {
+        let (task, stop) = serve_dra(&self.shared, &self.dra_socket);
+        self.tasks.insert(0, task);
+        self.shutdown.insert(0, stop);
+    }
+
     pub fn record(&self) -> std::sync::MutexGuard<'_, Record> {
         self.shared.record.lock().unwrap()
     }
@@ -215,4 +218,21 @@ impl TestPlugin {
             let _ = t.await;
         }
     }
+}
+
+fn serve_dra(shared: &Shared, path: &Path) -> (JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+    let _ = std::fs::remove_file(path);
+    let dra = UnixListener::bind(path).unwrap();
+    let s = shared.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(v1::dra_plugin_server::DraPluginServer::new(s.clone()))
+            .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(s))
+            .serve_with_incoming_shutdown(unix_incoming(dra), async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    (task, stop)
 }
