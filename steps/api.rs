@@ -12,7 +12,7 @@ use kube::discovery::Scope;
 use serde_json::json;
 
 use super::params::Identity;
-use super::{World, step};
+use super::{World, run};
 use crate::objects;
 use crate::wait::{self, Check};
 
@@ -73,9 +73,9 @@ async fn create_all(w: &mut World, who: &Identity, objs: Vec<DynamicObject>, rem
 
 #[given("the following objects are created:")]
 #[when("the following objects are created:")]
-async fn objects_created(w: &mut World, step_: &Step) -> Result<(), String> {
-    step(async {
-        let objs = manifests(w, step_)?;
+async fn objects_created(w: &mut World, step: &Step) -> Result<(), String> {
+    run(async {
+        let objs = manifests(w, step)?;
         create_all(w, &Identity::Admin, objs, true).await
     })
     .await
@@ -84,10 +84,10 @@ async fn objects_created(w: &mut World, step_: &Step) -> Result<(), String> {
 /// Tries until the creation fails with the message (admission and RBAC take a
 /// moment to apply); objects created in between are deleted again.
 #[then(expr = "creating the following objects as {identity} fails with {string}:")]
-async fn create_fails(w: &mut World, who: Identity, text: String, step_: &Step) -> Result<(), String> {
-    step(async {
+async fn create_fails(w: &mut World, who: Identity, text: String, step: &Step) -> Result<(), String> {
+    run(async {
         let text = objects::expand(&text, &w.vars())?;
-        let objs = manifests(w, step_)?;
+        let objs = manifests(w, step)?;
         let client = client_for(w, &who)?;
         let admin = w.client()?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -125,9 +125,9 @@ async fn create_fails(w: &mut World, who: Identity, text: String, step_: &Step) 
 }
 
 #[then(expr = "creating the following objects as {identity} succeeds:")]
-async fn create_succeeds(w: &mut World, who: Identity, step_: &Step) -> Result<(), String> {
-    step(async {
-        let objs = manifests(w, step_)?;
+async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> Result<(), String> {
+    run(async {
+        let objs = manifests(w, step)?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             match create_all(w, &who, objs.clone(), true).await {
@@ -174,7 +174,7 @@ async fn slice_op(w: &World, who: &Identity, verb: Verb, name: &str) -> Result<(
 
 #[then(expr = "{verb} ResourceSlice {string} as {identity} fails with {string}")]
 async fn slice_op_fails(w: &mut World, verb: Verb, name: String, who: Identity, text: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let text = objects::expand(&text, &w.vars())?;
         match slice_op(w, &who, verb, &name).await {
             Ok(()) => bail!("expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, but it succeeded"),
@@ -187,7 +187,7 @@ async fn slice_op_fails(w: &mut World, verb: Verb, name: String, who: Identity, 
 
 #[then(expr = "{verb} ResourceSlice {string} as {identity} succeeds")]
 async fn slice_op_succeeds(w: &mut World, verb: Verb, name: String, who: Identity) -> Result<(), String> {
-    step(async {
+    run(async {
         slice_op(w, &who, verb, &name)
             .await
             .with_context(|| format!("{verb:?} ResourceSlice {name} as {who:?}"))?;
@@ -199,7 +199,7 @@ async fn slice_op_succeeds(w: &mut World, verb: Verb, name: String, who: Identit
 #[given(expr = "the namespace is labelled {string}")]
 #[when(expr = "the namespace is labelled {string}")]
 async fn label_namespace(w: &mut World, label: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let (k, v) = label.split_once('=').with_context(|| format!("label {label:?} must be key=value"))?;
         let api: Api<Namespace> = Api::all(w.client()?);
         let patch = json!({ "metadata": { "labels": { k: v } } });
@@ -213,7 +213,7 @@ async fn label_namespace(w: &mut World, label: String) -> Result<(), String> {
 
 #[then(expr = "resource quota {string} reports {int} used for {string}")]
 async fn quota_used(w: &mut World, name: String, used: i64, resource: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: Api<ResourceQuota> = Api::namespaced(w.client()?, &w.namespace);
         wait::object(&api, &name, &format!("quota {name} to report {used} {resource} used"), Duration::from_secs(60), |q| {
             let got = q
@@ -235,7 +235,7 @@ async fn quota_used(w: &mut World, name: String, used: i64, resource: String) ->
 
 #[then(expr = "daemonset {string} runs a pod on node {int}")]
 async fn daemonset_runs(w: &mut World, name: String, node: usize) -> Result<(), String> {
-    step(async {
+    run(async {
         let node = w.node(node)?.to_owned();
         let pods: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         let what = format!("a running pod of daemonset {name} on {node}");

@@ -7,7 +7,7 @@ use cucumber::{then, when};
 
 use super::claims::claim_name;
 use super::params::{ClaimRef, DriverRef, Method, NodeSel};
-use super::{World, step};
+use super::{World, run};
 use crate::wait::{self, Check};
 
 fn count(w: &World, driver: &str, node: &str, m: Method) -> anyhow::Result<u64> {
@@ -29,12 +29,12 @@ fn opt_driver(s: &str) -> anyhow::Result<Option<DriverRef>> {
 
 #[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is made to fail on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn make_fail(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
-    step(set_fail(w, m, d, node, true)).await
+    run(set_fail(w, m, d, node, true)).await
 }
 
 #[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?no longer fails on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn stop_fail(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
-    step(set_fail(w, m, d, node, false)).await
+    run(set_fail(w, m, d, node, false)).await
 }
 
 async fn set_fail(w: &World, m: Method, d: String, node: NodeSel, fail: bool) -> anyhow::Result<()> {
@@ -50,7 +50,7 @@ async fn set_fail(w: &World, m: Method, d: String, node: NodeSel, fail: bool) ->
 
 #[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?is stalled on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn stall(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = label(&opt_driver(&d)?);
         let driver = w.driver(&d)?;
         for n in node.resolve(w).await? {
@@ -65,7 +65,7 @@ async fn stall(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(),
 
 #[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?is released on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn release(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = label(&opt_driver(&d)?);
         let driver = w.driver(&d)?;
         for n in node.resolve(w).await? {
@@ -82,7 +82,7 @@ async fn release(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(
 /// the count for a later "has been called again".
 #[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is called on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn is_called(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = label(&opt_driver(&d)?);
         for n in node.resolve(w).await? {
             let c = wait::poll(
@@ -110,7 +110,7 @@ async fn is_called(w: &mut World, m: Method, d: String, node: NodeSel) -> Result
 
 #[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?has been called again on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn called_again(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = label(&opt_driver(&d)?);
         for n in node.resolve(w).await? {
             let Some(mark) = w.marks.get(&(n.clone(), m.to_string())).copied() else {
@@ -128,7 +128,7 @@ async fn called_again(w: &mut World, m: Method, d: String, node: NodeSel) -> Res
 
 #[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?was called (\d+) times? on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn called_n(w: &mut World, m: Method, d: String, n: u64, node: NodeSel) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = label(&opt_driver(&d)?);
         for node in node.resolve(w).await? {
             let c = count(w, &d, &node, m)?;
@@ -143,7 +143,7 @@ async fn called_n(w: &mut World, m: Method, d: String, n: u64, node: NodeSel) ->
 
 #[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?was called through the (v1|v1beta1|v1alpha4) API on (node \d+|every node|the node of pod "[^"]+")$"#)]
 async fn called_via(w: &mut World, m: Method, d: String, api: String, node: NodeSel) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = label(&opt_driver(&d)?);
         let api: crate::plugin::NodeApi = api.parse()?;
         let path = match m {
@@ -173,7 +173,7 @@ async fn prepared_names(w: &World, d: &str, node: &str) -> anyhow::Result<Vec<(S
 
 #[then(regex = r#"^the plugin on (node \d+|every node|the node of pod "[^"]+") has prepared (claim "[^"]+"|the claim of pod "[^"]+")$"#)]
 async fn has_prepared(w: &mut World, node: NodeSel, claim: ClaimRef) -> Result<(), String> {
-    step(async {
+    run(async {
         let name = claim_name(w, &claim).await?;
         for n in node.resolve(w).await? {
             let names = prepared_names(w, "", &n).await?;
@@ -188,7 +188,7 @@ async fn has_prepared(w: &mut World, node: NodeSel, claim: ClaimRef) -> Result<(
 
 #[then(regex = r#"^no plugin has prepared claims$"#)]
 async fn none_prepared(w: &mut World) -> Result<(), String> {
-    step(async {
+    run(async {
         for (_, d) in &w.drivers {
             for n in d.nodenames() {
                 if let Some(p) = d.prepared(n) {
@@ -207,7 +207,7 @@ async fn none_prepared(w: &mut World) -> Result<(), String> {
 /// plugin may still hold the old one (stalled unprepare).
 #[then(regex = r#"^the plugin on (node \d+) still has the old claim "([^"]+)" prepared$"#)]
 async fn old_prepared(w: &mut World, node: NodeSel, claim: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let old = w
             .claim_uids
             .get(&claim)
@@ -226,7 +226,7 @@ async fn old_prepared(w: &mut World, node: NodeSel, claim: String) -> Result<(),
 
 #[then(regex = r#"^the plugin on (node \d+) has prepared only the current claim "([^"]+)"$"#)]
 async fn only_current(w: &mut World, node: NodeSel, claim: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: kube::Api<k8s_openapi::api::resource::v1::ResourceClaim> =
             kube::Api::namespaced(w.client()?, &w.namespace);
         let current = api.get(&claim).await?.metadata.uid.unwrap_or_default();
@@ -236,7 +236,7 @@ async fn only_current(w: &mut World, node: NodeSel, claim: String) -> Result<(),
             let want = current.clone();
             let name = claim.clone();
             prepared
-                .wait_until(Duration::from_secs(120), move |claims| {
+                .wait_until(&format!("only claim {claim} ({current}) prepared"), Duration::from_secs(120), move |claims| {
                     claims.len() == 1 && claims[0].name == name && claims[0].uid == want
                 })
                 .await

@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 
 use super::drivers::class_name;
 use super::params::{ClaimRef, DriverRef};
-use super::{World, step};
+use super::{World, run};
 use crate::objects::{self, ClaimShape};
 use crate::wait::{self, Check};
 
@@ -47,7 +47,7 @@ async fn create_claim(w: &mut World, name: &str, spec: ResourceClaimSpec) -> any
 
 #[given(regex = r#"^an external claim "([^"]+)"(?: for (the driver|driver "[^"]+"))?( with admin access)?$"#)]
 async fn external_claim(w: &mut World, name: String, driver: String, admin: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let label = if driver.is_empty() { String::new() } else { driver.parse::<DriverRef>().map_err(anyhow::Error::msg)?.0 };
         let mut shape = default_shape(w, &label)?;
         shape.admin_access = !admin.is_empty();
@@ -57,9 +57,9 @@ async fn external_claim(w: &mut World, name: String, driver: String, admin: Stri
 }
 
 #[given(regex = r#"^an external claim "([^"]+)" with spec:$"#)]
-async fn external_claim_spec(w: &mut World, name: String, step_: &Step) -> Result<(), String> {
-    step(async {
-        let spec = spec_from_doc(w, step_)?;
+async fn external_claim_spec(w: &mut World, name: String, step: &Step) -> Result<(), String> {
+    run(async {
+        let spec = spec_from_doc(w, step)?;
         create_claim(w, &name, spec).await
     })
     .await
@@ -138,7 +138,7 @@ impl std::str::FromStr for ClaimState {
 
 #[then(expr = "{claim} is {claimstate}")]
 async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(), String> {
-    step(async {
+    run(async {
         let name = claim_name(w, &claim).await?;
         let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
         let what = format!("ResourceClaim {name} to be {state:?}");
@@ -171,7 +171,7 @@ async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(
 
 #[then(expr = "{claim} is reserved for pod {string}")]
 async fn claim_reserved(w: &mut World, claim: ClaimRef, pod: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let name = claim_name(w, &claim).await?;
         let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
         wait::object(&api, &name, &format!("ResourceClaim {name} to be reserved for pod {pod}"), CLAIM_TIMEOUT, |c| {
@@ -189,12 +189,12 @@ async fn claim_reserved(w: &mut World, claim: ClaimRef, pod: String) -> Result<(
 
 #[when(expr = "{claim} is deleted")]
 async fn claim_deleted(w: &mut World, claim: ClaimRef) -> Result<(), String> {
-    step(delete_claim(w, claim, false)).await
+    run(delete_claim(w, claim, false)).await
 }
 
 #[when(expr = "{claim} is force-deleted")]
 async fn claim_force_deleted(w: &mut World, claim: ClaimRef) -> Result<(), String> {
-    step(delete_claim(w, claim, true)).await
+    run(delete_claim(w, claim, true)).await
 }
 
 async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Result<()> {
@@ -210,7 +210,8 @@ async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Re
             .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
             .await
         {
-            Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+            Ok(_) => {}
+            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
             Err(e) => bail!("removing the finalizers of ResourceClaim {name}: {e}"),
         }
     }
@@ -219,7 +220,7 @@ async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Re
 
 #[then(regex = r#"^the claim of pod "([^"]+)" has a name shorter than 64 characters$"#)]
 async fn generated_name_valid(w: &mut World, pod: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let name = claim_name(w, &ClaimRef::OfPod(pod)).await?;
         if name.len() > 63 {
             bail!("expected a generated claim name of at most 63 characters, got {} ({name})", name.len());

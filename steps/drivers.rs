@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::params::DriverRef;
-use super::{World, context, step};
+use super::{World, context, run};
 use crate::driver::slices::{self, Attribute, DeviceSpec, Taint};
 use crate::driver::{self, Driver, DriverOptions, Resources};
 use crate::objects;
@@ -210,7 +210,7 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
 #[given(regex = r"^(\d+)(?: to (\d+))? ready nodes?$")]
 async fn ready_nodes(w: &mut World, min: usize, max: String) -> Result<(), String> {
     let max = if max.is_empty() { min } else { max.parse().unwrap_or(min) };
-    step(select_nodes(w, min, max)).await
+    run(select_nodes(w, min, max)).await
 }
 
 pub(crate) async fn add_driver(
@@ -231,12 +231,7 @@ pub(crate) async fn add_driver(
         admin_config: ctx.cluster.kube_config(),
         namespace: w.namespace.clone(),
     };
-    let name = Driver::name_for(&w.namespace, &options.name_suffix);
-    let host = ctx
-        .cluster
-        .node_host(&w.namespace, &name, &options.instance_suffix, &w.nodes)
-        .await?;
-    let d = Driver::new(dctx, w.nodes.clone(), options, host, None);
+    let d = Driver::new(dctx, w.nodes.clone(), options, ctx.cluster.clone(), None);
     // Remember it before setting up so teardown also cleans a half set-up driver.
     w.drivers.push((label.clone(), d));
     if start {
@@ -261,11 +256,11 @@ fn options_from(phrase: &DriverPhrase, step: &Step, name_suffix: String) -> anyh
 }
 
 #[given(regex = r#"^a driver(?: "([^"]+)")? with (.+)$"#)]
-async fn a_driver(w: &mut World, label: String, phrase: String, step_: &Step) -> Result<(), String> {
-    step(async {
+async fn a_driver(w: &mut World, label: String, phrase: String, step: &Step) -> Result<(), String> {
+    run(async {
         let phrase: DriverPhrase = phrase.parse().map_err(anyhow::Error::msg)?;
         let suffix = if label.is_empty() { String::new() } else { format!("-{label}") };
-        let options = options_from(&phrase, step_, suffix)?;
+        let options = options_from(&phrase, step, suffix)?;
         add_driver(w, label, options, !phrase.start_later).await
     })
     .await
@@ -278,7 +273,7 @@ async fn second_instance(
     base: DriverRef,
     modifiers: String,
 ) -> Result<(), String> {
-    step(async {
+    run(async {
         let base_driver = w.driver(&base.0)?;
         let mut options = base_driver.options.clone();
         options.instance_suffix = format!("-{label}");
@@ -297,7 +292,7 @@ async fn second_instance(
 
 #[when(regex = r#"^(the driver|driver "[^"]+") starts$"#)]
 async fn driver_starts(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         w.driver_mut(&d.0)?.set_up().await?;
         Ok(())
     })
@@ -306,7 +301,7 @@ async fn driver_starts(w: &mut World, d: DriverRef) -> Result<(), String> {
 
 #[when(regex = r#"^(the driver|driver "[^"]+") is torn down$"#)]
 async fn driver_torn_down(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         let name = w.driver(&d.0)?.name.clone();
         // Slices stay when another instance of the same driver keeps running
         // (rolling or failed update); otherwise the kubelet must wipe them.
@@ -325,7 +320,7 @@ async fn driver_torn_down(w: &mut World, d: DriverRef) -> Result<(), String> {
 
 #[then(regex = r#"^(the driver|driver "[^"]+") is registered on every node$"#)]
 async fn registered(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         let driver = w.driver(&d.0)?;
         for node in driver.nodenames() {
             let ok = driver
@@ -361,7 +356,7 @@ async fn create_class(
 
 #[given(regex = r#"^a device class(?: for (the driver|driver "[^"]+"))?(?: with parameters (.+))?$"#)]
 async fn device_class(w: &mut World, d: String, params: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let d = if d.is_empty() { DriverRef(String::new()) } else { d.parse().map_err(anyhow::Error::msg)? };
         let parameters = if params.is_empty() {
             None
@@ -392,12 +387,12 @@ pub(crate) fn class_name(w: &World, label: &str) -> anyhow::Result<String> {
 
 #[when(regex = r#"^the device class selector is changed to "(.+)"$"#)]
 async fn class_selector(w: &mut World, expression: String) -> Result<(), String> {
-    step(set_selector(w, Some(expression))).await
+    run(set_selector(w, Some(expression))).await
 }
 
 #[when(regex = r#"^the device class selector is restored$"#)]
 async fn class_selector_restored(w: &mut World) -> Result<(), String> {
-    step(set_selector(w, None)).await
+    run(set_selector(w, None)).await
 }
 
 async fn set_selector(w: &mut World, expression: Option<String>) -> anyhow::Result<()> {
@@ -414,7 +409,7 @@ async fn set_selector(w: &mut World, expression: Option<String>) -> anyhow::Resu
 
 #[when(regex = r#"^device class "([^"]+)" is created as a copy of the device class$"#)]
 async fn class_copy(w: &mut World, name: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let name = objects::expand(&name, &w.vars())?;
         let original = class_name(w, "")?;
         let api: Api<DeviceClass> = Api::all(w.client()?);
@@ -469,7 +464,7 @@ mod tests {
 
 #[when(regex = r#"^(the driver|driver "[^"]+") is replaced by (the driver|driver "[^"]+")$"#)]
 async fn replaced(w: &mut World, old: DriverRef, new: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         let old_driver = w.driver_mut(&old.0)?;
         // The new instance takes over the slices; they must not be waited away.
         old_driver.options.expect_slice_removal = false;
@@ -484,7 +479,7 @@ async fn replaced(w: &mut World, old: DriverRef, new: DriverRef) -> Result<(), S
 
 #[then(regex = r#"^the slices of (the driver|driver "[^"]+") are unchanged if the outage was shorter than the kubelet's wiping delay$"#)]
 async fn unchanged_if_short(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         let outage = w.outage.context("no driver was replaced in this scenario")?;
         let delay = context()?.cluster.wiping_delay();
         if outage >= delay {

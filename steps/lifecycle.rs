@@ -141,15 +141,15 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
     let client = w.client()?;
     let mut first: Option<anyhow::Error> = None;
     let mut t = Instant::now();
-    let mut lap = |w: &mut World, phase: &'static str| {
+    let lap = |w: &mut World, t: &mut Instant, phase: &'static str| {
         w.teardown_timings.push((phase, t.elapsed()));
-        t = Instant::now();
+        *t = Instant::now();
     };
 
     if let Err(e) = super::pods::delete_all_pods(w, Duration::from_secs(60)).await {
         first.get_or_insert(e);
     }
-    lap(w, "delete pods");
+    lap(w, &mut t, "delete pods");
 
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &w.namespace);
     if let Err(e) = claims
@@ -187,7 +187,7 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
     if let Err(e) = r {
         first.get_or_insert(e.into());
     }
-    lap(w, "delete claims and wait for unprepare");
+    lap(w, &mut t, "delete claims and wait for unprepare");
 
     let classes: Api<DeviceClass> = Api::all(client.clone());
     let names: Vec<String> = w
@@ -198,13 +198,14 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
         .collect();
     for name in names {
         match classes.delete(&name, &DeleteParams::default()).await {
-            Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+            Ok(_) => {}
+            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
             Err(e) => {
                 first.get_or_insert(anyhow::anyhow!("deleting DeviceClass {name}: {e}"));
             }
         }
     }
-    lap(w, "delete device classes");
+    lap(w, &mut t, "delete device classes");
 
     let mut drivers = std::mem::take(&mut w.drivers);
     for (_, d) in drivers.iter_mut().rev() {
@@ -219,7 +220,8 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
     for (ar, name) in std::mem::take(&mut w.cluster_objects).into_iter().rev() {
         let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
         match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+            Ok(_) => {}
+            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
             Err(e) => {
                 first.get_or_insert(anyhow::anyhow!("deleting {} {name}: {e}", ar.kind));
             }
@@ -228,12 +230,13 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
 
     let ns: Api<Namespace> = Api::all(client);
     match ns.delete(&w.namespace, &DeleteParams::default()).await {
-        Ok(_) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => {}
+        Ok(_) => {}
+            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
         Err(e) => {
             first.get_or_insert(anyhow::anyhow!("deleting namespace {}: {e}", w.namespace));
         }
     }
-    lap(w, "delete namespace");
+    lap(w, &mut t, "delete namespace");
     match first {
         Some(e) => Err(e),
         None => Ok(()),

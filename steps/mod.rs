@@ -183,7 +183,7 @@ impl World {
 
 /// Runs a step body with the step timeout and the run's interrupt, and turns
 /// its error into the message cucumber reports.
-pub async fn step<T>(
+pub async fn run<T>(
     fut: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> Result<T, String> {
     let ctx = context().map_err(|e| e.to_string())?;

@@ -13,7 +13,7 @@ use kube::runtime::watcher;
 
 use super::claims::default_shape;
 use super::params::{Dur, PodState, quoted_list};
-use super::{PodRecord, World, context, step};
+use super::{PodRecord, World, context, run};
 use crate::objects::{self, PodClaims, PodShape};
 use crate::wait::{self, Check};
 
@@ -145,15 +145,15 @@ async fn create_pod(w: &mut World, name: &str, claims: &str, step: Option<&Step>
 
 #[given(regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#)]
 #[when(regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#)]
-async fn pod_created(w: &mut World, name: String, claims: String, step_: &Step) -> Result<(), String> {
-    step(create_pod(w, &name, &claims, Some(step_))).await
+async fn pod_created(w: &mut World, name: String, claims: String, step: &Step) -> Result<(), String> {
+    run(create_pod(w, &name, &claims, Some(step))).await
 }
 
 #[when(regex = r#"^(\d+) pods "([^"]+)" (with an inline claim|using claims? .+) are created$"#)]
-async fn pods_created(w: &mut World, n: usize, prefix: String, claims: String, step_: &Step) -> Result<(), String> {
-    step(async {
+async fn pods_created(w: &mut World, n: usize, prefix: String, claims: String, step: &Step) -> Result<(), String> {
+    run(async {
         for i in 1..=n {
-            create_pod(w, &format!("{prefix}-{i}"), &claims, Some(step_)).await?;
+            create_pod(w, &format!("{prefix}-{i}"), &claims, Some(step)).await?;
         }
         Ok(())
     })
@@ -161,10 +161,10 @@ async fn pods_created(w: &mut World, n: usize, prefix: String, claims: String, s
 }
 
 #[when(regex = r#"^one pod per node (with an inline claim|using claims? .+) is created$"#)]
-async fn pod_per_node(w: &mut World, claims: String, step_: &Step) -> Result<(), String> {
-    step(async {
+async fn pod_per_node(w: &mut World, claims: String, step: &Step) -> Result<(), String> {
+    run(async {
         for i in 1..=w.nodes.len() {
-            create_pod(w, &format!("tester-{i}"), &claims, Some(step_)).await?;
+            create_pod(w, &format!("tester-{i}"), &claims, Some(step)).await?;
         }
         Ok(())
     })
@@ -249,12 +249,12 @@ pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::
 
 #[then(expr = "pod {string} is {podstate}")]
 async fn pod_is(w: &mut World, name: String, state: PodState) -> Result<(), String> {
-    step(wait_pod(w, &name, state)).await
+    run(wait_pod(w, &name, state)).await
 }
 
 #[then(expr = "all pods are {podstate}")]
 async fn all_pods_are(w: &mut World, state: PodState) -> Result<(), String> {
-    step(async {
+    run(async {
         if w.pods.is_empty() {
             bail!("the scenario created no pods");
         }
@@ -267,7 +267,7 @@ async fn all_pods_are(w: &mut World, state: PodState) -> Result<(), String> {
 
 #[then(expr = "pod {string} stays pending for {duration}")]
 async fn stays_pending(w: &mut World, name: String, d: Dur) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         wait::consistently(&format!("pod {name} to stay pending"), d.0, Duration::from_millis(200), || async {
             match api.get_opt(&name).await {
@@ -284,7 +284,7 @@ async fn stays_pending(w: &mut World, name: String, d: Dur) -> Result<(), String
 
 #[then(expr = "pod {string} is unschedulable with a message containing {string}")]
 async fn unschedulable_with(w: &mut World, name: String, text: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         let what = format!("pod {name} to be unschedulable with a message containing {text:?}");
         wait::object(&api, &name, &what, Duration::from_secs(120), |p| match p {
@@ -303,7 +303,7 @@ async fn unschedulable_with(w: &mut World, name: String, text: String) -> Result
 
 #[then(expr = "pod {string} has restarted at least {int} times")]
 async fn restarted(w: &mut World, name: String, n: i32) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         wait::object(&api, &name, &format!("pod {name} to restart {n} times"), Duration::from_secs(900), |p| {
             let count = p
@@ -321,7 +321,7 @@ async fn restarted(w: &mut World, name: String, n: i32) -> Result<(), String> {
 
 #[then("all pods run on different nodes")]
 async fn different_nodes(w: &mut World) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for p in &w.pods {
@@ -347,7 +347,7 @@ async fn delete_pod(w: &World, name: &str, force: bool) -> anyhow::Result<()> {
 
 #[when(expr = "pod {string} is deleted")]
 async fn pod_deleted(w: &mut World, name: String) -> Result<(), String> {
-    step(async {
+    run(async {
         delete_pod(w, &name, false).await?;
         wait_pod(w, &name, PodState::Gone).await
     })
@@ -356,7 +356,7 @@ async fn pod_deleted(w: &mut World, name: String) -> Result<(), String> {
 
 #[when(expr = "pod {string} is force-deleted")]
 async fn pod_force_deleted(w: &mut World, name: String) -> Result<(), String> {
-    step(async {
+    run(async {
         delete_pod(w, &name, true).await?;
         wait_pod(w, &name, PodState::Gone).await
     })
@@ -365,7 +365,7 @@ async fn pod_force_deleted(w: &mut World, name: String) -> Result<(), String> {
 
 #[when("all pods are deleted")]
 async fn all_pods_deleted(w: &mut World) -> Result<(), String> {
-    step(async {
+    run(async {
         for p in &w.pods {
             delete_pod(w, &p.name, false).await?;
         }
@@ -379,7 +379,7 @@ async fn all_pods_deleted(w: &mut World) -> Result<(), String> {
 
 #[when(expr = "the status of pod {string} marks its claim as not needed")]
 async fn claim_not_needed(w: &mut World, name: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let record = w.pods.iter().find(|p| p.name == name).with_context(|| format!("the scenario created no pod {name}"))?;
         let statuses: Vec<_> = record.pod_claims.iter().map(|c| serde_json::json!({ "name": c })).collect();
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
@@ -422,7 +422,7 @@ async fn containers_of(w: &World, pod: &str, which: &str) -> anyhow::Result<Vec<
 
 #[then(regex = r#"^(every container|container "[^"]+"|init container "[^"]+") of pod "([^"]+)" has env (".+")$"#)]
 async fn has_env(w: &mut World, which: String, pod: String, list: String) -> Result<(), String> {
-    step(async {
+    run(async {
         wait_pod(w, &pod, PodState::Running).await.or_else(|e| {
             if which.starts_with("init") { Ok(()) } else { Err(e) }
         })?;
@@ -444,7 +444,7 @@ async fn has_env(w: &mut World, which: String, pod: String, list: String) -> Res
 
 #[then(regex = r#"^container "([^"]+)" of pod "([^"]+)" has exactly the driver env (".+")$"#)]
 async fn has_exact_env(w: &mut World, container: String, pod: String, list: String) -> Result<(), String> {
-    step(async {
+    run(async {
         wait_pod(w, &pod, PodState::Running).await?;
         let mut want = quoted_list(&list);
         want.sort();
@@ -459,7 +459,7 @@ async fn has_exact_env(w: &mut World, container: String, pod: String, list: Stri
 
 #[then(expr = "pod {string} gets a {string} event containing {string}")]
 async fn pod_event(w: &mut World, pod: String, reason: String, text: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let api: Api<Event> = Api::namespaced(w.client()?, &w.namespace);
         let config = watcher::Config::default().fields(&format!("involvedObject.name={pod}"));
         wait::list(&api, config, &format!("a {reason} event on pod {pod} containing {text:?}"), Duration::from_secs(600), |events| {

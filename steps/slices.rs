@@ -8,7 +8,7 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams};
 
 use super::params::{DriverRef, Dur, quoted_list};
-use super::{World, step};
+use super::{World, run};
 use crate::wait::{self, Check};
 
 /// Compares the fields that matter, ignoring server bookkeeping.
@@ -33,13 +33,13 @@ async fn node_local_problems(
     for node in driver.nodenames() {
         let mine: Vec<&ResourceSlice> = slices
             .iter()
-            .filter(|s| s.spec.as_ref().and_then(|sp| sp.node_name.as_deref()) == Some(node))
+            .filter(|s| s.spec.node_name.as_deref() == Some(node))
             .collect();
         if mine.len() != 1 {
             return Ok(Some(format!("node {node} has {} slices of the driver, expected 1", mine.len())));
         }
         let s = mine[0];
-        let spec = s.spec.as_ref().context("slice without spec")?;
+        let spec = &s.spec;
         let n = nodes.get(node).await.with_context(|| format!("reading node {node}"))?;
         let owner_ok = s.metadata.owner_references.as_ref().is_some_and(|o| {
             o.len() == 1
@@ -72,7 +72,7 @@ async fn node_local_problems(
 
 #[then(regex = r#"^(the driver|driver "[^"]+") publishes one slice per node with devices (".+")$"#)]
 async fn one_slice_per_node(w: &mut World, d: DriverRef, devices: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let devices = quoted_list(&devices);
         wait::poll("the driver's node-local slices", Duration::from_secs(20), Duration::from_millis(200), || {
             let devices = devices.clone();
@@ -94,14 +94,13 @@ async fn one_slice_per_node(w: &mut World, d: DriverRef, devices: String) -> Res
 
 #[then(regex = r#"^(the driver|driver "[^"]+") keeps publishing them for (\d+(?:ms|s|m))$"#)]
 async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), String> {
-    step(async {
+    run(async {
         let devices: Vec<String> = {
             let driver = w.driver(&d.0)?;
             let slices = driver.slices().await?;
             slices
                 .first()
-                .and_then(|s| s.spec.as_ref())
-                .and_then(|s| s.devices.clone())
+                .and_then(|s| s.spec.devices.clone())
                 .unwrap_or_default()
                 .into_iter()
                 .map(|d| d.name)
@@ -127,7 +126,7 @@ async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), S
 
 #[when(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
 async fn note_slices(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         let mut slices = w.driver(&d.0)?.slices().await?;
         slices.sort_by_key(|s| s.metadata.name.clone());
         w.noted_slices = Some(slices);
@@ -138,7 +137,7 @@ async fn note_slices(w: &mut World, d: DriverRef) -> Result<(), String> {
 
 #[then(regex = r#"^the slices of (the driver|driver "[^"]+") are unchanged$"#)]
 async fn slices_unchanged(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(assert_unchanged(w, &d.0)).await
+    run(assert_unchanged(w, &d.0)).await
 }
 
 pub(crate) async fn assert_unchanged(w: &World, d: &str) -> anyhow::Result<()> {
@@ -161,7 +160,7 @@ pub(crate) async fn assert_unchanged(w: &World, d: &str) -> anyhow::Result<()> {
 
 #[then(regex = r#"^the slices of (the driver|driver "[^"]+") are removed$"#)]
 async fn slices_removed(w: &mut World, d: DriverRef) -> Result<(), String> {
-    step(async {
+    run(async {
         w.driver(&d.0)?.is_gone(Duration::from_secs(120)).await?;
         Ok(())
     })
@@ -170,12 +169,12 @@ async fn slices_removed(w: &mut World, d: DriverRef) -> Result<(), String> {
 
 async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlice>> {
     let slices = w.driver("")?.slices().await?;
-    Ok(slices.into_iter().find(|s| s.spec.as_ref().is_some_and(|sp| sp.pool.name == pool)))
+    Ok(slices.into_iter().find(|s| s.spec.pool.name == pool))
 }
 
 #[then(expr = "the driver publishes pool {string} for all nodes")]
 async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let s = wait::poll(&format!("a slice of pool {pool}"), Duration::from_secs(30), Duration::from_millis(200), || {
             let w = &*w;
             let pool = pool.clone();
@@ -188,7 +187,7 @@ async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
             }
         })
         .await?;
-        let spec = s.spec.clone().context("slice without spec")?;
+        let spec = s.spec.clone();
         if spec.node_name.is_some() || spec.all_nodes != Some(true) || spec.pool.resource_slice_count != 1 {
             bail!("expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}", spec);
         }
@@ -200,7 +199,7 @@ async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
 
 #[when(expr = "the slice of pool {string} is deleted")]
 async fn delete_pool_slice(w: &mut World, pool: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let s = pool_slice(w, &pool).await?.with_context(|| format!("no slice of pool {pool}"))?;
         let name = s.metadata.name.clone().unwrap_or_default();
         w.slice_uids.insert(pool, s.metadata.uid.unwrap_or_default());
@@ -215,7 +214,7 @@ async fn delete_pool_slice(w: &mut World, pool: String) -> Result<(), String> {
 
 #[then(expr = "the slice of pool {string} is recreated with a new UID")]
 async fn recreated(w: &mut World, pool: String) -> Result<(), String> {
-    step(async {
+    run(async {
         let old = w.slice_uids.get(&pool).cloned().with_context(|| format!("the slice of pool {pool} was not seen before"))?;
         wait::poll(&format!("the slice of pool {pool} to be recreated"), Duration::from_secs(50), Duration::from_millis(200), || {
             let w = &*w;

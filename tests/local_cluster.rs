@@ -325,7 +325,7 @@ fn a_panic_while_owning_the_cluster_still_stops_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keep_files_leaves_logs_and_kubeconfig_after_stop() {
+async fn keep_files_leaves_logs_after_stop_and_crashes_are_reported() {
     let cluster = LocalCluster::start(LocalClusterOptions {
         keep_files: true,
         ..Default::default()
@@ -335,8 +335,28 @@ async fn keep_files_leaves_logs_and_kubeconfig_after_stop() {
     let components = cluster.components();
     let binaries_dir = cluster.binaries_dir().to_owned();
     let dir = cluster.dir().to_owned();
-    cluster.stop().await.expect("stopping the cluster");
 
+    // A component dying on its own is reported (what `cluster up` watches).
+    let scheduler = components
+        .iter()
+        .find(|c| c.name == "kube-scheduler")
+        .unwrap();
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(scheduler.pid as libc::pid_t, libc::SIGKILL) };
+    let exited = tokio::time::timeout(DEADLINE, cluster.component_exited())
+        .await
+        .expect("the scheduler's exit is noticed");
+    match exited {
+        LocalClusterError::Exited {
+            component, status, ..
+        } => {
+            assert_eq!(component, "kube-scheduler");
+            assert!(status.contains("SIGKILL"), "{status}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+
+    cluster.stop().await.expect("stopping the cluster");
     for c in &components {
         assert!(!component_alive(c, &binaries_dir), "{c:?} still runs");
         let log = std::fs::read_to_string(&c.log_path).unwrap();
@@ -411,31 +431,8 @@ fn cluster_up_without_binaries_exits_non_zero_with_the_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_up_serves_until_sigint_then_cleans_up() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dra-e2e"))
-        .args([
-            "cluster",
-            "up",
-            "--feature-gates",
-            "DRAPartitionableDevices=true",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let kubeconfig = tokio::time::timeout(DEADLINE * 2, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(path) = line.trim().strip_prefix("kubeconfig:") {
-                return PathBuf::from(path.trim());
-            }
-        }
-        panic!("cluster up ended without printing the kubeconfig");
-    })
-    .await
-    .expect("cluster up printed its kubeconfig in time");
-    let dir = kubeconfig.parent().unwrap().to_owned();
-
+    let (mut child, dir) = cluster_up(&["--feature-gates", "DRAPartitionableDevices=true"]).await;
+    let kubeconfig = dir.join("kubeconfig");
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
@@ -461,4 +458,58 @@ async fn cluster_up_serves_until_sigint_then_cleans_up() {
     assert!(status.success(), "{status}");
     assert_eq!(processes_using(&dir), Vec::<String>::new());
     assert!(!dir.exists());
+}
+
+/// Starts `dra-e2e cluster up` and returns it with the cluster's directory
+/// once it printed its kubeconfig.
+async fn cluster_up(args: &[&str]) -> (tokio::process::Child, PathBuf) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dra-e2e"))
+        .args(["cluster", "up"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let kubeconfig = tokio::time::timeout(DEADLINE * 2, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(path) = line.trim().strip_prefix("kubeconfig:") {
+                return PathBuf::from(path.trim());
+            }
+        }
+        panic!("cluster up ended without printing the kubeconfig");
+    })
+    .await
+    .expect("cluster up printed its kubeconfig in time");
+    // Keep reading stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, kubeconfig.parent().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_die_with_a_sigkilled_runner() {
+    let (mut child, dir) = cluster_up(&[]).await;
+    assert_eq!(
+        processes_using(&dir).len(),
+        4,
+        "{:#?}",
+        processes_using(&dir)
+    );
+
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    // The kernel delivers the parent-death signal asynchronously and there is
+    // no event for another process's children exiting, so poll /proc briefly.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while !processes_using(&dir).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "orphans of a SIGKILLed runner: {:#?}",
+            processes_using(&dir)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Nobody was left to remove the directory.
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -826,6 +826,38 @@ async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
     plugin_b.stop().await.unwrap();
 }
 
+#[tokio::test]
+async fn a_stalled_call_the_client_gives_up_on_is_logged_as_abandoned() {
+    let node = Node::new("node-a");
+    let claims = Arc::new(FakeClaims::default());
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(claims.clone(), &calls)).await;
+    let refs = two_claims(&claims);
+    calls.stall("node-a", method::V1_UNPREPARE);
+    let channel = dial_patient(&node.dra_socket()).await;
+    let waiting = {
+        let (channel, refs) = (channel.clone(), refs.clone());
+        tokio::spawn(async move { unprepare(NodeApi::V1, channel, &refs).await })
+    };
+    calls
+        .wait_stalled("node-a", method::V1_UNPREPARE, 1, WAIT)
+        .await
+        .unwrap();
+    // Like the kubelet's deadline passing: the client resets the stream.
+    waiting.abort();
+    let record = calls
+        .wait_for_call("node-a", "an abandoned unprepare", WAIT, |r| {
+            r.outcome == CallOutcome::Abandoned
+        })
+        .await
+        .unwrap();
+    assert_eq!(record.method, method::V1_UNPREPARE);
+    assert_eq!(calls.stalled("node-a", method::V1_UNPREPARE), 0);
+    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 1);
+    calls.release("node-a", method::V1_UNPREPARE);
+    plugin.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_calls_from_two_nodes_do_not_deadlock() {
     let (a, b) = (Node::new("node-a"), Node::new("node-b"));

@@ -159,6 +159,21 @@ impl std::fmt::Display for LogTail {
     }
 }
 
+impl LocalClusterError {
+    /// A component could not bind its port: another process took one of the
+    /// ports chosen as free in the short window before the component bound it.
+    fn is_port_conflict(&self) -> bool {
+        match self {
+            LocalClusterError::Exited { log, .. } => log.tail.contains("address already in use"),
+            _ => false,
+        }
+    }
+}
+
+/// Start attempts when a chosen port turns out to be taken (see
+/// [`LocalClusterError::is_port_conflict`]).
+const START_ATTEMPTS: u32 = 3;
+
 /// One running component, for diagnostics and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Component {
@@ -196,9 +211,25 @@ impl LocalCluster {
     /// and waits until each is ready. On error nothing is left running and the
     /// directory is removed (unless `keep_files`).
     pub async fn start(options: LocalClusterOptions) -> Result<Self, LocalClusterError> {
-        let started = Instant::now();
         let binaries = Binaries::find(options.binaries_dir.as_deref())?;
-        let mut running = Running::create(&options)?;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(&options, binaries.clone()).await {
+                Err(e) if attempt < START_ATTEMPTS && e.is_port_conflict() => {
+                    tracing::warn!(error = %e, attempt, "a port was taken before the component bound it; retrying with new ports");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn start_once(
+        options: &LocalClusterOptions,
+        binaries: Binaries,
+    ) -> Result<Self, LocalClusterError> {
+        let started = Instant::now();
+        let mut running = Running::create(options)?;
         let dir = running.path().to_owned();
 
         let pki_dir = make_dir(&dir.join("pki"), 0o700)?;
@@ -252,7 +283,7 @@ impl LocalCluster {
             &running.processes[apiserver],
             "GET /readyz",
             timeout,
-            || readiness::probe_kube(&client, "/readyz"),
+            || readiness::probe_kube(&client, ports.apiserver, "/readyz"),
         )
         .await?;
 
@@ -275,13 +306,13 @@ impl LocalCluster {
                 &running.processes[scheduler],
                 "GET /healthz",
                 timeout,
-                || { readiness::probe_kube(&scheduler_client, "/healthz") }
+                || { readiness::probe_kube(&scheduler_client, ports.scheduler, "/healthz") }
             ),
             ready(
                 &running.processes[controller_manager],
                 "GET /healthz",
                 timeout,
-                || { readiness::probe_kube(&kcm_client, "/healthz") }
+                || { readiness::probe_kube(&kcm_client, ports.controller_manager, "/healthz") }
             ),
         );
         s?;
@@ -300,7 +331,7 @@ impl LocalCluster {
             kube_config,
             client,
             server_url,
-            feature_gates: options.feature_gates,
+            feature_gates: options.feature_gates.clone(),
             binaries,
         })
     }
@@ -591,4 +622,38 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), LocalClusterError> {
             source,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited_with(tail: &str) -> LocalClusterError {
+        LocalClusterError::Exited {
+            component: "etcd".into(),
+            status: "exit status: 1".into(),
+            log: Box::new(LogTail {
+                path: "/x/etcd.log".into(),
+                tail: tail.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn only_bind_failures_are_retried() {
+        assert!(
+            exited_with("listen tcp 127.0.0.1:4001: bind: address already in use")
+                .is_port_conflict()
+        );
+        assert!(!exited_with("unrecognized feature gate: X").is_port_conflict());
+    }
+
+    #[test]
+    fn errors_quote_the_log() {
+        let msg = exited_with("line one\nline two").to_string();
+        assert_eq!(
+            msg,
+            "etcd exited (exit status: 1); last lines of /x/etcd.log:\nline one\nline two"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 
-use crate::driver::sockets::NodeHost;
+use crate::driver::sockets::{HostProvider, NodeHost};
 use crate::node_sim::{SimNode, SimNodeConfig};
 use crate::runner::cli::{ClusterChoice, RunArgs};
 use crate::runner::features::Environment;
@@ -171,7 +171,7 @@ impl Cluster {
                 Ok(n) => nodes.push(n),
                 Err(e) => {
                     for n in nodes {
-                        n.stop().await;
+                        let _ = n.stop().await;
                     }
                     let _ = cluster.stop().await;
                     return Err(anyhow::anyhow!("starting simulated node {name}: {e}"));
@@ -261,8 +261,12 @@ impl Cluster {
         })
     }
 
+}
+
+#[async_trait::async_trait]
+impl HostProvider for Cluster {
     /// Where a driver's plugin sockets and CDI files live on `nodes`.
-    pub async fn node_host(
+    async fn node_host(
         &self,
         namespace: &str,
         driver: &str,
@@ -283,6 +287,9 @@ impl Cluster {
             )),
         }
     }
+}
+
+impl Cluster {
 
     /// The environment of a running container, as `env` inside it prints it.
     pub async fn container_env(
@@ -313,7 +320,12 @@ impl Cluster {
                 .nodes
                 .iter()
                 .find(|n| n.name() == node)
-                .map(|n| n.journal_text()),
+                .map(|n| {
+                    n.events()
+                        .iter()
+                        .map(|e| format!("{e}\n"))
+                        .collect::<String>()
+                }),
             Kind::Remote(_) => None,
         }
     }
@@ -358,7 +370,9 @@ impl Cluster {
     pub async fn shutdown(self) {
         if let Kind::Local(l) = self.kind {
             for n in l.nodes {
-                n.stop().await;
+                if let Err(e) = n.stop().await {
+                    eprintln!("dra-e2e: stopping simulated node: {e}");
+                }
             }
             let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
             if let Some(c) = cluster

@@ -103,3 +103,126 @@ pub async fn exec_env(
     let _ = attached.join().await;
     Ok(out.lines().map(str::to_owned).collect())
 }
+
+/// How to run the agent in the proxy pods: upstream's hostpathplugin image,
+/// or any image carrying `dra-e2e` (chosen by the image name).
+fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
+    let agent = if image.contains("hostpathplugin") {
+        crate::proxy::AgentKind::HostPathPlugin
+    } else {
+        crate::proxy::AgentKind::DraE2e
+    };
+    crate::proxy::ProxyImage {
+        image: image.to_owned(),
+        agent,
+    }
+}
+
+impl RemoteEnv {
+    /// Deploys the proxy pods of one driver instance on `nodes`.
+    pub async fn host(
+        &self,
+        client: kube::Client,
+        namespace: &str,
+        driver: &str,
+        instance: &str,
+        nodes: &[String],
+    ) -> anyhow::Result<RemoteHost> {
+        let mut spec = crate::proxy::ProxyPodsSpec::new(namespace, driver, nodes.to_vec());
+        spec.name_suffix = driver
+            .strip_prefix(namespace)
+            .and_then(|s| s.strip_suffix(".k8s.io"))
+            .unwrap_or_default()
+            .to_owned();
+        spec.instance_suffix = instance.to_owned();
+        spec.kubelet_root = self.kubelet_root.display().to_string();
+        spec.image = proxy_image(&self.proxy_image);
+        let pods = crate::proxy::ProxyPods::deploy(client.clone(), spec, Duration::from_secs(300))
+            .await
+            .with_context(|| format!("deploying the proxy pods of driver {driver}"))?;
+        Ok(RemoteHost {
+            client,
+            kubelet_root: self.kubelet_root.clone(),
+            pods: tokio::sync::Mutex::new(Some(pods)),
+        })
+    }
+}
+
+/// A driver's nodes on a real cluster, reached through its proxy pods.
+pub struct RemoteHost {
+    client: kube::Client,
+    kubelet_root: PathBuf,
+    pods: tokio::sync::Mutex<Option<crate::proxy::ProxyPods>>,
+}
+
+#[async_trait::async_trait]
+impl crate::driver::sockets::NodeHost for RemoteHost {
+    fn kubelet_root(&self, _node: &str) -> PathBuf {
+        self.kubelet_root.clone()
+    }
+
+    fn cdi_files(&self, node: &str) -> std::sync::Arc<dyn crate::node_files::NodeFiles> {
+        let pod = self
+            .pods
+            .try_lock()
+            .ok()
+            .and_then(|p| p.as_ref().and_then(|p| p.pod_on(node).cloned()));
+        match pod {
+            Some(pod) => std::sync::Arc::new(pod.cdi_files(self.client.clone())),
+            // Without a proxy pod there is no way onto the node; writes fail
+            // with a clear error from the empty local directory instead.
+            None => std::sync::Arc::new(crate::node_files::LocalDir::new(format!(
+                "/nonexistent/no-proxy-pod-on-{node}"
+            ))),
+        }
+    }
+
+    fn pod_of(&self, node: &str) -> Option<(String, String)> {
+        let pods = self.pods.try_lock().ok()?;
+        let pod = pods.as_ref()?.pod_on(node)?;
+        Some((pod.name.clone(), pod.uid.clone()))
+    }
+
+    async fn serve(
+        &self,
+        node: &str,
+        socket: &Path,
+    ) -> Result<crate::driver::sockets::Served, crate::driver::sockets::SocketError> {
+        use futures::FutureExt as _;
+        let err = |message: String| crate::driver::sockets::SocketError {
+            node: node.to_owned(),
+            socket: socket.to_owned(),
+            message,
+        };
+        let pod = {
+            let pods = self.pods.lock().await;
+            pods.as_ref()
+                .and_then(|p| p.pod_on(node).cloned())
+                .ok_or_else(|| err("no proxy pod runs on this node".to_owned()))?
+        };
+        let path = socket.display().to_string();
+        let (proxied, incoming) = crate::proxy::ProxiedSocket::remote(
+            self.client.clone(),
+            &pod,
+            &path,
+            crate::proxy::PoolConfig::default(),
+        )
+        .await
+        .map_err(|e| err(e.to_string()))?;
+        let stop = async move {
+            if let Err(e) = proxied.stop().await {
+                tracing::warn!(socket = %path, error = %e, "stopping the proxied socket");
+            }
+        }
+        .boxed();
+        Ok(crate::driver::sockets::Served::new(incoming, stop))
+    }
+
+    async fn tear_down(&self) {
+        if let Some(pods) = self.pods.lock().await.take()
+            && let Err(e) = pods.teardown(Duration::from_secs(120)).await
+        {
+            tracing::warn!(error = %e, "removing proxy pods");
+        }
+    }
+}

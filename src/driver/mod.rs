@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use crate::plugin::{Calls, NodeApi, NodePlugin, PluginConfig, Prepared};
 use crate::wait::{self, Check};
 use slices::{DeviceSpec, Publisher, Taint};
-use sockets::{NodeHost, Stopper};
+use sockets::{HostProvider, NodeHost, Stopper};
 
 /// The devices a driver offers.
 #[derive(Debug, Clone)]
@@ -129,7 +129,8 @@ pub struct Driver {
     ctx: Context,
     nodes: Vec<String>,
     calls: Calls,
-    host: Arc<dyn NodeHost>,
+    hosts: Arc<dyn HostProvider>,
+    host: Option<Arc<dyn NodeHost>>,
     identity: rbac::Identity,
     instances: BTreeMap<String, NodeInstance>,
     /// Prepared-claim views survive a stop so teardown can still wait on them.
@@ -163,7 +164,7 @@ impl Driver {
         ctx: Context,
         nodes: Vec<String>,
         options: DriverOptions,
-        host: Arc<dyn NodeHost>,
+        hosts: Arc<dyn HostProvider>,
         calls: Option<Calls>,
     ) -> Self {
         let name = Self::name_for(&ctx.namespace, &options.name_suffix);
@@ -174,7 +175,8 @@ impl Driver {
             identity,
             ctx,
             nodes,
-            host,
+            hosts,
+            host: None,
             options,
             instances: BTreeMap::new(),
             prepared: BTreeMap::new(),
@@ -217,7 +219,7 @@ impl Driver {
     /// A client acting as this driver's plugin on `node` (any node name, even
     /// one that does not exist).
     pub fn plugin_client(&self, node: &str) -> Result<kube::Client, DriverError> {
-        let pod = self.host.pod_of(node);
+        let pod = self.host.as_ref().and_then(|h| h.pod_of(node));
         let config = rbac::impersonate(
             &self.ctx.admin_config,
             &self.identity,
@@ -236,6 +238,20 @@ impl Driver {
     /// kubelet) the wait until every node registered the plugin.
     pub async fn set_up(&mut self) -> Result<(), DriverError> {
         self.create_identity().await?;
+        let host = self
+            .hosts
+            .node_host(
+                &self.ctx.namespace,
+                &self.name,
+                &self.options.instance_suffix,
+                &self.nodes,
+            )
+            .await
+            .map_err(|e| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("{e:#}"),
+            })?;
+        self.host = Some(host);
         self.publish_shared_slices().await?;
         let nodes = self.nodes.clone();
         for (index, node) in nodes.iter().enumerate() {
@@ -323,7 +339,11 @@ impl Driver {
     }
 
     async fn start_node(&mut self, index: usize, node: &str) -> Result<(), DriverError> {
-        let root = self.host.kubelet_root(node);
+        let host = self.host.clone().ok_or_else(|| DriverError::Other {
+            driver: self.name.clone(),
+            message: "starting a plugin before the driver's nodes are known".to_owned(),
+        })?;
+        let root = host.kubelet_root(node);
         let rolling_uid = self
             .options
             .rolling_update
@@ -337,7 +357,7 @@ impl Driver {
             node,
             dra_path.display().to_string(),
             Arc::new(client.clone()),
-            self.host.cdi_files(node),
+            host.cdi_files(node),
             self.calls.clone(),
         )
         .with_node_apis(self.options.node_apis.clone())
@@ -347,15 +367,13 @@ impl Driver {
         let (dra_in, reg_in) = if self.options.with_kubelet {
             // The DRA socket must accept before the kubelet learns about it
             // through the registration socket.
-            let (dra_in, s1) = self
-                .host
+            let (dra_in, s1) = host
                 .serve(node, &dra_path)
                 .await
                 .map_err(|e| DriverError::Socket(e, self.name.clone()))?
                 .into_parts();
             stoppers.push(s1);
-            let (reg_in, s2) = self
-                .host
+            let (reg_in, s2) = host
                 .serve(node, &reg_path)
                 .await
                 .map_err(|e| DriverError::Socket(e, self.name.clone()))?
@@ -454,7 +472,9 @@ impl Driver {
             t = Instant::now();
         };
         self.stop_plugins().await;
-        self.host.tear_down().await;
+        if let Some(host) = self.host.take() {
+            host.tear_down().await;
+        }
         lap(&mut self.teardown_timings, "stop plugins");
         let mut first_error = None;
         for (kind, name) in std::mem::take(&mut self.identity_created).into_iter().rev() {
@@ -510,7 +530,8 @@ impl Driver {
                 .map(|_| ()),
         };
         match r {
-            Ok(()) | Err(kube::Error::Api(kube::core::Status { code: 404, .. })) => Ok(()),
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(ref s)) if s.code == 404 => Ok(()),
             Err(e) => Err(self.kube_err(format!("deleting {kind} {name}"))(e)),
         }
     }

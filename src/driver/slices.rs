@@ -209,11 +209,11 @@ pub fn all_nodes_slice(
 }
 
 fn pool_of(s: &ResourceSlice) -> Option<&str> {
-    s.spec.as_ref().map(|sp| sp.pool.name.as_str())
+    Some(s.spec.pool.name.as_str())
 }
 
 fn devices_of(s: &ResourceSlice) -> Value {
-    serde_json::to_value(s.spec.as_ref().and_then(|sp| sp.devices.clone())).unwrap_or_default()
+    serde_json::to_value(s.spec.devices.clone()).unwrap_or_default()
 }
 
 /// Keeps one pool's slice in place with the given client until stopped.
@@ -236,9 +236,7 @@ impl Publisher {
 }
 
 async fn publish(client: kube::Client, desired: ResourceSlice, cancel: CancellationToken) {
-    let Some(spec) = desired.spec.clone() else {
-        return;
-    };
+    let spec = desired.spec.clone();
     let pool = spec.pool.name.clone();
     let mut selector = format!("spec.driver={}", spec.driver);
     if let Some(node) = &spec.node_name {
@@ -286,10 +284,8 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
             None => api.create(&PostParams::default(), &desired).await.map(|_| ()),
             Some(existing) if devices_of(&existing) != want_devices => {
                 let mut updated = existing.clone();
-                if let (Some(s), Some(d)) = (updated.spec.as_mut(), desired.spec.as_ref()) {
-                    s.devices = d.devices.clone();
-                    s.pool.generation += 1;
-                }
+                updated.spec.devices = desired.spec.devices.clone();
+                updated.spec.pool.generation += 1;
                 let name = existing.metadata.name.clone().unwrap_or_default();
                 api.replace(&name, &PostParams::default(), &updated)
                     .await

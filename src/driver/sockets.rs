@@ -74,6 +74,19 @@ pub trait NodeHost: Send + Sync {
     async fn tear_down(&self) {}
 }
 
+/// Provides the [`NodeHost`] of a driver instance once its identity exists
+/// (proxy pods run as the driver's service account).
+#[async_trait]
+pub trait HostProvider: Send + Sync {
+    async fn node_host(
+        &self,
+        namespace: &str,
+        driver: &str,
+        instance: &str,
+        nodes: &[String],
+    ) -> anyhow::Result<Arc<dyn NodeHost>>;
+}
+
 /// `sun_path` holds 108 bytes including the terminating NUL; hostpathplugin
 /// v1.17.1 adds a leading `/`.
 pub const MAX_SOCKET_PATH: usize = 107;

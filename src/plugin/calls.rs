@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tower::{Layer, Service};
-use tracing::{debug, info};
+use tracing::{Instrument, Span, debug, info};
 
 use super::claims::ClaimRef;
 use super::watch::{Changes, WaitTimeout};
@@ -38,6 +38,8 @@ pub enum CallOutcome {
     Injected,
     /// The plugin stopped while the call was running or stalled.
     Cancelled,
+    /// The client went away (e.g. its deadline passed) before the call finished.
+    Abandoned,
 }
 
 /// One call received by one node's plugin.
@@ -68,7 +70,7 @@ impl CallRecord {
         match self.outcome {
             CallOutcome::Error { .. } | CallOutcome::Injected => true,
             CallOutcome::Ok => !self.claim_errors.is_empty(),
-            CallOutcome::InProgress | CallOutcome::Cancelled => false,
+            CallOutcome::InProgress | CallOutcome::Cancelled | CallOutcome::Abandoned => false,
         }
     }
 
@@ -94,6 +96,7 @@ impl fmt::Display for CallRecord {
             CallOutcome::Error { code, message } => write!(f, " error {code:?}: {message}")?,
             CallOutcome::Injected => write!(f, " injected error")?,
             CallOutcome::Cancelled => write!(f, " cancelled by plugin stop")?,
+            CallOutcome::Abandoned => write!(f, " abandoned by the client")?,
         }
         for (uid, message) in &self.claim_errors {
             write!(f, "; claim {uid}: {message}")?;
@@ -181,11 +184,14 @@ impl Calls {
 
     /// The layer for `node`'s servers. Calls still running or stalled when
     /// `shutdown` is cancelled end with UNAVAILABLE, so a stopping server can drain.
+    /// Handlers run in the span current here, so their logs stay attached to
+    /// whatever (scenario) started the plugin.
     pub fn layer(&self, node: impl Into<String>, shutdown: CancellationToken) -> CallsLayer {
         CallsLayer {
             calls: self.clone(),
             node: Arc::from(node.into()),
             shutdown,
+            span: Span::current(),
         }
     }
 
@@ -398,6 +404,42 @@ struct Admission {
     gate: Option<watch::Receiver<bool>>,
 }
 
+/// A call between admission and its outcome. Dropped unfinished, the client
+/// went away (hyper drops the future on RST_STREAM or a closed connection),
+/// which is logged as abandoned and never leaves a stalled count behind.
+struct Pending {
+    calls: Calls,
+    node: Arc<str>,
+    method: String,
+    id: u64,
+    stalled: bool,
+    finished: bool,
+}
+
+impl Pending {
+    /// Leaves the stall gate; returns whether the call must fail by injection.
+    fn pass_gate(&mut self) -> bool {
+        let was_stalled = std::mem::take(&mut self.stalled);
+        self.calls.pass_gate(&self.node, &self.method, was_stalled)
+    }
+
+    fn finish(&mut self, outcome: CallOutcome) {
+        if self.stalled {
+            self.pass_gate();
+        }
+        self.finished = true;
+        self.calls.finish(&self.node, self.id, outcome);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finish(CallOutcome::Abandoned);
+        }
+    }
+}
+
 /// Handed to gRPC handlers through the request extensions, so that they can add
 /// what only they can see (claims, per-claim errors) to the call's log record.
 #[derive(Debug, Clone)]
@@ -426,6 +468,7 @@ pub struct CallsLayer {
     calls: Calls,
     node: Arc<str>,
     shutdown: CancellationToken,
+    span: Span,
 }
 
 impl<S> Layer<S> for CallsLayer {
@@ -468,6 +511,7 @@ where
             calls,
             node,
             shutdown,
+            span,
         } = self.layer.clone();
         let method = req.uri().path().to_owned();
         let Admission { id, gate } = calls.admit(&node, &method);
@@ -477,32 +521,44 @@ where
             id,
         });
         let driver = calls.driver().to_owned();
-        debug!(%driver, node = %node, %method, id, stalled = gate.is_some(), "call received");
+        span.in_scope(|| {
+            debug!(%driver, node = %node, %method, id, stalled = gate.is_some(), "call received");
+        });
 
-        Box::pin(async move {
-            let was_stalled = gate.is_some();
+        let mut pending = Pending {
+            calls,
+            node,
+            method,
+            id,
+            stalled: gate.is_some(),
+            finished: false,
+        };
+        let call = async move {
             if let Some(mut gate) = gate {
                 tokio::select! {
-                    // An error means the gate was dropped, which also releases.
-                    _ = gate.wait_for(|released| *released) => {}
+                    biased;
                     _ = shutdown.cancelled() => {
-                        calls.pass_gate(&node, &method, true);
-                        calls.finish(&node, id, CallOutcome::Cancelled);
+                        pending.finish(CallOutcome::Cancelled);
                         return Ok(stopping());
                     }
+                    // An error means the gate was dropped, which also releases.
+                    _ = gate.wait_for(|released| *released) => {}
                 }
             }
-            if calls.pass_gate(&node, &method, was_stalled) {
-                info!(%driver, node = %node, %method, id, "failing call by injection");
-                calls.finish(&node, id, CallOutcome::Injected);
+            if pending.pass_gate() {
+                info!(%driver, node = %pending.node, method = %pending.method, id, "failing call by injection");
+                pending.finish(CallOutcome::Injected);
                 return Ok(tonic::Status::unknown(INJECTED_ERROR).into_http());
             }
+            // Biased: a stopped plugin must not start handlers on connections
+            // that are still draining.
             let result = tokio::select! {
-                r = inner.call(req) => r,
+                biased;
                 _ = shutdown.cancelled() => {
-                    calls.finish(&node, id, CallOutcome::Cancelled);
+                    pending.finish(CallOutcome::Cancelled);
                     return Ok(stopping());
                 }
+                r = inner.call(req) => r,
             };
             let outcome = match &result {
                 Ok(resp) => match tonic::Status::from_header_map(resp.headers()) {
@@ -518,10 +574,11 @@ where
                     message: "server error".to_owned(),
                 },
             };
-            debug!(%driver, node = %node, %method, id, ?outcome, "call finished");
-            calls.finish(&node, id, outcome);
+            debug!(%driver, node = %pending.node, method = %pending.method, id, ?outcome, "call finished");
+            pending.finish(outcome);
             result
-        })
+        };
+        Box::pin(call.instrument(span))
     }
 }
 

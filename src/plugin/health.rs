@@ -139,8 +139,9 @@ impl DraResourceHealth for HealthService {
         _: Request<NodeWatchResourcesRequest>,
     ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
         debug!(driver = %self.driver, node = %self.node, "health stream opened");
-        let mut ticks =
-            tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
+        // tokio panics on a zero period.
+        let period = self.interval.max(Duration::from_millis(1));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let init = StreamState {
             first: true,

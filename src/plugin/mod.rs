@@ -294,3 +294,70 @@ pub enum PluginError {
         timeout: Duration,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct NoClaims;
+
+    #[async_trait::async_trait]
+    impl ClaimSource for NoClaims {
+        async fn get_claim(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<k8s_openapi::api::resource::v1::ResourceClaim>, ClaimSourceError>
+        {
+            Ok(None)
+        }
+    }
+
+    fn config() -> PluginConfig {
+        PluginConfig::new(
+            "d",
+            "n",
+            "/dra.sock",
+            Arc::new(NoClaims),
+            Arc::new(crate::node_files::LocalDir::new("/nonexistent")),
+            Calls::new("d"),
+        )
+    }
+
+    #[test]
+    fn supported_versions_follow_configured_order() {
+        assert_eq!(
+            config().supported_versions(),
+            [
+                "v1.DRAPlugin",
+                "v1beta1.DRAPlugin",
+                "v1alpha1.DRAResourceHealth"
+            ]
+        );
+        let c = config()
+            .with_node_apis([NodeApi::V1beta1, NodeApi::V1alpha4, NodeApi::V1beta1])
+            .with_health(false);
+        assert_eq!(
+            c.supported_versions(),
+            ["v1beta1.DRAPlugin", "v1alpha3.NodeService"]
+        );
+        let c = config().with_node_apis([NodeApi::V1alpha4]);
+        assert_eq!(
+            c.supported_versions(),
+            ["1.0.0", "v1alpha1.DRAResourceHealth"]
+        );
+    }
+
+    #[test]
+    fn node_api_names_round_trip() {
+        for api in NodeApi::ALL {
+            assert_eq!(api.to_string().parse::<NodeApi>().unwrap(), api);
+        }
+        assert!("v2".parse::<NodeApi>().is_err());
+        assert_eq!(
+            NodeApi::V1alpha4.prepare_method(),
+            "/v1alpha3.Node/NodePrepareResources"
+        );
+    }
+}

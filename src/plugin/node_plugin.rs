@@ -151,15 +151,17 @@ fn spawn_server(
     incoming: Incoming,
     shutdown: CancellationToken,
 ) -> RunningServer {
-    let layer = config
-        .calls
-        .layer(config.node_name.clone(), shutdown.clone());
+    let span = info_span!("plugin_server", driver = %config.driver_name, node = %config.node_name, server = %kind);
+    let layer = span.in_scope(|| {
+        config
+            .calls
+            .layer(config.node_name.clone(), shutdown.clone())
+    });
     // tonic's defaults leave accepted connections without any handshake or
     // idle deadline (HTTP/2 only, no keepalive, no max age): pre-dialled proxy
     // connections may wait long for the kubelet's preface, and must.
     let router = Server::builder().layer(layer).add_routes(routes.routes());
     let signal = shutdown.clone().cancelled_owned();
-    let span = info_span!("plugin_server", driver = %config.driver_name, node = %config.node_name, server = %kind);
     let task = tokio::spawn(
         async move {
             let result = router.serve_with_incoming_shutdown(incoming, signal).await;

@@ -68,7 +68,21 @@ pub enum AgentError {
 
 /// Entry point of the `proxy-agent` subcommand; `args` excludes the subcommand name.
 pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
-    let args = Args::try_parse_from(std::iter::once(OsString::from("proxy-agent")).chain(args))?;
+    let args = match Args::try_parse_from(
+        std::iter::once(OsString::from("dra-e2e proxy-agent")).chain(args),
+    ) {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            // --help and friends: print and succeed.
+            let _ = e.print();
+            return Ok(());
+        }
+        // main() adds its own "error: " prefix.
+        Err(e) => {
+            let msg = e.render().to_string();
+            anyhow::bail!("{}", msg.trim_start_matches("error: ").trim_end());
+        }
+    };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -26,7 +26,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, info, warn};
 
-use super::transport::{Dialled, Transport};
+use super::transport::{DialError, Dialled, Transport};
 use crate::conn::{Conn, Incoming};
 
 /// How the pool dials.
@@ -264,8 +264,11 @@ async fn refill_loop(
                 Ok(Ok(io)) => io,
                 failed => {
                     let error = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no connection after {:?}", config.dial_timeout),
+                        Ok(Err(e)) => e,
+                        _ => DialError::Timeout {
+                            target: target.clone(),
+                            timeout: config.dial_timeout,
+                        },
                     };
                     shared.stats.send_modify(|s| s.dial_failures += 1);
                     if failing {

@@ -318,7 +318,7 @@ pub fn selected(
         return re.is_match(&s.name);
     }
     match tags {
-        Some(op) => op.eval(s.tags.iter()),
+        Some(op) => cucumber::tag::Ext::eval(op, s.tags.iter()),
         None => true,
     }
 }

@@ -186,7 +186,7 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
 
     let junit = Buffer::default();
     let json = Buffer::default();
-    let cucumber = World::cucumber()
+    let cucumber = World::cucumber::<std::path::PathBuf>()
         .with_parser(SkipParser {
             inner: cucumber::parser::Basic::new(),
             env,

@@ -89,7 +89,14 @@ pub async fn probe_plain_http(port: u16, path: &str) -> Result<(), String> {
 }
 
 /// `GET path` with a kube client; succeeds when the server answers 2xx.
-pub async fn probe_kube(client: &kube::Client, path: &str) -> Result<(), String> {
+///
+/// The port is first checked with a bare TCP connect: kube-rs logs every
+/// failed request at error level, and a start-up would otherwise fill the
+/// runner's log with connection errors.
+pub async fn probe_kube(client: &kube::Client, port: u16, path: &str) -> Result<(), String> {
+    tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
     let request = http::Request::get(path)
         .body(Vec::new())
         .map_err(|e| e.to_string())?;
