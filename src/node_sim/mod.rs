@@ -74,6 +74,8 @@ mod plugins;
 mod pod_worker;
 mod pods;
 mod registration;
+#[cfg(test)]
+mod test_plugin;
 mod uds;
 mod wipe;
 
@@ -542,6 +544,11 @@ impl SimNodes {
 
     pub fn get(&self, name: &str) -> Option<&SimNode> {
         self.nodes.iter().find(|n| n.name() == name)
+    }
+
+    /// The nodes, for callers that manage them one by one from here on.
+    pub fn into_nodes(self) -> Vec<SimNode> {
+        self.nodes
     }
 
     pub fn names(&self) -> Vec<String> {

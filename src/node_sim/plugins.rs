@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
-use tracing::{Instrument, debug, info, warn};
+use tracing::{Instrument, debug, info};
 
 use super::backoff::Backoff;
 use super::dra_api::{DraClient, DraService};
@@ -85,6 +85,9 @@ pub struct PluginStore {
     tracker: TaskTracker,
     cancel: CancellationToken,
     reconnect: Backoff,
+    /// The node's span: connection monitors log under it, not under the
+    /// registration attempt that happened to start them.
+    span: tracing::Span,
 }
 
 impl PluginStore {
@@ -106,6 +109,7 @@ impl PluginStore {
             tracker,
             cancel,
             reconnect: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+            span: tracing::Span::current(),
         });
         (store, rx)
     }
@@ -153,7 +157,8 @@ impl PluginStore {
             endpoint: endpoint.display().to_string(),
             service: service.to_string(),
         });
-        let span = tracing::info_span!("plugin_connection", driver, endpoint = %endpoint.display());
+        let span = tracing::info_span!(parent: &self.span, "plugin_connection", driver,
+            endpoint = %endpoint.display());
         self.tracker
             .spawn(self.clone().monitor(plugin).instrument(span));
         self.changed(driver);
@@ -257,7 +262,8 @@ impl PluginStore {
             if !connected {
                 return;
             }
-            warn!("plugin connection lost");
+            // Also the normal end of a stopping plugin, so not a warning.
+            info!("plugin connection closed");
             self.journal.record(NodeEventKind::PluginConnection {
                 driver: plugin.driver.clone(),
                 endpoint: plugin.endpoint.display().to_string(),

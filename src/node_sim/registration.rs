@@ -436,3 +436,304 @@ async fn notify(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node_sim::dra_api::ClaimRef;
+    use crate::node_sim::plugins::{PluginView, UsabilityChange};
+    use crate::node_sim::test_plugin::TestPlugin;
+
+    struct Harness {
+        dir: tempfile::TempDir,
+        store: Arc<PluginStore>,
+        changes: mpsc::UnboundedReceiver<UsabilityChange>,
+        journal: Journal,
+        tracker: TaskTracker,
+        cancel: CancellationToken,
+    }
+
+    impl Harness {
+        fn registry(&self) -> PathBuf {
+            self.dir.path().join("plugins_registry")
+        }
+
+        fn plugins(&self) -> PathBuf {
+            self.dir.path().join("plugins")
+        }
+
+        fn start_plugin(&self, driver: &str, versions: &[&str]) -> TestPlugin {
+            TestPlugin::start(&self.registry(), &self.plugins(), driver, versions)
+        }
+
+        async fn wait_views(&self, what: &str, f: impl Fn(&[PluginView]) -> bool) {
+            let mut rx = self.store.subscribe();
+            let r = tokio::time::timeout(Duration::from_secs(20), async {
+                while !f(&self.store.views()) {
+                    rx.changed().await.unwrap();
+                }
+            })
+            .await;
+            assert!(
+                r.is_ok(),
+                "timed out waiting for {what}; plugins: {:?}; journal: {:?}",
+                self.store.views(),
+                self.journal.entries()
+            );
+        }
+
+        async fn next_change(&mut self) -> UsabilityChange {
+            tokio::time::timeout(Duration::from_secs(20), self.changes.recv())
+                .await
+                .expect("usability change")
+                .expect("channel open")
+        }
+
+        async fn stop(self) {
+            self.cancel.cancel();
+            self.tracker.close();
+            self.tracker.wait().await;
+        }
+    }
+
+    /// A plugin store over a fresh registry dir; `spawn_watcher` starts
+    /// discovery, so tests can create sockets before or after it.
+    async fn harness() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("plugins_registry")).unwrap();
+        let journal = Journal::default();
+        let tracker = TaskTracker::new();
+        let cancel = CancellationToken::new();
+        let (store, changes) =
+            PluginStore::new("node-a", journal.clone(), tracker.clone(), cancel.clone());
+        Harness {
+            dir,
+            store,
+            changes,
+            journal,
+            tracker,
+            cancel,
+        }
+    }
+
+    fn spawn_watcher(h: &Harness, allow_v1alpha4: bool) {
+        let cfg = RegistrationConfig {
+            registry_dir: h.registry(),
+            allow_v1alpha4,
+            dial_timeout: Duration::from_secs(10),
+            get_info_timeout: Duration::from_secs(1),
+            notify_timeout: Duration::from_secs(5),
+            retry: Backoff::new(Duration::from_millis(50), Duration::from_millis(200)),
+        };
+        spawn(
+            cfg,
+            h.store.clone(),
+            h.journal.clone(),
+            h.tracker.clone(),
+            h.cancel.clone(),
+        )
+        .unwrap();
+    }
+
+    fn claim(uid: &str) -> ClaimRef {
+        ClaimRef {
+            namespace: "ns".into(),
+            name: format!("c-{uid}"),
+            uid: uid.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn registers_deregisters_and_reregisters() {
+        let mut h = harness().await;
+        spawn_watcher(&h, false);
+        let plugin = h.start_plugin("a.example.com", &["v1.DRAPlugin", "v1beta1.DRAPlugin"]);
+        h.wait_views("registration", |v| v.len() == 1 && v[0].connected)
+            .await;
+        let v = h.store.views();
+        assert_eq!(v[0].driver, "a.example.com");
+        assert_eq!(v[0].service, DraService::V1);
+        assert_eq!(v[0].endpoint, plugin.dra_socket);
+        // The node adds the plugin before it acknowledges the registration.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while plugin.record().statuses.is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no NotifyRegistrationStatus"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(plugin.record().statuses, vec![(true, String::new())]);
+        assert_eq!(
+            h.next_change().await,
+            UsabilityChange {
+                driver: "a.example.com".into(),
+                usable: true
+            }
+        );
+
+        // Calls reach the plugin's v1 service through the node's connection.
+        let client = h.store.client("a.example.com").unwrap();
+        let resp = client
+            .prepare(&[claim("u1")], Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(
+            resp["u1"].devices[0].cdi_device_ids,
+            vec!["a.example.com/test=claim-u1"]
+        );
+        assert_eq!(
+            plugin.record().calls,
+            vec![(
+                crate::proto::method::V1_PREPARE.to_string(),
+                vec!["u1".to_string()]
+            )]
+        );
+
+        plugin.stop().await;
+        h.wait_views("deregistration", |v| v.is_empty()).await;
+        assert!(!h.store.is_registered("a.example.com"));
+        assert!(!h.next_change().await.usable);
+
+        // A new plugin instance at the same paths registers again.
+        let plugin = h.start_plugin("a.example.com", &["v1.DRAPlugin"]);
+        h.wait_views("re-registration", |v| v.len() == 1 && v[0].connected)
+            .await;
+        assert!(h.next_change().await.usable);
+        let registrations = h
+            .journal
+            .entries()
+            .iter()
+            .filter(|e| matches!(e.kind, NodeEventKind::PluginRegistered { .. }))
+            .count();
+        assert_eq!(registrations, 2);
+        plugin.stop().await;
+        h.stop().await;
+    }
+
+    #[tokio::test]
+    async fn chooses_the_plugins_first_supported_version() {
+        let h = harness().await;
+        // Present before the node starts: found by the initial scan.
+        let plugin = h.start_plugin(
+            "b.example.com",
+            &[
+                "v1alpha1.DRAResourceHealth",
+                "v1beta1.DRAPlugin",
+                "v1.DRAPlugin",
+            ],
+        );
+        spawn_watcher(&h, false);
+        h.wait_views("registration", |v| v.len() == 1 && v[0].connected)
+            .await;
+        assert_eq!(h.store.views()[0].service, DraService::V1Beta1);
+        let client = h.store.client("b.example.com").unwrap();
+        client
+            .prepare(&[claim("u2")], Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(
+            plugin.record().calls[0].0,
+            crate::proto::method::V1BETA1_PREPARE
+        );
+        plugin.stop().await;
+        h.stop().await;
+    }
+
+    #[tokio::test]
+    async fn rejects_unsupported_plugins_and_ignores_dot_files() {
+        let h = harness().await;
+        spawn_watcher(&h, false);
+        // A dot-file socket and a regular file are not plugins.
+        let hidden = TestPlugin::start(
+            &h.registry().join(".hidden"),
+            &h.plugins(),
+            "h.example.com",
+            &["v1.DRAPlugin"],
+        );
+        std::fs::write(h.registry().join("not-a-socket"), b"").unwrap();
+        let old = h.start_plugin("old.example.com", &["v1alpha3.NodeService"]);
+        let good = h.start_plugin("good.example.com", &["v1.DRAPlugin"]);
+        h.wait_views("good plugin", |v| {
+            v.iter().any(|p| p.driver == "good.example.com")
+        })
+        .await;
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while old.record().statuses.len() < 2 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no retried rejection"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (registered, error) = old.record().statuses[0].clone();
+        assert!(!registered);
+        assert!(error.contains("none of the versions"), "{error}");
+        assert!(!h.store.is_registered("old.example.com"));
+        assert_eq!(hidden.record().get_info_calls, 0);
+        for p in [hidden, old, good] {
+            p.stop().await;
+        }
+        h.stop().await;
+    }
+
+    #[tokio::test]
+    async fn v1alpha4_only_when_enabled_and_get_info_failures_are_retried() {
+        let h = harness().await;
+        let plugin = h.start_plugin("c.example.com", &["v1alpha3.NodeService"]);
+        *plugin.shared.fail_get_info.lock().unwrap() = true;
+        spawn_watcher(&h, true);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while plugin.record().get_info_calls < 2 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "GetInfo not retried"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(plugin.record().statuses.is_empty());
+        *plugin.shared.fail_get_info.lock().unwrap() = false;
+        h.wait_views("registration", |v| v.len() == 1).await;
+        assert_eq!(h.store.views()[0].service, DraService::V1Alpha4);
+        plugin.stop().await;
+        h.stop().await;
+    }
+
+    #[tokio::test]
+    async fn lost_dra_connection_makes_the_driver_unusable_until_it_returns() {
+        let mut h = harness().await;
+        spawn_watcher(&h, false);
+        let mut plugin = h.start_plugin("d.example.com", &["v1.DRAPlugin"]);
+        h.wait_views("registration", |v| v.len() == 1 && v[0].connected)
+            .await;
+        assert!(h.next_change().await.usable);
+
+        // The registration socket stays: the plugin is still registered, but
+        // not connected, which is what makes the kubelet schedule a wipe.
+        plugin.stop_dra().await;
+        h.wait_views("disconnect", |v| v.len() == 1 && !v[0].connected)
+            .await;
+        assert_eq!(
+            h.next_change().await,
+            UsabilityChange {
+                driver: "d.example.com".into(),
+                usable: false
+            }
+        );
+        assert!(h.store.is_registered("d.example.com"));
+
+        plugin.restart_dra();
+        h.wait_views("reconnect", |v| v.len() == 1 && v[0].connected)
+            .await;
+        assert!(h.next_change().await.usable);
+        h.store
+            .client("d.example.com")
+            .unwrap()
+            .prepare(&[claim("u3")], Duration::from_secs(5))
+            .await
+            .unwrap();
+        plugin.stop().await;
+        h.stop().await;
+    }
+}

@@ -1,0 +1,238 @@
+//! A minimal DRA kubelet plugin for this module's tests: real gRPC servers on
+//! real unix sockets, recording what the node sends.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::net::UnixListener;
+use tokio::task::JoinHandle;
+use tonic::{Request, Response, Status};
+
+use crate::conn::unix_incoming;
+use crate::proto::dra::{v1, v1beta1};
+use crate::proto::pluginregistration::{
+    InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
+    registration_server::{Registration, RegistrationServer},
+};
+
+#[derive(Debug, Default)]
+pub struct Record {
+    pub statuses: Vec<(bool, String)>,
+    /// `(method path, claim uids)`.
+    pub calls: Vec<(String, Vec<String>)>,
+    pub get_info_calls: usize,
+}
+
+#[derive(Clone)]
+pub struct Shared {
+    pub info: PluginInfo,
+    pub record: Arc<Mutex<Record>>,
+    pub fail_get_info: Arc<Mutex<bool>>,
+}
+
+#[tonic::async_trait]
+impl Registration for Shared {
+    async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
+        self.record.lock().unwrap().get_info_calls += 1;
+        if *self.fail_get_info.lock().unwrap() {
+            return Err(Status::unknown("injected error"));
+        }
+        Ok(Response::new(self.info.clone()))
+    }
+
+    async fn notify_registration_status(
+        &self,
+        req: Request<RegistrationStatus>,
+    ) -> Result<Response<RegistrationStatusResponse>, Status> {
+        let r = req.into_inner();
+        self.record
+            .lock()
+            .unwrap()
+            .statuses
+            .push((r.plugin_registered, r.error));
+        Ok(Response::new(RegistrationStatusResponse {}))
+    }
+}
+
+#[tonic::async_trait]
+impl v1::dra_plugin_server::DraPlugin for Shared {
+    async fn node_prepare_resources(
+        &self,
+        req: Request<v1::NodePrepareResourcesRequest>,
+    ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
+        let claims = req.into_inner().claims;
+        self.record.lock().unwrap().calls.push((
+            crate::proto::method::V1_PREPARE.into(),
+            claims.iter().map(|c| c.uid.clone()).collect(),
+        ));
+        let map = claims
+            .into_iter()
+            .map(|c| {
+                let dev = v1::Device {
+                    request_names: vec!["req".into()],
+                    pool_name: "pool".into(),
+                    device_name: "dev".into(),
+                    cdi_device_ids: vec![format!("{}/test=claim-{}", self.info.name, c.uid)],
+                    share_id: None,
+                };
+                (
+                    c.uid,
+                    v1::NodePrepareResourceResponse {
+                        devices: vec![dev],
+                        error: String::new(),
+                    },
+                )
+            })
+            .collect();
+        Ok(Response::new(v1::NodePrepareResourcesResponse {
+            claims: map,
+        }))
+    }
+
+    async fn node_unprepare_resources(
+        &self,
+        req: Request<v1::NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
+        let claims = req.into_inner().claims;
+        self.record.lock().unwrap().calls.push((
+            crate::proto::method::V1_UNPREPARE.into(),
+            claims.iter().map(|c| c.uid.clone()).collect(),
+        ));
+        let map: HashMap<_, _> = claims
+            .into_iter()
+            .map(|c| (c.uid, v1::NodeUnprepareResourceResponse::default()))
+            .collect();
+        Ok(Response::new(v1::NodeUnprepareResourcesResponse {
+            claims: map,
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl v1beta1::dra_plugin_server::DraPlugin for Shared {
+    async fn node_prepare_resources(
+        &self,
+        req: Request<v1beta1::NodePrepareResourcesRequest>,
+    ) -> Result<Response<v1beta1::NodePrepareResourcesResponse>, Status> {
+        let claims = req.into_inner().claims;
+        self.record.lock().unwrap().calls.push((
+            crate::proto::method::V1BETA1_PREPARE.into(),
+            claims.iter().map(|c| c.uid.clone()).collect(),
+        ));
+        let map = claims
+            .into_iter()
+            .map(|c| (c.uid, v1beta1::NodePrepareResourceResponse::default()))
+            .collect();
+        Ok(Response::new(v1beta1::NodePrepareResourcesResponse {
+            claims: map,
+        }))
+    }
+
+    async fn node_unprepare_resources(
+        &self,
+        _: Request<v1beta1::NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<v1beta1::NodeUnprepareResourcesResponse>, Status> {
+        Err(Status::unimplemented("not in this test plugin"))
+    }
+}
+
+/// A running test plugin; dropping it does not remove sockets, `stop` does.
+pub struct TestPlugin {
+    pub shared: Shared,
+    pub reg_socket: PathBuf,
+    pub dra_socket: PathBuf,
+    tasks: Vec<JoinHandle<()>>,
+    shutdown: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TestPlugin {
+    /// Serves the DRA socket first, then the registration socket, as the
+    /// kubelet requires.
+    pub fn start(registry: &Path, plugins: &Path, driver: &str, versions: &[&str]) -> Self {
+        let dra_dir = plugins.join(driver);
+        std::fs::create_dir_all(&dra_dir).unwrap();
+        std::fs::create_dir_all(registry).unwrap();
+        let dra_socket = dra_dir.join("dra.sock");
+        let reg_socket = registry.join(format!("{driver}-reg.sock"));
+        let shared = Shared {
+            info: PluginInfo {
+                r#type: "DRAPlugin".into(),
+                name: driver.into(),
+                endpoint: dra_socket.display().to_string(),
+                supported_versions: versions.iter().map(|s| s.to_string()).collect(),
+            },
+            record: Arc::default(),
+            fail_get_info: Arc::default(),
+        };
+        let (t1, stop1) = serve_dra(&shared, &dra_socket);
+        let _ = std::fs::remove_file(&reg_socket);
+        let reg = UnixListener::bind(&reg_socket).unwrap();
+        let s = shared.clone();
+        let (stop2, rx2) = tokio::sync::oneshot::channel::<()>();
+        let t2 = tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(RegistrationServer::new(s))
+                .serve_with_incoming_shutdown(unix_incoming(reg), async {
+                    let _ = rx2.await;
+                })
+                .await;
+        });
+        Self {
+            shared,
+            reg_socket,
+            dra_socket,
+            tasks: vec![t1, t2],
+            shutdown: vec![stop1, stop2],
+        }
+    }
+
+    /// Stops only the DRA service (its connections close) and removes its
+    /// socket; the registration socket stays.
+    pub async fn stop_dra(&mut self) {
+        let _ = std::fs::remove_file(&self.dra_socket);
+        let _ = self.shutdown.remove(0).send(());
+        let _ = self.tasks.remove(0).await;
+    }
+
+    /// Serves the DRA service again at the same path.
+    pub fn restart_dra(&mut self) {
+        let (task, stop) = serve_dra(&self.shared, &self.dra_socket);
+        self.tasks.insert(0, task);
+        self.shutdown.insert(0, stop);
+    }
+
+    pub fn record(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.shared.record.lock().unwrap()
+    }
+
+    /// Stops serving and removes both sockets, as a stopping plugin does.
+    pub async fn stop(self) {
+        // Sockets go first, so the node sees the plugin leave before its
+        // connections close.
+        let _ = std::fs::remove_file(&self.reg_socket);
+        let _ = std::fs::remove_file(&self.dra_socket);
+        for s in self.shutdown {
+            let _ = s.send(());
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+fn serve_dra(shared: &Shared, path: &Path) -> (JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+    let _ = std::fs::remove_file(path);
+    let dra = UnixListener::bind(path).unwrap();
+    let s = shared.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(v1::dra_plugin_server::DraPluginServer::new(s.clone()))
+            .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(s))
+            .serve_with_incoming_shutdown(unix_incoming(dra), async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    (task, stop)
+}
