@@ -1,9 +1,9 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-fn init_plain_tracing() {
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -15,16 +15,26 @@ fn main() -> ExitCode {
     let sub = args.get(1).and_then(|a| a.to_str()).map(str::to_owned);
     let result: anyhow::Result<i32> = match sub.as_deref() {
         Some("proxy-agent") => {
-            init_plain_tracing();
+            init_tracing("info");
             dra_e2e::proxy::agent::cli_main(args.split_off(2)).map(|()| 0)
         }
         Some("cluster") => {
-            init_plain_tracing();
+            init_tracing("info");
             dra_e2e::cluster::local::cli_main(args.split_off(2)).map(|()| 0)
         }
         Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         _ => match tokio::runtime::Runtime::new() {
+            // Scenario output owns stdout; logs go to stderr, warnings only
+            // unless RUST_LOG asks for more.
+            Ok(rt)
+                if {
+                    init_tracing("warn,kube_client::client::builder=off");
+                    true
+                } =>
+            {
+                rt.block_on(dra_e2e::runner::run())
+            }
             Ok(rt) => rt.block_on(dra_e2e::runner::run()),
             Err(e) => Err(anyhow::anyhow!("starting the async runtime: {e}")),
         },

@@ -52,7 +52,8 @@ impl Outcomes {
     }
 
     pub fn teardown_failures(&self) -> usize {
-        self.teardown_failures.load(std::sync::atomic::Ordering::SeqCst)
+        self.teardown_failures
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn record(&self, id: ScenarioId, record: Record) {
@@ -103,7 +104,12 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, wall: Duration) -> String
         .iter()
         .filter(|(_, r)| r.outcome != Outcome::Skipped)
         .collect();
-    let _ = writeln!(out, "wall time: {:.1}s for {} scenarios", wall.as_secs_f64(), ran.len());
+    let _ = writeln!(
+        out,
+        "wall time: {:.1}s for {} scenarios",
+        wall.as_secs_f64(),
+        ran.len()
+    );
     if ran.is_empty() {
         return out;
     }
@@ -129,10 +135,14 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, wall: Duration) -> String
         "teardown: {:.1}s in total ({:.0}% of scenario time)",
         total_teardown.as_secs_f64(),
         100.0 * total_teardown.as_secs_f64()
-            / ran.iter().map(|(_, r)| r.duration.as_secs_f64()).sum::<f64>().max(0.001)
+            / ran
+                .iter()
+                .map(|(_, r)| r.duration.as_secs_f64())
+                .sum::<f64>()
+                .max(0.001)
     );
     let mut phases: Vec<_> = phases.into_iter().collect();
-    phases.sort_by(|a, b| b.1.0.cmp(&a.1.0));
+    phases.sort_by_key(|p| std::cmp::Reverse(p.1.0));
     for (phase, (d, n)) in phases {
         let _ = writeln!(
             out,
@@ -148,7 +158,13 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, wall: Duration) -> String
 pub fn slug(s: &str) -> String {
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     while out.contains("--") {
         out = out.replace("--", "-");
@@ -219,7 +235,10 @@ mod tests {
 
     #[test]
     fn slug_is_path_safe() {
-        assert_eq!(slug("Must retry: NodePrepare/Resources!"), "must-retry-nodeprepare-resources");
+        assert_eq!(
+            slug("Must retry: NodePrepare/Resources!"),
+            "must-retry-nodeprepare-resources"
+        );
     }
 }
 
@@ -236,8 +255,10 @@ pub fn annotate_junit(xml: &str, records: &BTreeMap<ScenarioId, Record>) -> Stri
                 (tag.contains(&needle) && r.artifacts.is_some()).then_some(r)
             });
         }
-        if let (Some(r), Some(pos)) = (current, line.find("message=\"")) {
-            if line.contains("<failure") {
+        if let (Some(r), Some(pos)) = (current, line.find("message=\""))
+            && line.contains("<failure")
+        {
+            {
                 let start = pos + "message=\"".len();
                 if let Some(end) = line[start..].find('"') {
                     let dir = r
@@ -274,7 +295,11 @@ mod junit_tests {
         let xml = "<testsuite>\n<testcase name=\"Scenario: a: f.feature:3:3\">\n<failure type=\"Step Panicked\" message=\"boom\">x</failure>\n</testcase>\n<testcase name=\"Scenario: b: f.feature:9:3\">\n<failure message=\"bang\"/>\n</testcase>\n";
         let mut m = BTreeMap::new();
         m.insert(
-            ScenarioId { path: "f.feature".into(), line: 3, name: "a".into() },
+            ScenarioId {
+                path: "f.feature".into(),
+                line: 3,
+                name: "a".into(),
+            },
             Record {
                 outcome: Outcome::Failed,
                 duration: Duration::ZERO,

@@ -7,7 +7,9 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::discovery::Scope;
 use serde_json::json;
 
@@ -31,20 +33,33 @@ fn manifests(w: &World, step: &Step) -> anyhow::Result<Vec<DynamicObject>> {
         .as_ref()
         .context("this step needs the objects as a YAML doc string (\"\"\" ... \"\"\")")?;
     let text = objects::expand(doc, &w.vars())?;
-    let objs: Vec<DynamicObject> =
-        serde_saphyr::from_multiple(&text).map_err(|e| anyhow::anyhow!("the manifest is not valid YAML: {e}"))?;
+    let objs: Vec<DynamicObject> = serde_saphyr::from_multiple(&text)
+        .map_err(|e| anyhow::anyhow!("the manifest is not valid YAML: {e}"))?;
     if objs.is_empty() {
         bail!("the manifest holds no objects");
     }
     Ok(objs)
 }
 
-async fn api_for(client: &kube::Client, admin: &kube::Client, ns: &str, obj: &DynamicObject) -> anyhow::Result<(Api<DynamicObject>, ApiResource, bool)> {
-    let types = obj.types.as_ref().context("every object needs apiVersion and kind")?;
+async fn api_for(
+    client: &kube::Client,
+    admin: &kube::Client,
+    ns: &str,
+    obj: &DynamicObject,
+) -> anyhow::Result<(Api<DynamicObject>, ApiResource, bool)> {
+    let types = obj
+        .types
+        .as_ref()
+        .context("every object needs apiVersion and kind")?;
     let gvk = kube::api::GroupVersionKind::try_from(types).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (ar, caps) = kube::discovery::pinned_kind(admin, &gvk)
         .await
-        .with_context(|| format!("the cluster does not serve {}/{}", types.api_version, types.kind))?;
+        .with_context(|| {
+            format!(
+                "the cluster does not serve {}/{}",
+                types.api_version, types.kind
+            )
+        })?;
     let namespaced = caps.scope == Scope::Namespaced;
     let api = if namespaced {
         Api::namespaced_with(client.clone(), ns, &ar)
@@ -54,18 +69,29 @@ async fn api_for(client: &kube::Client, admin: &kube::Client, ns: &str, obj: &Dy
     Ok((api, ar, namespaced))
 }
 
-async fn create_all(w: &mut World, who: &Identity, objs: Vec<DynamicObject>, remember: bool) -> anyhow::Result<()> {
+async fn create_all(
+    w: &mut World,
+    who: &Identity,
+    objs: Vec<DynamicObject>,
+    remember: bool,
+) -> anyhow::Result<()> {
     let client = client_for(w, who)?;
     let admin = w.client()?;
     for obj in objs {
         let (api, ar, namespaced) = api_for(&client, &admin, &w.namespace, &obj).await?;
-        let name = obj.metadata.name.clone().or(obj.metadata.generate_name.clone()).unwrap_or_default();
+        let name = obj
+            .metadata
+            .name
+            .clone()
+            .or(obj.metadata.generate_name.clone())
+            .unwrap_or_default();
         let created = api
             .create(&PostParams::default(), &obj)
             .await
             .with_context(|| format!("creating {} {name}", ar.kind))?;
         if remember && !namespaced {
-            w.cluster_objects.push((ar, created.metadata.name.unwrap_or_default()));
+            w.cluster_objects
+                .push((ar, created.metadata.name.unwrap_or_default()));
         }
     }
     Ok(())
@@ -84,7 +110,12 @@ async fn objects_created(w: &mut World, step: &Step) -> Result<(), String> {
 /// Tries until the creation fails with the message (admission and RBAC take a
 /// moment to apply); objects created in between are deleted again.
 #[then(expr = "creating the following objects as {identity} fails with {string}:")]
-async fn create_fails(w: &mut World, who: Identity, text: String, step: &Step) -> Result<(), String> {
+async fn create_fails(
+    w: &mut World,
+    who: Identity,
+    text: String,
+    step: &Step,
+) -> Result<(), String> {
     run(async {
         let text = objects::expand(&text, &w.vars())?;
         let objs = manifests(w, step)?;
@@ -166,14 +197,22 @@ async fn slice_op(w: &World, who: &Identity, verb: Verb, name: &str) -> Result<(
     match verb {
         Verb::Updating => {
             let patch = json!({ "metadata": { "labels": { "dra-e2e.k8s.io/touched": "yes" } } });
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
         }
         Verb::Deleting => api.delete(name, &DeleteParams::default()).await.map(|_| ()),
     }
 }
 
 #[then(expr = "{verb} ResourceSlice {string} as {identity} fails with {string}")]
-async fn slice_op_fails(w: &mut World, verb: Verb, name: String, who: Identity, text: String) -> Result<(), String> {
+async fn slice_op_fails(
+    w: &mut World,
+    verb: Verb,
+    name: String,
+    who: Identity,
+    text: String,
+) -> Result<(), String> {
     run(async {
         let text = objects::expand(&text, &w.vars())?;
         match slice_op(w, &who, verb, &name).await {
@@ -186,7 +225,12 @@ async fn slice_op_fails(w: &mut World, verb: Verb, name: String, who: Identity, 
 }
 
 #[then(expr = "{verb} ResourceSlice {string} as {identity} succeeds")]
-async fn slice_op_succeeds(w: &mut World, verb: Verb, name: String, who: Identity) -> Result<(), String> {
+async fn slice_op_succeeds(
+    w: &mut World,
+    verb: Verb,
+    name: String,
+    who: Identity,
+) -> Result<(), String> {
     run(async {
         slice_op(w, &who, verb, &name)
             .await
@@ -200,7 +244,9 @@ async fn slice_op_succeeds(w: &mut World, verb: Verb, name: String, who: Identit
 #[when(expr = "the namespace is labelled {string}")]
 async fn label_namespace(w: &mut World, label: String) -> Result<(), String> {
     run(async {
-        let (k, v) = label.split_once('=').with_context(|| format!("label {label:?} must be key=value"))?;
+        let (k, v) = label
+            .split_once('=')
+            .with_context(|| format!("label {label:?} must be key=value"))?;
         let api: Api<Namespace> = Api::all(w.client()?);
         let patch = json!({ "metadata": { "labels": { k: v } } });
         api.patch(&w.namespace, &PatchParams::default(), &Patch::Merge(&patch))
@@ -212,21 +258,32 @@ async fn label_namespace(w: &mut World, label: String) -> Result<(), String> {
 }
 
 #[then(expr = "resource quota {string} reports {int} used for {string}")]
-async fn quota_used(w: &mut World, name: String, used: i64, resource: String) -> Result<(), String> {
+async fn quota_used(
+    w: &mut World,
+    name: String,
+    used: i64,
+    resource: String,
+) -> Result<(), String> {
     run(async {
         let api: Api<ResourceQuota> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(&api, &name, &format!("quota {name} to report {used} {resource} used"), Duration::from_secs(60), |q| {
-            let got = q
-                .and_then(|q| q.status.as_ref())
-                .and_then(|s| s.used.as_ref())
-                .and_then(|u| u.get(&resource))
-                .map(|v| v.0.clone());
-            if got.as_deref() == Some(used.to_string().as_str()) {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("used {resource} = {got:?}"))
-            }
-        })
+        wait::object(
+            &api,
+            &name,
+            &format!("quota {name} to report {used} {resource} used"),
+            Duration::from_secs(60),
+            |q| {
+                let got = q
+                    .and_then(|q| q.status.as_ref())
+                    .and_then(|s| s.used.as_ref())
+                    .and_then(|u| u.get(&resource))
+                    .map(|v| v.0.clone());
+                if got.as_deref() == Some(used.to_string().as_str()) {
+                    Check::Done(())
+                } else {
+                    Check::Pending(format!("used {resource} = {got:?}"))
+                }
+            },
+        )
         .await?;
         Ok(())
     })
@@ -239,32 +296,53 @@ async fn daemonset_runs(w: &mut World, name: String, node: usize) -> Result<(), 
         let node = w.node(node)?.to_owned();
         let pods: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         let what = format!("a running pod of daemonset {name} on {node}");
-        wait::poll(&what, Duration::from_secs(300), Duration::from_millis(500), || {
-            let pods = pods.clone();
-            let name = name.clone();
-            let node = node.clone();
-            async move {
-                let list = match pods.list(&ListParams::default()).await {
-                    Ok(l) => l.items,
-                    Err(e) => return Check::Pending(e.to_string()),
-                };
-                let running = list.iter().any(|p| {
-                    p.metadata.owner_references.as_ref().is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet" && o.name == name))
-                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
-                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                });
-                if running { Check::Done(()) } else { Check::Pending(format!("{} pods in the namespace", list.len())) }
-            }
-        })
+        wait::poll(
+            &what,
+            Duration::from_secs(300),
+            Duration::from_millis(500),
+            || {
+                let pods = pods.clone();
+                let name = name.clone();
+                let node = node.clone();
+                async move {
+                    let list = match pods.list(&ListParams::default()).await {
+                        Ok(l) => l.items,
+                        Err(e) => return Check::Pending(e.to_string()),
+                    };
+                    let running = list.iter().any(|p| {
+                        p.metadata.owner_references.as_ref().is_some_and(|o| {
+                            o.iter().any(|o| o.kind == "DaemonSet" && o.name == name)
+                        }) && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                            == Some(node.as_str())
+                            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    });
+                    if running {
+                        Check::Done(())
+                    } else {
+                        Check::Pending(format!("{} pods in the namespace", list.len()))
+                    }
+                }
+            },
+        )
         .await?;
         let ds: Api<DaemonSet> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(&ds, &name, &format!("daemonset {name} status to be consistent"), Duration::from_secs(60), |d| {
-            let s = d.and_then(|d| d.status.as_ref());
-            match s {
-                Some(s) if s.number_ready >= 1 && s.number_ready == s.desired_number_scheduled => Check::Done(()),
-                _ => Check::Pending(format!("{s:?}")),
-            }
-        })
+        wait::object(
+            &ds,
+            &name,
+            &format!("daemonset {name} status to be consistent"),
+            Duration::from_secs(60),
+            |d| {
+                let s = d.and_then(|d| d.status.as_ref());
+                match s {
+                    Some(s)
+                        if s.number_ready >= 1 && s.number_ready == s.desired_number_scheduled =>
+                    {
+                        Check::Done(())
+                    }
+                    _ => Check::Pending(format!("{s:?}")),
+                }
+            },
+        )
         .await?;
         Ok(())
     })

@@ -27,17 +27,27 @@ fn opt_driver(s: &str) -> anyhow::Result<Option<DriverRef>> {
     }
 }
 
-#[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is made to fail on (node \d+|every node|the node of pod "[^"]+")$"#)]
+#[when(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is made to fail on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
 async fn make_fail(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(set_fail(w, m, d, node, true)).await
 }
 
-#[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?no longer fails on (node \d+|every node|the node of pod "[^"]+")$"#)]
+#[when(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?no longer fails on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
 async fn stop_fail(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(set_fail(w, m, d, node, false)).await
 }
 
-async fn set_fail(w: &World, m: Method, d: String, node: NodeSel, fail: bool) -> anyhow::Result<()> {
+async fn set_fail(
+    w: &World,
+    m: Method,
+    d: String,
+    node: NodeSel,
+    fail: bool,
+) -> anyhow::Result<()> {
     let d = label(&opt_driver(&d)?);
     let driver = w.driver(&d)?;
     for n in node.resolve(w).await? {
@@ -48,7 +58,9 @@ async fn set_fail(w: &World, m: Method, d: String, node: NodeSel, fail: bool) ->
     Ok(())
 }
 
-#[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?is stalled on (node \d+|every node|the node of pod "[^"]+")$"#)]
+#[when(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?is stalled on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
 async fn stall(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
@@ -63,7 +75,9 @@ async fn stall(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(),
     .await
 }
 
-#[when(regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?is released on (node \d+|every node|the node of pod "[^"]+")$"#)]
+#[when(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?is released on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
 async fn release(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
@@ -80,7 +94,9 @@ async fn release(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(
 
 /// Waits until the method was called at least once on the node(s), and notes
 /// the count for a later "has been called again".
-#[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is called on (node \d+|every node|the node of pod "[^"]+")$"#)]
+#[then(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is called on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
 async fn is_called(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
@@ -108,7 +124,9 @@ async fn is_called(w: &mut World, m: Method, d: String, node: NodeSel) -> Result
     .await
 }
 
-#[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?has been called again on (node \d+|every node|the node of pod "[^"]+")$"#)]
+#[then(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?has been called again on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
 async fn called_again(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
@@ -126,8 +144,16 @@ async fn called_again(w: &mut World, m: Method, d: String, node: NodeSel) -> Res
     .await
 }
 
-#[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?was called (\d+) times? on (node \d+|every node|the node of pod "[^"]+")$"#)]
-async fn called_n(w: &mut World, m: Method, d: String, n: u64, node: NodeSel) -> Result<(), String> {
+#[then(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?was called (\d+) times? on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
+async fn called_n(
+    w: &mut World,
+    m: Method,
+    d: String,
+    n: u64,
+    node: NodeSel,
+) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
         for node in node.resolve(w).await? {
@@ -141,8 +167,16 @@ async fn called_n(w: &mut World, m: Method, d: String, n: u64, node: NodeSel) ->
     .await
 }
 
-#[then(regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?was called through the (v1|v1beta1|v1alpha4) API on (node \d+|every node|the node of pod "[^"]+")$"#)]
-async fn called_via(w: &mut World, m: Method, d: String, api: String, node: NodeSel) -> Result<(), String> {
+#[then(
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?was called through the (v1|v1beta1|v1alpha4) API on (node \d+|every node|the node of pod "[^"]+")$"#
+)]
+async fn called_via(
+    w: &mut World,
+    m: Method,
+    d: String,
+    api: String,
+    node: NodeSel,
+) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
         let api: crate::plugin::NodeApi = api.parse()?;
@@ -154,8 +188,15 @@ async fn called_via(w: &mut World, m: Method, d: String, api: String, node: Node
         for n in node.resolve(w).await? {
             let c = driver.call_count(&n, path);
             if c == 0 {
-                let all: Vec<String> = m.paths().iter().map(|p| format!("{p}: {}", driver.call_count(&n, p))).collect();
-                bail!("expected {m} through the {api} API on {n}; calls observed: {}", all.join(", "));
+                let all: Vec<String> = m
+                    .paths()
+                    .iter()
+                    .map(|p| format!("{p}: {}", driver.call_count(&n, p)))
+                    .collect();
+                bail!(
+                    "expected {m} through the {api} API on {n}; calls observed: {}",
+                    all.join(", ")
+                );
             }
         }
         Ok(())
@@ -168,17 +209,25 @@ async fn prepared_names(w: &World, d: &str, node: &str) -> anyhow::Result<Vec<(S
     let prepared = driver
         .prepared(node)
         .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))?;
-    Ok(prepared.claims().into_iter().map(|c| (c.name, c.uid)).collect())
+    Ok(prepared
+        .claims()
+        .into_iter()
+        .map(|c| (c.name, c.uid))
+        .collect())
 }
 
-#[then(regex = r#"^the plugin on (node \d+|every node|the node of pod "[^"]+") has prepared (claim "[^"]+"|the claim of pod "[^"]+")$"#)]
+#[then(
+    regex = r#"^the plugin on (node \d+|every node|the node of pod "[^"]+") has prepared (claim "[^"]+"|the claim of pod "[^"]+")$"#
+)]
 async fn has_prepared(w: &mut World, node: NodeSel, claim: ClaimRef) -> Result<(), String> {
     run(async {
         let name = claim_name(w, &claim).await?;
         for n in node.resolve(w).await? {
             let names = prepared_names(w, "", &n).await?;
             if !names.iter().any(|(c, _)| *c == name) {
-                bail!("expected the plugin on {n} to have prepared claim {name}; prepared: {names:?}");
+                bail!(
+                    "expected the plugin on {n} to have prepared claim {name}; prepared: {names:?}"
+                );
             }
         }
         Ok(())
@@ -192,9 +241,14 @@ async fn none_prepared(w: &mut World) -> Result<(), String> {
         for (_, d) in &w.drivers {
             for n in d.nodenames() {
                 if let Some(p) = d.prepared(n) {
-                    p.wait_until_empty(Duration::from_secs(60)).await.map_err(|e| {
-                        anyhow::anyhow!("the plugin of {} on {n} still has claims prepared: {e}", d.name)
-                    })?;
+                    p.wait_until_empty(Duration::from_secs(60))
+                        .await
+                        .map_err(|e| {
+                            anyhow::anyhow!(
+                                "the plugin of {} on {n} still has claims prepared: {e}",
+                                d.name
+                            )
+                        })?;
                 }
             }
         }

@@ -306,7 +306,7 @@ mod tests {
     use super::*;
     use crate::steps::World;
     use cucumber::World as _;
-    use cucumber::gherkin::{GherkinEnv, Feature};
+    use cucumber::gherkin::{Feature, GherkinEnv};
 
     /// Every catalogue example is a step that matches exactly one definition.
     #[test]

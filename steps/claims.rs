@@ -30,7 +30,8 @@ pub(crate) fn spec_from_doc(w: &World, step: &Step) -> anyhow::Result<ResourceCl
         .as_ref()
         .context("this step needs the claim spec as a doc string (\"\"\" ... \"\"\")")?;
     let text = objects::expand(doc, &w.vars())?;
-    serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("the claim spec is not a valid ResourceClaim spec: {e}"))
+    serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("the claim spec is not a valid ResourceClaim spec: {e}"))
 }
 
 async fn create_claim(w: &mut World, name: &str, spec: ResourceClaimSpec) -> anyhow::Result<()> {
@@ -45,10 +46,21 @@ async fn create_claim(w: &mut World, name: &str, spec: ResourceClaimSpec) -> any
     Ok(())
 }
 
-#[given(regex = r#"^an external claim "([^"]+)"(?: for (the driver|driver "[^"]+"))?( with admin access)?$"#)]
-async fn external_claim(w: &mut World, name: String, driver: String, admin: String) -> Result<(), String> {
+#[given(
+    regex = r#"^an external claim "([^"]+)"(?: for (the driver|driver "[^"]+"))?( with admin access)?$"#
+)]
+async fn external_claim(
+    w: &mut World,
+    name: String,
+    driver: String,
+    admin: String,
+) -> Result<(), String> {
     run(async {
-        let label = if driver.is_empty() { String::new() } else { driver.parse::<DriverRef>().map_err(anyhow::Error::msg)?.0 };
+        let label = if driver.is_empty() {
+            String::new()
+        } else {
+            driver.parse::<DriverRef>().map_err(anyhow::Error::msg)?.0
+        };
         let mut shape = default_shape(w, &label)?;
         shape.admin_access = !admin.is_empty();
         create_claim(w, &name, shape.spec()?).await
@@ -115,7 +127,10 @@ fn describe_claim(c: Option<&ResourceClaim>) -> String {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "claimstate", regex = "allocated|deallocated|not reserved|deleted")]
+#[param(
+    name = "claimstate",
+    regex = "allocated|deallocated|not reserved|deleted"
+)]
 pub enum ClaimState {
     Allocated,
     Deallocated,
@@ -174,13 +189,23 @@ async fn claim_reserved(w: &mut World, claim: ClaimRef, pod: String) -> Result<(
     run(async {
         let name = claim_name(w, &claim).await?;
         let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(&api, &name, &format!("ResourceClaim {name} to be reserved for pod {pod}"), CLAIM_TIMEOUT, |c| {
-            let reserved = c
-                .and_then(|c| c.status.as_ref())
-                .and_then(|s| s.reserved_for.as_ref())
-                .is_some_and(|r| r.iter().any(|r| r.resource == "pods" && r.name == pod));
-            if reserved { Check::Done(()) } else { Check::Pending(describe_claim(c)) }
-        })
+        wait::object(
+            &api,
+            &name,
+            &format!("ResourceClaim {name} to be reserved for pod {pod}"),
+            CLAIM_TIMEOUT,
+            |c| {
+                let reserved = c
+                    .and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.reserved_for.as_ref())
+                    .is_some_and(|r| r.iter().any(|r| r.resource == "pods" && r.name == pod));
+                if reserved {
+                    Check::Done(())
+                } else {
+                    Check::Pending(describe_claim(c))
+                }
+            },
+        )
         .await?;
         Ok(())
     })
@@ -200,14 +225,24 @@ async fn claim_force_deleted(w: &mut World, claim: ClaimRef) -> Result<(), Strin
 async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Result<()> {
     let name = claim_name(w, &claim).await?;
     let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
-    let dp = if force { DeleteParams::default().grace_period(0) } else { DeleteParams::default() };
-    api.delete(&name, &dp).await.with_context(|| format!("deleting ResourceClaim {name}"))?;
+    let dp = if force {
+        DeleteParams::default().grace_period(0)
+    } else {
+        DeleteParams::default()
+    };
+    api.delete(&name, &dp)
+        .await
+        .with_context(|| format!("deleting ResourceClaim {name}"))?;
     if force {
         // Force deletion of a claim also drops its finalizer, as upstream does,
         // so it goes away although a kubelet may still have it prepared.
         let patch = serde_json::json!({ "metadata": { "finalizers": null } });
         match api
-            .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => {}
@@ -223,7 +258,10 @@ async fn generated_name_valid(w: &mut World, pod: String) -> Result<(), String> 
     run(async {
         let name = claim_name(w, &ClaimRef::OfPod(pod)).await?;
         if name.len() > 63 {
-            bail!("expected a generated claim name of at most 63 characters, got {} ({name})", name.len());
+            bail!(
+                "expected a generated claim name of at most 63 characters, got {} ({name})",
+                name.len()
+            );
         }
         Ok(())
     })

@@ -51,7 +51,9 @@ impl std::str::FromStr for DriverPhrase {
             ResourcesPhrase::None
         } else if res == "these devices" {
             ResourcesPhrase::FromTable
-        } else if let Some(n) = count_of(res, "devices per node").or(count_of(res, "device per node")) {
+        } else if let Some(n) =
+            count_of(res, "devices per node").or(count_of(res, "device per node"))
+        {
             ResourcesPhrase::PerNode(n)
         } else if let Some(rest) = res.strip_prefix("a network pool of ") {
             let (count_part, taint_part) = match rest.split_once(" tainted ") {
@@ -81,9 +83,9 @@ impl std::str::FromStr for DriverPhrase {
             }
             ResourcesPhrase::Network(n, taints)
         } else if let Some(rest) = res.strip_prefix("an all-nodes pool \"") {
-            let (pool, rest) = rest
-                .split_once("\" of ")
-                .ok_or_else(|| format!("expected `an all-nodes pool \"name\" of N devices`, got {res:?}"))?;
+            let (pool, rest) = rest.split_once("\" of ").ok_or_else(|| {
+                format!("expected `an all-nodes pool \"name\" of N devices`, got {res:?}")
+            })?;
             let n = count_of(rest, "devices")
                 .or(count_of(rest, "device"))
                 .ok_or_else(|| format!("cannot read the device count in {res:?}"))?;
@@ -148,17 +150,18 @@ fn devices_from_table(step: &Step) -> anyhow::Result<BTreeMap<usize, Vec<DeviceS
     let attr_col = col("attributes");
     let mut out: BTreeMap<usize, Vec<DeviceSpec>> = BTreeMap::new();
     for row in rows {
-        let node: usize = row[node_col]
-            .trim()
-            .parse()
-            .with_context(|| format!("node {:?} must be a node index (0, 1, ...)", row[node_col]))?;
+        let node: usize = row[node_col].trim().parse().with_context(|| {
+            format!("node {:?} must be a node index (0, 1, ...)", row[node_col])
+        })?;
         let mut device = DeviceSpec::named(row[dev_col].trim());
         if let Some(c) = attr_col {
             for pair in row[c].split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (k, v) = pair
                     .split_once('=')
                     .with_context(|| format!("attribute {pair:?} must be name=value"))?;
-                device.attributes.insert(k.trim().to_owned(), Attribute::parse(v));
+                device
+                    .attributes
+                    .insert(k.trim().to_owned(), Attribute::parse(v));
             }
         }
         out.entry(node).or_default().push(device);
@@ -191,7 +194,7 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
         .context("listing nodes")?
         .items
         .into_iter()
-        .filter(|n| crate::cluster::node_is_ready_and_schedulable(n))
+        .filter(crate::cluster::node_is_ready_and_schedulable)
         .filter_map(|n| n.metadata.name)
         .collect();
     ready.sort();
@@ -209,7 +212,11 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
 
 #[given(regex = r"^(\d+)(?: to (\d+))? ready nodes?$")]
 async fn ready_nodes(w: &mut World, min: usize, max: String) -> Result<(), String> {
-    let max = if max.is_empty() { min } else { max.parse().unwrap_or(min) };
+    let max = if max.is_empty() {
+        min
+    } else {
+        max.parse().unwrap_or(min)
+    };
     run(select_nodes(w, min, max)).await
 }
 
@@ -241,7 +248,11 @@ pub(crate) async fn add_driver(
     Ok(())
 }
 
-fn options_from(phrase: &DriverPhrase, step: &Step, name_suffix: String) -> anyhow::Result<DriverOptions> {
+fn options_from(
+    phrase: &DriverPhrase,
+    step: &Step,
+    name_suffix: String,
+) -> anyhow::Result<DriverOptions> {
     Ok(DriverOptions {
         name_suffix,
         resources: resources(phrase, step)?,
@@ -259,7 +270,11 @@ fn options_from(phrase: &DriverPhrase, step: &Step, name_suffix: String) -> anyh
 async fn a_driver(w: &mut World, label: String, phrase: String, step: &Step) -> Result<(), String> {
     run(async {
         let phrase: DriverPhrase = phrase.parse().map_err(anyhow::Error::msg)?;
-        let suffix = if label.is_empty() { String::new() } else { format!("-{label}") };
+        let suffix = if label.is_empty() {
+            String::new()
+        } else {
+            format!("-{label}")
+        };
         let options = options_from(&phrase, step, suffix)?;
         add_driver(w, label, options, !phrase.start_later).await
     })
@@ -354,10 +369,16 @@ async fn create_class(
     Ok(())
 }
 
-#[given(regex = r#"^a device class(?: for (the driver|driver "[^"]+"))?(?: with parameters (.+))?$"#)]
+#[given(
+    regex = r#"^a device class(?: for (the driver|driver "[^"]+"))?(?: with parameters (.+))?$"#
+)]
 async fn device_class(w: &mut World, d: String, params: String) -> Result<(), String> {
     run(async {
-        let d = if d.is_empty() { DriverRef(String::new()) } else { d.parse().map_err(anyhow::Error::msg)? };
+        let d = if d.is_empty() {
+            DriverRef(String::new())
+        } else {
+            d.parse().map_err(anyhow::Error::msg)?
+        };
         let parameters = if params.is_empty() {
             None
         } else {
@@ -374,13 +395,24 @@ pub(crate) fn class_name(w: &World, label: &str) -> anyhow::Result<String> {
     let found = w.classes.get(label).cloned().or_else(|| {
         // "the device class" is the first driver's when no unnamed one exists.
         let first = w.drivers.first().map(|(l, _)| l.clone())?;
-        label.is_empty().then(|| w.classes.get(&first).cloned()).flatten()
+        label
+            .is_empty()
+            .then(|| w.classes.get(&first).cloned())
+            .flatten()
     });
     found.ok_or_else(|| {
         anyhow::anyhow!(
             "no device class for {}; add `Given a device class{}`",
-            if label.is_empty() { "the driver".to_owned() } else { format!("driver \"{label}\"") },
-            if label.is_empty() { String::new() } else { format!(" for driver \"{label}\"") }
+            if label.is_empty() {
+                "the driver".to_owned()
+            } else {
+                format!("driver \"{label}\"")
+            },
+            if label.is_empty() {
+                String::new()
+            } else {
+                format!(" for driver \"{label}\"")
+            }
         )
     })
 }
@@ -413,7 +445,10 @@ async fn class_copy(w: &mut World, name: String) -> Result<(), String> {
         let name = objects::expand(&name, &w.vars())?;
         let original = class_name(w, "")?;
         let api: Api<DeviceClass> = Api::all(w.client()?);
-        let mut class = api.get(&original).await.with_context(|| format!("reading DeviceClass {original}"))?;
+        let mut class = api
+            .get(&original)
+            .await
+            .with_context(|| format!("reading DeviceClass {original}"))?;
         class.metadata = kube::api::ObjectMeta {
             name: Some(name.clone()),
             ..Default::default()
@@ -426,7 +461,6 @@ async fn class_copy(w: &mut World, name: String) -> Result<(), String> {
     })
     .await
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -443,21 +477,38 @@ mod tests {
         assert_eq!(p.resources, ResourcesPhrase::Network(10, vec![]));
         assert!(!p.with_kubelet);
         let p: DriverPhrase = "a network pool of 10 tainted devices".parse().unwrap();
-        assert_eq!(p.resources, ResourcesPhrase::Network(10, vec![slices::default_taint()]));
-        let p: DriverPhrase = "a network pool of 4 devices tainted a=b:NoExecute".parse().unwrap();
-        let ResourcesPhrase::Network(4, t) = p.resources else { panic!() };
-        assert_eq!(t[0].effect, "NoExecute");
-        let p: DriverPhrase = "2 devices per node, serving the v1beta1 API".parse().unwrap();
-        assert_eq!(p.apis, Some(vec![NodeApi::V1beta1]));
-        let p: DriverPhrase = "2 devices per node, serving the v1 and v1beta1 APIs, in rolling-update mode"
+        assert_eq!(
+            p.resources,
+            ResourcesPhrase::Network(10, vec![slices::default_taint()])
+        );
+        let p: DriverPhrase = "a network pool of 4 devices tainted a=b:NoExecute"
             .parse()
             .unwrap();
+        let ResourcesPhrase::Network(4, t) = p.resources else {
+            panic!()
+        };
+        assert_eq!(t[0].effect, "NoExecute");
+        let p: DriverPhrase = "2 devices per node, serving the v1beta1 API"
+            .parse()
+            .unwrap();
+        assert_eq!(p.apis, Some(vec![NodeApi::V1beta1]));
+        let p: DriverPhrase =
+            "2 devices per node, serving the v1 and v1beta1 APIs, in rolling-update mode"
+                .parse()
+                .unwrap();
         assert_eq!(p.apis, Some(vec![NodeApi::V1, NodeApi::V1beta1]));
         assert!(p.rolling_update);
-        let p: DriverPhrase = "an all-nodes pool \"all-nodes-pool\" of 1 device".parse().unwrap();
-        assert_eq!(p.resources, ResourcesPhrase::AllNodes("all-nodes-pool".into(), 1));
+        let p: DriverPhrase = "an all-nodes pool \"all-nodes-pool\" of 1 device"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            p.resources,
+            ResourcesPhrase::AllNodes("all-nodes-pool".into(), 1)
+        );
         assert!("3 gadgets".parse::<DriverPhrase>().is_err());
-        let err = "1 device per node, blue".parse::<DriverPhrase>().unwrap_err();
+        let err = "1 device per node, blue"
+            .parse::<DriverPhrase>()
+            .unwrap_err();
         assert!(err.contains("unknown driver setting"), "{err}");
     }
 }
@@ -477,13 +528,21 @@ async fn replaced(w: &mut World, old: DriverRef, new: DriverRef) -> Result<(), S
     .await
 }
 
-#[then(regex = r#"^the slices of (the driver|driver "[^"]+") are unchanged if the outage was shorter than the kubelet's wiping delay$"#)]
+#[then(
+    regex = r#"^the slices of (the driver|driver "[^"]+") are unchanged if the outage was shorter than the kubelet's wiping delay$"#
+)]
 async fn unchanged_if_short(w: &mut World, d: DriverRef) -> Result<(), String> {
     run(async {
-        let outage = w.outage.context("no driver was replaced in this scenario")?;
+        let outage = w
+            .outage
+            .context("no driver was replaced in this scenario")?;
         let delay = context()?.cluster.wiping_delay();
         if outage >= delay {
-            tracing::warn!(?outage, ?delay, "the outage was longer than the wiping delay; slices may have been re-created");
+            tracing::warn!(
+                ?outage,
+                ?delay,
+                "the outage was longer than the wiping delay; slices may have been re-created"
+            );
             return Ok(());
         }
         super::slices::assert_unchanged(w, &d.0).await

@@ -102,7 +102,9 @@ pub async fn after(
     let outcome = match finished {
         ScenarioFinished::StepPassed => Outcome::Passed,
         ScenarioFinished::StepSkipped => Outcome::Skipped,
-        ScenarioFinished::StepFailed(..) | ScenarioFinished::BeforeHookFailed(..) => Outcome::Failed,
+        ScenarioFinished::StepFailed(..) | ScenarioFinished::BeforeHookFailed(..) => {
+            Outcome::Failed
+        }
     };
     let skip_reason = (outcome == Outcome::Skipped).then(|| {
         scenario
@@ -126,7 +128,11 @@ pub async fn after(
                     Ok(dir) => {
                         record.artifacts = Some(dir.clone());
                         if let Err(e) = write_artifacts(w, &dir).await {
-                            eprintln!("dra-e2e: writing artifacts of {:?} to {}: {e:#}", scenario.name, dir.display());
+                            eprintln!(
+                                "dra-e2e: writing artifacts of {:?} to {}: {e:#}",
+                                scenario.name,
+                                dir.display()
+                            );
                         }
                     }
                     Err(e) => eprintln!("dra-e2e: {e:#}"),
@@ -251,7 +257,7 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
     let ns: Api<Namespace> = Api::all(client);
     match ns.delete(&w.namespace, &DeleteParams::default()).await {
         Ok(_) => {}
-            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
+        Err(kube::Error::Api(ref s)) if s.code == 404 => {}
         Err(e) => {
             first.get_or_insert(anyhow::anyhow!("deleting namespace {}: {e}", w.namespace));
         }
@@ -287,7 +293,10 @@ async fn write_artifacts(w: &World, dir: &std::path::Path) -> anyhow::Result<()>
         .map(|e| {
             format!(
                 "{} {} {}/{} {}: {}",
-                e.last_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+                e.last_timestamp
+                    .as_ref()
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_default(),
                 e.type_.clone().unwrap_or_default(),
                 e.involved_object.kind.clone().unwrap_or_default(),
                 e.involved_object.name.clone().unwrap_or_default(),

@@ -131,12 +131,20 @@ impl World {
         if label.is_empty() {
             anyhow::anyhow!(
                 "this scenario has no default driver; add a step like `Given a driver with 1 device per node` (drivers: {})",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             )
         } else {
             anyhow::anyhow!(
                 "this scenario has no driver \"{label}\" (drivers: {})",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             )
         }
     }

@@ -60,7 +60,10 @@ impl std::fmt::Display for Method {
 
 /// `node 0`, `node 1`, ... (index into the scenario's sorted nodes) or `every node`.
 #[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "node", regex = r#"node \d+|every node|the node of pod "[^"]+""#)]
+#[param(
+    name = "node",
+    regex = r#"node \d+|every node|the node of pod "[^"]+""#
+)]
 pub enum NodeSel {
     Index(usize),
     Every,
@@ -161,7 +164,9 @@ impl FromStr for ClaimRef {
         if let Some(p) = quoted("the claim of pod \"") {
             return Ok(ClaimRef::OfPod(p));
         }
-        Err(format!("expected `claim \"name\"` or `the claim of pod \"name\"`, got {s:?}"))
+        Err(format!(
+            "expected `claim \"name\"` or `the claim of pod \"name\"`, got {s:?}"
+        ))
     }
 }
 

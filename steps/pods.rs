@@ -43,21 +43,29 @@ fn apply_options(
             _ => bail!("pod options are rows of `| option | value |`, got {row:?}"),
         };
         match key {
-            "containers" => shape.containers = value.parse().with_context(|| format!("containers: {value:?} is not a number"))?,
+            "containers" => {
+                shape.containers = value
+                    .parse()
+                    .with_context(|| format!("containers: {value:?} is not a number"))?
+            }
             "containers use the claims" => shape.containers_use_claims = yes(&value)?,
             "init container" => shape.init_container = yes(&value)?,
             "command" => shape.command = Some(value),
             "restart policy" => shape.restart_policy = value,
-            "node" => shape.node_name = Some(match value.parse::<usize>() {
-                Ok(i) => w.node(i)?.to_owned(),
-                Err(_) => value,
-            }),
-            "grace period" => shape.grace_period = Some(
-                humantime::parse_duration(&value)
-                    .map(|d| d.as_secs() as i64)
-                    .or_else(|_| value.parse())
-                    .with_context(|| format!("grace period: {value:?} is not a duration"))?,
-            ),
+            "node" => {
+                shape.node_name = Some(match value.parse::<usize>() {
+                    Ok(i) => w.node(i)?.to_owned(),
+                    Err(_) => value,
+                })
+            }
+            "grace period" => {
+                shape.grace_period = Some(
+                    humantime::parse_duration(&value)
+                        .map(|d| d.as_secs() as i64)
+                        .or_else(|_| value.parse())
+                        .with_context(|| format!("grace period: {value:?} is not a duration"))?,
+                )
+            }
             "pod claim name" => shape.pod_claim_name = Some(value),
             "device class" => match template.as_mut() {
                 Some(t) => t.class = Some(value),
@@ -101,11 +109,18 @@ fn yes(v: &str) -> anyhow::Result<bool> {
     }
 }
 
-async fn create_pod(w: &mut World, name: &str, claims: &str, step: Option<&Step>) -> anyhow::Result<()> {
+async fn create_pod(
+    w: &mut World,
+    name: &str,
+    claims: &str,
+    step: Option<&Step>,
+) -> anyhow::Result<()> {
     let mut shape = PodShape::new(name);
     let mut template: Option<InlineTemplate> = None;
     if claims == "with an inline claim" {
-        shape.claims = PodClaims::Inline { template: name.to_owned() };
+        shape.claims = PodClaims::Inline {
+            template: name.to_owned(),
+        };
         template = Some(InlineTemplate {
             name: name.to_owned(),
             class: None,
@@ -127,9 +142,12 @@ async fn create_pod(w: &mut World, name: &str, claims: &str, step: Option<&Step>
         }
         claim_shape.selectors = t.selectors;
         let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &w.namespace);
-        api.create(&PostParams::default(), &objects::claim_template(&t.name, claim_shape.spec()?))
-            .await
-            .with_context(|| format!("creating ResourceClaimTemplate {}", t.name))?;
+        api.create(
+            &PostParams::default(),
+            &objects::claim_template(&t.name, claim_shape.spec()?),
+        )
+        .await
+        .with_context(|| format!("creating ResourceClaimTemplate {}", t.name))?;
     }
     let pod = shape.build()?;
     let api: Api<Pod> = Api::namespaced(client, &w.namespace);
@@ -143,14 +161,29 @@ async fn create_pod(w: &mut World, name: &str, claims: &str, step: Option<&Step>
     Ok(())
 }
 
-#[given(regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#)]
-#[when(regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#)]
-async fn pod_created(w: &mut World, name: String, claims: String, step: &Step) -> Result<(), String> {
+#[given(
+    regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#
+)]
+#[when(
+    regex = r#"^pod "([^"]+)" (with an inline claim|using claims? .+|without claims) is created$"#
+)]
+async fn pod_created(
+    w: &mut World,
+    name: String,
+    claims: String,
+    step: &Step,
+) -> Result<(), String> {
     run(create_pod(w, &name, &claims, Some(step))).await
 }
 
 #[when(regex = r#"^(\d+) pods "([^"]+)" (with an inline claim|using claims? .+) are created$"#)]
-async fn pods_created(w: &mut World, n: usize, prefix: String, claims: String, step: &Step) -> Result<(), String> {
+async fn pods_created(
+    w: &mut World,
+    n: usize,
+    prefix: String,
+    claims: String,
+    step: &Step,
+) -> Result<(), String> {
     run(async {
         for i in 1..=n {
             create_pod(w, &format!("{prefix}-{i}"), &claims, Some(step)).await?;
@@ -177,7 +210,11 @@ fn describe_pod(p: Option<&Pod>) -> String {
     };
     let status = p.status.as_ref();
     let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
-    let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
     let conditions: Vec<String> = status
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default()
@@ -194,7 +231,11 @@ fn describe_pod(p: Option<&Pod>) -> String {
     format!(
         "phase={phase:?} node={node:?} conditions=[{}]{}",
         conditions.join(", "),
-        if p.metadata.deletion_timestamp.is_some() { " deleting" } else { "" }
+        if p.metadata.deletion_timestamp.is_some() {
+            " deleting"
+        } else {
+            ""
+        }
     )
 }
 
@@ -213,7 +254,10 @@ fn unschedulable_message(p: &Pod) -> Option<String> {
 }
 
 fn phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
 pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::Result<()> {
@@ -227,13 +271,19 @@ pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::
             (PodState::Scheduled, Some(p)) => scheduled(p),
             (PodState::Unschedulable, Some(p)) => {
                 if scheduled(p) {
-                    return Check::Fail(format!("expected pod {name} to stay unscheduled, but it was scheduled: {}", describe_pod(Some(p))));
+                    return Check::Fail(format!(
+                        "expected pod {name} to stay unscheduled, but it was scheduled: {}",
+                        describe_pod(Some(p))
+                    ));
                 }
                 unschedulable_message(p).is_some()
             }
             (PodState::Completed, Some(p)) => {
                 if phase(p) == "Failed" {
-                    return Check::Fail(format!("pod {name} failed instead of completing: {}", describe_pod(Some(p))));
+                    return Check::Fail(format!(
+                        "pod {name} failed instead of completing: {}",
+                        describe_pod(Some(p))
+                    ));
                 }
                 phase(p) == "Succeeded"
             }
@@ -241,7 +291,11 @@ pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::
             (PodState::Pending, Some(p)) => phase(p) == "Pending",
             (PodState::Gone, Some(_)) => false,
         };
-        if done { Check::Done(()) } else { Check::Pending(describe_pod(p)) }
+        if done {
+            Check::Done(())
+        } else {
+            Check::Pending(describe_pod(p))
+        }
     })
     .await?;
     Ok(())
@@ -269,13 +323,21 @@ async fn all_pods_are(w: &mut World, state: PodState) -> Result<(), String> {
 async fn stays_pending(w: &mut World, name: String, d: Dur) -> Result<(), String> {
     run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
-        wait::consistently(&format!("pod {name} to stay pending"), d.0, Duration::from_millis(200), || async {
-            match api.get_opt(&name).await {
-                Ok(Some(p)) if phase(&p) == "Pending" || phase(&p).is_empty() => Ok(()),
-                Ok(p) => Err(format!("expected pod {name} to stay Pending, observed {}", describe_pod(p.as_ref()))),
-                Err(e) => Err(format!("reading pod {name}: {e}")),
-            }
-        })
+        wait::consistently(
+            &format!("pod {name} to stay pending"),
+            d.0,
+            Duration::from_millis(200),
+            || async {
+                match api.get_opt(&name).await {
+                    Ok(Some(p)) if phase(&p) == "Pending" || phase(&p).is_empty() => Ok(()),
+                    Ok(p) => Err(format!(
+                        "expected pod {name} to stay Pending, observed {}",
+                        describe_pod(p.as_ref())
+                    )),
+                    Err(e) => Err(format!("reading pod {name}: {e}")),
+                }
+            },
+        )
         .await?;
         Ok(())
     })
@@ -288,7 +350,10 @@ async fn unschedulable_with(w: &mut World, name: String, text: String) -> Result
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         let what = format!("pod {name} to be unschedulable with a message containing {text:?}");
         wait::object(&api, &name, &what, Duration::from_secs(120), |p| match p {
-            Some(p) if scheduled(p) => Check::Fail(format!("pod {name} was scheduled: {}", describe_pod(Some(p)))),
+            Some(p) if scheduled(p) => Check::Fail(format!(
+                "pod {name} was scheduled: {}",
+                describe_pod(Some(p))
+            )),
             Some(p) => match unschedulable_message(p) {
                 Some(m) if m.contains(&text) => Check::Done(()),
                 _ => Check::Pending(describe_pod(Some(p))),
@@ -305,14 +370,24 @@ async fn unschedulable_with(w: &mut World, name: String, text: String) -> Result
 async fn restarted(w: &mut World, name: String, n: i32) -> Result<(), String> {
     run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(&api, &name, &format!("pod {name} to restart {n} times"), Duration::from_secs(900), |p| {
-            let count = p
-                .and_then(|p| p.status.as_ref())
-                .and_then(|s| s.container_statuses.as_ref())
-                .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
-                .unwrap_or(0);
-            if count >= n { Check::Done(()) } else { Check::Pending(format!("restartCount={count}; {}", describe_pod(p))) }
-        })
+        wait::object(
+            &api,
+            &name,
+            &format!("pod {name} to restart {n} times"),
+            Duration::from_secs(900),
+            |p| {
+                let count = p
+                    .and_then(|p| p.status.as_ref())
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
+                    .unwrap_or(0);
+                if count >= n {
+                    Check::Done(())
+                } else {
+                    Check::Pending(format!("restartCount={count}; {}", describe_pod(p)))
+                }
+            },
+        )
         .await?;
         Ok(())
     })
@@ -338,7 +413,11 @@ async fn different_nodes(w: &mut World) -> Result<(), String> {
 
 async fn delete_pod(w: &World, name: &str, force: bool) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
-    let dp = if force { DeleteParams::default().grace_period(0) } else { DeleteParams::default() };
+    let dp = if force {
+        DeleteParams::default().grace_period(0)
+    } else {
+        DeleteParams::default()
+    };
     match api.delete(name, &dp).await {
         Ok(_) => Ok(()),
         Err(e) => Err(anyhow::anyhow!("deleting pod {name}: {e}")),
@@ -380,8 +459,16 @@ async fn all_pods_deleted(w: &mut World) -> Result<(), String> {
 #[when(expr = "the status of pod {string} marks its claim as not needed")]
 async fn claim_not_needed(w: &mut World, name: String) -> Result<(), String> {
     run(async {
-        let record = w.pods.iter().find(|p| p.name == name).with_context(|| format!("the scenario created no pod {name}"))?;
-        let statuses: Vec<_> = record.pod_claims.iter().map(|c| serde_json::json!({ "name": c })).collect();
+        let record = w
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .with_context(|| format!("the scenario created no pod {name}"))?;
+        let statuses: Vec<_> = record
+            .pod_claims
+            .iter()
+            .map(|c| serde_json::json!({ "name": c }))
+            .collect();
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
         let patch = serde_json::json!({ "status": { "resourceClaimStatuses": statuses } });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -413,14 +500,23 @@ fn driver_env(env: &[String]) -> Vec<String> {
 
 async fn containers_of(w: &World, pod: &str, which: &str) -> anyhow::Result<Vec<String>> {
     if which != "every container" {
-        return Ok(vec![quoted_list(which).into_iter().next().unwrap_or_default()]);
+        return Ok(vec![
+            quoted_list(which).into_iter().next().unwrap_or_default(),
+        ]);
     }
     let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
-    let p = api.get(pod).await.with_context(|| format!("reading pod {pod}"))?;
-    Ok(p.spec.map(|s| s.containers.into_iter().map(|c| c.name).collect()).unwrap_or_default())
+    let p = api
+        .get(pod)
+        .await
+        .with_context(|| format!("reading pod {pod}"))?;
+    Ok(p.spec
+        .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+        .unwrap_or_default())
 }
 
-#[then(regex = r#"^(every container|container "[^"]+"|init container "[^"]+") of pod "([^"]+)" has env (".+")$"#)]
+#[then(
+    regex = r#"^(every container|container "[^"]+"|init container "[^"]+") of pod "([^"]+)" has env (".+")$"#
+)]
 async fn has_env(w: &mut World, which: String, pod: String, list: String) -> Result<(), String> {
     run(async {
         wait_pod(w, &pod, PodState::Running).await.or_else(|e| {
@@ -443,7 +539,12 @@ async fn has_env(w: &mut World, which: String, pod: String, list: String) -> Res
 }
 
 #[then(regex = r#"^container "([^"]+)" of pod "([^"]+)" has exactly the driver env (".+")$"#)]
-async fn has_exact_env(w: &mut World, container: String, pod: String, list: String) -> Result<(), String> {
+async fn has_exact_env(
+    w: &mut World,
+    container: String,
+    pod: String,
+    list: String,
+) -> Result<(), String> {
     run(async {
         wait_pod(w, &pod, PodState::Running).await?;
         let mut want = quoted_list(&list);
@@ -462,19 +563,34 @@ async fn pod_event(w: &mut World, pod: String, reason: String, text: String) -> 
     run(async {
         let api: Api<Event> = Api::namespaced(w.client()?, &w.namespace);
         let config = watcher::Config::default().fields(&format!("involvedObject.name={pod}"));
-        wait::list(&api, config, &format!("a {reason} event on pod {pod} containing {text:?}"), Duration::from_secs(600), |events| {
-            if events.iter().any(|e| e.reason.as_deref() == Some(&reason) && e.message.as_deref().is_some_and(|m| m.contains(&text))) {
-                Check::Done(())
-            } else {
-                Check::Pending(
-                    events
-                        .iter()
-                        .map(|e| format!("{}: {}", e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()))
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                )
-            }
-        })
+        wait::list(
+            &api,
+            config,
+            &format!("a {reason} event on pod {pod} containing {text:?}"),
+            Duration::from_secs(600),
+            |events| {
+                if events.iter().any(|e| {
+                    e.reason.as_deref() == Some(&reason)
+                        && e.message.as_deref().is_some_and(|m| m.contains(&text))
+                }) {
+                    Check::Done(())
+                } else {
+                    Check::Pending(
+                        events
+                            .iter()
+                            .map(|e| {
+                                format!(
+                                    "{}: {}",
+                                    e.reason.clone().unwrap_or_default(),
+                                    e.message.clone().unwrap_or_default()
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" | "),
+                    )
+                }
+            },
+        )
         .await?;
         Ok(())
     })
@@ -486,15 +602,34 @@ pub(crate) async fn delete_all_pods(w: &World, timeout: Duration) -> anyhow::Res
     let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
     // Proxy pods of drivers are torn down with their driver, not here.
     let lp = ListParams::default().labels("app.kubernetes.io/part-of!=dra-test-driver");
-    api.delete_collection(&DeleteParams::default(), &lp).await.context("deleting the scenario's pods")?;
+    api.delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .context("deleting the scenario's pods")?;
     let config = watcher::Config::default().labels("app.kubernetes.io/part-of!=dra-test-driver");
-    wait::list(&api, config, "the scenario's pods to be gone", timeout, |pods| {
-        if pods.is_empty() {
-            Check::Done(())
-        } else {
-            Check::Pending(pods.iter().map(|p| format!("{}: {}", p.metadata.name.clone().unwrap_or_default(), describe_pod(Some(p)))).collect::<Vec<_>>().join("; "))
-        }
-    })
+    wait::list(
+        &api,
+        config,
+        "the scenario's pods to be gone",
+        timeout,
+        |pods| {
+            if pods.is_empty() {
+                Check::Done(())
+            } else {
+                Check::Pending(
+                    pods.iter()
+                        .map(|p| {
+                            format!(
+                                "{}: {}",
+                                p.metadata.name.clone().unwrap_or_default(),
+                                describe_pod(Some(p))
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            }
+        },
+    )
     .await?;
     Ok(())
 }

@@ -36,11 +36,17 @@ async fn node_local_problems(
             .filter(|s| s.spec.node_name.as_deref() == Some(node))
             .collect();
         if mine.len() != 1 {
-            return Ok(Some(format!("node {node} has {} slices of the driver, expected 1", mine.len())));
+            return Ok(Some(format!(
+                "node {node} has {} slices of the driver, expected 1",
+                mine.len()
+            )));
         }
         let s = mine[0];
         let spec = &s.spec;
-        let n = nodes.get(node).await.with_context(|| format!("reading node {node}"))?;
+        let n = nodes
+            .get(node)
+            .await
+            .with_context(|| format!("reading node {node}"))?;
         let owner_ok = s.metadata.owner_references.as_ref().is_some_and(|o| {
             o.len() == 1
                 && o[0].api_version == "v1"
@@ -51,10 +57,15 @@ async fn node_local_problems(
                 && o[0].block_owner_deletion.is_none()
         });
         if !owner_ok {
-            return Ok(Some(format!("slice of node {node} has owner references {:?}", s.metadata.owner_references)));
+            return Ok(Some(format!(
+                "slice of node {node} has owner references {:?}",
+                s.metadata.owner_references
+            )));
         }
         if spec.node_selector.is_some() || spec.all_nodes.is_some_and(|a| a) {
-            return Ok(Some(format!("slice of node {node} has a node selector or allNodes")));
+            return Ok(Some(format!(
+                "slice of node {node} has a node selector or allNodes"
+            )));
         }
         if spec.pool.name != *node || spec.pool.resource_slice_count != 1 {
             return Ok(Some(format!(
@@ -62,9 +73,17 @@ async fn node_local_problems(
                 spec.pool.name, spec.pool.resource_slice_count
             )));
         }
-        let names: Vec<String> = spec.devices.clone().unwrap_or_default().into_iter().map(|d| d.name).collect();
+        let names: Vec<String> = spec
+            .devices
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
         if names != devices {
-            return Ok(Some(format!("slice of node {node} has devices {names:?}, expected {devices:?}")));
+            return Ok(Some(format!(
+                "slice of node {node} has devices {names:?}, expected {devices:?}"
+            )));
         }
     }
     Ok(None)
@@ -74,18 +93,23 @@ async fn node_local_problems(
 async fn one_slice_per_node(w: &mut World, d: DriverRef, devices: String) -> Result<(), String> {
     run(async {
         let devices = quoted_list(&devices);
-        wait::poll("the driver's node-local slices", Duration::from_secs(20), Duration::from_millis(200), || {
-            let devices = devices.clone();
-            let d = d.0.clone();
-            let w = &*w;
-            async move {
-                match node_local_problems(w, &d, &devices).await {
-                    Ok(None) => Check::Done(()),
-                    Ok(Some(p)) => Check::Pending(p),
-                    Err(e) => Check::Fail(e.to_string()),
+        wait::poll(
+            "the driver's node-local slices",
+            Duration::from_secs(20),
+            Duration::from_millis(200),
+            || {
+                let devices = devices.clone();
+                let d = d.0.clone();
+                let w = &*w;
+                async move {
+                    match node_local_problems(w, &d, &devices).await {
+                        Ok(None) => Check::Done(()),
+                        Ok(Some(p)) => Check::Pending(p),
+                        Err(e) => Check::Fail(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         Ok(())
     })
@@ -106,18 +130,23 @@ async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), S
                 .map(|d| d.name)
                 .collect()
         };
-        wait::consistently("the driver's slices to stay as they are", dur.0, Duration::from_secs(1), || {
-            let devices = devices.clone();
-            let d = d.0.clone();
-            let w = &*w;
-            async move {
-                match node_local_problems(w, &d, &devices).await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(p)) => Err(p),
-                    Err(e) => Err(e.to_string()),
+        wait::consistently(
+            "the driver's slices to stay as they are",
+            dur.0,
+            Duration::from_secs(1),
+            || {
+                let devices = devices.clone();
+                let d = d.0.clone();
+                let w = &*w;
+                async move {
+                    match node_local_problems(w, &d, &devices).await {
+                        Ok(None) => Ok(()),
+                        Ok(Some(p)) => Err(p),
+                        Err(e) => Err(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         Ok(())
     })
@@ -143,7 +172,10 @@ async fn slices_unchanged(w: &mut World, d: DriverRef) -> Result<(), String> {
 
 pub(crate) async fn assert_unchanged(w: &World, d: &str) -> anyhow::Result<()> {
     {
-        let noted = w.noted_slices.clone().context("no slices were noted; use `When the slices of the driver are noted` first")?;
+        let noted = w
+            .noted_slices
+            .clone()
+            .context("no slices were noted; use `When the slices of the driver are noted` first")?;
         let mut now = w.driver(d)?.slices().await?;
         now.sort_by_key(|s| s.metadata.name.clone());
         let a: Vec<_> = noted.iter().map(essence).collect();
@@ -176,23 +208,35 @@ async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlic
 #[then(expr = "the driver publishes pool {string} for all nodes")]
 async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
     run(async {
-        let s = wait::poll(&format!("a slice of pool {pool}"), Duration::from_secs(30), Duration::from_millis(200), || {
-            let w = &*w;
-            let pool = pool.clone();
-            async move {
-                match pool_slice(w, &pool).await {
-                    Ok(Some(s)) => Check::Done(s),
-                    Ok(None) => Check::Pending("no slice of that pool".into()),
-                    Err(e) => Check::Fail(e.to_string()),
+        let s = wait::poll(
+            &format!("a slice of pool {pool}"),
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || {
+                let w = &*w;
+                let pool = pool.clone();
+                async move {
+                    match pool_slice(w, &pool).await {
+                        Ok(Some(s)) => Check::Done(s),
+                        Ok(None) => Check::Pending("no slice of that pool".into()),
+                        Err(e) => Check::Fail(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         let spec = s.spec.clone();
-        if spec.node_name.is_some() || spec.all_nodes != Some(true) || spec.pool.resource_slice_count != 1 {
-            bail!("expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}", spec);
+        if spec.node_name.is_some()
+            || spec.all_nodes != Some(true)
+            || spec.pool.resource_slice_count != 1
+        {
+            bail!(
+                "expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}",
+                spec
+            );
         }
-        w.slice_uids.insert(pool, s.metadata.uid.unwrap_or_default());
+        w.slice_uids
+            .insert(pool, s.metadata.uid.unwrap_or_default());
         Ok(())
     })
     .await
@@ -201,9 +245,12 @@ async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
 #[when(expr = "the slice of pool {string} is deleted")]
 async fn delete_pool_slice(w: &mut World, pool: String) -> Result<(), String> {
     run(async {
-        let s = pool_slice(w, &pool).await?.with_context(|| format!("no slice of pool {pool}"))?;
+        let s = pool_slice(w, &pool)
+            .await?
+            .with_context(|| format!("no slice of pool {pool}"))?;
         let name = s.metadata.name.clone().unwrap_or_default();
-        w.slice_uids.insert(pool, s.metadata.uid.unwrap_or_default());
+        w.slice_uids
+            .insert(pool, s.metadata.uid.unwrap_or_default());
         Api::<ResourceSlice>::all(w.client()?)
             .delete(&name, &DeleteParams::default())
             .await
@@ -216,20 +263,31 @@ async fn delete_pool_slice(w: &mut World, pool: String) -> Result<(), String> {
 #[then(expr = "the slice of pool {string} is recreated with a new UID")]
 async fn recreated(w: &mut World, pool: String) -> Result<(), String> {
     run(async {
-        let old = w.slice_uids.get(&pool).cloned().with_context(|| format!("the slice of pool {pool} was not seen before"))?;
-        wait::poll(&format!("the slice of pool {pool} to be recreated"), Duration::from_secs(50), Duration::from_millis(200), || {
-            let w = &*w;
-            let pool = pool.clone();
-            let old = old.clone();
-            async move {
-                match pool_slice(w, &pool).await {
-                    Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => Check::Done(()),
-                    Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
-                    Ok(None) => Check::Pending("no slice of that pool".into()),
-                    Err(e) => Check::Fail(e.to_string()),
+        let old = w
+            .slice_uids
+            .get(&pool)
+            .cloned()
+            .with_context(|| format!("the slice of pool {pool} was not seen before"))?;
+        wait::poll(
+            &format!("the slice of pool {pool} to be recreated"),
+            Duration::from_secs(50),
+            Duration::from_millis(200),
+            || {
+                let w = &*w;
+                let pool = pool.clone();
+                let old = old.clone();
+                async move {
+                    match pool_slice(w, &pool).await {
+                        Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => {
+                            Check::Done(())
+                        }
+                        Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
+                        Ok(None) => Check::Pending("no slice of that pool".into()),
+                        Err(e) => Check::Fail(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         Ok(())
     })

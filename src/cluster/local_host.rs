@@ -37,7 +37,10 @@ impl NodeHost for LocalHost {
 
     fn cdi_files(&self, node: &str) -> Arc<dyn NodeFiles> {
         Arc::new(LocalDir::new(
-            self.nodes.get(node).map(|(_, c)| c.clone()).unwrap_or_default(),
+            self.nodes
+                .get(node)
+                .map(|(_, c)| c.clone())
+                .unwrap_or_default(),
         ))
     }
 

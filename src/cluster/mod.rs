@@ -87,7 +87,10 @@ pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
         .spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"));
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        });
     let ready = n
         .status
         .as_ref()
@@ -98,14 +101,16 @@ pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
 
 pub(crate) struct LocalEnv {
     cluster: Mutex<Option<local::LocalCluster>>,
-    nodes: Vec<SimNode>,
+    /// Read by steps; taken at shutdown so the nodes stop before the control plane.
+    nodes: std::sync::RwLock<Vec<SimNode>>,
+    node_names: Vec<String>,
     pids: Vec<u32>,
     wipe_delay: Duration,
 }
 
 enum Kind {
-    Local(LocalEnv),
-    Remote(remote::RemoteEnv),
+    Local(Box<LocalEnv>),
+    Remote(Box<remote::RemoteEnv>),
 }
 
 /// The cluster scenarios run against.
@@ -130,7 +135,7 @@ impl Cluster {
             Ok(Cluster {
                 client: env.client.clone(),
                 config: env.config.clone(),
-                kind: Kind::Remote(env),
+                kind: Kind::Remote(Box::new(env)),
             })
         }
     }
@@ -150,7 +155,10 @@ impl Cluster {
             keep_files: opts.keep_files,
             ..Default::default()
         };
-        eprintln!("dra-e2e: starting the local cluster ({} simulated nodes)...", opts.nodes);
+        eprintln!(
+            "dra-e2e: starting the local cluster ({} simulated nodes)...",
+            opts.nodes
+        );
         let cluster = local::LocalCluster::start(options).await.map_err(|e| {
             anyhow::anyhow!(
                 "{e}\n(no cluster from --kubeconfig/KUBECONFIG either: pass --cluster kubeconfig \
@@ -182,12 +190,13 @@ impl Cluster {
         Ok(Cluster {
             client,
             config,
-            kind: Kind::Local(LocalEnv {
+            kind: Kind::Local(Box::new(LocalEnv {
                 cluster: Mutex::new(Some(cluster)),
-                nodes,
+                node_names: nodes.iter().map(|n| n.name().to_owned()).collect(),
+                nodes: std::sync::RwLock::new(nodes),
                 pids,
                 wipe_delay: opts.wipe_delay,
-            }),
+            })),
         })
     }
 
@@ -211,14 +220,21 @@ impl Cluster {
                     .cluster
                     .lock()
                     .ok()
-                    .and_then(|c| c.as_ref().map(|c| c.kubeconfig_path().display().to_string()))
+                    .and_then(|c| {
+                        c.as_ref()
+                            .map(|c| c.kubeconfig_path().display().to_string())
+                    })
                     .unwrap_or_default();
                 format!(
                     "local cluster with {} simulated nodes (kubeconfig {kubeconfig})",
-                    l.nodes.len()
+                    l.node_names.len()
                 )
             }
-            Kind::Remote(r) => format!("cluster at {} (kubelet root {})", r.server, r.kubelet_root.display()),
+            Kind::Remote(r) => format!(
+                "cluster at {} (kubelet root {})",
+                r.server,
+                r.kubelet_root.display()
+            ),
         }
     }
 
@@ -233,12 +249,25 @@ impl Cluster {
     /// What the parser needs to decide which scenarios can run here.
     pub async fn environment(&self) -> anyhow::Result<Environment> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let list = nodes.list(&ListParams::default()).await.context("listing nodes")?.items;
-        let ready: Vec<&Node> = list.iter().filter(|n| node_is_ready_and_schedulable(n)).collect();
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .context("listing nodes")?
+            .items;
+        let ready: Vec<&Node> = list
+            .iter()
+            .filter(|n| node_is_ready_and_schedulable(n))
+            .collect();
         let kubelet_version = ready
             .iter()
             .filter_map(|n| {
-                let v = n.status.as_ref()?.node_info.as_ref()?.kubelet_version.clone();
+                let v = n
+                    .status
+                    .as_ref()?
+                    .node_info
+                    .as_ref()?
+                    .kubelet_version
+                    .clone();
                 let mut it = v.trim_start_matches('v').split('.');
                 Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
             })
@@ -260,7 +289,6 @@ impl Cluster {
             kubelet_version,
         })
     }
-
 }
 
 #[async_trait::async_trait]
@@ -276,6 +304,8 @@ impl HostProvider for Cluster {
         match &self.kind {
             Kind::Local(l) => Ok(Arc::new(local_host::LocalHost::new(
                 l.nodes
+                    .read()
+                    .map_err(|_| anyhow::anyhow!("simulated nodes lock poisoned"))?
                     .iter()
                     .filter(|n| nodes.contains(&n.name().to_owned()))
                     .map(|n| (n.name().to_owned(), n.root_dir().to_owned(), n.cdi_dir()))
@@ -290,7 +320,6 @@ impl HostProvider for Cluster {
 }
 
 impl Cluster {
-
     /// The environment of a running container, as `env` inside it prints it.
     pub async fn container_env(
         &self,
@@ -300,7 +329,11 @@ impl Cluster {
     ) -> anyhow::Result<Vec<String>> {
         match &self.kind {
             Kind::Local(l) => {
-                for n in &l.nodes {
+                let nodes = l
+                    .nodes
+                    .read()
+                    .map_err(|_| anyhow::anyhow!("simulated nodes lock poisoned"))?;
+                for n in nodes.iter() {
                     if let Some(env) = n.container_env(namespace, pod, container) {
                         return Ok(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect());
                     }
@@ -318,6 +351,8 @@ impl Cluster {
         match &self.kind {
             Kind::Local(l) => l
                 .nodes
+                .read()
+                .ok()?
                 .iter()
                 .find(|n| n.name() == node)
                 .map(|n| {
@@ -335,15 +370,25 @@ impl Cluster {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let label = format!("{}={run_id}", crate::steps::lifecycle::RUN_LABEL);
         let config = kube::runtime::watcher::Config::default().labels(&label);
-        let r = crate::wait::list(&api, config, "the run's namespaces to be deleted", Duration::from_secs(120), |items| {
-            if items.is_empty() {
-                crate::wait::Check::Done(())
-            } else {
-                crate::wait::Check::Pending(
-                    items.iter().filter_map(|n| n.metadata.name.clone()).collect::<Vec<_>>().join(", "),
-                )
-            }
-        })
+        let r = crate::wait::list(
+            &api,
+            config,
+            "the run's namespaces to be deleted",
+            Duration::from_secs(120),
+            |items| {
+                if items.is_empty() {
+                    crate::wait::Check::Done(())
+                } else {
+                    crate::wait::Check::Pending(
+                        items
+                            .iter()
+                            .filter_map(|n| n.metadata.name.clone())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    )
+                }
+            },
+        )
         .await;
         if let Err(e) = r {
             eprintln!("dra-e2e: {e}");
@@ -366,27 +411,19 @@ impl Cluster {
         }
     }
 
-    /// Stops simulated nodes and the local cluster.
-    pub async fn shutdown(self) {
-        if let Kind::Local(l) = self.kind {
-            for n in l.nodes {
+    /// Stops the simulated nodes, then the local cluster's processes.
+    pub async fn shutdown(&self) {
+        if let Kind::Local(l) = &self.kind {
+            let nodes = l
+                .nodes
+                .write()
+                .map(|mut n| std::mem::take(&mut *n))
+                .unwrap_or_default();
+            for n in nodes {
                 if let Err(e) = n.stop().await {
                     eprintln!("dra-e2e: stopping simulated node: {e}");
                 }
             }
-            let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
-            if let Some(c) = cluster
-                && let Err(e) = c.stop().await
-            {
-                eprintln!("dra-e2e: stopping the local cluster: {e}");
-            }
-        }
-    }
-
-    /// Shutdown when other references remain (a background task holds one):
-    /// the control plane still stops; simulated nodes stop with the process.
-    pub async fn shutdown_shared(self: Arc<Self>) {
-        if let Kind::Local(l) = &self.kind {
             let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
             if let Some(c) = cluster
                 && let Err(e) = c.stop().await

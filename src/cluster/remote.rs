@@ -49,21 +49,21 @@ impl RemoteEnv {
         let mut quick = config.clone();
         quick.connect_timeout = Some(Duration::from_secs(5));
         quick.read_timeout = Some(Duration::from_secs(10));
-        let probe = kube::Client::try_from(quick).context("building a client for the kubeconfig")?;
+        let probe =
+            kube::Client::try_from(quick).context("building a client for the kubeconfig")?;
         let version = tokio::time::timeout(Duration::from_secs(15), probe.apiserver_version())
             .await
             .map_err(|_| anyhow::anyhow!("the API server at {server} did not answer within 15s"))?
             .with_context(|| format!("cannot reach the API server at {server}"))?;
-        let groups = probe
-            .list_api_group_resources("resource.k8s.io/v1")
-            .await;
+        let groups = probe.list_api_group_resources("resource.k8s.io/v1").await;
         if groups.is_err() {
             bail!(
                 "the cluster at {server} (Kubernetes {}) does not serve resource.k8s.io/v1; DRA scenarios need Kubernetes 1.34 or newer",
                 version.git_version
             );
         }
-        let client = kube::Client::try_from(config.clone()).context("building the cluster client")?;
+        let client =
+            kube::Client::try_from(config.clone()).context("building the cluster client")?;
         Ok(RemoteEnv {
             client,
             config,

@@ -31,9 +31,14 @@ pub enum Resources {
     },
     /// One `network` pool for the driver's nodes, created by the harness.
     /// Upstream's `NetworkResources`.
-    Network { devices: Vec<DeviceSpec> },
+    Network {
+        devices: Vec<DeviceSpec>,
+    },
     /// A pool on all nodes, kept in place by the harness with admin rights.
-    AllNodes { pool: String, devices: Vec<DeviceSpec> },
+    AllNodes {
+        pool: String,
+        devices: Vec<DeviceSpec>,
+    },
     None,
 }
 
@@ -287,27 +292,32 @@ impl Driver {
             .create(&pp, &objects.service_account)
             .await
             .map_err(self.kube_err("creating the plugin's ServiceAccount"))?;
-        self.identity_created.push(("ServiceAccount", self.identity.service_account()));
+        self.identity_created
+            .push(("ServiceAccount", self.identity.service_account()));
         Api::all(c.clone())
             .create(&pp, &objects.role)
             .await
             .map_err(self.kube_err("creating the plugin's ClusterRole"))?;
-        self.identity_created.push(("ClusterRole", self.identity.role()));
+        self.identity_created
+            .push(("ClusterRole", self.identity.role()));
         Api::all(c.clone())
             .create(&pp, &objects.binding)
             .await
             .map_err(self.kube_err("creating the plugin's ClusterRoleBinding"))?;
-        self.identity_created.push(("ClusterRoleBinding", self.identity.binding()));
+        self.identity_created
+            .push(("ClusterRoleBinding", self.identity.binding()));
         Api::all(c.clone())
             .create(&pp, &objects.policy)
             .await
             .map_err(self.kube_err("creating the ResourceSlice admission policy"))?;
-        self.identity_created.push(("ValidatingAdmissionPolicy", self.identity.policy()));
+        self.identity_created
+            .push(("ValidatingAdmissionPolicy", self.identity.policy()));
         Api::all(c.clone())
             .create(&pp, &objects.policy_binding)
             .await
             .map_err(self.kube_err("creating the admission policy binding"))?;
-        self.identity_created.push(("ValidatingAdmissionPolicyBinding", self.identity.policy()));
+        self.identity_created
+            .push(("ValidatingAdmissionPolicyBinding", self.identity.policy()));
         Ok(())
     }
 
@@ -348,8 +358,7 @@ impl Driver {
             .options
             .rolling_update
             .then(|| format!("{}{}", self.ctx.namespace, self.options.instance_suffix));
-        let (dra_path, reg_path) =
-            sockets::socket_paths(&root, &self.name, rolling_uid.as_deref());
+        let (dra_path, reg_path) = sockets::socket_paths(&root, &self.name, rolling_uid.as_deref());
         let client = self.plugin_client(node)?;
         let prepared = self.prepared.get(node).cloned().unwrap_or_default();
         let config = PluginConfig::new(
@@ -490,10 +499,10 @@ impl Driver {
                 first_error.get_or_insert(self.kube_err("deleting the driver's ResourceSlices")(e));
             }
         }
-        if self.options.expect_slice_removal {
-            if let Err(e) = self.is_gone(Duration::from_secs(120)).await {
-                first_error.get_or_insert(e);
-            }
+        if self.options.expect_slice_removal
+            && let Err(e) = self.is_gone(Duration::from_secs(120)).await
+        {
+            first_error.get_or_insert(e);
         }
         lap(&mut self.teardown_timings, "wait for slices to be wiped");
         match first_error {
@@ -515,7 +524,10 @@ impl Driver {
                 .delete(name, &dp)
                 .await
                 .map(|_| ()),
-            "ClusterRole" => Api::<ClusterRole>::all(c).delete(name, &dp).await.map(|_| ()),
+            "ClusterRole" => Api::<ClusterRole>::all(c)
+                .delete(name, &dp)
+                .await
+                .map(|_| ()),
             "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
                 .delete(name, &dp)
                 .await

@@ -33,8 +33,7 @@ impl Attribute {
             return Attribute::Int(i);
         }
         let unquoted = s.trim_matches('"');
-        if unquoted.split('.').count() == 3
-            && unquoted.split('.').all(|p| p.parse::<u64>().is_ok())
+        if unquoted.split('.').count() == 3 && unquoted.split('.').all(|p| p.parse::<u64>().is_ok())
         {
             return Attribute::Version(unquoted.to_owned());
         }
@@ -281,7 +280,10 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
         };
         let existing = list.into_iter().find(|s| pool_of(s) == Some(pool.as_str()));
         let result = match existing {
-            None => api.create(&PostParams::default(), &desired).await.map(|_| ()),
+            None => api
+                .create(&PostParams::default(), &desired)
+                .await
+                .map(|_| ()),
             Some(existing) if devices_of(&existing) != want_devices => {
                 let mut updated = existing.clone();
                 updated.spec.devices = desired.spec.devices.clone();
@@ -311,7 +313,10 @@ mod tests {
     fn attribute_parsing() {
         assert_eq!(Attribute::parse("true"), Attribute::Bool(true));
         assert_eq!(Attribute::parse("3"), Attribute::Int(3));
-        assert_eq!(Attribute::parse("1.2.3"), Attribute::Version("1.2.3".into()));
+        assert_eq!(
+            Attribute::parse("1.2.3"),
+            Attribute::Version("1.2.3".into())
+        );
         assert_eq!(Attribute::parse("\"x\""), Attribute::String("x".into()));
     }
 
@@ -327,10 +332,8 @@ mod tests {
 
     #[test]
     fn node_slice_is_owned_by_node_and_named_like_upstream() {
-        let node: Node = serde_json::from_value(
-            json!({ "metadata": { "name": "n1", "uid": "u1" } }),
-        )
-        .unwrap();
+        let node: Node =
+            serde_json::from_value(json!({ "metadata": { "name": "n1", "uid": "u1" } })).unwrap();
         let s = node_slice("d.k8s.io", &node, &node_local_devices(2)).unwrap();
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["spec"]["pool"]["name"], "n1");
@@ -339,8 +342,12 @@ mod tests {
         let owner = &v["metadata"]["ownerReferences"][0];
         assert_eq!(owner["controller"], true);
         assert!(owner.get("blockOwnerDeletion").is_none());
-        let net = network_slice("d.k8s.io", &["n1".into()], &network_devices(3, &[default_taint()]))
-            .unwrap();
+        let net = network_slice(
+            "d.k8s.io",
+            &["n1".into()],
+            &network_devices(3, &[default_taint()]),
+        )
+        .unwrap();
         let v = serde_json::to_value(&net).unwrap();
         assert_eq!(v["spec"]["devices"][2]["name"], "device-2");
         assert_eq!(v["spec"]["devices"][0]["taints"][0]["effect"], "NoSchedule");

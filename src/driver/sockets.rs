@@ -136,9 +136,15 @@ mod tests {
         let root = Path::new("/var/lib/kubelet");
         let (dra, reg) = socket_paths(root, "d.k8s.io", None);
         assert_eq!(dra, Path::new("/var/lib/kubelet/plugins/d.k8s.io/dra.sock"));
-        assert_eq!(reg, Path::new("/var/lib/kubelet/plugins_registry/d.k8s.io-reg.sock"));
+        assert_eq!(
+            reg,
+            Path::new("/var/lib/kubelet/plugins_registry/d.k8s.io-reg.sock")
+        );
         let (dra, reg) = socket_paths(root, "d.k8s.io", Some("uid-1"));
-        assert_eq!(dra, Path::new("/var/lib/kubelet/plugins/d.k8s.io/dra-uid-1.sock"));
+        assert_eq!(
+            dra,
+            Path::new("/var/lib/kubelet/plugins/d.k8s.io/dra-uid-1.sock")
+        );
         assert_eq!(
             reg,
             Path::new("/var/lib/kubelet/plugins_registry/d.k8s.io-uid-1-reg.sock")

@@ -13,7 +13,10 @@ pub fn steps() -> anyhow::Result<()> {
         for e in topic.entries {
             println!("  {}", e.pattern);
             println!("      {}", e.description);
-            println!("      e.g. {}", e.example.lines().next().unwrap_or_default());
+            println!(
+                "      e.g. {}",
+                e.example.lines().next().unwrap_or_default()
+            );
             println!();
         }
     }
@@ -41,7 +44,10 @@ pub fn check(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
     }
     let scenarios = features::scenarios(&parsed).len();
     if problems.is_empty() {
-        println!("{} feature files, {scenarios} scenarios: every step is defined once, every tag is known", parsed.len());
+        println!(
+            "{} feature files, {scenarios} scenarios: every step is defined once, every tag is known",
+            parsed.len()
+        );
         Ok(0)
     } else {
         eprintln!("{} problem(s) in {}", problems.len(), path.display());

@@ -38,7 +38,10 @@ pub fn tag_is_known(tag: &str) -> bool {
         "retry",
     ];
     const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
-    EXACT.contains(&tag) || PREFIXES.iter().any(|p| tag.starts_with(p) && tag.len() > p.len())
+    EXACT.contains(&tag)
+        || PREFIXES
+            .iter()
+            .any(|p| tag.starts_with(p) && tag.len() > p.len())
 }
 
 /// Pattern of the step that states how many nodes a scenario needs.
@@ -103,7 +106,10 @@ pub fn skip_reason(
         .background
         .iter()
         .flat_map(|b| b.steps.iter())
-        .chain(rule.iter().flat_map(|r| r.background.iter().flat_map(|b| b.steps.iter())))
+        .chain(
+            rule.iter()
+                .flat_map(|r| r.background.iter().flat_map(|b| b.steps.iter())),
+        )
         .chain(scenario.steps.iter())
         .cloned()
         .collect();
@@ -155,7 +161,10 @@ pub fn mark_skipped(env: &Environment, mut feature: gherkin::Feature) -> gherkin
                 .collect()
         })
         .collect();
-    let any = reasons.iter().chain(rule_reasons.iter().flatten()).any(Option::is_some);
+    let any = reasons
+        .iter()
+        .chain(rule_reasons.iter().flatten())
+        .any(Option::is_some);
     if !any {
         return feature;
     }
@@ -277,7 +286,14 @@ pub struct ScenarioRef {
     pub tags: Vec<String>,
 }
 
-pub fn scenarios(features: &[gherkin::Feature]) -> Vec<(ScenarioRef, &gherkin::Feature, Option<&gherkin::Rule>, &gherkin::Scenario)> {
+pub fn scenarios(
+    features: &[gherkin::Feature],
+) -> Vec<(
+    ScenarioRef,
+    &gherkin::Feature,
+    Option<&gherkin::Rule>,
+    &gherkin::Scenario,
+)> {
     let mut out = Vec::new();
     for f in features {
         let mk = |rule: Option<&gherkin::Rule>, s: &gherkin::Scenario| {

@@ -47,7 +47,10 @@ impl Write for Buffer {
 
 impl Buffer {
     fn take(&self) -> Vec<u8> {
-        self.0.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default()
     }
 }
 
@@ -59,7 +62,8 @@ struct SkipParser {
 
 impl<I: AsRef<std::path::Path>> cucumber::Parser<I> for SkipParser {
     type Cli = cucumber::parser::basic::Cli;
-    type Output = futures::stream::BoxStream<'static, cucumber::parser::Result<cucumber::gherkin::Feature>>;
+    type Output =
+        futures::stream::BoxStream<'static, cucumber::parser::Result<cucumber::gherkin::Feature>>;
 
     fn parse(self, input: I, cli: Self::Cli) -> Self::Output {
         use futures::StreamExt as _;
@@ -90,7 +94,10 @@ fn list(opts: &Opts) -> anyhow::Result<()> {
     let parsed = features::parse_all(&opts.custom.features).map_err(|errs| {
         anyhow::anyhow!(
             "{}",
-            errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+            errs.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
         )
     })?;
     let mut n = 0;
@@ -104,7 +111,10 @@ fn list(opts: &Opts) -> anyhow::Result<()> {
             "{}:{}  {}{}  {}",
             s.path.display(),
             s.line,
-            s.rule.as_ref().map(|r| format!("{r} / ")).unwrap_or_default(),
+            s.rule
+                .as_ref()
+                .map(|r| format!("{r} / "))
+                .unwrap_or_default(),
             s.name,
             tags.join(" ")
         );
@@ -124,17 +134,17 @@ pub async fn run() -> anyhow::Result<i32> {
     features::parse_all(&opts.custom.features).map_err(|errs| {
         anyhow::anyhow!(
             "{}",
-            errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+            errs.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
         )
     })?;
     let args = opts.custom.clone();
     let connect = ConnectOptions::from_args(&args);
     let cluster = Arc::new(Cluster::connect(&connect).await?);
     let result = run_on(opts, args, cluster.clone()).await;
-    match Arc::try_unwrap(cluster) {
-        Ok(c) => c.shutdown().await,
-        Err(c) => c.shutdown_shared().await,
-    }
+    cluster.shutdown().await;
     result
 }
 
@@ -173,7 +183,9 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
                 }
                 n += 1;
                 if n == 1 {
-                    eprintln!("\ndra-e2e: interrupted; tearing down running scenarios (Ctrl-C again to stop at once)");
+                    eprintln!(
+                        "\ndra-e2e: interrupted; tearing down running scenarios (Ctrl-C again to stop at once)"
+                    );
                     interrupt.cancel();
                 } else {
                     eprintln!("\ndra-e2e: stopping now");
@@ -202,17 +214,6 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
         .max_concurrent_scenarios(4)
         .before(|_, _, sc, w| steps::lifecycle::before(sc, w).boxed_local())
         .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
-        .configure_and_init_tracing(
-            tracing_subscriber::fmt::format::DefaultFields::new(),
-            tracing_subscriber::fmt::format::Format::default(),
-            |layer| {
-                use tracing_subscriber::Layer as _;
-                use tracing_subscriber::layer::SubscriberExt as _;
-                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-                tracing_subscriber::registry().with(filter.and_then(layer))
-            },
-        )
         .with_cli(opts);
 
     let started = Instant::now();
@@ -251,17 +252,22 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
     if args.timings {
         print!("{}", report::timings(&records, wall));
     }
-    let failed = records.values().filter(|r| r.outcome == report::Outcome::Failed).count();
+    let failed = records
+        .values()
+        .filter(|r| r.outcome == report::Outcome::Failed)
+        .count();
     let teardown_failures = ctx.outcomes.teardown_failures();
     if teardown_failures > 0 {
         println!("{teardown_failures} scenario teardown(s) failed; see the messages above");
     }
     println!("{}", report::summary_line(&records));
-    Ok(if failed == 0 && teardown_failures == 0 && !interrupt.is_cancelled() {
-        0
-    } else {
-        1
-    })
+    Ok(
+        if failed == 0 && teardown_failures == 0 && !interrupt.is_cancelled() {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 async fn sigterm() {
