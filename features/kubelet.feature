@@ -107,8 +107,8 @@ Feature: kubelet
   Scenario: blocks new pod after force-delete
     Given an external claim "external-claim"
     When pod "tester-1" using claim "external-claim" is created
-      | node         | 0 |
-      | grace period | 0 |
+      | node selector | 0 |
+      | grace period  | 0 |
     Then pod "tester-1" is running
     When NodeUnprepareResources is made to fail on node 0
     And pod "tester-1" is force-deleted
@@ -117,7 +117,7 @@ Feature: kubelet
     And the plugin on node 0 still has the old claim "external-claim" prepared
     Given an external claim "external-claim"
     When pod "tester-2" using claim "external-claim" is created
-      | node | 0 |
+      | node selector | 0 |
     Then pod "tester-2" gets a "FailedPrepareDynamicResources" event containing "still exists"
     When NodeUnprepareResources no longer fails on node 0
     Then pod "tester-2" is running

@@ -169,6 +169,8 @@ pub struct PodShape {
     pub command: Option<String>,
     pub restart_policy: String,
     pub node_name: Option<String>,
+    /// Pins the pod to a node through the scheduler (`kubernetes.io/hostname`).
+    pub node_selector: Option<String>,
     pub grace_period: Option<i64>,
 }
 
@@ -185,6 +187,7 @@ impl PodShape {
             command: None,
             restart_policy: "Never".to_owned(),
             node_name: None,
+            node_selector: None,
             grace_period: None,
         }
     }
@@ -282,6 +285,9 @@ impl PodShape {
         }
         if let Some(n) = &self.node_name {
             spec["nodeName"] = json!(n);
+        }
+        if let Some(n) = &self.node_selector {
+            spec["nodeSelector"] = json!({ "kubernetes.io/hostname": n });
         }
         if let Some(g) = self.grace_period {
             spec["terminationGracePeriodSeconds"] = json!(g);

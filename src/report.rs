@@ -42,9 +42,24 @@ pub struct Record {
 pub struct Outcomes {
     records: Mutex<BTreeMap<ScenarioId, Record>>,
     teardown_failures: std::sync::atomic::AtomicUsize,
+    namespaces: Mutex<Vec<String>>,
 }
 
 impl Outcomes {
+    /// A namespace this run created (checked for leftovers at the end).
+    pub fn namespace_created(&self, ns: &str) {
+        if let Ok(mut n) = self.namespaces.lock() {
+            n.push(ns.to_owned());
+        }
+    }
+
+    pub fn namespaces(&self) -> Vec<String> {
+        self.namespaces
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default()
+    }
+
     /// A scenario's teardown left something behind or failed.
     pub fn teardown_failed(&self) {
         self.teardown_failures

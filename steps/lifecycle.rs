@@ -67,7 +67,10 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
         .create(&PostParams::default(), &ns)
         .await
     {
-        Ok(created) => w.namespace = created.metadata.name.unwrap_or_default(),
+        Ok(created) => {
+            w.namespace = created.metadata.name.unwrap_or_default();
+            ctx.outcomes.namespace_created(&w.namespace);
+        }
         Err(e) => {
             w.setup_error = Some(format!("creating the scenario's namespace: {e}"));
             return;
@@ -172,6 +175,17 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
         *t = Instant::now();
     };
 
+    for (ar, name) in std::mem::take(&mut w.namespaced_objects).into_iter().rev() {
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(client.clone(), &w.namespace, &ar);
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
+            Err(e) => {
+                first.get_or_insert(anyhow::anyhow!("deleting {} {name}: {e}", ar.kind));
+            }
+        }
+    }
     if let Err(e) = super::pods::delete_all_pods(w, Duration::from_secs(60)).await {
         first.get_or_insert(e);
     }

@@ -75,6 +75,9 @@ pub struct World {
     pub pods: Vec<PodRecord>,
     /// Cluster-scoped objects created from manifests, deleted at teardown.
     pub cluster_objects: Vec<(kube::api::ApiResource, String)>,
+    /// Namespaced objects created from manifests (workloads among them),
+    /// deleted first at teardown so no controller re-creates pods.
+    pub namespaced_objects: Vec<(kube::api::ApiResource, String)>,
     /// Call counts remembered by "is called" for "has been called again".
     pub marks: BTreeMap<(String, String), u64>,
     /// Slices remembered by "the driver's slices are noted".

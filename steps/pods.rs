@@ -94,7 +94,7 @@ fn apply_options(
             }
             other => bail!(
                 "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
-                 command, restart policy, node, grace period, pod claim name, device class, cel selector, template, container N claims"
+                 command, restart policy, node, node selector, grace period, pod claim name, device class, cel selector, template, container N claims"
             ),
         }
     }

@@ -395,6 +395,79 @@ impl Cluster {
         }
     }
 
+    /// Objects of the run's scenarios that are still there: namespaces,
+    /// device classes, slices, cluster roles and bindings, admission policies.
+    /// Names of everything a scenario creates start with its namespace.
+    pub async fn leftovers(&self, namespaces: &[String]) -> anyhow::Result<Vec<String>> {
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+        };
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+        use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
+        if namespaces.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lp = ListParams::default();
+        let c = self.client.clone();
+        let ours = |name: &str| {
+            namespaces.iter().any(|ns| {
+                name == ns
+                    || name.starts_with(&format!("{ns}-"))
+                    || name.starts_with(&format!("{ns}."))
+                    || name.contains(&format!("dra-kubelet-plugin-{ns}"))
+            })
+        };
+        let mut found = Vec::new();
+        macro_rules! check {
+            ($kind:ty, $label:expr, $name:expr) => {
+                for o in Api::<$kind>::all(c.clone())
+                    .list(&lp)
+                    .await
+                    .with_context(|| format!("listing {}", $label))?
+                    .items
+                {
+                    let n: Option<String> = $name(&o);
+                    if let Some(n) = n.filter(|n| ours(n)) {
+                        found.push(format!("{} {n}", $label));
+                    }
+                }
+            };
+        }
+        check!(Namespace, "Namespace", |o: &Namespace| o
+            .metadata
+            .name
+            .clone());
+        check!(DeviceClass, "DeviceClass", |o: &DeviceClass| o
+            .metadata
+            .name
+            .clone());
+        check!(
+            ResourceSlice,
+            "ResourceSlice of driver",
+            |o: &ResourceSlice| Some(o.spec.driver.clone())
+        );
+        check!(ClusterRole, "ClusterRole", |o: &ClusterRole| o
+            .metadata
+            .name
+            .clone());
+        check!(
+            ClusterRoleBinding,
+            "ClusterRoleBinding",
+            |o: &ClusterRoleBinding| o.metadata.name.clone()
+        );
+        check!(
+            ValidatingAdmissionPolicy,
+            "ValidatingAdmissionPolicy",
+            |o: &ValidatingAdmissionPolicy| o.metadata.name.clone()
+        );
+        check!(
+            ValidatingAdmissionPolicyBinding,
+            "ValidatingAdmissionPolicyBinding",
+            |o: &ValidatingAdmissionPolicyBinding| o.metadata.name.clone()
+        );
+        Ok(found)
+    }
+
     /// Second Ctrl-C: kill the local cluster's processes without waiting.
     pub fn kill_now(&self) {
         if let Kind::Local(l) = &self.kind {

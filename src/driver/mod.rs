@@ -144,6 +144,8 @@ pub struct Driver {
     admin_publisher: Option<Publisher>,
     identity_created: Vec<(&'static str, String)>,
     torn_down: bool,
+    /// Stands in for the plugin pod's UID in rolling-update socket names.
+    instance_uid: String,
     /// Time of each teardown phase, for `make bench`.
     pub teardown_timings: Vec<(&'static str, Duration)>,
 }
@@ -189,6 +191,7 @@ impl Driver {
             admin_publisher: None,
             identity_created: Vec::new(),
             torn_down: false,
+            instance_uid: format!("{:08x}", rand::random::<u32>()),
             teardown_timings: Vec::new(),
         }
     }
@@ -357,7 +360,7 @@ impl Driver {
         let rolling_uid = self
             .options
             .rolling_update
-            .then(|| format!("{}{}", self.ctx.namespace, self.options.instance_suffix));
+            .then(|| self.instance_uid.clone());
         let (dra_path, reg_path) = sockets::socket_paths(&root, &self.name, rolling_uid.as_deref());
         let client = self.plugin_client(node)?;
         let prepared = self.prepared.get(node).cloned().unwrap_or_default();
@@ -425,6 +428,36 @@ impl Driver {
             },
         );
         Ok(())
+    }
+
+    /// Waits until every node has the node-local slice this driver publishes
+    /// (drivers with other resources have nothing to wait for).
+    pub async fn wait_published(&self, timeout: Duration) -> Result<(), DriverError> {
+        if !matches!(self.options.resources, Resources::NodeLocal { .. }) {
+            return Ok(());
+        }
+        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+        let config = watcher::Config::default().fields(&format!("spec.driver={}", self.name));
+        let nodes = self.nodes.clone();
+        wait::list(
+            &api,
+            config,
+            &format!("the ResourceSlices of driver {} on every node", self.name),
+            timeout,
+            |items| {
+                let missing: Vec<&String> = nodes
+                    .iter()
+                    .filter(|n| !items.iter().any(|s| s.spec.node_name.as_ref() == Some(*n)))
+                    .collect();
+                if missing.is_empty() {
+                    Check::Done(())
+                } else {
+                    Check::Pending(format!("no slice yet on {missing:?}"))
+                }
+            },
+        )
+        .await
+        .map_err(|e| DriverError::Wait(e, self.name.clone()))
     }
 
     /// Makes `method` fail (gRPC UNKNOWN "injected error") on `node`, or stops it.

@@ -245,6 +245,21 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
             .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
     }
     cluster.wait_namespaces_gone(&run_id).await;
+    // With --keep-on-failure, kept scenarios are expected to remain.
+    let mut leaked = false;
+    if !args.keep_on_failure {
+        match cluster.leftovers(&ctx.outcomes.namespaces()).await {
+            Ok(left) if left.is_empty() => println!("leak check: nothing left behind"),
+            Ok(left) => {
+                leaked = true;
+                println!("leak check: left behind: {}", left.join(", "));
+            }
+            Err(e) => {
+                leaked = true;
+                println!("leak check failed: {e:#}");
+            }
+        }
+    }
 
     for line in report::skip_summary(&records) {
         println!("{line}");
@@ -262,7 +277,7 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
     }
     println!("{}", report::summary_line(&records));
     Ok(
-        if failed == 0 && teardown_failures == 0 && !interrupt.is_cancelled() {
+        if failed == 0 && teardown_failures == 0 && !leaked && !interrupt.is_cancelled() {
             0
         } else {
             1

@@ -1,0 +1,291 @@
+//! The runner binary end to end: CLI without a cluster, clear errors for bad
+//! clusters, and full runs on the local cluster (reports, artifacts, skips,
+//! interrupts, nothing left behind).
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_dra-e2e")
+}
+
+fn fixtures(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A command with no kubeconfig and no local cluster reachable by accident.
+fn isolated(home: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home);
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn list_needs_no_cluster() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .args([
+            "--list",
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            "/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("features/kubelet.feature:"), "{t}");
+    assert!(t.contains("registers plugin"), "{t}");
+    assert!(t.contains("@KubeletMinVersion:1.34"), "{t}");
+    let o = isolated(home.path())
+        .args(["--list", "--tags", "@KubeletMinVersion:1.34"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(t.contains("blocks new pod after force-delete"), "{t}");
+    assert!(!t.contains("registers plugin"), "{t}");
+}
+
+#[test]
+fn check_reports_misspelt_steps_with_their_location() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = isolated(home.path())
+        .args(["check", fixtures("misspelt").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let t = text(&bad);
+    assert!(!bad.status.success(), "{t}");
+    assert!(
+        t.contains("misspelt.feature:6: undefined step: And a drvier with 1 device per node"),
+        "{t}"
+    );
+    let good = isolated(home.path())
+        .args(["check", "features"])
+        .output()
+        .unwrap();
+    assert!(good.status.success(), "{}", text(&good));
+}
+
+#[test]
+fn bad_kubeconfig_gives_one_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let kc = home.path().join("broken");
+    std::fs::write(&kc, "this: is: not a kubeconfig: [").unwrap();
+    let started = Instant::now();
+    let o = isolated(home.path())
+        .args([
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("error: reading kubeconfig"), "{t}");
+    assert!(!t.contains("panicked"), "{t}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn unreachable_server_gives_one_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let kc = home.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: { server: 'https://127.0.0.1:9' }\n\
+         users:\n- name: u\n  user: { token: t }\ncontexts:\n- name: x\n  context: { cluster: c, user: u }\n\
+         current-context: x\n",
+    )
+    .unwrap();
+    let o = isolated(home.path())
+        .args(["--kubeconfig", kc.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("cannot reach the API server at https://127.0.0.1:9"),
+        "{t}"
+    );
+    assert!(!t.contains("panicked"), "{t}");
+}
+
+#[test]
+fn no_cluster_at_all_says_how_to_get_one() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("make controlplane"), "{t}");
+    assert!(t.contains("--kubeconfig"), "{t}");
+}
+
+/// Processes whose command line mentions `dir` (the run's private temp dir).
+fn processes_under(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&needle) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+fn assert_nothing_left(tmp: &Path, t: &str) {
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("dra-e2e-"))
+        .collect();
+    assert!(left.is_empty(), "temp dirs left: {left:?}\n{t}");
+    let procs = processes_under(tmp);
+    assert!(procs.is_empty(), "processes left: {procs:?}");
+}
+
+#[test]
+fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let artifacts = home.path().join("artifacts");
+    let o = isolated(home.path())
+        .env("DRA_E2E_AGENT", bin())
+        .args([
+            "--cluster",
+            "local",
+            "--nodes",
+            "1",
+            "--features",
+            fixtures("runner").to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--artifacts",
+            artifacts.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("1 passed, 1 failed, 1 skipped"), "{t}");
+    assert!(
+        t.contains("1 skipped: needs at least 5 ready schedulable nodes, the cluster has 1"),
+        "{t}"
+    );
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase").count(), 3, "{xml}");
+    assert!(xml.contains("Scenario: fails on purpose"), "{xml}");
+    assert!(xml.contains("user_a=not-b"), "{xml}");
+    assert!(xml.contains("(artifacts: "), "{xml}");
+    assert!(xml.contains("<skipped"), "{xml}");
+    let dirs: Vec<_> = std::fs::read_dir(&artifacts).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 1, "one failed scenario, one artifacts dir");
+    let dir = dirs[0].path();
+    assert!(
+        dir.to_string_lossy().contains("fails-on-purpose-dra-e2e-"),
+        "{dir:?}"
+    );
+    for f in ["events.txt", "pods.yaml", "claims.yaml", "slices.yaml"] {
+        assert!(dir.join(f).exists(), "{f} missing in {dir:?}");
+    }
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with("calls-")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("kubelet-")), "{names:?}");
+    let calls =
+        std::fs::read_to_string(dir.join(names.iter().find(|n| n.starts_with("calls-")).unwrap()))
+            .unwrap();
+    assert!(calls.contains("NodePrepareResources"), "{calls}");
+    assert_nothing_left(home.path(), &t);
+}
+
+#[test]
+fn interrupted_run_tears_down_and_leaves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = isolated(home.path())
+        .env("DRA_E2E_AGENT", bin())
+        .args([
+            "--cluster",
+            "local",
+            "--nodes",
+            "1",
+            "--features",
+            fixtures("interrupt").to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Mid-scenario: the claim is prepared once a CDI spec file exists on the node.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let prepared = loop {
+        let found = walk(home.path()).into_iter().any(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.parent().is_some_and(|d| d.ends_with("cdi"))
+        });
+        if found || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    let t = text(&o);
+    assert!(prepared, "the scenario never prepared its claim\n{t}");
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("interrupted"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert!(t.contains("0 passed, 1 failed"), "{t}");
+    assert_nothing_left(home.path(), &t);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
