@@ -89,9 +89,13 @@ async fn create_all(
             .create(&PostParams::default(), &obj)
             .await
             .with_context(|| format!("creating {} {name}", ar.kind))?;
-        if remember && !namespaced {
-            w.cluster_objects
-                .push((ar, created.metadata.name.unwrap_or_default()));
+        if remember {
+            let name = created.metadata.name.unwrap_or_default();
+            if namespaced {
+                w.namespaced_objects.push((ar, name));
+            } else {
+                w.cluster_objects.push((ar, name));
+            }
         }
     }
     Ok(())

@@ -219,7 +219,24 @@ pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
             if items.is_empty() {
                 Check::Done(())
             } else {
-                Check::Pending(format!("{} claims left", items.len()))
+                Check::Pending(
+                    items
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "{} (reservedFor {:?}, finalizers {:?}, deleting {})",
+                                c.metadata.name.clone().unwrap_or_default(),
+                                c.status
+                                    .as_ref()
+                                    .and_then(|s| s.reserved_for.as_ref())
+                                    .map(|r| r.iter().map(|r| r.name.clone()).collect::<Vec<_>>()),
+                                c.metadata.finalizers,
+                                c.metadata.deletion_timestamp.is_some()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
             }
         },
     )

@@ -58,6 +58,12 @@ fn apply_options(
                     Err(_) => value,
                 })
             }
+            "node selector" => {
+                shape.node_selector = Some(match value.parse::<usize>() {
+                    Ok(i) => w.node(i)?.to_owned(),
+                    Err(_) => value,
+                })
+            }
             "grace period" => {
                 shape.grace_period = Some(
                     humantime::parse_duration(&value)

@@ -265,6 +265,9 @@ impl Driver {
         for (index, node) in nodes.iter().enumerate() {
             self.start_node(index, node).await?;
         }
+        // Pods created right after setup must see every node's devices, or the
+        // scheduler decides on a partial view.
+        self.wait_published(Duration::from_secs(60)).await?;
         if self.options.with_kubelet {
             for node in &nodes {
                 if let Some(inst) = self.instances.get(node) {
