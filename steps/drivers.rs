@@ -56,29 +56,24 @@ impl std::str::FromStr for DriverPhrase {
         {
             ResourcesPhrase::PerNode(n)
         } else if let Some(rest) = res.strip_prefix("a network pool of ") {
-            let (count_part, taint_part) = match rest.split_once(" tainted ") {
-                Some((c, t)) => (c.to_owned(), Some(t.to_owned())),
-                None => (rest.to_owned(), None),
+            // "N devices", "N tainted devices", "N devices tainted k=v:Effect".
+            let (main, explicit) = match rest.split_once(" tainted ") {
+                Some((m, t)) if t.contains(':') => (m, Some(t)),
+                _ => (rest, None),
             };
-            let (count_part, default_tainted) = match count_part.strip_suffix(" tainted devices") {
-                Some(c) => (format!("{c} devices"), true),
-                None => (count_part, false),
+            let (count, default_tainted) = match main.split_once(" tainted ") {
+                Some((c, _)) => (c, true),
+                None => (main.split(' ').next().unwrap_or_default(), false),
             };
-            let (count_part, taint_part) = match taint_part {
-                // "a network pool of 10 devices tainted k=v:E"
-                Some(t) if t.contains(':') => (count_part, Some(t)),
-                // "a network pool of 10 tainted devices"
-                Some(t) => (format!("{count_part} {t}"), None),
-                None => (count_part, None),
-            };
-            let n = count_of(&count_part, "devices")
-                .or(count_of(&count_part, "device"))
-                .ok_or_else(|| format!("cannot read the device count in {res:?}"))?;
+            let n: usize = count
+                .trim()
+                .parse()
+                .map_err(|_| format!("cannot read the device count in {res:?}"))?;
             let mut taints = Vec::new();
             if default_tainted {
                 taints.push(slices::default_taint());
             }
-            if let Some(t) = taint_part {
+            if let Some(t) = explicit {
                 taints.push(t.parse()?);
             }
             ResourcesPhrase::Network(n, taints)

@@ -90,16 +90,16 @@ fn parse_opts() -> Opts {
     }
 }
 
+/// All features under `path`, or one error listing every file that failed.
+fn parse_features(path: &std::path::Path) -> anyhow::Result<Vec<cucumber::gherkin::Feature>> {
+    features::parse_all(path).map_err(|errs| {
+        let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("{}", lines.join("\n"))
+    })
+}
+
 fn list(opts: &Opts) -> anyhow::Result<()> {
-    let parsed = features::parse_all(&opts.custom.features).map_err(|errs| {
-        anyhow::anyhow!(
-            "{}",
-            errs.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-    })?;
+    let parsed = parse_features(&opts.custom.features)?;
     let mut n = 0;
     for (s, ..) in features::scenarios(&parsed) {
         if !features::selected(opts.tags_filter.as_ref(), opts.re_filter.as_ref(), &s) {
@@ -131,15 +131,7 @@ pub async fn run() -> anyhow::Result<i32> {
         return Ok(0);
     }
     // Fail on malformed feature files before starting anything expensive.
-    features::parse_all(&opts.custom.features).map_err(|errs| {
-        anyhow::anyhow!(
-            "{}",
-            errs.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-    })?;
+    parse_features(&opts.custom.features)?;
     let args = opts.custom.clone();
     let connect = ConnectOptions::from_args(&args);
     let cluster = Arc::new(Cluster::connect(&connect).await?);
