@@ -258,39 +258,47 @@ mod tests {
 }
 
 /// Adds "artifacts: DIR" to the failure message of each failed test case in a
-/// JUnit report, matching test cases by their `<path>:<line>:` suffix.
+/// JUnit report. Test cases are matched by the `<path>:<line>:` their name ends
+/// with (cucumber prints paths relative to the working directory).
 pub fn annotate_junit(xml: &str, records: &BTreeMap<ScenarioId, Record>) -> String {
+    let cwd = std::env::current_dir()
+        .map(|d| format!("{}/", d.display()))
+        .unwrap_or_default();
     let mut out = String::with_capacity(xml.len() + 256);
-    let mut current: Option<&Record> = None;
-    for line in xml.split_inclusive('\n') {
-        if let Some(pos) = line.find("<testcase ") {
-            let tag = &line[pos..];
-            current = records.iter().find_map(|(id, r)| {
-                let needle = format!("{}:{}:", id.path, id.line);
-                (tag.contains(&needle) && r.artifacts.is_some()).then_some(r)
-            });
-        }
-        if let (Some(r), Some(pos)) = (current, line.find("message=\""))
-            && line.contains("<failure")
+    let mut rest = xml;
+    while let Some(start) = rest.find("<testcase ") {
+        let (before, case) = rest.split_at(start);
+        out.push_str(before);
+        let end = case[1..]
+            .find("<testcase ")
+            .map(|i| i + 1)
+            .unwrap_or(case.len());
+        let (mut case, tail) = case.split_at(end);
+        let name_end = case.find('>').unwrap_or(case.len());
+        let dir = records.iter().find_map(|(id, r)| {
+            let rel = id.path.strip_prefix(&cwd).unwrap_or(&id.path);
+            let needle = format!("{rel}:{}:", id.line);
+            (case[..name_end].contains(&needle))
+                .then_some(r.artifacts.as_ref())
+                .flatten()
+        });
+        if let (Some(dir), Some(f)) = (dir, case.find("<failure "))
+            && let Some(m) = case[f..].find("message=\"")
         {
-            {
-                let start = pos + "message=\"".len();
-                if let Some(end) = line[start..].find('"') {
-                    let dir = r
-                        .artifacts
-                        .as_ref()
-                        .map(|d| d.display().to_string())
-                        .unwrap_or_default();
-                    out.push_str(&line[..start + end]);
-                    out.push_str(&format!(" (artifacts: {})", xml_escape(&dir)));
-                    out.push_str(&line[start + end..]);
-                    current = None;
-                    continue;
-                }
+            let at = f + m + "message=\"".len();
+            if let Some(close) = case[at..].find('"') {
+                out.push_str(&case[..at + close]);
+                out.push_str(&format!(
+                    " (artifacts: {})",
+                    xml_escape(&dir.display().to_string())
+                ));
+                case = &case[at + close..];
             }
         }
-        out.push_str(line);
+        out.push_str(case);
+        rest = tail;
     }
+    out.push_str(rest);
     out
 }
 
@@ -307,7 +315,7 @@ mod junit_tests {
 
     #[test]
     fn failure_messages_get_the_artifacts_dir() {
-        let xml = "<testsuite>\n<testcase name=\"Scenario: a: f.feature:3:3\">\n<failure type=\"Step Panicked\" message=\"boom\">x</failure>\n</testcase>\n<testcase name=\"Scenario: b: f.feature:9:3\">\n<failure message=\"bang\"/>\n</testcase>\n";
+        let xml = "<testsuite><testcase name=\"Scenario: a: f.feature:3:3\"><failure type=\"Step Panicked\" message=\"boom\">x</failure></testcase><testcase name=\"Scenario: b: f.feature:9:3\">\n<failure message=\"bang\"/>\n</testcase>\n";
         let mut m = BTreeMap::new();
         m.insert(
             ScenarioId {
