@@ -232,7 +232,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
 #[test]
 fn interrupted_run_tears_down_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = isolated(home.path())
+    let child = isolated(home.path())
         .env("DRA_E2E_AGENT", bin())
         .args([
             "--cluster",
