@@ -289,3 +289,36 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn passing_run_exits_zero_with_a_clean_junit_report() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let o = isolated(home.path())
+        .env("DRA_E2E_AGENT", bin())
+        .args([
+            "--cluster",
+            "local",
+            "--nodes",
+            "1",
+            "--features",
+            fixtures("runner").to_str().unwrap(),
+            "--name",
+            "an inline claim reaches the container",
+            "--junit",
+            junit.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("1 passed, 0 failed"), "{t}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase").count(), 1, "{xml}");
+    assert!(
+        xml.contains("Scenario: an inline claim reaches the container: tests/fixtures/runner/outcomes.feature:6:3"),
+        "{xml}"
+    );
+    assert!(!xml.contains("<failure"), "{xml}");
+    assert_nothing_left(home.path(), &t);
+}

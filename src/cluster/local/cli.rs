@@ -42,9 +42,14 @@ struct UpArgs {
     /// Keep the cluster's directory (logs, PKI, kubeconfig) after stopping
     #[arg(long)]
     keep: bool,
-    // Simulated kubelet nodes (`--nodes N`) are added here: start them after
-    // the control plane is ready, below the cluster's dir(), and stop them
-    // before the control plane in `up`.
+
+    /// Simulated kubelet nodes to run (their kubelet dirs are below the cluster's directory)
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    nodes: usize,
+
+    /// How long a simulated kubelet waits before wiping the slices of a driver that went away
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "3s")]
+    wipe_delay: std::time::Duration,
 }
 
 /// Entry point of the `cluster` subcommand; `args` excludes the subcommand name.
@@ -99,8 +104,33 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         _ = terminate.recv() => anyhow::bail!("terminated while starting"),
     };
 
+    let mut nodes = Vec::new();
+    for i in 0..args.nodes {
+        let name = format!("dra-e2e-node-{i}");
+        let mut config =
+            crate::node_sim::SimNodeConfig::new(&name, cluster.dir().join("n").join(i.to_string()));
+        config.wipe_delay = args.wipe_delay;
+        match crate::node_sim::SimNode::start(cluster.client(), config).await {
+            Ok(n) => nodes.push(n),
+            Err(e) => {
+                for n in nodes {
+                    let _ = n.stop().await;
+                }
+                let _ = cluster.stop().await;
+                return Err(e).with_context(|| format!("starting simulated node {name}"));
+            }
+        }
+    }
+
     let kubeconfig = cluster.kubeconfig_path().display().to_string();
     println!("local cluster is up at {}", cluster.server_url());
+    for n in &nodes {
+        println!(
+            "  node:       {} (kubelet dir {})",
+            n.name(),
+            n.root_dir().display()
+        );
+    }
     println!("  kubeconfig: {kubeconfig}");
     println!("  logs:       {}", cluster.log_dir().display());
     if !cluster.feature_gates().is_empty() {
@@ -115,6 +145,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         e = cluster.component_exited() => Some(e),
     };
     println!("stopping the local cluster");
+    for n in nodes {
+        if let Err(e) = n.stop().await {
+            eprintln!("stopping simulated node: {e}");
+        }
+    }
     let stopped = cluster.stop().await;
     if let Some(e) = crashed {
         return Err(e).context("a control-plane component stopped unexpectedly");
