@@ -169,6 +169,9 @@ pub struct PodShape {
     pub command: Option<String>,
     pub restart_policy: String,
     pub node_name: Option<String>,
+    /// Extended resources (device-plugin resources) every container asks for,
+    /// e.g. `example.com/resource` = `1`.
+    pub extended_resources: Vec<(String, String)>,
     /// Pins the pod to a node through the scheduler (`kubernetes.io/hostname`).
     pub node_selector: Option<String>,
     pub grace_period: Option<i64>,
@@ -187,6 +190,7 @@ impl PodShape {
             command: None,
             restart_policy: "Never".to_owned(),
             node_name: None,
+            extended_resources: Vec::new(),
             node_selector: None,
             grace_period: None,
         }
@@ -265,6 +269,15 @@ impl PodShape {
             });
             if !claims.is_empty() {
                 c["resources"] = json!({ "claims": claims });
+            }
+            if !self.extended_resources.is_empty() {
+                let limits: serde_json::Map<String, Value> = self
+                    .extended_resources
+                    .iter()
+                    .map(|(k, v)| (k.clone(), json!(v)))
+                    .collect();
+                c["resources"]["limits"] = Value::Object(limits.clone());
+                c["resources"]["requests"] = Value::Object(limits);
             }
             if let Some(cmd) = command {
                 c["image"] = json!("registry.k8s.io/e2e-test-images/busybox:1.37.0-1");

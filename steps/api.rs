@@ -294,6 +294,7 @@ async fn quota_used(
     .await
 }
 
+#[given(expr = "daemonset {string} runs a pod on node {int}")]
 #[then(expr = "daemonset {string} runs a pod on node {int}")]
 async fn daemonset_runs(w: &mut World, name: String, node: usize) -> Result<(), String> {
     run(async {

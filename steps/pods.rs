@@ -73,6 +73,14 @@ fn apply_options(
                 )
             }
             "pod claim name" => shape.pod_claim_name = Some(value),
+            "extended resource" => {
+                let (k, v) = value.split_once('=').with_context(|| {
+                    format!("extended resource {value:?} must be name=quantity")
+                })?;
+                shape
+                    .extended_resources
+                    .push((k.trim().to_owned(), v.trim().to_owned()));
+            }
             "device class" => match template.as_mut() {
                 Some(t) => t.class = Some(value),
                 None => bail!("`device class` applies to inline claims only"),
@@ -100,7 +108,7 @@ fn apply_options(
             }
             other => bail!(
                 "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
-                 command, restart policy, node, node selector, grace period, pod claim name, device class, cel selector, template, container N claims"
+                 command, restart policy, node, node selector, grace period, pod claim name, extended resource, device class, cel selector, template, container N claims"
             ),
         }
     }
