@@ -82,6 +82,10 @@ async fn external_claim_spec(w: &mut World, name: String, step: &Step) -> Result
 pub(crate) async fn claim_name(w: &World, claim: &ClaimRef) -> anyhow::Result<String> {
     match claim {
         ClaimRef::Named(n) => Ok(n.clone()),
+        // Remembered when the pod was deleted, so its claim can still be checked.
+        ClaimRef::OfPod(pod) if w.generated_claims.contains_key(pod) => {
+            Ok(w.generated_claims[pod].clone())
+        }
         ClaimRef::OfPod(pod) => {
             let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
             let name = wait::object(

@@ -82,6 +82,8 @@ pub struct World {
     pub marks: BTreeMap<(String, String), u64>,
     /// Slices remembered by "the driver's slices are noted".
     pub noted_slices: Option<Vec<ResourceSlice>>,
+    /// Claims generated for pods, remembered before a pod is deleted.
+    pub generated_claims: BTreeMap<String, String>,
     /// UIDs of claims as first seen, to tell old from new ones.
     pub claim_uids: BTreeMap<String, String>,
     /// UIDs of pools' slices as noted, for "recreated with a new UID".

@@ -425,7 +425,28 @@ async fn different_nodes(w: &mut World) -> Result<(), String> {
     .await
 }
 
-async fn delete_pod(w: &World, name: &str, force: bool) -> anyhow::Result<()> {
+/// Remembers the claim generated for the pod, so "the claim of pod" still
+/// resolves once the pod is gone.
+async fn remember_generated_claim(w: &mut World, name: &str) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    if let Some(pod) = api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading pod {name}"))?
+        && let Some(claim) = pod
+            .status
+            .and_then(|s| s.resource_claim_statuses)
+            .unwrap_or_default()
+            .into_iter()
+            .find_map(|s| s.resource_claim_name)
+    {
+        w.generated_claims.insert(name.to_owned(), claim);
+    }
+    Ok(())
+}
+
+async fn delete_pod(w: &mut World, name: &str, force: bool) -> anyhow::Result<()> {
+    remember_generated_claim(w, name).await?;
     let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
     let dp = if force {
         DeleteParams::default().grace_period(0)
@@ -459,8 +480,9 @@ async fn pod_force_deleted(w: &mut World, name: String) -> Result<(), String> {
 #[when("all pods are deleted")]
 async fn all_pods_deleted(w: &mut World) -> Result<(), String> {
     run(async {
-        for p in &w.pods {
-            delete_pod(w, &p.name, false).await?;
+        let names: Vec<String> = w.pods.iter().map(|p| p.name.clone()).collect();
+        for p in &names {
+            delete_pod(w, p, false).await?;
         }
         for p in &w.pods {
             wait_pod(w, &p.name, PodState::Gone).await?;
