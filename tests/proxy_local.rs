@@ -107,12 +107,19 @@ async fn dead_connection_at_the_head_of_the_queue_costs_one_failed_attempt() {
     for _ in 0..6 {
         outcomes.push(kubelet_get_info(agent.socket()).await.is_ok());
     }
-    assert_eq!(outcomes, [false, true, true, true, true, true]);
-    assert_eq!(plugin.calls(), 5);
+    // The kernel may already have dropped the dead connection from the
+    // agent's backlog (then nothing fails); it must never cost more than the
+    // first attempt.
+    assert!(
+        outcomes[1..].iter().all(|ok| *ok),
+        "only the first attempt may fail: {outcomes:?}"
+    );
+    let succeeded = outcomes.iter().filter(|ok| **ok).count();
+    assert_eq!(plugin.calls(), succeeded);
     let stats = pool.stats();
     assert_eq!(stats.dead_before_use, 0, "{stats:?}");
     assert_eq!(stats.dial_failures, 0, "{stats:?}");
-    assert_eq!(stats.handed_out, 5, "{stats:?}");
+    assert_eq!(stats.handed_out, succeeded as u64, "{stats:?}");
 
     pool.shutdown().await;
     agent.stop().await.unwrap();
