@@ -155,64 +155,63 @@ impl std::str::FromStr for ClaimState {
     }
 }
 
+/// Watches the claim until `done` holds for it (`None`: it does not exist).
+async fn wait_claim(
+    w: &World,
+    claim: &ClaimRef,
+    what: &str,
+    done: impl Fn(Option<&ResourceClaim>) -> bool,
+) -> anyhow::Result<()> {
+    let name = claim_name(w, claim).await?;
+    let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+    let what = format!("ResourceClaim {name} to be {what}");
+    wait::object(&api, &name, &what, CLAIM_TIMEOUT, |c| {
+        if done(c) {
+            Check::Done(())
+        } else {
+            Check::Pending(describe_claim(c))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+fn reserved_for(c: Option<&ResourceClaim>) -> Vec<String> {
+    c.and_then(|c| c.status.as_ref())
+        .and_then(|s| s.reserved_for.as_ref())
+        .map(|r| {
+            r.iter()
+                .filter(|r| r.resource == "pods")
+                .map(|r| r.name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[then(expr = "{claim} is {claimstate}")]
 async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(), String> {
-    run(async {
-        let name = claim_name(w, &claim).await?;
-        let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
-        let what = format!("ResourceClaim {name} to be {state:?}");
-        wait::object(&api, &name, &what, CLAIM_TIMEOUT, |c| {
-            let allocated = c
-                .and_then(|c| c.status.as_ref())
-                .and_then(|s| s.allocation.as_ref())
-                .is_some();
-            let reserved = c
-                .and_then(|c| c.status.as_ref())
-                .and_then(|s| s.reserved_for.as_ref())
-                .is_some_and(|r| !r.is_empty());
-            let done = match state {
-                ClaimState::Allocated => allocated,
-                ClaimState::Deallocated => c.is_some() && !allocated,
-                ClaimState::NotReserved => c.is_some() && !reserved,
-                ClaimState::Deleted => c.is_none(),
-            };
-            if done {
-                Check::Done(())
-            } else {
-                Check::Pending(describe_claim(c))
-            }
-        })
-        .await?;
-        Ok(())
-    })
+    let what = format!("{state:?}").to_lowercase();
+    run(wait_claim(w, &claim, &what, |c| {
+        let allocated = c
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.allocation.as_ref())
+            .is_some();
+        match state {
+            ClaimState::Allocated => allocated,
+            ClaimState::Deallocated => c.is_some() && !allocated,
+            ClaimState::NotReserved => c.is_some() && reserved_for(c).is_empty(),
+            ClaimState::Deleted => c.is_none(),
+        }
+    }))
     .await
 }
 
 #[then(expr = "{claim} is reserved for pod {string}")]
 async fn claim_reserved(w: &mut World, claim: ClaimRef, pod: String) -> Result<(), String> {
-    run(async {
-        let name = claim_name(w, &claim).await?;
-        let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(
-            &api,
-            &name,
-            &format!("ResourceClaim {name} to be reserved for pod {pod}"),
-            CLAIM_TIMEOUT,
-            |c| {
-                let reserved = c
-                    .and_then(|c| c.status.as_ref())
-                    .and_then(|s| s.reserved_for.as_ref())
-                    .is_some_and(|r| r.iter().any(|r| r.resource == "pods" && r.name == pod));
-                if reserved {
-                    Check::Done(())
-                } else {
-                    Check::Pending(describe_claim(c))
-                }
-            },
-        )
-        .await?;
-        Ok(())
-    })
+    let what = format!("reserved for pod {pod}");
+    run(wait_claim(w, &claim, &what, |c| {
+        reserved_for(c).contains(&pod)
+    }))
     .await
 }
 

@@ -25,6 +25,16 @@ fn isolated(home: &Path) -> Command {
     c
 }
 
+/// The runner on its own local cluster with one node, on a fixture directory.
+fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
+    let mut c = isolated(home);
+    c.env("DRA_E2E_AGENT", bin())
+        .args(["--cluster", "local", "--nodes", "1", "--features"])
+        .arg(fixtures(fixture))
+        .args(extra);
+    c
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}\n{}",
@@ -175,22 +185,18 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
     let junit = home.path().join("junit.xml");
     let artifacts = home.path().join("artifacts");
-    let o = isolated(home.path())
-        .env("DRA_E2E_AGENT", bin())
-        .args([
-            "--cluster",
-            "local",
-            "--nodes",
-            "1",
-            "--features",
-            fixtures("runner").to_str().unwrap(),
+    let o = local_run(
+        home.path(),
+        "runner",
+        &[
             "--junit",
             junit.to_str().unwrap(),
             "--artifacts",
             artifacts.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        ],
+    )
+    .output()
+    .unwrap();
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("1 passed, 1 failed, 1 skipped"), "{t}");
@@ -232,16 +238,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
 #[test]
 fn interrupted_run_tears_down_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let child = isolated(home.path())
-        .env("DRA_E2E_AGENT", bin())
-        .args([
-            "--cluster",
-            "local",
-            "--nodes",
-            "1",
-            "--features",
-            fixtures("interrupt").to_str().unwrap(),
-        ])
+    let child = local_run(home.path(), "interrupt", &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -294,22 +291,18 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn passing_run_exits_zero_with_a_clean_junit_report() {
     let home = tempfile::tempdir().unwrap();
     let junit = home.path().join("junit.xml");
-    let o = isolated(home.path())
-        .env("DRA_E2E_AGENT", bin())
-        .args([
-            "--cluster",
-            "local",
-            "--nodes",
-            "1",
-            "--features",
-            fixtures("runner").to_str().unwrap(),
+    let o = local_run(
+        home.path(),
+        "runner",
+        &[
             "--name",
             "an inline claim reaches the container",
             "--junit",
             junit.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        ],
+    )
+    .output()
+    .unwrap();
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(t.contains("1 passed, 0 failed"), "{t}");
