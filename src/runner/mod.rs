@@ -76,12 +76,12 @@ impl<I: AsRef<std::path::Path>> cucumber::Parser<I> for SkipParser {
 }
 
 fn parse_opts() -> Opts {
+    const ABOUT: &str = "Runs Gherkin scenarios that test Kubernetes Dynamic Resource \
+                         Allocation against a local cluster (default) or a real one.";
     let cmd = Opts::command()
         .name("dra-e2e")
-        .about(
-            "Runs Gherkin scenarios that test Kubernetes Dynamic Resource Allocation against a \
-             local cluster (default) or a real one.",
-        )
+        .about(ABOUT)
+        .long_about(ABOUT)
         .after_help(cli::SUBCOMMANDS_HELP);
     let matches = cmd.get_matches();
     match Opts::from_arg_matches(&matches) {
