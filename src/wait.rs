@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -49,48 +49,11 @@ pub async fn object<K, T>(
     mut check: impl FnMut(Option<&K>) -> Check<T>,
 ) -> Result<T, WaitError>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let mut last_seen = "nothing yet".to_owned();
-    let stream = kube::runtime::watcher::watch_object(api.clone(), name);
-    let mut stream = std::pin::pin!(stream);
-    let deadline = Instant::now() + timeout;
-    loop {
-        let next = tokio::time::timeout_at(deadline, stream.try_next()).await;
-        let item = match next {
-            Err(_) => {
-                return Err(WaitError::Timeout {
-                    what: what.to_owned(),
-                    after: timeout,
-                    last_seen,
-                });
-            }
-            Ok(Err(source)) => {
-                // A watch can break (apiserver restart, expired resourceVersion);
-                // the watcher re-lists by itself, so only report persistent errors.
-                tracing::debug!(%what, error = %source, "watch error, retrying");
-                last_seen = format!("watch error: {source}");
-                continue;
-            }
-            Ok(Ok(None)) => {
-                return Err(WaitError::Failed {
-                    what: what.to_owned(),
-                    message: "watch ended".to_owned(),
-                });
-            }
-            Ok(Ok(Some(obj))) => obj,
-        };
-        match check(item.as_ref()) {
-            Check::Done(v) => return Ok(v),
-            Check::Pending(seen) => last_seen = seen,
-            Check::Fail(message) => {
-                return Err(WaitError::Failed {
-                    what: what.to_owned(),
-                    message,
-                });
-            }
-        }
-    }
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    list(api, config, what, timeout, |items| check(items.first())).await
 }
 
 /// Watches objects of a list selection until `check` over the current set is done.
@@ -102,12 +65,16 @@ pub async fn list<K, T>(
     mut check: impl FnMut(&[K]) -> Check<T>,
 ) -> Result<T, WaitError>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    use kube::runtime::reflector;
+    use kube::runtime::{WatchStreamExt as _, reflector};
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher::watcher(api.clone(), config));
+    // Backoff keeps a failing watch (apiserver restarting) from spinning.
+    let stream = reflector::reflector(
+        writer,
+        watcher::watcher(api.clone(), config).default_backoff(),
+    );
     let mut stream = std::pin::pin!(stream);
     let deadline = Instant::now() + timeout;
     let mut last_seen = "nothing yet".to_owned();
@@ -129,6 +96,7 @@ where
                 });
             }
             Ok(Some(Err(source))) => {
+                // The watcher re-lists by itself after an error.
                 tracing::debug!(%what, error = %source, "watch error, retrying");
                 last_seen = format!("watch error: {source}");
                 continue;

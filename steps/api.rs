@@ -69,16 +69,17 @@ async fn api_for(
     Ok((api, ar, namespaced))
 }
 
+/// Creates the objects in order, taking each off `objs` once it exists (so a
+/// retry continues where a failure stopped) and remembering it for teardown.
 async fn create_all(
     w: &mut World,
     who: &Identity,
-    objs: Vec<DynamicObject>,
-    remember: bool,
+    objs: &mut Vec<DynamicObject>,
 ) -> anyhow::Result<()> {
     let client = client_for(w, who)?;
     let admin = w.client()?;
-    for obj in objs {
-        let (api, ar, namespaced) = api_for(&client, &admin, &w.namespace, &obj).await?;
+    while let Some(obj) = objs.first() {
+        let (api, ar, namespaced) = api_for(&client, &admin, &w.namespace, obj).await?;
         let name = obj
             .metadata
             .name
@@ -86,16 +87,15 @@ async fn create_all(
             .or(obj.metadata.generate_name.clone())
             .unwrap_or_default();
         let created = api
-            .create(&PostParams::default(), &obj)
+            .create(&PostParams::default(), obj)
             .await
             .with_context(|| format!("creating {} {name}", ar.kind))?;
-        if remember {
-            let name = created.metadata.name.unwrap_or_default();
-            if namespaced {
-                w.namespaced_objects.push((ar, name));
-            } else {
-                w.cluster_objects.push((ar, name));
-            }
+        objs.remove(0);
+        let name = created.metadata.name.unwrap_or_default();
+        if namespaced {
+            w.namespaced_objects.push((ar, name));
+        } else {
+            w.cluster_objects.push((ar, name));
         }
     }
     Ok(())
@@ -105,8 +105,8 @@ async fn create_all(
 #[when("the following objects are created:")]
 async fn objects_created(w: &mut World, step: &Step) -> Result<(), String> {
     run(async {
-        let objs = manifests(w, step)?;
-        create_all(w, &Identity::Admin, objs, true).await
+        let mut objs = manifests(w, step)?;
+        create_all(w, &Identity::Admin, &mut objs).await
     })
     .await
 }
@@ -162,10 +162,10 @@ async fn create_fails(
 #[then(expr = "creating the following objects as {identity} succeeds:")]
 async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> Result<(), String> {
     run(async {
-        let objs = manifests(w, step)?;
+        let mut objs = manifests(w, step)?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            match create_all(w, &who, objs.clone(), true).await {
+            match create_all(w, &who, &mut objs).await {
                 Ok(()) => return Ok(()),
                 Err(e) if tokio::time::Instant::now() > deadline => {
                     return Err(e.context(format!("creating the objects as {who:?}")));

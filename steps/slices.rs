@@ -157,9 +157,8 @@ async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), S
 #[when(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
 async fn note_slices(w: &mut World, d: DriverRef) -> Result<(), String> {
     run(async {
-        let driver = w.driver(&d.0)?;
-        driver.wait_published(Duration::from_secs(30)).await?;
-        let mut slices = driver.slices().await?;
+        // set_up already waited until the node-local slices were published.
+        let mut slices = w.driver(&d.0)?.slices().await?;
         slices.sort_by_key(|s| s.metadata.name.clone());
         w.noted_slices = Some(slices);
         Ok(())

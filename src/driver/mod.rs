@@ -116,7 +116,6 @@ struct NodeInstance {
     plugin: NodePlugin,
     stoppers: Vec<Stopper>,
     publisher: Option<Publisher>,
-    prepared: Prepared,
 }
 
 /// Shared resources of a scenario a driver needs.
@@ -427,7 +426,6 @@ impl Driver {
                 plugin,
                 stoppers,
                 publisher,
-                prepared,
             },
         );
         Ok(())
@@ -497,7 +495,6 @@ impl Driver {
             for s in inst.stoppers {
                 s.stop().await;
             }
-            drop(inst.prepared);
         }
         if let Some(p) = self.admin_publisher.take() {
             p.stop().await;

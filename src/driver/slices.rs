@@ -8,7 +8,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -207,10 +207,6 @@ pub fn all_nodes_slice(
     }))
 }
 
-fn pool_of(s: &ResourceSlice) -> Option<&str> {
-    Some(s.spec.pool.name.as_str())
-}
-
 fn devices_of(s: &ResourceSlice) -> Value {
     serde_json::to_value(s.spec.devices.clone()).unwrap_or_default()
 }
@@ -244,10 +240,10 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
     let api: Api<ResourceSlice> = Api::all(client);
     // The watch only says "something changed"; each reconcile lists afresh, so
     // a failed write is simply retried on the next trigger.
-    let mut changes = std::pin::pin!(watcher::watcher(
-        api.clone(),
-        watcher::Config::default().fields(&selector)
-    ));
+    let mut changes = std::pin::pin!(
+        watcher::watcher(api.clone(), watcher::Config::default().fields(&selector))
+            .default_backoff()
+    );
     let want_devices = devices_of(&desired);
     let mut retry = false;
     loop {
@@ -278,7 +274,7 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
                 continue;
             }
         };
-        let existing = list.into_iter().find(|s| pool_of(s) == Some(pool.as_str()));
+        let existing = list.into_iter().find(|s| s.spec.pool.name == pool);
         let result = match existing {
             None => api
                 .create(&PostParams::default(), &desired)

@@ -286,14 +286,7 @@ pub struct ScenarioRef {
     pub tags: Vec<String>,
 }
 
-pub fn scenarios(
-    features: &[gherkin::Feature],
-) -> Vec<(
-    ScenarioRef,
-    &gherkin::Feature,
-    Option<&gherkin::Rule>,
-    &gherkin::Scenario,
-)> {
+pub fn scenarios(features: &[gherkin::Feature]) -> Vec<ScenarioRef> {
     let mut out = Vec::new();
     for f in features {
         let mk = |rule: Option<&gherkin::Rule>, s: &gherkin::Scenario| {
@@ -312,13 +305,9 @@ pub fn scenarios(
                 tags,
             }
         };
-        for s in &f.scenarios {
-            out.push((mk(None, s), f, None, s));
-        }
+        out.extend(f.scenarios.iter().map(|s| mk(None, s)));
         for r in &f.rules {
-            for s in &r.scenarios {
-                out.push((mk(Some(r), s), f, Some(r), s));
-            }
+            out.extend(r.scenarios.iter().map(|s| mk(Some(r), s)));
         }
     }
     out

@@ -101,7 +101,7 @@ fn parse_features(path: &std::path::Path) -> anyhow::Result<Vec<cucumber::gherki
 fn list(opts: &Opts) -> anyhow::Result<()> {
     let parsed = parse_features(&opts.custom.features)?;
     let mut n = 0;
-    for (s, ..) in features::scenarios(&parsed) {
+    for s in features::scenarios(&parsed) {
         if !features::selected(opts.tags_filter.as_ref(), opts.re_filter.as_ref(), &s) {
             continue;
         }
