@@ -238,7 +238,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
 #[test]
 fn interrupted_run_tears_down_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let child = local_run(home.path(), "interrupt", &[])
+    let mut child = local_run(home.path(), "interrupt", &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -250,7 +250,9 @@ fn interrupted_run_tears_down_and_leaves_nothing() {
             p.extension().is_some_and(|e| e == "json")
                 && p.parent().is_some_and(|d| d.ends_with("cdi"))
         });
-        if found || Instant::now() > deadline {
+        // A run that ended on its own was not interrupted mid-scenario.
+        let exited = child.try_wait().unwrap().is_some();
+        if found || exited || Instant::now() > deadline {
             break found;
         }
         std::thread::sleep(Duration::from_millis(200));
