@@ -124,22 +124,25 @@ async fn plugin_gone_wipes_after_delay(env: &Env) {
     // Only sim-0's plugin goes away.
     let plugin = driver.plugins.remove(0);
     plugin.stop().await.unwrap();
-    let scheduled = eventually("wipe scheduled on sim-0", || async {
-        find(
-            &node.events(),
+    let scheduled = node
+        .wait_for_event(
+            DEADLINE,
             |k| matches!(k, NodeEventKind::WipeScheduled { driver: d } if *d == driver.name),
         )
-    })
-    .await;
+        .await
+        .expect("wipe scheduled on sim-0");
     eventually("sim-0 slice wiped", || async {
         (!slice_exists(client, &node0).await).then_some(())
     })
     .await;
-    let wiped = find(
-        &node.events(),
-        |k| matches!(k, NodeEventKind::SlicesWiped { driver: Some(d) } if *d == driver.name),
-    )
-    .expect("wipe journaled");
+    // The API server may show the slice gone before the node journals it.
+    let wiped = node
+        .wait_for_event(
+            DEADLINE,
+            |k| matches!(k, NodeEventKind::SlicesWiped { driver: Some(d) } if *d == driver.name),
+        )
+        .await
+        .expect("wipe journaled");
     // Never before the delay: a lower bound, so load cannot make it flaky.
     let waited = wiped.at.duration_since(scheduled.at);
     assert!(
@@ -164,22 +167,21 @@ async fn quick_restart_keeps_slices(env: &Env) {
     // A plugin restart well within sim-1's 6 s delay.
     let old = driver.plugins.remove(1);
     old.stop().await.unwrap();
-    eventually("wipe scheduled on sim-1", || async {
-        find(
-            &node.events(),
-            |k| matches!(k, NodeEventKind::WipeScheduled { driver: d } if *d == driver.name),
-        )
-    })
-    .await;
+    node.wait_for_event(
+        DEADLINE,
+        |k| matches!(k, NodeEventKind::WipeScheduled { driver: d } if *d == driver.name),
+    )
+    .await
+    .expect("wipe scheduled on sim-1");
     let new = driver.start_plugin(node, &[NodeApi::V1]).await;
     driver.plugins.push(new);
-    let cancelled = eventually("wipe cancelled", || async {
-        find(
-            &node.events(),
+    let cancelled = node
+        .wait_for_event(
+            DEADLINE,
             |k| matches!(k, NodeEventKind::WipeCancelled { driver: d } if *d == driver.name),
         )
-    })
-    .await;
+        .await
+        .expect("wipe cancelled");
     // Past the moment the wipe would have happened, the slice is still there.
     let deadline = cancelled.at + jiff::SignedDuration::from_secs(7);
     while jiff::Timestamp::now() < deadline {

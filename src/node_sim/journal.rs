@@ -155,28 +155,109 @@ impl fmt::Display for NodeEvent {
     }
 }
 
-/// A shared, bounded journal.
-#[derive(Debug, Clone, Default)]
-pub struct Journal(Arc<Mutex<VecDeque<NodeEvent>>>);
+/// A shared, bounded journal that can be waited on.
+#[derive(Debug, Clone)]
+pub struct Journal(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    entries: Mutex<VecDeque<NodeEvent>>,
+    /// Bumped on every record, so waiters wake without polling.
+    recorded: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Journal {
+    fn default() -> Self {
+        Self(Arc::new(Inner {
+            entries: Mutex::default(),
+            recorded: tokio::sync::watch::Sender::new(0),
+        }))
+    }
+}
 
 impl Journal {
     pub fn record(&self, kind: NodeEventKind) {
-        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if q.len() == CAPACITY {
-            q.pop_front();
+        {
+            let mut q = self.0.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() == CAPACITY {
+                q.pop_front();
+            }
+            q.push_back(NodeEvent {
+                at: jiff::Timestamp::now(),
+                kind,
+            });
         }
-        q.push_back(NodeEvent {
-            at: jiff::Timestamp::now(),
-            kind,
-        });
+        self.0.recorded.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub fn entries(&self) -> Vec<NodeEvent> {
         self.0
+            .entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .cloned()
             .collect()
+    }
+
+    /// The first entry (oldest first) matching `pred`, waiting up to
+    /// `timeout` for one to be recorded; `None` if none came in time.
+    pub async fn wait_for(
+        &self,
+        timeout: std::time::Duration,
+        pred: impl Fn(&NodeEventKind) -> bool,
+    ) -> Option<NodeEvent> {
+        let mut rx = self.0.recorded.subscribe();
+        tokio::time::timeout(timeout, async {
+            loop {
+                rx.borrow_and_update();
+                if let Some(e) = self.entries().into_iter().find(|e| pred(&e.kind)) {
+                    return e;
+                }
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        })
+        .await
+        .ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn wait_for_wakes_on_a_later_record() {
+        let j = Journal::default();
+        let waiter = {
+            let j = j.clone();
+            tokio::spawn(async move {
+                j.wait_for(
+                    Duration::from_secs(10),
+                    |k| matches!(k, NodeEventKind::PodDeleted { pod } if pod == "ns/a"),
+                )
+                .await
+            })
+        };
+        j.record(NodeEventKind::PodDeleted { pod: "ns/b".into() });
+        j.record(NodeEventKind::PodDeleted { pod: "ns/a".into() });
+        let got = waiter.await.expect("waiter ran").expect("event seen");
+        assert_eq!(got.kind, NodeEventKind::PodDeleted { pod: "ns/a".into() });
+    }
+
+    #[tokio::test]
+    async fn wait_for_gives_up_after_its_timeout() {
+        let j = Journal::default();
+        j.record(NodeEventKind::PodDeleted { pod: "ns/b".into() });
+        let got = j
+            .wait_for(
+                Duration::from_millis(20),
+                |k| matches!(k, NodeEventKind::PodDeleted { pod } if pod == "ns/a"),
+            )
+            .await;
+        assert_eq!(got, None);
     }
 }

@@ -426,6 +426,16 @@ impl SimNode {
         self.journal.entries()
     }
 
+    /// Waits up to `timeout` for the node to journal an event matching
+    /// `pred` (earlier entries count too); `None` if none came in time.
+    pub async fn wait_for_event(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&NodeEventKind) -> bool,
+    ) -> Option<NodeEvent> {
+        self.journal.wait_for(timeout, pred).await
+    }
+
     /// Currently registered plugins, in registration order.
     pub fn plugins(&self) -> Vec<PluginView> {
         self.plugins.views()
