@@ -216,7 +216,7 @@ async fn stop_leaves_no_process_socket_or_connection() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "agent process {pid} is gone"
     );
-    let left = eventually(Duration::from_secs(5), || {
+    let left = eventually(WAIT, || {
         let left = tcp_sockets_on_port(port);
         left.is_empty().then_some(())
     })

@@ -129,8 +129,8 @@ pub async fn kubelet_get_info(socket: &Path) -> Result<PluginInfo, String> {
     get_info(channel).await.map_err(|e| format!("GetInfo: {e}"))
 }
 
-/// TCP sockets on this machine with `port` at either end, excluding
-/// TIME_WAIT (closed connections the kernel remembers for a while).
+/// TCP sockets on this machine with `port` at either end that a process
+/// still has open.
 pub fn tcp_sockets_on_port(port: u16) -> Vec<String> {
     let mut found = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
@@ -139,7 +139,10 @@ pub fn tcp_sockets_on_port(port: u16) -> Vec<String> {
         };
         for line in text.lines().skip(1) {
             let cols: Vec<&str> = line.split_whitespace().collect();
-            if cols.len() < 4 || cols[3] == "06" {
+            // Only sockets some process still holds: closed ones linger
+            // orphaned (inode 0, e.g. TIME_WAIT or FIN_WAIT2 towards a peer
+            // that died) until the kernel times them out.
+            if cols.len() < 10 || cols[9] == "0" {
                 continue;
             }
             let port_of = |addr: &str| {
