@@ -69,6 +69,79 @@ pub fn device_class(
     )
 }
 
+/// Effects a device taint can have.
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "NoExecute", "None"];
+
+/// A toleration of device taints, written `[key[=value]][:Effect]`: `NoSchedule`
+/// tolerates every NoSchedule taint, `example.com/t=x:NoExecute` exactly that
+/// one, `example.com/t` any taint with that key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceToleration {
+    pub key: Option<String>,
+    /// With a value the operator is `Equal`, without it `Exists`.
+    pub value: Option<String>,
+    pub effect: Option<String>,
+}
+
+impl DeviceToleration {
+    fn to_json(&self) -> Value {
+        let mut t = json!({
+            "operator": if self.value.is_some() { "Equal" } else { "Exists" },
+        });
+        if let Some(k) = &self.key {
+            t["key"] = json!(k);
+        }
+        if let Some(v) = &self.value {
+            t["value"] = json!(v);
+        }
+        if let Some(e) = &self.effect {
+            t["effect"] = json!(e);
+        }
+        t
+    }
+}
+
+impl std::str::FromStr for DeviceToleration {
+    type Err = ObjectError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let (selector, effect) = if TAINT_EFFECTS.contains(&s) {
+            ("", Some(s))
+        } else {
+            match s.rsplit_once(':') {
+                Some((sel, e)) if TAINT_EFFECTS.contains(&e) => (sel, Some(e)),
+                Some((_, e)) => {
+                    return Err(ObjectError::Invalid(format!(
+                        "toleration {s:?}: effect {e:?} must be NoSchedule, NoExecute or None"
+                    )));
+                }
+                None => (s, None),
+            }
+        };
+        let (key, value) = match selector.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (selector, None),
+        };
+        if key.is_empty() && value.is_some() {
+            return Err(ObjectError::Invalid(format!(
+                "toleration {s:?}: a value needs a key (key=value:Effect)"
+            )));
+        }
+        if key.is_empty() && effect.is_none() {
+            return Err(ObjectError::Invalid(
+                "an empty toleration; write an effect (NoSchedule), a key, or key=value:Effect"
+                    .to_owned(),
+            ));
+        }
+        Ok(Self {
+            key: (!key.is_empty()).then(|| key.to_owned()),
+            value: value.map(str::to_owned),
+            effect: effect.map(str::to_owned),
+        })
+    }
+}
+
 /// What a claim built here asks for.
 #[derive(Debug, Clone)]
 pub struct ClaimShape {
@@ -79,6 +152,8 @@ pub struct ClaimShape {
     pub admin_access: bool,
     /// Extra CEL selectors on the request.
     pub selectors: Vec<String>,
+    /// Device taints the request tolerates.
+    pub tolerations: Vec<DeviceToleration>,
 }
 
 impl ClaimShape {
@@ -90,6 +165,7 @@ impl ClaimShape {
             parameters: Some(json!({ "a": "b" })),
             admin_access: false,
             selectors: Vec::new(),
+            tolerations: Vec::new(),
         }
     }
 
@@ -104,6 +180,9 @@ impl ClaimShape {
                 .iter()
                 .map(|e| json!({ "cel": { "expression": e } }))
                 .collect();
+        }
+        if !self.tolerations.is_empty() {
+            exactly["tolerations"] = self.tolerations.iter().map(|t| t.to_json()).collect();
         }
         let mut devices = json!({ "requests": [ { "name": REQUEST, "exactly": exactly } ] });
         if let Some(p) = &self.parameters {
@@ -389,6 +468,37 @@ mod tests {
         assert_eq!(shape.pod_claim_names(), vec!["a", "b"]);
         shape.claims = PodClaims::External(vec!["a".into()]);
         assert_eq!(shape.pod_claim_names(), vec!["resource-claim"]);
+    }
+
+    #[test]
+    fn tolerations_parse_and_reach_the_request() {
+        let any: DeviceToleration = "NoSchedule".parse().unwrap();
+        assert_eq!(
+            any.to_json(),
+            json!({ "operator": "Exists", "effect": "NoSchedule" })
+        );
+        let exact: DeviceToleration = "example.com/taint=tainted:NoExecute".parse().unwrap();
+        assert_eq!(
+            exact.to_json(),
+            json!({ "operator": "Equal", "key": "example.com/taint",
+                    "value": "tainted", "effect": "NoExecute" })
+        );
+        let key: DeviceToleration = "example.com/taint".parse().unwrap();
+        assert_eq!(
+            key.to_json(),
+            json!({ "operator": "Exists", "key": "example.com/taint" })
+        );
+        for bad in ["", "k=v:Sometimes", "=v:NoSchedule"] {
+            assert!(bad.parse::<DeviceToleration>().is_err(), "{bad:?} accepted");
+        }
+
+        let mut shape = ClaimShape::default_for("c", "d");
+        shape.tolerations.push(any);
+        let v = serde_json::to_value(shape.spec().unwrap()).unwrap();
+        assert_eq!(
+            v["devices"]["requests"][0]["exactly"]["tolerations"][0]["effect"],
+            "NoSchedule"
+        );
     }
 
     #[test]

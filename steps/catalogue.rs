@@ -79,13 +79,18 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given an external claim \"<name>\" with spec:",
-                description: "A ResourceClaim whose spec is the YAML doc string (placeholders ${class}, ${driver}, ${namespace}, ${node0}, ... are replaced).",
+                description: "A ResourceClaim whose spec is the YAML doc string (placeholders ${class}, ${driver}, ${class:<name>}, ${driver:<name>}, ${namespace}, ${node0}, ... are replaced).",
                 example: "Given an external claim \"all\" with spec:",
             },
             Entry {
                 pattern: "Then <claim> is allocated|deallocated|not reserved|deleted",
                 description: "Wait for the claim's state. <claim> is `claim \"name\"` or `the claim of pod \"name\"` (the claim generated for its inline claim).",
                 example: "Then the claim of pod \"tester-1\" is deleted",
+            },
+            Entry {
+                pattern: "Then <claim> is allocated with results \"<request>\"[, ...]",
+                description: "The allocation's results name exactly these requests (or `request/sub-request`), in order.",
+                example: "Then claim \"external-multiclaim\" is allocated with results \"request-1/sub-request-2\", \"request-2\"",
             },
             Entry {
                 pattern: "Then <claim> is reserved for pod \"<pod>\"",
@@ -109,7 +114,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
-                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity`), device class, cel selector, template (none), container N claims (`claim[/request], ...`).",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity`), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (none), container N claims (`claim[/request], ...`).",
                 example: "When pod \"tester-1\" with an inline claim is created",
             },
             Entry {
@@ -133,8 +138,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then all pods are scheduled",
             },
             Entry {
-                pattern: "Then pod \"<name>\" stays pending for <duration>",
-                description: "The pod stays Pending the whole time (checked every 200ms).",
+                pattern: "Then pod \"<name>\" stays pending|running for <duration>",
+                description: "The pod stays Pending, or Running and not being deleted, the whole time (checked every 200ms).",
                 example: "Then pod \"tester-1\" stays pending for 20s",
             },
             Entry {

@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
 use kube::api::{Api, DeleteParams, PostParams};
 
 use super::drivers::class_name;
-use super::params::{ClaimRef, DriverRef};
+use super::params::{ClaimRef, DriverRef, quoted_list};
 use super::{World, run};
 use crate::objects::{self, ClaimShape};
 use crate::wait::{self, Check};
@@ -203,6 +203,59 @@ async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(
             ClaimState::Deleted => c.is_none(),
         }
     }))
+    .await
+}
+
+/// `request (driver/pool/device)` of each allocation result, in order.
+fn allocation_results(c: &ResourceClaim) -> Option<Vec<(String, String)>> {
+    let allocation = c.status.as_ref()?.allocation.as_ref()?;
+    let results = allocation
+        .devices
+        .as_ref()
+        .and_then(|d| d.results.as_deref())
+        .unwrap_or_default();
+    Some(
+        results
+            .iter()
+            .map(|r| {
+                (
+                    r.request.clone(),
+                    format!("{}/{}/{}", r.driver, r.pool, r.device),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[then(regex = r#"^(claim "[^"]+"|the claim of pod "[^"]+") is allocated with results (".+")$"#)]
+async fn claim_results(w: &mut World, claim: ClaimRef, results: String) -> Result<(), String> {
+    run(async {
+        let want = quoted_list(&results);
+        let name = claim_name(w, &claim).await?;
+        let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+        // An allocation never changes once made, so the first one decides.
+        let got = wait::object(
+            &api,
+            &name,
+            &format!("ResourceClaim {name} to be allocated"),
+            CLAIM_TIMEOUT,
+            |c| match c.and_then(allocation_results) {
+                Some(r) => Check::Done(r),
+                None => Check::Pending(describe_claim(c)),
+            },
+        )
+        .await?;
+        let requests: Vec<&str> = got.iter().map(|(r, _)| r.as_str()).collect();
+        if requests != want {
+            let listed: Vec<String> = got.iter().map(|(r, d)| format!("{r} ({d})")).collect();
+            bail!(
+                "ResourceClaim {name} was allocated with results for {:?}, expected {want:?}: {}",
+                requests,
+                listed.join(", ")
+            );
+        }
+        Ok(())
+    })
     .await
 }
 

@@ -45,6 +45,8 @@ impl std::str::FromStr for DriverPhrase {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A colon may introduce the table of `these devices`.
+        let s = s.strip_suffix(':').unwrap_or(s);
         let mut parts = s.split(", ");
         let res = parts.next().unwrap_or_default().trim();
         let resources = if res == "no devices" {
@@ -471,6 +473,8 @@ mod tests {
             .unwrap();
         assert_eq!(p.resources, ResourcesPhrase::Network(10, vec![]));
         assert!(!p.with_kubelet);
+        let p: DriverPhrase = "these devices:".parse().unwrap();
+        assert!(matches!(p.resources, ResourcesPhrase::FromTable));
         let p: DriverPhrase = "a network pool of 10 tainted devices".parse().unwrap();
         assert_eq!(
             p.resources,

@@ -247,6 +247,26 @@ impl FromStr for PodState {
     }
 }
 
+/// A pod state that can be held for a while: `pending` or `running`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "steadystate", regex = "pending|running")]
+pub enum SteadyState {
+    Pending,
+    /// Running and not being deleted (an eviction sets the deletion mark first).
+    Running,
+}
+
+impl FromStr for SteadyState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pending" => Ok(SteadyState::Pending),
+            "running" => Ok(SteadyState::Running),
+            other => Err(format!("a pod can stay pending or running, not {other:?}")),
+        }
+    }
+}
+
 /// Quoted, comma/and-separated strings: `"a", "b" and "c"`.
 pub fn quoted_list(s: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 
 use super::claims::default_shape;
-use super::params::{Dur, PodState, quoted_list};
+use super::params::{Dur, PodState, SteadyState, quoted_list};
 use super::{PodRecord, World, context, run};
 use crate::objects::{self, PodClaims, PodShape};
 use crate::wait::{self, Check};
@@ -25,6 +25,7 @@ struct InlineTemplate {
     name: String,
     class: Option<String>,
     selectors: Vec<String>,
+    tolerations: Vec<objects::DeviceToleration>,
 }
 
 /// Reads the `| option | value |` table of a pod step into the shape.
@@ -89,6 +90,10 @@ fn apply_options(
                 Some(t) => t.selectors.push(value),
                 None => bail!("`cel selector` applies to inline claims only"),
             },
+            "device toleration" => match template.as_mut() {
+                Some(t) => t.tolerations.push(value.parse()?),
+                None => bail!("`device toleration` applies to inline claims only"),
+            },
             "template" if value == "none" => *template = None,
             k if k.starts_with("container ") && k.ends_with(" claims") => {
                 let index: usize = k["container ".len()..k.len() - " claims".len()]
@@ -108,7 +113,7 @@ fn apply_options(
             }
             other => bail!(
                 "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
-                 command, restart policy, node, node selector, grace period, pod claim name, extended resource, device class, cel selector, template, container N claims"
+                 command, restart policy, node, node selector, grace period, pod claim name, extended resource, device class, cel selector, device toleration, template, container N claims"
             ),
         }
     }
@@ -139,6 +144,7 @@ async fn create_pod(
             name: name.to_owned(),
             class: None,
             selectors: Vec::new(),
+            tolerations: Vec::new(),
         });
     } else if let Some(list) = claims.strip_prefix("using claim") {
         shape.claims = PodClaims::External(quoted_list(list));
@@ -155,6 +161,7 @@ async fn create_pod(
             claim_shape.class = c;
         }
         claim_shape.selectors = t.selectors;
+        claim_shape.tolerations = t.tolerations;
         let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &w.namespace);
         api.create(
             &PostParams::default(),
@@ -333,19 +340,25 @@ async fn all_pods_are(w: &mut World, state: PodState) -> Result<(), String> {
     .await
 }
 
-#[then(expr = "pod {string} stays pending for {duration}")]
-async fn stays_pending(w: &mut World, name: String, d: Dur) -> Result<(), String> {
+#[then(expr = "pod {string} stays {steadystate} for {duration}")]
+async fn stays(w: &mut World, name: String, state: SteadyState, d: Dur) -> Result<(), String> {
     run(async {
         let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        let (word, holds): (&str, fn(&Pod) -> bool) = match state {
+            SteadyState::Pending => ("Pending", |p| phase(p) == "Pending" || phase(p).is_empty()),
+            SteadyState::Running => ("Running", |p| {
+                phase(p) == "Running" && p.metadata.deletion_timestamp.is_none()
+            }),
+        };
         wait::consistently(
-            &format!("pod {name} to stay pending"),
+            &format!("pod {name} to stay {word}"),
             d.0,
             Duration::from_millis(200),
             || async {
                 match api.get_opt(&name).await {
-                    Ok(Some(p)) if phase(&p) == "Pending" || phase(&p).is_empty() => Ok(()),
+                    Ok(Some(p)) if holds(&p) => Ok(()),
                     Ok(p) => Err(format!(
-                        "expected pod {name} to stay Pending, observed {}",
+                        "expected pod {name} to stay {word}, observed {}",
                         describe_pod(p.as_ref())
                     )),
                     Err(e) => Err(format!("reading pod {name}: {e}")),
