@@ -95,7 +95,7 @@ async fn release(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(
 /// Waits until the method was called at least once on the node(s), and notes
 /// the count for a later "has been called again".
 #[then(
-    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?is called on (node \d+|every node|the node of pod "[^"]+")$"#
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources) (?:of (the driver|driver "[^"]+") )?is called on (node \d+|every node|the node of pod "[^"]+")$"#
 )]
 async fn is_called(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(async {
@@ -125,7 +125,7 @@ async fn is_called(w: &mut World, m: Method, d: String, node: NodeSel) -> Result
 }
 
 #[then(
-    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?has been called again on (node \d+|every node|the node of pod "[^"]+")$"#
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources) (?:of (the driver|driver "[^"]+") )?has been called again on (node \d+|every node|the node of pod "[^"]+")$"#
 )]
 async fn called_again(w: &mut World, m: Method, d: String, node: NodeSel) -> Result<(), String> {
     run(async {
@@ -145,7 +145,7 @@ async fn called_again(w: &mut World, m: Method, d: String, node: NodeSel) -> Res
 }
 
 #[then(
-    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus) (?:of (the driver|driver "[^"]+") )?was called (\d+) times? on (node \d+|every node|the node of pod "[^"]+")$"#
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources) (?:of (the driver|driver "[^"]+") )?was called (\d+) times? on (node \d+|every node|the node of pod "[^"]+")$"#
 )]
 async fn called_n(
     w: &mut World,

@@ -199,7 +199,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <method> [of <driver>] is called on <node>",
-                description: "Wait until the method was called at least once, and remember the count.",
+                description: "Wait until the method was called at least once, and remember the count. Also for NodeWatchResources (the kubelet's health stream, counted when it opens).",
                 example: "Then NodePrepareResources is called on node 0",
             },
             Entry {
@@ -231,6 +231,21 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then the plugin on node <n> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
                 description: "Tell a force-deleted claim from its re-created namesake by UID.",
                 example: "Then the plugin on node 0 has prepared only the current claim \"external-claim\"",
+            },
+        ],
+    },
+    Topic {
+        title: "Device health",
+        entries: &[
+            Entry {
+                pattern: "When <driver> reports device \"<device>\" on <node> as Healthy|Unhealthy|Unknown[ with message \"<m>\"]",
+                description: "The plugin's health stream reports the device so (its pool is found from the driver's resources).",
+                example: "When the driver reports device \"device-00\" on node 0 as Unhealthy with message \"ECC errors\"",
+            },
+            Entry {
+                pattern: "Then the devices of pod \"<name>\" are reported Healthy|Unhealthy|Unknown[ with message \"<m>\"]",
+                description: "Wait (1 minute) until every device of the pod's claims shows that health (and message) in its container statuses' allocatedResourcesStatus.",
+                example: "Then the devices of pod \"tester-1\" are reported Unhealthy with message \"ECC errors\"",
             },
         ],
     },

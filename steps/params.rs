@@ -9,13 +9,15 @@ use crate::proto::method;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
 #[param(
     name = "method",
-    regex = "NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus"
+    regex = "NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources"
 )]
 pub enum Method {
     NodePrepareResources,
     NodeUnprepareResources,
     GetInfo,
     NotifyRegistrationStatus,
+    /// The kubelet's device health stream (counted once, when it opens).
+    NodeWatchResources,
 }
 
 impl Method {
@@ -35,6 +37,7 @@ impl Method {
             ],
             Method::GetInfo => &[method::GET_INFO],
             Method::NotifyRegistrationStatus => &[method::NOTIFY_REGISTRATION_STATUS],
+            Method::NodeWatchResources => &[method::HEALTH_WATCH],
         }
     }
 }
@@ -47,6 +50,7 @@ impl FromStr for Method {
             "NodeUnprepareResources" => Method::NodeUnprepareResources,
             "GetInfo" => Method::GetInfo,
             "NotifyRegistrationStatus" => Method::NotifyRegistrationStatus,
+            "NodeWatchResources" => Method::NodeWatchResources,
             other => return Err(format!("unknown method {other}")),
         })
     }
@@ -244,6 +248,37 @@ impl FromStr for PodState {
             "pending" => PodState::Pending,
             other => return Err(format!("unknown pod state {other}")),
         })
+    }
+}
+
+/// A device health as plugins report it and pods show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "health", regex = "Healthy|Unhealthy|Unknown")]
+pub struct Health(pub crate::plugin::HealthStatus);
+
+impl FromStr for Health {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "Healthy" | "Unhealthy" | "Unknown" => Ok(Health(
+                s.parse()
+                    .map_err(|e: std::convert::Infallible| e.to_string())?,
+            )),
+            other => Err(format!(
+                "a device is Healthy, Unhealthy or Unknown, not {other:?}"
+            )),
+        }
+    }
+}
+
+impl Health {
+    /// The word the kubelet writes into pod status.
+    pub fn as_status(self) -> &'static str {
+        match self.0 {
+            crate::plugin::HealthStatus::Healthy => "Healthy",
+            crate::plugin::HealthStatus::Unhealthy => "Unhealthy",
+            crate::plugin::HealthStatus::Unknown => "Unknown",
+        }
     }
 }
 

@@ -59,6 +59,8 @@ pub const DEFAULT_ON_GATES: &[&str] = &[
     "DRAConsumableCapacity",
     "DRADeviceBindingConditions",
     "DRASchedulerFilterTimeout",
+    "ResourceHealthStatus",
+    "ResourceHealthStatusMessage",
 ];
 
 /// Gates that are on: the defaults unless switched off, plus those switched on.

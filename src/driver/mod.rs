@@ -14,7 +14,9 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 
-use crate::plugin::{Calls, NodeApi, NodePlugin, PluginConfig, Prepared};
+use crate::plugin::{
+    Calls, DeviceHealth, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
+};
 use crate::wait::{self, Check};
 use slices::{DeviceSpec, Publisher, Taint};
 use sockets::{HostProvider, NodeHost, Stopper};
@@ -459,6 +461,59 @@ impl Driver {
         )
         .await
         .map_err(|e| DriverError::Wait(e, self.name.clone()))
+    }
+
+    /// The pool `device` belongs to as seen from `node`.
+    fn pool_of(&self, node: &str, device: &str) -> Result<String, DriverError> {
+        let index = self.nodes.iter().position(|n| n == node);
+        let (pool, devices): (String, &[DeviceSpec]) = match &self.options.resources {
+            Resources::NodeLocal { per_node, default } => (
+                node.to_owned(),
+                index.and_then(|i| per_node.get(&i)).unwrap_or(default),
+            ),
+            Resources::Network { devices } => ("network".to_owned(), devices),
+            Resources::AllNodes { pool, devices } => (pool.clone(), devices),
+            Resources::None => (String::new(), &[]),
+        };
+        if devices.iter().any(|d| d.name == device) {
+            Ok(pool)
+        } else {
+            let known: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+            Err(DriverError::Other {
+                driver: self.name.clone(),
+                message: format!(
+                    "node {node} has no device {device:?}; its devices: {}",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            })
+        }
+    }
+
+    /// Changes a device's health as the plugin on `node` reports it (upstream's
+    /// control channel); open health streams send the new list at once.
+    pub fn set_device_health(
+        &self,
+        node: &str,
+        device: &str,
+        health: HealthStatus,
+        message: &str,
+    ) -> Result<(), DriverError> {
+        let pool = self.pool_of(node, device)?;
+        let inst = self.instances.get(node).ok_or_else(|| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("no plugin runs on node {node}"),
+        })?;
+        inst.plugin.set_device_health(DeviceHealth {
+            pool,
+            device: device.to_owned(),
+            health,
+            message: message.to_owned(),
+        });
+        Ok(())
     }
 
     /// Makes `method` fail (gRPC UNKNOWN "injected error") on `node`, or stops it.

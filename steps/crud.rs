@@ -1,0 +1,219 @@
+//! Objects a scenario created from manifests, addressed as `<Kind> "<name>"`:
+//! patch them (spec or status), read them back, list and delete them. Enough
+//! for upstream's CRUD tests without a step per resource type.
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use cucumber::gherkin::Step;
+use cucumber::{then, when};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::Value;
+
+use super::{World, run};
+use crate::objects;
+use crate::wait::{self, Check};
+
+/// How long a deleted object may take to go (finalizers run first).
+const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The API and real name of an object this scenario created; `name` may hold
+/// placeholders.
+fn lookup(w: &World, kind: &str, name: &str) -> anyhow::Result<(Api<DynamicObject>, String)> {
+    let name = objects::expand(name, &w.vars())?;
+    let client = w.client()?;
+    let found = |list: &[(ApiResource, String)]| {
+        list.iter()
+            .find(|(ar, n)| ar.kind == kind && *n == name)
+            .map(|(ar, _)| ar.clone())
+    };
+    if let Some(ar) = found(&w.namespaced_objects) {
+        return Ok((Api::namespaced_with(client, &w.namespace, &ar), name));
+    }
+    if let Some(ar) = found(&w.cluster_objects) {
+        return Ok((Api::all_with(client, &ar), name));
+    }
+    let known: Vec<String> = w
+        .namespaced_objects
+        .iter()
+        .chain(&w.cluster_objects)
+        .map(|(ar, n)| format!("{} {n:?}", ar.kind))
+        .collect();
+    bail!(
+        "this scenario created no {kind} {name:?} (created: {}); create it with `the following objects are created:`",
+        if known.is_empty() {
+            "nothing".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )
+}
+
+fn yaml_doc(w: &World, step: &Step) -> anyhow::Result<Value> {
+    let doc = step
+        .docstring
+        .as_ref()
+        .context("this step needs YAML as a doc string (\"\"\" ... \"\"\")")?;
+    let text = objects::expand(doc, &w.vars())?;
+    serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("the doc string is not valid YAML: {e}"))
+}
+
+/// Checks that every field of `want` is in `got` with the same value; lists
+/// must have the same length. The error names the first differing path.
+pub fn contains(got: &Value, want: &Value, path: &str) -> Result<(), String> {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => {
+            for (k, wv) in w {
+                let p = format!("{path}.{k}");
+                match g.get(k) {
+                    Some(gv) => contains(gv, wv, &p)?,
+                    None if wv.is_null() => {}
+                    None => return Err(format!("{p} is missing (expected {wv})")),
+                }
+            }
+            Ok(())
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            if g.len() != w.len() {
+                return Err(format!(
+                    "{path} has {} entries, expected {}: {got}",
+                    g.len(),
+                    w.len()
+                ));
+            }
+            for (i, (gv, wv)) in g.iter().zip(w).enumerate() {
+                contains(gv, wv, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        _ if got == want => Ok(()),
+        _ => Err(format!("{path} is {got}, expected {want}")),
+    }
+}
+
+#[when(regex = r#"^([A-Z][A-Za-z]+) "([^"]+)" is patched with:$"#)]
+async fn patched(w: &mut World, kind: String, name: String, step: &Step) -> Result<(), String> {
+    run(patch(w, &kind, &name, step, false)).await
+}
+
+#[when(regex = r#"^the status of ([A-Z][A-Za-z]+) "([^"]+)" is patched with:$"#)]
+async fn status_patched(
+    w: &mut World,
+    kind: String,
+    name: String,
+    step: &Step,
+) -> Result<(), String> {
+    run(patch(w, &kind, &name, step, true)).await
+}
+
+async fn patch(w: &World, kind: &str, name: &str, step: &Step, status: bool) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, kind, name)?;
+    let body = yaml_doc(w, step)?;
+    let pp = PatchParams::default();
+    let patch = Patch::Merge(&body);
+    if status {
+        api.patch_status(&name, &pp, &patch).await
+    } else {
+        api.patch(&name, &pp, &patch).await
+    }
+    .with_context(|| {
+        format!(
+            "patching {}{kind} {name}",
+            if status { "the status of " } else { "" }
+        )
+    })?;
+    Ok(())
+}
+
+#[then(regex = r#"^([A-Z][A-Za-z]+) "([^"]+)" has:$"#)]
+async fn has(w: &mut World, kind: String, name: String, step: &Step) -> Result<(), String> {
+    run(async {
+        let (api, name) = lookup(w, &kind, &name)?;
+        let want = yaml_doc(w, step)?;
+        let obj = api
+            .get(&name)
+            .await
+            .with_context(|| format!("reading {kind} {name}"))?;
+        let got = serde_json::to_value(&obj)?;
+        contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
+    })
+    .await
+}
+
+#[then(regex = r#"^listing ([A-Z][A-Za-z]+) objects finds "([^"]+)"$"#)]
+async fn listed(w: &mut World, kind: String, name: String) -> Result<(), String> {
+    run(async {
+        let (api, name) = lookup(w, &kind, &name)?;
+        let names: Vec<String> = api
+            .list(&ListParams::default())
+            .await
+            .with_context(|| format!("listing {kind} objects"))?
+            .items
+            .into_iter()
+            .filter_map(|o| o.metadata.name)
+            .collect();
+        if !names.contains(&name) {
+            bail!("listing {kind} objects did not find {name}; found {names:?}");
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[when(regex = r#"^([A-Z][A-Za-z]+) "([^"]+)" is deleted$"#)]
+async fn deleted(w: &mut World, kind: String, name: String) -> Result<(), String> {
+    run(async {
+        let (api, name) = lookup(w, &kind, &name)?;
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e).with_context(|| format!("deleting {kind} {name}")),
+        }
+        // Dynamic objects have no watch-friendly type here; a short poll
+        // with a deadline does the same job.
+        wait::poll(
+            &format!("{kind} {name} to be gone"),
+            DELETE_TIMEOUT,
+            Duration::from_millis(200),
+            || async {
+                match api.get_opt(&name).await {
+                    Ok(None) => Check::Done(()),
+                    Ok(Some(o)) => Check::Pending(format!(
+                        "still there (finalizers: {:?})",
+                        o.metadata.finalizers.unwrap_or_default()
+                    )),
+                    Err(e) => Check::Pending(format!("reading it failed: {e}")),
+                }
+            },
+        )
+        .await?;
+        // Nothing left for teardown to delete.
+        w.namespaced_objects
+            .retain(|(ar, n)| !(ar.kind == kind && *n == name));
+        w.cluster_objects
+            .retain(|(ar, n)| !(ar.kind == kind && *n == name));
+        Ok(())
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contains;
+    use serde_json::json;
+
+    #[test]
+    fn contains_checks_fields_and_names_the_first_difference() {
+        let got = json!({ "spec": { "a": 1, "b": [ { "x": "y", "z": 2 } ] }, "extra": true });
+        assert!(contains(&got, &json!({ "spec": { "a": 1 } }), "").is_ok());
+        assert!(contains(&got, &json!({ "spec": { "b": [ { "x": "y" } ] } }), "").is_ok());
+        let err = contains(&got, &json!({ "spec": { "b": [ { "x": "q" } ] } }), "").unwrap_err();
+        assert!(err.contains(".spec.b[0].x"), "{err}");
+        let err = contains(&got, &json!({ "spec": { "c": 1 } }), "").unwrap_err();
+        assert!(err.contains(".spec.c is missing"), "{err}");
+        let err = contains(&got, &json!({ "spec": { "b": [] } }), "").unwrap_err();
+        assert!(err.contains("has 1 entries, expected 0"), "{err}");
+        // null in the expectation means "absent or null".
+        assert!(contains(&got, &json!({ "status": null }), "").is_ok());
+    }
+}

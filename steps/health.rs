@@ -1,0 +1,142 @@
+//! Device health: what a plugin reports on its health stream, and what the
+//! kubelet shows of it in pod status (`allocatedResourcesStatus`).
+use std::time::Duration;
+
+use cucumber::{then, when};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::api::Api;
+
+use super::params::{DriverRef, Health, NodeSel};
+use super::{World, run};
+use crate::wait::{self, Check};
+
+/// Upstream waits up to a minute for the kubelet to pass a change on.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn report(
+    w: &World,
+    d: &DriverRef,
+    device: &str,
+    node: &NodeSel,
+    health: Health,
+    message: &str,
+) -> anyhow::Result<()> {
+    let driver = w.driver(&d.0)?;
+    for n in node.resolve(w).await? {
+        driver.set_device_health(&n, device, health.0, message)?;
+    }
+    Ok(())
+}
+
+#[when(expr = "{driver} reports device {string} on {node} as {health}")]
+async fn reports(
+    w: &mut World,
+    d: DriverRef,
+    device: String,
+    node: NodeSel,
+    health: Health,
+) -> Result<(), String> {
+    run(report(w, &d, &device, &node, health, "")).await
+}
+
+#[when(expr = "{driver} reports device {string} on {node} as {health} with message {string}")]
+async fn reports_with_message(
+    w: &mut World,
+    d: DriverRef,
+    device: String,
+    node: NodeSel,
+    health: Health,
+    message: String,
+) -> Result<(), String> {
+    run(report(w, &d, &device, &node, health, &message)).await
+}
+
+/// `container: claim entry resourceID=health (message)` for every device the
+/// kubelet lists for the pod's claims.
+fn device_statuses(p: &Pod) -> Vec<(String, String, String)> {
+    let status = p.status.as_ref();
+    let containers: Vec<&ContainerStatus> = status
+        .into_iter()
+        .flat_map(|s| {
+            s.container_statuses
+                .iter()
+                .flatten()
+                .chain(s.init_container_statuses.iter().flatten())
+        })
+        .collect();
+    let mut out = Vec::new();
+    for c in containers {
+        for entry in c.allocated_resources_status.iter().flatten() {
+            if !entry.name.starts_with("claim:") {
+                continue;
+            }
+            for r in entry.resources.iter().flatten() {
+                out.push((
+                    format!("{}: {} {}", c.name, entry.name, r.resource_id),
+                    r.health.clone().unwrap_or_default(),
+                    r.message.clone().unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+async fn wait_health(
+    w: &World,
+    pod: &str,
+    health: Health,
+    message: Option<&str>,
+) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let want = health.as_status();
+    let what = match message {
+        Some(m) => format!("the devices of pod {pod} to be reported {want} with message {m:?}"),
+        None => format!("the devices of pod {pod} to be reported {want}"),
+    };
+    wait::object(&api, pod, &what, HEALTH_TIMEOUT, |p| {
+        let Some(p) = p else {
+            return Check::Pending("pod does not exist".to_owned());
+        };
+        let seen = device_statuses(p);
+        let ok = !seen.is_empty()
+            && seen
+                .iter()
+                .all(|(_, h, m)| h == want && message.is_none_or(|want_m| m == want_m));
+        if ok {
+            Check::Done(())
+        } else if seen.is_empty() {
+            Check::Pending("no allocatedResourcesStatus for the pod's claims".to_owned())
+        } else {
+            Check::Pending(
+                seen.iter()
+                    .map(|(at, h, m)| {
+                        if m.is_empty() {
+                            format!("{at}={h}")
+                        } else {
+                            format!("{at}={h} ({m})")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(expr = "the devices of pod {string} are reported {health}")]
+async fn reported(w: &mut World, pod: String, health: Health) -> Result<(), String> {
+    run(wait_health(w, &pod, health, None)).await
+}
+
+#[then(expr = "the devices of pod {string} are reported {health} with message {string}")]
+async fn reported_with_message(
+    w: &mut World,
+    pod: String,
+    health: Health,
+    message: String,
+) -> Result<(), String> {
+    run(wait_health(w, &pod, health, Some(&message))).await
+}
