@@ -293,6 +293,26 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Given the following objects are created:",
             },
             Entry {
+                pattern: "When <Kind> \"<name>\" is patched with: / When the status of <Kind> \"<name>\" is patched with:",
+                description: "JSON merge patch (YAML doc string) of an object the scenario created from a manifest, or of its status.",
+                example: "When DeviceClass \"${namespace}-crud\" is patched with:",
+            },
+            Entry {
+                pattern: "Then <Kind> \"<name>\" has:",
+                description: "Every field of the YAML doc string is in the object with that value (lists must match in length).",
+                example: "Then ResourceSlice \"${namespace}-crud\" has:",
+            },
+            Entry {
+                pattern: "Then listing <Kind> objects finds \"<name>\"",
+                description: "A list of that type (in the scenario's namespace when namespaced) contains the object.",
+                example: "Then listing DeviceClass objects finds \"${namespace}-crud\"",
+            },
+            Entry {
+                pattern: "When <Kind> \"<name>\" is deleted",
+                description: "Delete a manifest-created object and wait (1 minute) until it is gone.",
+                example: "When ResourceClaimTemplate \"crud-template\" is deleted",
+            },
+            Entry {
                 pattern: "Then creating the following objects as <identity> fails with \"<text>\":|succeeds:",
                 description: "Retried for up to a minute (admission and RBAC take a moment). <identity>: `the admin`, `the plugin on node N`, `the plugin on node \"name\"`.",
                 example: "Then creating the following objects as the plugin on node 0 fails with \"may not modify\":",
