@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
-use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
+use super::claims::{AllocatedDevice, ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
 use super::dra_api::{CallError, ClaimRef, ResponseError, validate_prepare, validate_unprepare};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
@@ -179,7 +179,7 @@ impl DraManager {
 
         // Validation pass: nothing in the cache changes until all claims pass.
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
-        let mut checked: Vec<(ClaimRef, BTreeSet<String>)> = Vec::new();
+        let mut checked: Vec<(ClaimRef, BTreeSet<String>, Vec<AllocatedDevice>)> = Vec::new();
         for pc in claims.values() {
             let cname = format!("{ns}/{}", pc.name);
             let claim = api
@@ -215,13 +215,20 @@ impl DraManager {
             let Some(alloc) = status.and_then(|s| s.allocation.as_ref()) else {
                 return Err(DraError::NotAllocated { claim: cname });
             };
-            let drivers: BTreeSet<String> = alloc
+            let results = alloc
                 .devices
                 .as_ref()
                 .and_then(|d| d.results.as_deref())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            let drivers: BTreeSet<String> = results.iter().map(|r| r.driver.clone()).collect();
+            let allocated: Vec<AllocatedDevice> = results
                 .iter()
-                .map(|r| r.driver.clone())
+                .map(|r| AllocatedDevice {
+                    request: r.request.clone(),
+                    driver: r.driver.clone(),
+                    pool: r.pool.clone(),
+                    device: r.device.clone(),
+                })
                 .collect();
             for d in &drivers {
                 if !self.plugins.is_registered(d) {
@@ -235,6 +242,7 @@ impl DraManager {
                     uid: claim.uid().unwrap_or_default(),
                 },
                 drivers,
+                allocated,
             ));
         }
 
@@ -243,7 +251,7 @@ impl DraManager {
             .lock(
                 checked
                     .iter()
-                    .map(|(c, _)| (c.namespace.clone(), c.name.clone())),
+                    .map(|(c, _, _)| (c.namespace.clone(), c.name.clone())),
             )
             .await;
 
@@ -252,7 +260,7 @@ impl DraManager {
         let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
         {
             let mut infos = self.cache.infos();
-            for (claim, drivers) in &checked {
+            for (claim, drivers, allocated) in &checked {
                 let key = (claim.namespace.clone(), claim.name.clone());
                 let info = infos.entry(key).or_insert_with(|| ClaimInfo {
                     claim: claim.clone(),
@@ -260,6 +268,7 @@ impl DraManager {
                     pods: BTreeSet::new(),
                     prepared: false,
                     devices: BTreeMap::new(),
+                    allocated: allocated.clone(),
                 });
                 if info.claim.uid != claim.uid {
                     return Err(DraError::OldClaimExists {
@@ -309,7 +318,7 @@ impl DraManager {
 
         {
             let mut infos = self.cache.infos();
-            for (claim, _) in &checked {
+            for (claim, _, _) in &checked {
                 let key = (claim.namespace.clone(), claim.name.clone());
                 if let Some(info) = infos.get_mut(&key)
                     && !info.prepared
@@ -457,6 +466,24 @@ impl DraManager {
             }
         }
         ids
+    }
+
+    /// The allocated devices of `pod`'s claims that are prepared on this node
+    /// for it, by pod claim name (the names containers refer to).
+    pub fn claim_devices(&self, pod: &Pod) -> BTreeMap<String, Vec<AllocatedDevice>> {
+        let ns = pod.namespace().unwrap_or_default();
+        let pod_uid = pod.uid().unwrap_or_default();
+        // A pod claim whose claim is not created yet is not prepared either.
+        let resolved = Self::resolve(pod).unwrap_or_default();
+        let infos = self.cache.infos();
+        resolved
+            .into_iter()
+            .filter_map(|(pod_claim, pc)| {
+                let info = infos.get(&(ns.clone(), pc.name))?;
+                (info.prepared && info.pods.contains(&pod_uid))
+                    .then(|| (pod_claim, info.allocated.clone()))
+            })
+            .collect()
     }
 
     /// Pod UIDs that still hold claim references.

@@ -4,6 +4,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use super::health::DeviceHealthStatus;
+
 /// Entries kept per node; older ones are dropped.
 const CAPACITY: usize = 4096;
 
@@ -70,6 +72,15 @@ pub enum NodeEventKind {
     SlicesWiped {
         /// `None` for the wipe of all node slices at start.
         driver: Option<String>,
+    },
+    /// A plugin's health stream changed what the node knows about a device
+    /// (a device no longer reported is `Unknown` again).
+    DeviceHealth {
+        driver: String,
+        pool: String,
+        device: String,
+        health: DeviceHealthStatus,
+        message: String,
     },
 }
 
@@ -145,6 +156,19 @@ impl fmt::Display for NodeEventKind {
             WipeCancelled { driver } => write!(f, "cancelled wipe of {driver} slices"),
             SlicesWiped { driver: Some(d) } => write!(f, "wiped node slices of {d}"),
             SlicesWiped { driver: None } => write!(f, "wiped all node slices"),
+            DeviceHealth {
+                driver,
+                pool,
+                device,
+                health,
+                message,
+            } => {
+                write!(f, "device {driver}/{pool}/{device} is {health}")?;
+                if !message.is_empty() {
+                    write!(f, ": {message}")?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -32,6 +32,18 @@
 //!   the final status is written or the deletion is finished (grace period 0,
 //!   UID precondition). Unprepare errors keep the pod terminating and are
 //!   retried; a reconcile loop also unprepares for pods that vanished.
+//! * **Device health** (the kubelet's `ResourceHealthStatus` gate, on unless
+//!   [`SimNodeConfig::resource_health`] is cleared): plugins advertising
+//!   `v1alpha1.DRAResourceHealth` get a `NodeWatchResources` stream for as
+//!   long as they are registered, reopened [`SimNodeConfig::health_retry`]
+//!   after it fails or ends. Each report replaces what the node knows about
+//!   the driver's devices; messages are cut to 1024 bytes. While a pod's
+//!   claims are prepared, each container status carries
+//!   `allocatedResourcesStatus`: per entry of the container's
+//!   `resources.claims`, `claim:<pod claim>` (or `claim:<pod claim>/<request>`)
+//!   with one `{resourceID: "<driver>/<pool>/<device>", health, message}` per
+//!   allocated device of that claim (or request); unreported devices are
+//!   `Unknown`. A health change rewrites the status of running pods at once.
 //! * **Slice wiping**: all ResourceSlices with `spec.nodeName=<node>` are
 //!   deleted at start; a driver's node slices are deleted
 //!   [`SimNodeConfig::wipe_delay`] after its last connected plugin went away,
@@ -68,6 +80,7 @@ mod containers;
 mod dra_api;
 mod dra_manager;
 mod error;
+mod health;
 mod journal;
 mod node_object;
 mod plugins;
@@ -96,6 +109,7 @@ pub use command::{Behaviour, behaviour as container_behaviour};
 pub use dra_api::{DraService, PreparedDevice};
 pub use dra_manager::DraError;
 pub use error::NodeSimError;
+pub use health::{DeviceHealthStatus, ReportedHealth};
 pub use journal::{NodeEvent, NodeEventKind};
 pub use plugins::PluginView;
 
@@ -116,6 +130,12 @@ pub struct SimNodeConfig {
     pub delete_node_on_stop: bool,
     /// Accept plugins offering only the pre-1.34 `v1alpha3.NodeService`.
     pub allow_v1alpha4: bool,
+    /// The kubelet's `ResourceHealthStatus` gate (beta, on by default in
+    /// 1.37): stream device health from plugins and report it in pod status.
+    pub resource_health: bool,
+    /// Pause before a failed or ended health stream is opened again
+    /// (kubelet: 5 s).
+    pub health_retry: Duration,
     /// Labels besides `kubernetes.io/hostname`, `kubernetes.io/os` and
     /// `kubernetes.io/arch`.
     pub labels: BTreeMap<String, String>,
@@ -157,6 +177,8 @@ impl SimNodeConfig {
             wipe_delay: Duration::from_secs(3),
             delete_node_on_stop: true,
             allow_v1alpha4: false,
+            resource_health: true,
+            health_retry: Duration::from_secs(5),
             labels: BTreeMap::new(),
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
             pod_ip_base: Ipv4Addr::new(10, 244, 0, 0),
@@ -321,8 +343,14 @@ impl SimNode {
             .in_current_span(),
         );
 
-        let (store, changes) =
-            plugins::PluginStore::new(&name, journal.clone(), tracker.clone(), cancel.clone());
+        let health = Arc::new(health::HealthStore::new(journal.clone(), cfg.health_retry));
+        let (store, changes) = plugins::PluginStore::new(
+            &name,
+            journal.clone(),
+            health.clone(),
+            tracker.clone(),
+            cancel.clone(),
+        );
         let wiper = wipe::Wiper::new(
             client.clone(),
             &name,
@@ -336,6 +364,7 @@ impl SimNode {
             registration::RegistrationConfig {
                 registry_dir: cfg.registry_dir(),
                 allow_v1alpha4: cfg.allow_v1alpha4,
+                resource_health: cfg.resource_health,
                 dial_timeout: cfg.dial_timeout,
                 get_info_timeout: cfg.get_info_timeout,
                 notify_timeout: cfg.notify_timeout,
@@ -359,6 +388,7 @@ impl SimNode {
             host_ip: cfg.address.to_string(),
             cdi_dir: cfg.cdi_dir(),
             dra,
+            health: cfg.resource_health.then_some(health),
             journal,
             envs: Default::default(),
             ips: pod_worker::IpPool::new(cfg.pod_ip_base),
@@ -419,6 +449,16 @@ impl SimNode {
     /// Claims prepared on this node, one entry per claim and driver.
     pub fn prepared_claims(&self) -> Vec<PreparedClaim> {
         self.ctx.dra.prepared_claims()
+    }
+
+    /// Device health the node's plugins reported, by driver, pool, device.
+    /// Devices missing here count as `Unknown`.
+    pub fn device_health(&self) -> Vec<ReportedHealth> {
+        self.ctx
+            .health
+            .as_ref()
+            .map(|h| h.reported())
+            .unwrap_or_default()
     }
 
     /// What the node did, oldest first.

@@ -14,6 +14,7 @@ use tracing::{Instrument, debug, info};
 
 use super::backoff::Backoff;
 use super::dra_api::{DraClient, DraService};
+use super::health::{self, HealthStore};
 use super::journal::{Journal, NodeEventKind};
 use super::uds::{self, ConnCount};
 
@@ -32,6 +33,9 @@ pub struct PluginView {
     pub registration_socket: PathBuf,
     pub service: DraService,
     pub connected: bool,
+    /// It advertised `v1alpha1.DRAResourceHealth`, so the node streams its
+    /// device health.
+    pub health: bool,
 }
 
 #[derive(Debug)]
@@ -40,11 +44,13 @@ struct Plugin {
     endpoint: PathBuf,
     registration_socket: PathBuf,
     service: DraService,
+    /// Advertises the health service: the node keeps a health stream open.
+    health: bool,
     /// Registration order; the newest connected plugin serves calls.
     seq: u64,
     channel: Mutex<Channel>,
     conns: ConnCount,
-    /// Ends the plugin's connection monitor.
+    /// Ends the plugin's connection monitor and health stream.
     cancel: CancellationToken,
 }
 
@@ -53,14 +59,17 @@ impl Plugin {
         self.conns.current() > 0
     }
 
+    fn channel(&self) -> Channel {
+        self.channel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn client(&self) -> DraClient {
         DraClient {
             service: self.service,
-            channel: self
-                .channel
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            channel: self.channel(),
         }
     }
 }
@@ -82,6 +91,8 @@ pub struct PluginStore {
     /// Bumped on every registration change, for waiters.
     version: watch::Sender<u64>,
     journal: Journal,
+    /// Fed by the health streams of plugins that offer one.
+    health: Arc<HealthStore>,
     tracker: TaskTracker,
     cancel: CancellationToken,
     reconnect: Backoff,
@@ -94,6 +105,7 @@ impl PluginStore {
     pub(crate) fn new(
         node: &str,
         journal: Journal,
+        health: Arc<HealthStore>,
         tracker: TaskTracker,
         cancel: CancellationToken,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<UsabilityChange>) {
@@ -106,6 +118,7 @@ impl PluginStore {
             changes: tx,
             version: watch::channel(0).0,
             journal,
+            health,
             tracker,
             cancel,
             reconnect: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
@@ -119,13 +132,18 @@ impl PluginStore {
     }
 
     /// Adds a plugin whose DRA endpoint is already connected (`channel`, whose
-    /// connections `conns` counts) and starts watching its connection.
+    /// connections `conns` counts) and starts watching its connection and,
+    /// if it offers `health`, its device health.
+    // One caller, which has all of these at hand; a struct would only
+    // rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn add(
         self: &Arc<Self>,
         driver: &str,
         endpoint: &Path,
         registration_socket: &Path,
         service: DraService,
+        health: bool,
         channel: Channel,
         conns: ConnCount,
     ) -> Result<(), AddPluginError> {
@@ -143,6 +161,7 @@ impl PluginStore {
                 endpoint: endpoint.to_owned(),
                 registration_socket: registration_socket.to_owned(),
                 service,
+                health,
                 seq: self.seq.fetch_add(1, Ordering::Relaxed),
                 channel: Mutex::new(channel),
                 conns,
@@ -151,7 +170,7 @@ impl PluginStore {
             list.push(plugin.clone());
             plugin
         };
-        info!(driver, endpoint = %endpoint.display(), %service, "plugin registered");
+        info!(driver, endpoint = %endpoint.display(), %service, health, "plugin registered");
         self.journal.record(NodeEventKind::PluginRegistered {
             driver: driver.to_owned(),
             endpoint: endpoint.display().to_string(),
@@ -160,7 +179,21 @@ impl PluginStore {
         let span = tracing::info_span!(parent: &self.span, "plugin_connection", driver,
             endpoint = %endpoint.display());
         self.tracker
-            .spawn(self.clone().monitor(plugin).instrument(span));
+            .spawn(self.clone().monitor(plugin.clone()).instrument(span));
+        if health {
+            let span = tracing::info_span!(parent: &self.span, "device_health", driver,
+                endpoint = %endpoint.display());
+            let source = plugin.clone();
+            self.tracker.spawn(
+                health::watch_plugin(
+                    self.health.clone(),
+                    driver.to_owned(),
+                    move || source.channel(),
+                    plugin.cancel.clone(),
+                )
+                .instrument(span),
+            );
+        }
         self.changed(driver);
         Ok(())
     }
@@ -183,6 +216,8 @@ impl PluginStore {
             removed
         };
         for p in removed {
+            // Cancelled before the health of the driver may be forgotten
+            // below, so that its stream cannot report again afterwards.
             p.cancel.cancel();
             info!(driver = %p.driver, endpoint = %p.endpoint.display(), "plugin deregistered");
             self.journal.record(NodeEventKind::PluginDeregistered {
@@ -190,6 +225,9 @@ impl PluginStore {
                 endpoint: p.endpoint.display().to_string(),
             });
             self.changed(&p.driver);
+            if !self.is_registered(&p.driver) {
+                self.health.forget_driver(&p.driver);
+            }
         }
     }
 
@@ -220,6 +258,7 @@ impl PluginStore {
                 registration_socket: p.registration_socket.clone(),
                 service: p.service,
                 connected: p.connected(),
+                health: p.health,
             })
             .collect()
     }

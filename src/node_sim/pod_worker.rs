@@ -1,12 +1,12 @@
 //! One pod on a simulated node, from binding to removal: prepare its claims,
 //! run its containers, unprepare, write the final status or finish deletion.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Container, Event, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Container, Event, ObjectReference, Pod, ResourceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
@@ -21,6 +21,7 @@ use super::cdi::{CdiSpecs, merge_env};
 use super::command;
 use super::containers::{Change, ContainerPlan, PodRuntime, RestartPolicy};
 use super::dra_manager::{DraManager, PrepareOutcome};
+use super::health::{HealthStore, container_resources_status};
 use super::journal::{Journal, NodeEventKind};
 
 /// Container env by `(namespace, pod)`, then container name; with the pod UID
@@ -57,6 +58,9 @@ pub struct NodeCtx {
     pub host_ip: String,
     pub cdi_dir: PathBuf,
     pub dra: Arc<DraManager>,
+    /// Device health for `allocatedResourcesStatus`; `None` when the node's
+    /// `ResourceHealthStatus` gate is off.
+    pub health: Option<Arc<HealthStore>>,
     pub journal: Journal,
     pub envs: EnvTable,
     pub ips: IpPool,
@@ -72,6 +76,17 @@ enum Wake {
     Stop,
 }
 
+/// Why a wait of a running pod ended.
+enum RunningWake {
+    Pod(Wake),
+    /// Some device's health changed.
+    Health,
+}
+
+/// `allocatedResourcesStatus` by container name; containers without entries
+/// are left out.
+type ResourcesStatus = BTreeMap<String, Vec<ResourceStatus>>;
+
 pub struct PodWorker {
     ctx: Arc<NodeCtx>,
     uid: String,
@@ -84,6 +99,11 @@ pub struct PodWorker {
     started: Option<jiff::Timestamp>,
     /// The last event written for this pod: reason, message, object name, count.
     last_event: Option<(String, String, String, i32)>,
+    /// Changes with device health, when the node reports it.
+    health_rx: Option<watch::Receiver<u64>>,
+    /// The `allocatedResourcesStatus` of the last status written, so a
+    /// health change rewrites only pods it affects.
+    written_health: ResourcesStatus,
 }
 
 fn is_deleting(pod: &Pod) -> bool {
@@ -113,7 +133,6 @@ impl PodWorker {
         cancel: CancellationToken,
     ) -> Self {
         Self {
-            ctx,
             uid: pod.uid().unwrap_or_default(),
             ns: pod.namespace().unwrap_or_default(),
             name: pod.name_any(),
@@ -123,6 +142,9 @@ impl PodWorker {
             pod_ip: None,
             started: None,
             last_event: None,
+            health_rx: ctx.health.as_ref().map(|h| h.subscribe()),
+            written_health: ResourcesStatus::new(),
+            ctx,
         }
     }
 
@@ -147,6 +169,26 @@ impl PodWorker {
             r = self.rx.changed() => if r.is_ok() { Wake::Changed } else { Wake::Stop },
             _ = timer => Wake::Timer,
         }
+    }
+
+    /// Like [`PodWorker::wait`], and also wakes when device health changed.
+    async fn wait_running(&mut self, until: Option<Instant>) -> RunningWake {
+        let Some(mut health) = self.health_rx.take() else {
+            return RunningWake::Pod(self.wait(until).await);
+        };
+        let health_changed = async {
+            // The sender lives in the node context this worker holds, so it
+            // cannot close; if it ever did, health would just stop waking us.
+            if health.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let woke = tokio::select! {
+            w = self.wait(until) => RunningWake::Pod(w),
+            _ = health_changed => RunningWake::Health,
+        };
+        self.health_rx = Some(health);
+        woke
     }
 
     /// Runs the pod until it is gone from the API server and cleaned up, or
@@ -178,10 +220,16 @@ impl PodWorker {
                     return;
                 }
                 let due = rt.next_due();
-                match self.wait(due).await {
-                    Wake::Stop => return,
-                    Wake::Changed => continue,
-                    Wake::Timer => {
+                match self.wait_running(due).await {
+                    RunningWake::Pod(Wake::Stop) => return,
+                    RunningWake::Pod(Wake::Changed) => continue,
+                    RunningWake::Health => {
+                        if self.resources_status(&pod) != self.written_health {
+                            debug!(pod = %self.key(), "device health changed, rewriting status");
+                            self.write_status(&pod).await;
+                        }
+                    }
+                    RunningWake::Pod(Wake::Timer) => {
                         let now = Instant::now();
                         if let Some(rt) = self.runtime.as_mut() {
                             let changes = rt.advance(now);
@@ -458,10 +506,46 @@ impl PodWorker {
         }
     }
 
-    async fn write_status(&self, pod: &Pod) {
-        let patch = self.status_patch(pod);
+    /// The health of the devices allocated to each container's claims, for
+    /// claims prepared on this node.
+    fn resources_status(&self, pod: &Pod) -> ResourcesStatus {
+        let mut out = ResourcesStatus::new();
+        let Some(health) = &self.ctx.health else {
+            return out;
+        };
+        let devices = self.ctx.dra.claim_devices(pod);
+        if devices.is_empty() {
+            return out;
+        }
+        let snapshot = health.snapshot();
+        let Some(spec) = pod.spec.as_ref() else {
+            return out;
+        };
+        let containers = spec
+            .init_containers
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .chain(&spec.containers);
+        for c in containers {
+            let references = c
+                .resources
+                .as_ref()
+                .and_then(|r| r.claims.as_deref())
+                .unwrap_or_default();
+            let status = container_resources_status(references, &devices, &snapshot);
+            if !status.is_empty() {
+                out.insert(c.name.clone(), status);
+            }
+        }
+        out
+    }
+
+    async fn write_status(&mut self, pod: &Pod) {
+        let resources = self.resources_status(pod);
+        let patch = self.status_patch(pod, &resources);
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        if let Err(e) = api
+        match api
             .patch_status(
                 &self.name,
                 &PatchParams::default(),
@@ -469,12 +553,15 @@ impl PodWorker {
             )
             .await
         {
+            // Only what the API server has counts as written, so the next
+            // health change retries a failed health update.
+            Ok(_) => self.written_health = resources,
             // The next change writes the whole status again.
-            warn!(pod = %self.key(), error = %e, "writing pod status failed");
+            Err(e) => warn!(pod = %self.key(), error = %e, "writing pod status failed"),
         }
     }
 
-    fn status_patch(&self, pod: &Pod) -> serde_json::Value {
+    fn status_patch(&self, pod: &Pod, resources: &ResourcesStatus) -> serde_json::Value {
         let rt = self.runtime.as_ref();
         let (phase, initialized, ready, started) = match rt {
             Some(rt) => (rt.phase(), rt.initialized(), rt.ready(), true),
@@ -561,6 +648,19 @@ impl PodWorker {
                         ))
                         .collect::<Vec<_>>()
                 );
+            }
+        }
+        // The lists are written whole (they have no merge key), so a
+        // container without health entries simply has none any more.
+        for list in ["initContainerStatuses", "containerStatuses"] {
+            let Some(entries) = status[list].as_array_mut() else {
+                continue;
+            };
+            for entry in entries {
+                let name = entry["name"].as_str().unwrap_or_default();
+                if let Some(r) = resources.get(name) {
+                    entry["allocatedResourcesStatus"] = json!(r);
+                }
             }
         }
         json!({ "status": status })

@@ -33,6 +33,8 @@ pub struct RegistrationConfig {
     pub registry_dir: PathBuf,
     /// Accept plugins that only offer `v1alpha3.NodeService` (pre-1.34).
     pub allow_v1alpha4: bool,
+    /// Stream device health from plugins that offer it.
+    pub resource_health: bool,
     /// Blocking dial of the registration and DRA sockets (kubelet: 10 s).
     pub dial_timeout: Duration,
     /// `GetInfo` deadline (kubelet: 1 s).
@@ -401,6 +403,13 @@ async fn accept(
                 versions: info.supported_versions.clone(),
             }
         })?;
+    // Health is an extra service next to the chosen DRA API, not a version
+    // of it; only streamed when the node's `ResourceHealthStatus` gate is on.
+    let health = cfg.resource_health
+        && info
+            .supported_versions
+            .iter()
+            .any(|v| v == service::HEALTH_V1ALPHA1);
     let endpoint = if info.endpoint.is_empty() {
         socket.to_owned()
     } else {
@@ -413,7 +422,9 @@ async fn accept(
             driver: info.name.clone(),
             source,
         })?;
-    store.add(&info.name, &endpoint, socket, service, channel, conns)?;
+    store.add(
+        &info.name, &endpoint, socket, service, health, channel, conns,
+    )?;
     Ok((info.name, endpoint, service))
 }
 
@@ -504,8 +515,17 @@ mod tests {
         let journal = Journal::default();
         let tracker = TaskTracker::new();
         let cancel = CancellationToken::new();
-        let (store, changes) =
-            PluginStore::new("node-a", journal.clone(), tracker.clone(), cancel.clone());
+        let health = Arc::new(crate::node_sim::health::HealthStore::new(
+            journal.clone(),
+            Duration::from_secs(5),
+        ));
+        let (store, changes) = PluginStore::new(
+            "node-a",
+            journal.clone(),
+            health,
+            tracker.clone(),
+            cancel.clone(),
+        );
         Harness {
             dir,
             store,
@@ -520,6 +540,7 @@ mod tests {
         let cfg = RegistrationConfig {
             registry_dir: h.registry(),
             allow_v1alpha4,
+            resource_health: true,
             dial_timeout: Duration::from_secs(10),
             get_info_timeout: Duration::from_secs(1),
             notify_timeout: Duration::from_secs(5),
@@ -552,6 +573,7 @@ mod tests {
             .await;
         let v = h.store.views();
         assert_eq!(v[0].driver, "a.example.com");
+        assert!(!v[0].health);
         assert_eq!(v[0].service, DraService::V1);
         assert_eq!(v[0].endpoint, plugin.dra_socket);
         // The node adds the plugin before it acknowledges the registration.
@@ -627,6 +649,8 @@ mod tests {
         h.wait_views("registration", |v| v.len() == 1 && v[0].connected)
             .await;
         assert_eq!(h.store.views()[0].service, DraService::V1Beta1);
+        // The health entry is no DRA version, but remembered.
+        assert!(h.store.views()[0].health);
         let client = h.store.client("b.example.com").unwrap();
         client
             .prepare(&[claim("u2")], Duration::from_secs(5))

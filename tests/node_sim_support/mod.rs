@@ -153,8 +153,20 @@ pub struct Driver {
 impl Driver {
     /// Plugins serving `apis` on every node of `env`, each node's slice with
     /// `devices` devices, and the class `<ns>-class` with parameters
-    /// `{"x":"y"}`.
+    /// `{"x":"y"}`. The plugins offer no health service.
     pub async fn start(env: &Env, ns: &str, apis: &[NodeApi], devices: usize) -> Driver {
+        Self::start_with(env, ns, apis, devices, |c| c).await
+    }
+
+    /// Like [`Driver::start`], with `configure` applied to each plugin's
+    /// config after the defaults of [`Driver::start_plugin`].
+    pub async fn start_with(
+        env: &Env,
+        ns: &str,
+        apis: &[NodeApi],
+        devices: usize,
+        configure: impl Fn(PluginConfig) -> PluginConfig,
+    ) -> Driver {
         let name = format!("{ns}.k8s.io");
         let calls = Calls::new(&name);
         let mut d = Driver {
@@ -166,7 +178,7 @@ impl Driver {
             client: env.client.clone(),
         };
         for node in &env.nodes {
-            let p = d.start_plugin(node, apis).await;
+            let p = d.start_plugin_with(node, apis, &configure).await;
             d.plugins.push(p);
             d.publish_slice(node.name(), devices).await;
         }
@@ -180,6 +192,17 @@ impl Driver {
 
     /// Starts a plugin instance for `node` and waits for its registration.
     pub async fn start_plugin(&self, node: &SimNode, apis: &[NodeApi]) -> NodePlugin {
+        self.start_plugin_with(node, apis, |c| c).await
+    }
+
+    /// Like [`Driver::start_plugin`], with `configure` applied to the plugin's
+    /// config (health is off unless `configure` turns it on).
+    pub async fn start_plugin_with(
+        &self,
+        node: &SimNode,
+        apis: &[NodeApi],
+        configure: impl Fn(PluginConfig) -> PluginConfig,
+    ) -> NodePlugin {
         let dra_socket = node.plugins_dir().join(&self.name).join("dra.sock");
         let reg_socket = node.registry_dir().join(format!("{}-reg.sock", self.name));
         let cfg = PluginConfig::new(
@@ -192,6 +215,7 @@ impl Driver {
         )
         .with_node_apis(apis.iter().copied())
         .with_health(false);
+        let cfg = configure(cfg);
         let p = NodePlugin::start_unix(cfg, &dra_socket, &reg_socket)
             .await
             .expect("plugin starts");

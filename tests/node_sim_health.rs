@@ -1,0 +1,217 @@
+//! Device health on a simulated node: the node streams it from plugins that
+//! advertise `v1alpha1.DRAResourceHealth` and reports it in the pod's
+//! `containerStatuses[].allocatedResourcesStatus`; plugins without the
+//! service get no stream and their devices stay `Unknown`.
+mod node_sim_support;
+
+use dra_e2e::node_sim::{DeviceHealthStatus, NodeEventKind};
+use dra_e2e::objects::{PodClaims, PodShape};
+use dra_e2e::plugin::{DeviceHealth, HealthStatus, NodeApi};
+use dra_e2e::proto::method;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::Api;
+use node_sim_support::*;
+
+const NODE: &str = "sim-0";
+/// The single external claim's name inside the pod (upstream's name).
+const POD_CLAIM: &str = "resource-claim";
+const REQUEST: &str = "my-request";
+
+/// Health and message of resource `id` in `container`'s
+/// `allocatedResourcesStatus` entry `entry`, if the pod reports it.
+fn reported(
+    pod: Option<&Pod>,
+    container: &str,
+    entry: &str,
+    id: &str,
+) -> Option<(String, Option<String>)> {
+    pod?.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == container)?
+        .allocated_resources_status
+        .as_ref()?
+        .iter()
+        .find(|s| s.name == entry)?
+        .resources
+        .as_ref()?
+        .iter()
+        .find(|r| r.resource_id == id)
+        .map(|r| (r.health.clone().unwrap_or_default(), r.message.clone()))
+}
+
+/// A pod with the external claim `claim` and two containers: the first uses
+/// the whole claim, the second names its request.
+fn health_pod(name: &str, claim: &str) -> Pod {
+    let mut shape = PodShape::new(name);
+    shape.claims = PodClaims::External(vec![claim.into()]);
+    shape.containers = 2;
+    shape
+        .container_claims
+        .insert(1, vec![(POD_CLAIM.into(), Some(REQUEST.into()))]);
+    shape.build().unwrap()
+}
+
+/// `(driver, pool, device)` of the claim's only allocated device.
+async fn allocated_device(api: &Api<ResourceClaim>, claim: &str) -> (String, String, String) {
+    let claim = api.get(claim).await.unwrap();
+    let results = claim
+        .status
+        .and_then(|s| s.allocation)
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .unwrap_or_default();
+    assert_eq!(results.len(), 1, "allocation results: {results:?}");
+    let r = &results[0];
+    (r.driver.clone(), r.pool.clone(), r.device.clone())
+}
+
+/// Waits until both containers of `pod` report `health` and `message` for
+/// device `id`.
+async fn wait_reported(
+    pods: &Api<Pod>,
+    pod: &str,
+    id: &str,
+    health: &'static str,
+    message: Option<&str>,
+) {
+    let message = message.map(str::to_owned);
+    let whole = format!("claim:{POD_CLAIM}");
+    let by_request = format!("claim:{POD_CLAIM}/{REQUEST}");
+    let want = Some((health.to_owned(), message.clone()));
+    let id = id.to_owned();
+    wait_for(
+        pods,
+        pod,
+        &format!("{id} reported {health} ({message:?}) in both containers"),
+        move |p: Option<&Pod>| {
+            reported(p, "with-resource", &whole, &id) == want
+                && reported(p, "with-resource-1", &by_request, &id) == want
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_health_in_pod_status() {
+    let env = Env::start(1, |_| {}).await;
+    let node = env.node(0);
+
+    // A driver whose plugin serves the health stream.
+    let ns = env.namespace("sim-health").await;
+    let driver = Driver::start_with(&env, &ns, &[NodeApi::V1], 2, |c| c.with_health(true)).await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    let claims: Api<ResourceClaim> = Api::namespaced(env.client.clone(), &ns);
+    driver.create_claim("health-claim").await;
+    create_pod(&env.client, &ns, &health_pod("health-pod", "health-claim")).await;
+    wait_for(&pods, "health-pod", "pod running", is_running).await;
+    let (d, pool, device) = allocated_device(&claims, "health-claim").await;
+    assert_eq!(d, driver.name);
+    let id = format!("{d}/{pool}/{device}");
+
+    driver
+        .calls
+        .wait_count(NODE, method::HEALTH_WATCH, 1, DEADLINE)
+        .await
+        .expect("the node opens a health stream");
+    let view = node
+        .plugins()
+        .into_iter()
+        .find(|p| p.driver == driver.name)
+        .expect("plugin registered");
+    assert!(view.health, "{view:?}");
+    // Nothing reported yet: the plugin's list starts empty.
+    wait_reported(&pods, "health-pod", &id, "Unknown", None).await;
+
+    let plugin = &driver.plugins[0];
+    let long = "x".repeat(1500);
+    let steps: [(HealthStatus, &str, &str, Option<&str>); 4] = [
+        (
+            HealthStatus::Healthy,
+            "all good",
+            "Healthy",
+            Some("all good"),
+        ),
+        (
+            HealthStatus::Unhealthy,
+            "ECC error count exceeded",
+            "Unhealthy",
+            Some("ECC error count exceeded"),
+        ),
+        // The kubelet cuts messages to 1024 characters.
+        (
+            HealthStatus::Unhealthy,
+            &long,
+            "Unhealthy",
+            Some(&long[..1024]),
+        ),
+        (HealthStatus::Healthy, "", "Healthy", None),
+    ];
+    for (health, message, want, want_message) in steps {
+        plugin.set_device_health(DeviceHealth {
+            pool: pool.clone(),
+            device: device.clone(),
+            health,
+            message: message.to_owned(),
+        });
+        wait_reported(&pods, "health-pod", &id, want, want_message).await;
+    }
+    let event = node
+        .wait_for_event(DEADLINE, |k| {
+            matches!(k, NodeEventKind::DeviceHealth { device: dev, health, message, .. }
+                if *dev == device && *health == DeviceHealthStatus::Unhealthy
+                    && message == "ECC error count exceeded")
+        })
+        .await
+        .expect("health change journaled");
+    assert!(event.to_string().contains(&id), "{event}");
+    let known = node.device_health();
+    assert!(
+        known.iter().any(|h| h.driver == driver.name
+            && h.pool == pool
+            && h.device == device
+            && h.health == DeviceHealthStatus::Healthy),
+        "{known:?}"
+    );
+
+    // A driver without the health service: no stream, devices Unknown.
+    let ns_off = env.namespace("sim-health-off").await;
+    let plain = Driver::start(&env, &ns_off, &[NodeApi::V1], 2).await;
+    let pods_off: Api<Pod> = Api::namespaced(env.client.clone(), &ns_off);
+    let claims_off: Api<ResourceClaim> = Api::namespaced(env.client.clone(), &ns_off);
+    plain.create_claim("plain-claim").await;
+    create_pod(
+        &env.client,
+        &ns_off,
+        &health_pod("plain-pod", "plain-claim"),
+    )
+    .await;
+    wait_for(&pods_off, "plain-pod", "pod running", is_running).await;
+    let (d, pool_off, device_off) = allocated_device(&claims_off, "plain-claim").await;
+    let id_off = format!("{d}/{pool_off}/{device_off}");
+    wait_reported(&pods_off, "plain-pod", &id_off, "Unknown", None).await;
+    assert_eq!(plain.calls.count(NODE, method::HEALTH_WATCH), 0);
+    assert!(
+        node.plugins()
+            .iter()
+            .any(|p| p.driver == plain.name && !p.health)
+    );
+
+    // Once the health plugin is gone, nothing vouches for its devices.
+    let health_driver_name = driver.name.clone();
+    driver.stop().await;
+    wait_reported(&pods, "health-pod", &id, "Unknown", None).await;
+    assert!(
+        !node
+            .device_health()
+            .iter()
+            .any(|h| h.driver == health_driver_name)
+    );
+    assert_eq!(plain.calls.count(NODE, method::HEALTH_WATCH), 0);
+
+    plain.stop().await;
+    env.stop().await;
+}
