@@ -151,7 +151,9 @@ Feature: CRUD of the resource.k8s.io/v1 types
       metadata:
         name: ${namespace}-crud
       spec:
-        deviceSelector: {}
+        # An empty selector would match every device in the cluster, and
+        # NoExecute below would then evict other scenarios' pods.
+        deviceSelector: { driver: no-such-driver.example.com }
         taint: { key: testing, effect: None }
       """
     Then listing DeviceTaintRule objects finds "${namespace}-crud"

@@ -177,6 +177,9 @@ impl Cluster {
             let mut config = SimNodeConfig::new(&name, nodes_dir.join(i.to_string()));
             config.wipe_delay = opts.wipe_delay;
             config.delete_node_on_stop = true;
+            // The kubelet side of the gate: no health streams when it is off.
+            config.resource_health =
+                cluster.feature_gates().get("ResourceHealthStatus") != Some(false);
             match SimNode::start(client.clone(), config).await {
                 Ok(n) => nodes.push(n),
                 Err(e) => {

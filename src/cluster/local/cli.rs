@@ -110,6 +110,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         let mut config =
             crate::node_sim::SimNodeConfig::new(&name, cluster.dir().join("n").join(i.to_string()));
         config.wipe_delay = args.wipe_delay;
+        config.resource_health = cluster.feature_gates().get("ResourceHealthStatus") != Some(false);
         match crate::node_sim::SimNode::start(cluster.client(), config).await {
             Ok(n) => nodes.push(n),
             Err(e) => {

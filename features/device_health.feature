@@ -1,0 +1,41 @@
+@DynamicResourceAllocation @FeatureGate:ResourceHealthStatus @KubeletMinVersion:1.36
+Feature: device health
+  The kubelet watches each plugin's device health stream and shows the health
+  of a pod's devices in its container statuses (allocatedResourcesStatus).
+  (upstream: [sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:ResourceHealthStatus],
+  test/e2e/dra/health.go, and "should report device health with custom messages")
+
+  Background:
+    Given 1 ready node
+    And a driver with 1 device per node
+    And a device class
+    And an external claim "health-test-claim"
+
+  Scenario: must reflect device health changes in the pod status
+    When pod "tester-1" using claim "health-test-claim" is created
+    Then pod "tester-1" is running
+    And NodeWatchResources is called on node 0
+    When the driver reports device "device-00" on node 0 as Healthy
+    Then the devices of pod "tester-1" are reported Healthy
+    When the driver reports device "device-00" on node 0 as Unhealthy
+    Then the devices of pod "tester-1" are reported Unhealthy
+    When the driver reports device "device-00" on node 0 as Healthy
+    Then the devices of pod "tester-1" are reported Healthy
+
+  @FeatureGate:ResourceHealthStatusMessage
+  Scenario: should report device health with custom messages
+    When pod "tester-1" using claim "health-test-claim" is created
+    Then pod "tester-1" is running
+    When the driver reports device "device-00" on node 0 as Healthy with message "all good"
+    Then the devices of pod "tester-1" are reported Healthy with message "all good"
+    When the driver reports device "device-00" on node 0 as Unhealthy with message "ECC errors"
+    Then the devices of pod "tester-1" are reported Unhealthy with message "ECC errors"
+    When the driver reports device "device-00" on node 0 as Unhealthy with message "overheating"
+    Then the devices of pod "tester-1" are reported Unhealthy with message "overheating"
+    When the driver reports device "device-00" on node 0 as Healthy with message "recovered"
+    Then the devices of pod "tester-1" are reported Healthy with message "recovered"
+
+  Scenario: devices nobody reported on are of unknown health
+    When pod "tester-1" using claim "health-test-claim" is created
+    Then pod "tester-1" is running
+    And the devices of pod "tester-1" are reported Unknown
