@@ -271,6 +271,84 @@ fn interrupted_run_tears_down_and_leaves_nothing() {
     assert_nothing_left(home.path(), &t);
 }
 
+/// The first Ctrl-C starts a teardown that cannot finish (unprepare is
+/// stalled); the second stops everything at once.
+#[test]
+fn second_interrupt_stops_at_once_and_leaves_nothing() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::sync::mpsc;
+
+    let home = tempfile::tempdir().unwrap();
+    let mut child = local_run(home.path(), "interrupt-twice", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let (lines_tx, lines) = mpsc::channel::<String>();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let err = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines_tx.send(line);
+        }
+        all
+    });
+    // Wait for a line on stderr containing `needle`, or the deadline.
+    let wait_line = |needle: &str, deadline: Instant| loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) if l.contains(needle) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    };
+    // Mid-scenario: the claim is prepared once a CDI spec file exists.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let prepared = loop {
+        let found = walk(home.path()).into_iter().any(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.parent().is_some_and(|d| d.ends_with("cdi"))
+        });
+        let exited = child.try_wait().unwrap().is_some();
+        if found || exited || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let sigint = |c: &std::process::Child| {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(c.id() as i32, libc::SIGINT);
+        }
+    };
+    sigint(&child);
+    let tearing_down = wait_line(
+        "tearing down running scenarios",
+        Instant::now() + Duration::from_secs(60),
+    );
+    sigint(&child);
+    let status = child.wait().unwrap();
+    let t = format!("{}\n{}", out.join().unwrap(), err.join().unwrap());
+    assert!(prepared, "the scenario never prepared its claim\n{t}");
+    assert!(tearing_down, "the first Ctrl-C started no teardown\n{t}");
+    assert_eq!(status.code(), Some(130), "{t}");
+    assert!(t.contains("stopping now"), "{t}");
+    // Children die with the runner (PDEATHSIG), a moment after it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !processes_under(home.path()).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_nothing_left(home.path(), &t);
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
