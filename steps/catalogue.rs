@@ -114,7 +114,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
-                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity`), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (none), container N claims (`claim[/request], ...`).",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity`), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
                 example: "When pod \"tester-1\" with an inline claim is created",
             },
             Entry {

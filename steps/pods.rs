@@ -95,6 +95,14 @@ fn apply_options(
                 None => bail!("`device toleration` applies to inline claims only"),
             },
             "template" if value == "none" => *template = None,
+            // An existing template (from a manifest, perhaps through an older API).
+            "template" => match &mut shape.claims {
+                PodClaims::Inline { template: name } => {
+                    *name = value;
+                    *template = None;
+                }
+                _ => bail!("`template` applies to pods with an inline claim"),
+            },
             k if k.starts_with("container ") && k.ends_with(" claims") => {
                 let index: usize = k["container ".len()..k.len() - " claims".len()]
                     .trim()
