@@ -143,3 +143,132 @@ Feature: control plane
         allNodes: true
         pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
       """
+
+  @FeatureGate:DRAResourceClaimDeviceStatus
+  Scenario: must be impossible for a node ServiceAccount to update the non-node ResourceClaim.Status.Devices once allocated
+    Given a driver with a network pool of 1 device, not registered with the kubelet
+    And a device class
+    # The plugin may write the status of claims with devices on its own node.
+    And the following objects are created:
+      """
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRole
+      metadata: { name: "${namespace}-claim-status" }
+      rules:
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/status]
+        verbs: [update, patch]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/driver]
+        resourceNames: ["${driver}"]
+        verbs: ["associated-node:update", "associated-node:patch"]
+      ---
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRoleBinding
+      metadata: { name: "${namespace}-claim-status" }
+      subjects:
+      - { kind: ServiceAccount, name: "dra-kubelet-plugin-${driver}-service-account", namespace: "${namespace}" }
+      roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "${namespace}-claim-status" }
+      """
+    And the following objects are created:
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaim
+      metadata: { name: external-claim }
+      spec:
+        devices:
+          requests:
+          - name: my-request
+            exactly: { deviceClassName: "${class}" }
+      """
+    When pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is scheduled
+    And claim "external-claim" is allocated
+    And patching the status of ResourceClaim "external-claim" as the plugin on node 0 fails with "cannot arbitrary-node:patch":
+      """
+      status:
+        devices:
+        - driver: "${driver}"
+          pool: network
+          device: device-0
+          conditions:
+          - { type: a, status: "True", reason: Testing, message: set by the test, lastTransitionTime: "2026-01-01T00:00:00Z" }
+          data: { foo: bar }
+          networkData:
+            interfaceName: inf1
+            ips: [10.9.8.0/24, 2001:db8::/64]
+            hardwareAddress: bc:1c:b6:3e:b8:25
+      """
+
+  @FeatureGate:DRAResourceClaimDeviceStatus
+  Scenario: must be possible for a node ServiceAccount to update the node ResourceClaim.Status.Devices once allocated
+    Given a driver with 1 device per node, not registered with the kubelet
+    And a device class
+    # The plugin may write the status of claims with devices on its own node.
+    And the following objects are created:
+      """
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRole
+      metadata: { name: "${namespace}-claim-status" }
+      rules:
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/status]
+        verbs: [update, patch]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/driver]
+        resourceNames: ["${driver}"]
+        verbs: ["associated-node:update", "associated-node:patch"]
+      ---
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRoleBinding
+      metadata: { name: "${namespace}-claim-status" }
+      subjects:
+      - { kind: ServiceAccount, name: "dra-kubelet-plugin-${driver}-service-account", namespace: "${namespace}" }
+      roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "${namespace}-claim-status" }
+      """
+    And the following objects are created:
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceClaim
+      metadata: { name: external-claim }
+      spec:
+        devices:
+          requests:
+          - name: my-request
+            exactly: { deviceClassName: "${class}" }
+      """
+    When pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is scheduled
+    And claim "external-claim" is allocated
+    When the status of ResourceClaim "external-claim" is patched as the plugin on node 0 with:
+      """
+      status:
+        devices:
+        - driver: "${driver}"
+          pool: "${node0}"
+          device: device-00
+          data: { foo: bar }
+          networkData: { interfaceName: inf1 }
+      """
+    Then ResourceClaim "external-claim" has:
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: "${node0}", device: device-00, data: { foo: bar }, networkData: { interfaceName: inf1 } }
+      """
+    When the status of ResourceClaim "external-claim" is patched as the plugin on node 0 with:
+      """
+      status:
+        devices:
+        - driver: "${driver}"
+          pool: "${node0}"
+          device: device-00
+          data: { foo: baz }
+          networkData: { interfaceName: inf2 }
+      """
+    Then ResourceClaim "external-claim" has:
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: "${node0}", device: device-00, data: { foo: baz }, networkData: { interfaceName: inf2 } }
+      """

@@ -18,7 +18,7 @@ use super::{World, run};
 use crate::objects;
 use crate::wait::{self, Check};
 
-fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Client> {
+pub(crate) fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Client> {
     match who {
         Identity::Admin => w.client(),
         Identity::PluginOnIndex(i) => Ok(w.driver("")?.plugin_client(w.node(*i)?)?),

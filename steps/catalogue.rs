@@ -293,9 +293,14 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Given the following objects are created:",
             },
             Entry {
-                pattern: "When <Kind> \"<name>\" is patched with: / When the status of <Kind> \"<name>\" is patched with:",
-                description: "JSON merge patch (YAML doc string) of an object the scenario created from a manifest, or of its status.",
+                pattern: "When <Kind> \"<name>\" is patched with: / When the status of <Kind> \"<name>\" is patched [as <identity>] with:",
+                description: "JSON merge patch (YAML doc string) of an object the scenario created from a manifest, or of its status (as the admin unless said otherwise).",
                 example: "When DeviceClass \"${namespace}-crud\" is patched with:",
+            },
+            Entry {
+                pattern: "Then patching the status of <Kind> \"<name>\" as <identity> fails with \"<text>\":",
+                description: "Retried for up to a minute until the status patch fails with the text (RBAC takes a moment to apply).",
+                example: "Then patching the status of ResourceClaim \"external-claim\" as the plugin on node 0 fails with \"cannot arbitrary-node:patch\":",
             },
             Entry {
                 pattern: "Then <Kind> \"<name>\" has:",

@@ -9,6 +9,8 @@ use cucumber::{then, when};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 
+use super::api::client_for;
+use super::params::Identity;
 use super::{World, run};
 use crate::objects;
 use crate::wait::{self, Check};
@@ -19,8 +21,18 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The API and real name of an object this scenario created; `name` may hold
 /// placeholders.
 fn lookup(w: &World, kind: &str, name: &str) -> anyhow::Result<(Api<DynamicObject>, String)> {
+    lookup_as(w, &Identity::Admin, kind, name)
+}
+
+/// [`lookup`], with the API calls made as `who`.
+fn lookup_as(
+    w: &World,
+    who: &Identity,
+    kind: &str,
+    name: &str,
+) -> anyhow::Result<(Api<DynamicObject>, String)> {
     let name = objects::expand(name, &w.vars())?;
-    let client = w.client()?;
+    let client = client_for(w, who)?;
     let found = |list: &[(ApiResource, String)]| {
         list.iter()
             .find(|(ar, n)| ar.kind == kind && *n == name)
@@ -96,18 +108,76 @@ async fn patched(w: &mut World, kind: String, name: String, step: &Step) -> Resu
     run(patch(w, &kind, &name, step, false)).await
 }
 
-#[when(regex = r#"^the status of ([A-Z][A-Za-z]+) "([^"]+)" is patched with:$"#)]
+#[when(
+    regex = r#"^the status of ([A-Z][A-Za-z]+) "([^"]+)" is patched(?: as (the admin|the plugin on node \d+|the plugin on node "[^"]+"))? with:$"#
+)]
 async fn status_patched(
     w: &mut World,
     kind: String,
     name: String,
+    who: String,
     step: &Step,
 ) -> Result<(), String> {
-    run(patch(w, &kind, &name, step, true)).await
+    run(async {
+        let who = identity(&who)?;
+        patch_as(w, &who, &kind, &name, step, true).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Tries until the status patch fails with the text (RBAC and admission take
+/// a moment to apply).
+#[then(
+    regex = r#"^patching the status of ([A-Z][A-Za-z]+) "([^"]+)" as (the admin|the plugin on node \d+|the plugin on node "[^"]+") fails with "([^"]+)":$"#
+)]
+async fn status_patch_fails(
+    w: &mut World,
+    kind: String,
+    name: String,
+    who: String,
+    text: String,
+    step: &Step,
+) -> Result<(), String> {
+    run(async {
+        let who = identity(&who)?;
+        let text = objects::expand(&text, &w.vars())?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let last = match patch_as(w, &who, &kind, &name, step, true).await {
+                Ok(()) => "the patch succeeded".to_owned(),
+                Err(e) if format!("{e:#}").contains(&text) => return Ok(()),
+                Err(e) => format!("{e:#}"),
+            };
+            if tokio::time::Instant::now() > deadline {
+                bail!("expected the status patch as {who:?} to fail with {text:?}; last observed: {last}");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+    .await
+}
+
+fn identity(who: &str) -> anyhow::Result<Identity> {
+    if who.is_empty() {
+        return Ok(Identity::Admin);
+    }
+    who.parse().map_err(anyhow::Error::msg)
 }
 
 async fn patch(w: &World, kind: &str, name: &str, step: &Step, status: bool) -> anyhow::Result<()> {
-    let (api, name) = lookup(w, kind, name)?;
+    patch_as(w, &Identity::Admin, kind, name, step, status).await
+}
+
+async fn patch_as(
+    w: &World,
+    who: &Identity,
+    kind: &str,
+    name: &str,
+    step: &Step,
+    status: bool,
+) -> anyhow::Result<()> {
+    let (api, name) = lookup_as(w, who, kind, name)?;
     let body = yaml_doc(w, step)?;
     let pp = PatchParams::default();
     let patch = Patch::Merge(&body);
