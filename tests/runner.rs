@@ -243,20 +243,7 @@ fn interrupted_run_tears_down_and_leaves_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Mid-scenario: the claim is prepared once a CDI spec file exists on the node.
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let prepared = loop {
-        let found = walk(home.path()).into_iter().any(|p| {
-            p.extension().is_some_and(|e| e == "json")
-                && p.parent().is_some_and(|d| d.ends_with("cdi"))
-        });
-        // A run that ended on its own was not interrupted mid-scenario.
-        let exited = child.try_wait().unwrap().is_some();
-        if found || exited || Instant::now() > deadline {
-            break found;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let prepared = wait_until_prepared(home.path(), &mut child);
     // SAFETY: signalling our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
@@ -310,19 +297,7 @@ fn second_interrupt_stops_at_once_and_leaves_nothing() {
             Err(_) => return false,
         }
     };
-    // Mid-scenario: the claim is prepared once a CDI spec file exists.
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let prepared = loop {
-        let found = walk(home.path()).into_iter().any(|p| {
-            p.extension().is_some_and(|e| e == "json")
-                && p.parent().is_some_and(|d| d.ends_with("cdi"))
-        });
-        let exited = child.try_wait().unwrap().is_some();
-        if found || exited || Instant::now() > deadline {
-            break found;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let prepared = wait_until_prepared(home.path(), &mut child);
     let sigint = |c: &std::process::Child| {
         // SAFETY: signalling our own child.
         unsafe {
@@ -347,6 +322,25 @@ fn second_interrupt_stops_at_once_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_nothing_left(home.path(), &t);
+}
+
+/// Waits until the run is mid-scenario: its claim is prepared once a CDI
+/// spec file exists on the node. False if the run ended first (it was not
+/// interrupted mid-scenario then) or nothing was prepared in time.
+fn wait_until_prepared(home: &Path, child: &mut std::process::Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let found = walk(home).into_iter().any(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.parent().is_some_and(|d| d.ends_with("cdi"))
+        });
+        let exited = child.try_wait().unwrap().is_some();
+        if found || exited || Instant::now() > deadline {
+            return found;
+        }
+        // No event tells a test process that a file appeared elsewhere.
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
