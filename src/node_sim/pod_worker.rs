@@ -285,7 +285,10 @@ impl PodWorker {
                     )
                 }
             };
-            warn!(pod = %self.key(), reason = failure.0, message = %failure.1, "pod cannot start yet");
+            // Expected in many scenarios (injected failures, drivers without a
+            // kubelet plugin); the Warning event and the journal carry it, so
+            // the runner's default output stays quiet.
+            info!(pod = %self.key(), reason = failure.0, message = %failure.1, "pod cannot start yet");
             self.event(&pod, "Warning", failure.0, failure.1).await;
             // Retry after the backoff, or sooner when the pod changed in a
             // way that can make a difference.
@@ -493,7 +496,8 @@ impl PodWorker {
             };
             match result {
                 Ok(()) => return true,
-                Err(e) => warn!(pod = %self.key(), error = %e, "unprepare failed, will retry"),
+                // Injected in scenarios; journaled and retried like the kubelet does.
+                Err(e) => info!(pod = %self.key(), error = %e, "unprepare failed, will retry"),
             }
             let deadline = Instant::now() + delays.next_delay();
             loop {
