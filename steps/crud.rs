@@ -135,12 +135,11 @@ async fn status_patch_fails(
     w: &mut World,
     kind: String,
     name: String,
-    who: String,
+    who: Identity,
     text: String,
     step: &Step,
 ) -> Result<(), String> {
     run(async {
-        let who = identity(&who)?;
         let text = objects::expand(&text, &w.vars())?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {

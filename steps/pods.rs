@@ -84,20 +84,36 @@ fn apply_options(
             }
             "device class" => match template.as_mut() {
                 Some(t) => t.class = Some(value),
-                None => bail!("`device class` applies to inline claims only"),
+                None => bail!(
+                    "`device class` applies to the template of an inline claim that the step creates"
+                ),
             },
             "cel selector" => match template.as_mut() {
                 Some(t) => t.selectors.push(value),
-                None => bail!("`cel selector` applies to inline claims only"),
+                None => bail!(
+                    "`cel selector` applies to the template of an inline claim that the step creates"
+                ),
             },
             "device toleration" => match template.as_mut() {
                 Some(t) => t.tolerations.push(value.parse()?),
-                None => bail!("`device toleration` applies to inline claims only"),
+                None => bail!(
+                    "`device toleration` applies to the template of an inline claim that the step creates"
+                ),
             },
             "template" if value == "none" => *template = None,
             // An existing template (from a manifest, perhaps through an older API).
-            "template" => match &mut shape.claims {
-                PodClaims::Inline { template: name } => {
+            "template" => match (&mut shape.claims, template.as_ref()) {
+                (PodClaims::Inline { .. }, Some(t))
+                    if t.class.is_some()
+                        || !t.selectors.is_empty()
+                        || !t.tolerations.is_empty() =>
+                {
+                    bail!(
+                        "`template {value}` uses an existing template, which `device class`, \
+                         `cel selector` and `device toleration` cannot shape"
+                    )
+                }
+                (PodClaims::Inline { template: name }, _) => {
                     *name = value;
                     *template = None;
                 }

@@ -260,22 +260,27 @@ async fn deletion_unprepares_and_releases(env: &Env, driver: &Driver) {
     );
     // Unprepare came before the deletion was finished. The API server may
     // report the pod gone before the node journals its own deletion call.
-    let deleted = node
-        .wait_for_event(
-            DEADLINE,
-            |k| matches!(k, NodeEventKind::PodDeleted { pod } if pod.ends_with("/tester-2")),
-        )
-        .await
-        .expect("deletion journaled");
-    let unprepared = node
-        .events()
-        .into_iter()
-        .find(|e| {
+    node.wait_for_event(
+        DEADLINE,
+        |k| matches!(k, NodeEventKind::PodDeleted { pod } if pod.ends_with("/tester-2")),
+    )
+    .await
+    .expect("deletion journaled");
+    let events = node.events();
+    let unprepared = events
+        .iter()
+        .position(|e| {
             matches!(&e.kind, NodeEventKind::Unprepared { claims, .. }
             if claims.iter().any(|c| c.contains("/external-claim ")))
         })
         .expect("unprepare journaled");
-    assert!(unprepared.at <= deleted.at);
+    let deleted = events
+        .iter()
+        .position(
+            |e| matches!(&e.kind, NodeEventKind::PodDeleted { pod } if pod.ends_with("/tester-2")),
+        )
+        .expect("deletion journaled");
+    assert!(unprepared < deleted);
 
     wait_for(
         &claims,
