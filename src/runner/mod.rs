@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches};
 use cucumber::{World as _, WriterExt as _, writer};
 use futures::FutureExt as _;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{Cluster, ConnectOptions};
@@ -160,6 +161,11 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
 
     // First Ctrl-C: stop starting scenarios, tear down running ones, write
     // reports. Second: stop the local cluster at once and exit.
+    // The signal streams are made once, before the task starts: a stream
+    // made per iteration would miss a second Ctrl-C that arrives while the
+    // first is being handled.
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let signals = {
         let interrupt = interrupt.clone();
         let cluster = cluster.clone();
@@ -167,18 +173,18 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
             let mut n = 0;
             loop {
                 let got = tokio::select! {
-                    r = tokio::signal::ctrl_c() => r.is_ok(),
-                    _ = sigterm() => true,
+                    r = sigint.recv() => r.is_some(),
+                    r = sigterm.recv() => r.is_some(),
                 };
                 if !got {
                     return;
                 }
                 n += 1;
                 if n == 1 {
+                    interrupt.cancel();
                     eprintln!(
                         "\ndra-e2e: interrupted; tearing down running scenarios (Ctrl-C again to stop at once)"
                     );
-                    interrupt.cancel();
                 } else {
                     eprintln!("\ndra-e2e: stopping now");
                     cluster.kill_now();
@@ -275,13 +281,4 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
             1
         },
     )
-}
-
-async fn sigterm() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(_) => futures::future::pending::<()>().await,
-    }
 }
