@@ -18,24 +18,18 @@ fn main() -> ExitCode {
             init_tracing("info");
             dra_e2e::proxy::agent::cli_main(args.split_off(2)).map(|()| 0)
         }
-        Some("cluster") => {
-            init_tracing("info");
-            dra_e2e::cluster::local::cli_main(args.split_off(2)).map(|()| 0)
-        }
+        // Sets up its own logging: info, without the kube client's errors
+        // for every 5xx of an apiserver that is still starting.
+        Some("cluster") => dra_e2e::cluster::local::cli_main(args.split_off(2)).map(|()| 0),
         Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         _ => match tokio::runtime::Runtime::new() {
-            // Scenario output owns stdout; logs go to stderr, warnings only
-            // unless RUST_LOG asks for more.
-            Ok(rt)
-                if {
-                    init_tracing("warn,kube_client::client::builder=off");
-                    true
-                } =>
-            {
+            Ok(rt) => {
+                // Scenario output owns stdout; logs go to stderr, warnings
+                // only unless RUST_LOG asks for more.
+                init_tracing("warn,kube_client::client::builder=off");
                 rt.block_on(dra_e2e::runner::run())
             }
-            Ok(rt) => rt.block_on(dra_e2e::runner::run()),
             Err(e) => Err(anyhow::anyhow!("starting the async runtime: {e}")),
         },
     };

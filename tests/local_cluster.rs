@@ -431,7 +431,8 @@ fn cluster_up_without_binaries_exits_non_zero_with_the_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_up_serves_until_sigint_then_cleans_up() {
-    let (mut child, dir) = cluster_up(&["--feature-gates", "DRAPartitionableDevices=true"]).await;
+    let (mut child, dir, log) =
+        cluster_up(&["--feature-gates", "DRAPartitionableDevices=true"]).await;
     let kubeconfig = dir.join("kubeconfig");
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -458,19 +459,38 @@ async fn cluster_up_serves_until_sigint_then_cleans_up() {
     assert!(status.success(), "{status}");
     assert_eq!(processes_using(&dir), Vec::<String>::new());
     assert!(!dir.exists());
+    // A normal start and stop logs no errors (the apiserver's 5xx answers
+    // while it starts are expected, not errors of the run).
+    let log = log.await.unwrap();
+    assert!(log.contains("node registered and ready"), "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
 }
 
 /// Starts `dra-e2e cluster up` and returns it with the cluster's directory
-/// once it printed its kubeconfig.
-async fn cluster_up(args: &[&str]) -> (tokio::process::Child, PathBuf) {
-    use tokio::io::{AsyncBufReadExt, BufReader};
+/// once it printed its kubeconfig, and its log (stderr) once it has exited.
+async fn cluster_up(
+    args: &[&str],
+) -> (
+    tokio::process::Child,
+    PathBuf,
+    tokio::task::JoinHandle<String>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dra-e2e"))
         .args(["cluster", "up"])
         .args(args)
+        .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let log = tokio::spawn(async move {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s).await;
+        s
+    });
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let kubeconfig = tokio::time::timeout(DEADLINE * 2, async {
         while let Some(line) = lines.next_line().await.unwrap() {
@@ -484,12 +504,12 @@ async fn cluster_up(args: &[&str]) -> (tokio::process::Child, PathBuf) {
     .expect("cluster up printed its kubeconfig in time");
     // Keep reading stdout so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, kubeconfig.parent().unwrap().to_owned())
+    (child, kubeconfig.parent().unwrap().to_owned(), log)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn components_die_with_a_sigkilled_runner() {
-    let (mut child, dir) = cluster_up(&[]).await;
+    let (mut child, dir, _log) = cluster_up(&[]).await;
     assert_eq!(
         processes_using(&dir).len(),
         4,

@@ -34,6 +34,11 @@ use pki::Pki;
 use process::ManagedProcess;
 use readiness::NotReady;
 
+use crate::node_sim::{NodeSimError, SimNodeConfig, SimNodes};
+
+/// Simulated nodes are named `<NODE_PREFIX>-<i>`.
+pub const NODE_PREFIX: &str = "dra-e2e-node";
+
 /// What a local cluster is started with.
 #[derive(Debug, Clone)]
 pub struct LocalClusterOptions {
@@ -375,6 +380,28 @@ impl LocalCluster {
     /// The directory the binaries were taken from.
     pub fn binaries_dir(&self) -> &Path {
         self.binaries.dir()
+    }
+
+    /// Starts `count` simulated kubelet nodes `dra-e2e-node-<i>` on this
+    /// cluster, rooted under its directory, with the kubelet's side of the
+    /// cluster's feature gates; `configure` adjusts each node further.
+    pub async fn start_nodes(
+        &self,
+        count: usize,
+        mut configure: impl FnMut(&mut SimNodeConfig),
+    ) -> Result<SimNodes, NodeSimError> {
+        let resource_health = self.feature_gates().get("ResourceHealthStatus") != Some(false);
+        SimNodes::start(
+            self.client(),
+            NODE_PREFIX,
+            count,
+            &self.dir().join("n"),
+            |c| {
+                c.resource_health = resource_health;
+                configure(c);
+            },
+        )
+        .await
     }
 
     /// The component processes, in start order.

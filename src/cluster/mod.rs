@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 
 use crate::driver::sockets::{HostProvider, NodeHost};
-use crate::node_sim::{SimNode, SimNodeConfig};
+use crate::node_sim::SimNode;
 use crate::runner::cli::{ClusterChoice, RunArgs};
 use crate::runner::features::Environment;
 
@@ -170,27 +170,19 @@ impl Cluster {
         let client = cluster.client();
         let config = cluster.kube_config();
         let mut pids: Vec<u32> = cluster.components().iter().map(|c| c.pid).collect();
-        let mut nodes = Vec::new();
-        let nodes_dir = cluster.dir().join("n");
-        for i in 0..opts.nodes {
-            let name = format!("dra-e2e-node-{i}");
-            let mut config = SimNodeConfig::new(&name, nodes_dir.join(i.to_string()));
-            config.wipe_delay = opts.wipe_delay;
-            config.delete_node_on_stop = true;
-            // The kubelet side of the gate: no health streams when it is off.
-            config.resource_health =
-                cluster.feature_gates().get("ResourceHealthStatus") != Some(false);
-            match SimNode::start(client.clone(), config).await {
-                Ok(n) => nodes.push(n),
-                Err(e) => {
-                    for n in nodes {
-                        let _ = n.stop().await;
-                    }
-                    let _ = cluster.stop().await;
-                    return Err(anyhow::anyhow!("starting simulated node {name}: {e}"));
-                }
+        let nodes = match cluster
+            .start_nodes(opts.nodes, |c| {
+                c.wipe_delay = opts.wipe_delay;
+                c.delete_node_on_stop = true;
+            })
+            .await
+        {
+            Ok(nodes) => nodes.into_nodes(),
+            Err(e) => {
+                let _ = cluster.stop().await;
+                return Err(anyhow::Error::new(e).context("starting the simulated nodes"));
             }
-        }
+        };
         pids.sort();
         Ok(Cluster {
             client,

@@ -557,7 +557,8 @@ pub struct SimNodes {
 }
 
 impl SimNodes {
-    /// Starts `count` nodes with roots `<root_dir>/<name>`, pod IPs from
+    /// Starts `count` nodes with roots `<root_dir>/<i>` (short, because the
+    /// plugin socket paths under them must fit in 108 bytes), pod IPs from
     /// `10.244.<i>.0/24`; `configure` adjusts each node's config before start.
     /// If one fails, the ones already started are stopped again.
     pub async fn start(
@@ -570,7 +571,7 @@ impl SimNodes {
         let mut nodes = Vec::with_capacity(count);
         for i in 0..count {
             let name = format!("{prefix}-{i}");
-            let mut cfg = SimNodeConfig::new(&name, root_dir.join(&name));
+            let mut cfg = SimNodeConfig::new(&name, root_dir.join(i.to_string()));
             cfg.pod_ip_base = Ipv4Addr::new(10, 244, (i % 256) as u8, 0);
             configure(&mut cfg);
             match SimNode::start(client.clone(), cfg).await {

@@ -104,24 +104,16 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         _ = terminate.recv() => anyhow::bail!("terminated while starting"),
     };
 
-    let mut nodes = Vec::new();
-    for i in 0..args.nodes {
-        let name = format!("dra-e2e-node-{i}");
-        let mut config =
-            crate::node_sim::SimNodeConfig::new(&name, cluster.dir().join("n").join(i.to_string()));
-        config.wipe_delay = args.wipe_delay;
-        config.resource_health = cluster.feature_gates().get("ResourceHealthStatus") != Some(false);
-        match crate::node_sim::SimNode::start(cluster.client(), config).await {
-            Ok(n) => nodes.push(n),
-            Err(e) => {
-                for n in nodes {
-                    let _ = n.stop().await;
-                }
-                let _ = cluster.stop().await;
-                return Err(e).with_context(|| format!("starting simulated node {name}"));
-            }
+    let nodes = match cluster
+        .start_nodes(args.nodes, |c| c.wipe_delay = args.wipe_delay)
+        .await
+    {
+        Ok(nodes) => nodes.into_nodes(),
+        Err(e) => {
+            let _ = cluster.stop().await;
+            return Err(e).context("starting the simulated nodes");
         }
-    }
+    };
 
     let kubeconfig = cluster.kubeconfig_path().display().to_string();
     println!("local cluster is up at {}", cluster.server_url());
