@@ -248,9 +248,11 @@ pub struct PodShape {
     pub command: Option<String>,
     pub restart_policy: String,
     pub node_name: Option<String>,
-    /// Extended resources (device-plugin resources) every container asks for,
-    /// e.g. `example.com/resource` = `1`.
+    /// Extended resources (from a device plugin or DRA-backed) every
+    /// container asks for, e.g. `example.com/resource` = `1`.
     pub extended_resources: Vec<(String, String)>,
+    /// Per-container extended resources, instead of `extended_resources`.
+    pub container_extended_resources: BTreeMap<usize, Vec<(String, String)>>,
     /// Pins the pod to a node through the scheduler (`kubernetes.io/hostname`).
     pub node_selector: Option<String>,
     pub grace_period: Option<i64>,
@@ -270,6 +272,7 @@ impl PodShape {
             restart_policy: "Never".to_owned(),
             node_name: None,
             extended_resources: Vec::new(),
+            container_extended_resources: BTreeMap::new(),
             node_selector: None,
             grace_period: None,
         }
@@ -349,9 +352,12 @@ impl PodShape {
             if !claims.is_empty() {
                 c["resources"] = json!({ "claims": claims });
             }
-            if !self.extended_resources.is_empty() {
-                let limits: serde_json::Map<String, Value> = self
-                    .extended_resources
+            let extended = self
+                .container_extended_resources
+                .get(&i)
+                .unwrap_or(&self.extended_resources);
+            if !extended.is_empty() {
+                let limits: serde_json::Map<String, Value> = extended
                     .iter()
                     .map(|(k, v)| (k.clone(), json!(v)))
                     .collect();

@@ -53,8 +53,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then the driver is registered on every node",
             },
             Entry {
-                pattern: "Given a device class [for <driver>] [with parameters <json>]",
-                description: "DeviceClass <namespace>[-<name>]-class selecting the driver's devices; parameters reach containers as admin_<k>=<v>.",
+                pattern: "Given a device class [for <driver>] [with parameters <json>][, serving extended resource \"<name>\"]",
+                description: "DeviceClass <namespace>[-<name>]-class selecting the driver's devices; parameters reach containers as admin_<k>=<v>. With an extended resource name, pods can ask for the driver's devices in their resource limits (every class also serves `deviceclass.resource.kubernetes.io/<class>`).",
                 example: "Given a device class with parameters {\"x\":\"y\"}",
             },
             Entry {
@@ -63,8 +63,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the device class selector is changed to \"false\"",
             },
             Entry {
-                pattern: "When device class \"<name>\" is created as a copy of the device class",
-                description: "Create another class like the scenario's (placeholders allowed in the name).",
+                pattern: "Given|When device class \"<name>\" is created as a copy of the device class[, serving extended resource \"<name>\"]",
+                description: "Create another class like the scenario's (placeholders allowed in the name); the copy serves the given extended resource, or none.",
                 example: "When device class \"${class}-b\" is created as a copy of the device class",
             },
         ],
@@ -84,7 +84,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <claim> is allocated|deallocated|not reserved|deleted",
-                description: "Wait for the claim's state. <claim> is `claim \"name\"` or `the claim of pod \"name\"` (the claim generated for its inline claim).",
+                description: "Wait for the claim's state. <claim> is `claim \"name\"`, `the claim of pod \"name\"` (the claim generated for its inline claim) or `the extended resource claim of pod \"name\"` (the claim the scheduler made for its extended resources).",
                 example: "Then the claim of pod \"tester-1\" is deleted",
             },
             Entry {
@@ -114,7 +114,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
-                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity`), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
                 example: "When pod \"tester-1\" with an inline claim is created",
             },
             Entry {
@@ -171,6 +171,21 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then every container|container \"<c>\"|init container \"<c>\" of pod \"<name>\" has env \"<k=v>\"[ and \"<k=v>\"]",
                 description: "The container's environment contains the entries.",
                 example: "Then every container of pod \"tester-1\" has env \"admin_x=y\" and \"user_a=b\"",
+            },
+            Entry {
+                pattern: "Then container \"<c>\" of pod \"<name>\" gets|does not get request \"<request>\" of <claim>",
+                description: "The driver's marker env of that claim request (claim_<claim>_<request>=true) is, or is not, in the container: its device reached the container.",
+                example: "Then container \"with-resource\" of pod \"tester-1\" gets request \"container-0-request-0\" of the extended resource claim of pod \"tester-1\"",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" has extended resource requests: (table | container | resource | request |)",
+                description: "The pod's extendedResourceClaimStatus maps exactly these container resources to requests of its extended resource claim.",
+                example: "Then pod \"tester-1\" has extended resource requests:",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" has no extended resource claim",
+                description: "The scheduler made no claim for the pod's extended resources (a device plugin serves them, or it asks for zero).",
+                example: "Then pod \"tester-1\" has no extended resource claim",
             },
             Entry {
                 pattern: "Then container \"<c>\" of pod \"<name>\" has exactly the driver env \"<k=v>\", ...",

@@ -78,36 +78,53 @@ async fn external_claim_spec(w: &mut World, name: String, step: &Step) -> Result
 }
 
 /// The claim's name, resolving a pod's generated claim (waits until the
-/// controller wrote it into the pod status).
+/// controller or scheduler wrote it into the pod status).
 pub(crate) async fn claim_name(w: &World, claim: &ClaimRef) -> anyhow::Result<String> {
-    match claim {
-        ClaimRef::Named(n) => Ok(n.clone()),
+    let (pod, extended) = match claim {
+        ClaimRef::Named(n) => return Ok(n.clone()),
         // Remembered when the pod was deleted, so its claim can still be checked.
-        ClaimRef::OfPod(pod) if w.generated_claims.contains_key(pod) => {
-            Ok(w.generated_claims[pod].clone())
+        _ if w.generated_claims.contains_key(claim) => {
+            return Ok(w.generated_claims[claim].clone());
         }
-        ClaimRef::OfPod(pod) => {
-            let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
-            let name = wait::object(
-                &api,
-                pod,
-                &format!("the claim of pod {pod} to be generated"),
-                CLAIM_TIMEOUT,
-                |p| {
-                    let statuses = p
-                        .and_then(|p| p.status.as_ref())
-                        .and_then(|s| s.resource_claim_statuses.clone())
-                        .unwrap_or_default();
-                    match statuses.iter().find_map(|s| s.resource_claim_name.clone()) {
-                        Some(n) => Check::Done(n),
-                        None if p.is_none() => Check::Pending("pod does not exist".into()),
-                        None => Check::Pending("no resourceClaimStatuses yet".into()),
-                    }
-                },
-            )
-            .await?;
-            Ok(name)
+        ClaimRef::OfPod(pod) => (pod, false),
+        ClaimRef::ExtendedOfPod(pod) => (pod, true),
+    };
+    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let what = if extended {
+        format!("the extended resource claim of pod {pod} to be made")
+    } else {
+        format!("the claim of pod {pod} to be generated")
+    };
+    let name = wait::object(&api, pod, &what, CLAIM_TIMEOUT, |p| {
+        let Some(p) = p else {
+            return Check::Pending("pod does not exist".into());
+        };
+        match generated_claim(p, extended) {
+            Some(n) => Check::Done(n),
+            None if extended => Check::Pending("no extendedResourceClaimStatus yet".into()),
+            None => Check::Pending("no resourceClaimStatuses yet".into()),
         }
+    })
+    .await?;
+    Ok(name)
+}
+
+/// The claim the pod status names: generated for its (first) inline claim,
+/// or made by the scheduler for its extended resources.
+pub(crate) fn generated_claim(pod: &Pod, extended: bool) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if extended {
+        status
+            .extended_resource_claim_status
+            .as_ref()
+            .map(|s| s.resource_claim_name.clone())
+            .filter(|n| !n.is_empty())
+    } else {
+        status
+            .resource_claim_statuses
+            .as_deref()?
+            .iter()
+            .find_map(|s| s.resource_claim_name.clone())
     }
 }
 
@@ -227,7 +244,9 @@ fn allocation_results(c: &ResourceClaim) -> Option<Vec<(String, String)>> {
     )
 }
 
-#[then(regex = r#"^(claim "[^"]+"|the claim of pod "[^"]+") is allocated with results (".+")$"#)]
+#[then(
+    regex = r#"^(claim "[^"]+"|the claim of pod "[^"]+"|the extended resource claim of pod "[^"]+") is allocated with results (".+")$"#
+)]
 async fn claim_results(w: &mut World, claim: ClaimRef, results: String) -> Result<(), String> {
     run(async {
         let want = quoted_list(&results);

@@ -354,10 +354,15 @@ async fn create_class(
     w: &mut World,
     d: &DriverRef,
     parameters: Option<serde_json::Value>,
+    extended_resource: Option<String>,
 ) -> anyhow::Result<()> {
     let driver = w.driver(&d.0)?;
     let name = format!("{}{}-class", w.namespace, driver.options.name_suffix);
-    let class = objects::device_class(&name, &driver.name, parameters.as_ref(), None)?;
+    let mut class = objects::device_class(&name, &driver.name, parameters.as_ref(), None)?;
+    class
+        .spec
+        .get_or_insert_with(Default::default)
+        .extended_resource_name = extended_resource;
     let api: Api<DeviceClass> = Api::all(w.client()?);
     api.create(&PostParams::default(), &class)
         .await
@@ -367,9 +372,14 @@ async fn create_class(
 }
 
 #[given(
-    regex = r#"^a device class(?: for (the driver|driver "[^"]+"))?(?: with parameters (.+))?$"#
+    regex = r#"^a device class(?: for (the driver|driver "[^"]+"))?(?: with parameters (\{.*\}))?(?:,? serving extended resource "([^"]+)")?$"#
 )]
-async fn device_class(w: &mut World, d: String, params: String) -> Result<(), String> {
+async fn device_class(
+    w: &mut World,
+    d: String,
+    params: String,
+    extended_resource: String,
+) -> Result<(), String> {
     run(async {
         let d = if d.is_empty() {
             DriverRef(String::new())
@@ -383,7 +393,12 @@ async fn device_class(w: &mut World, d: String, params: String) -> Result<(), St
                 format!("class parameters {params} must be a JSON object like {{\"x\":\"y\"}}")
             })?)
         };
-        create_class(w, &d, parameters).await
+        let extended_resource = if extended_resource.is_empty() {
+            None
+        } else {
+            Some(objects::expand(&extended_resource, &w.vars())?)
+        };
+        create_class(w, &d, parameters, extended_resource).await
     })
     .await
 }
@@ -436,8 +451,13 @@ async fn set_selector(w: &mut World, expression: Option<String>) -> anyhow::Resu
     Ok(())
 }
 
-#[when(regex = r#"^device class "([^"]+)" is created as a copy of the device class$"#)]
-async fn class_copy(w: &mut World, name: String) -> Result<(), String> {
+#[given(
+    regex = r#"^device class "([^"]+)" is created as a copy of the device class(?:, serving extended resource "([^"]+)")?$"#
+)]
+#[when(
+    regex = r#"^device class "([^"]+)" is created as a copy of the device class(?:, serving extended resource "([^"]+)")?$"#
+)]
+async fn class_copy(w: &mut World, name: String, extended_resource: String) -> Result<(), String> {
     run(async {
         let name = objects::expand(&name, &w.vars())?;
         let original = class_name(w, "")?;
@@ -449,6 +469,16 @@ async fn class_copy(w: &mut World, name: String) -> Result<(), String> {
         class.metadata = kube::api::ObjectMeta {
             name: Some(name.clone()),
             ..Default::default()
+        };
+        // Two classes serving one extended resource would leave the
+        // scheduler to pick one, so a copy serves none unless told.
+        class
+            .spec
+            .get_or_insert_with(Default::default)
+            .extended_resource_name = if extended_resource.is_empty() {
+            None
+        } else {
+            Some(objects::expand(&extended_resource, &w.vars())?)
         };
         api.create(&PostParams::default(), &class)
             .await

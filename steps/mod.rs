@@ -85,7 +85,7 @@ pub struct World {
     /// Slices remembered by "the driver's slices are noted".
     pub noted_slices: Option<Vec<ResourceSlice>>,
     /// Claims generated for pods, remembered before a pod is deleted.
-    pub generated_claims: BTreeMap<String, String>,
+    pub generated_claims: BTreeMap<params::ClaimRef, String>,
     /// UIDs of claims as first seen, to tell old from new ones.
     pub claim_uids: BTreeMap<String, String>,
     /// UIDs of pools' slices as noted, for "recreated with a new UID".

@@ -146,12 +146,18 @@ impl FromStr for DriverRef {
     }
 }
 
-/// `claim "name"` or `the claim of pod "name"` (the claim generated for it).
-#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "claim", regex = r#"claim "[^"]+"|the claim of pod "[^"]+""#)]
+/// `claim "name"`, `the claim of pod "name"` (the claim generated for its
+/// inline claim) or `the extended resource claim of pod "name"` (the claim
+/// the scheduler made for its DRA-backed extended resources).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, cucumber::Parameter)]
+#[param(
+    name = "claim",
+    regex = r#"claim "[^"]+"|the claim of pod "[^"]+"|the extended resource claim of pod "[^"]+""#
+)]
 pub enum ClaimRef {
     Named(String),
     OfPod(String),
+    ExtendedOfPod(String),
 }
 
 impl FromStr for ClaimRef {
@@ -168,8 +174,12 @@ impl FromStr for ClaimRef {
         if let Some(p) = quoted("the claim of pod \"") {
             return Ok(ClaimRef::OfPod(p));
         }
+        if let Some(p) = quoted("the extended resource claim of pod \"") {
+            return Ok(ClaimRef::ExtendedOfPod(p));
+        }
         Err(format!(
-            "expected `claim \"name\"` or `the claim of pod \"name\"`, got {s:?}"
+            "expected `claim \"name\"`, `the claim of pod \"name\"` or \
+             `the extended resource claim of pod \"name\"`, got {s:?}"
         ))
     }
 }
@@ -332,6 +342,12 @@ mod tests {
         assert_eq!(
             "the claim of pod \"p\"".parse::<ClaimRef>().unwrap(),
             ClaimRef::OfPod("p".into())
+        );
+        assert_eq!(
+            "the extended resource claim of pod \"p\""
+                .parse::<ClaimRef>()
+                .unwrap(),
+            ClaimRef::ExtendedOfPod("p".into())
         );
         assert_eq!(
             "the plugin on node \"x\"".parse::<Identity>().unwrap(),

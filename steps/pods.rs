@@ -11,10 +11,11 @@ use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 
-use super::claims::default_shape;
-use super::params::{Dur, PodState, SteadyState, quoted_list};
+use super::claims::{claim_name, default_shape, generated_claim};
+use super::params::{ClaimRef, Dur, PodState, SteadyState, quoted_list};
 use super::{PodRecord, World, context, run};
 use crate::objects::{self, PodClaims, PodShape};
+use crate::plugin::driver_logic;
 use crate::wait::{self, Check};
 
 /// Upstream's PodStart timeout.
@@ -74,14 +75,7 @@ fn apply_options(
                 )
             }
             "pod claim name" => shape.pod_claim_name = Some(value),
-            "extended resource" => {
-                let (k, v) = value.split_once('=').with_context(|| {
-                    format!("extended resource {value:?} must be name=quantity")
-                })?;
-                shape
-                    .extended_resources
-                    .push((k.trim().to_owned(), v.trim().to_owned()));
-            }
+            "extended resource" => shape.extended_resources.extend(extended_resources(&value)?),
             "device class" => match template.as_mut() {
                 Some(t) => t.class = Some(value),
                 None => bail!(
@@ -119,11 +113,14 @@ fn apply_options(
                 }
                 _ => bail!("`template` applies to pods with an inline claim"),
             },
+            k if k.starts_with("container ") && k.ends_with(" extended resources") => {
+                let index = container_index(k, " extended resources")?;
+                shape
+                    .container_extended_resources
+                    .insert(index, extended_resources(&value)?);
+            }
             k if k.starts_with("container ") && k.ends_with(" claims") => {
-                let index: usize = k["container ".len()..k.len() - " claims".len()]
-                    .trim()
-                    .parse()
-                    .with_context(|| format!("{k:?}: expected `container N claims`"))?;
+                let index = container_index(k, " claims")?;
                 let list = value
                     .split(',')
                     .map(str::trim)
@@ -137,11 +134,35 @@ fn apply_options(
             }
             other => bail!(
                 "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
-                 command, restart policy, node, node selector, grace period, pod claim name, extended resource, device class, cel selector, device toleration, template, container N claims"
+                 command, restart policy, node, node selector, grace period, pod claim name, extended resource, device class, cel selector, device toleration, template, container N claims, \
+                 container N extended resources"
             ),
         }
     }
     Ok(())
+}
+
+/// `N` of an option `container N<suffix>`.
+fn container_index(option: &str, suffix: &str) -> anyhow::Result<usize> {
+    option["container ".len()..option.len() - suffix.len()]
+        .trim()
+        .parse()
+        .with_context(|| format!("{option:?}: expected `container N{suffix}`"))
+}
+
+/// `name=quantity[, name=quantity]...`
+fn extended_resources(value: &str) -> anyhow::Result<Vec<(String, String)>> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| {
+            let (k, v) = r
+                .split_once('=')
+                .with_context(|| format!("extended resource {r:?} must be name=quantity"))?;
+            Ok((k.trim().to_owned(), v.trim().to_owned()))
+        })
+        .collect()
 }
 
 fn yes(v: &str) -> anyhow::Result<bool> {
@@ -462,28 +483,29 @@ async fn different_nodes(w: &mut World) -> Result<(), String> {
     .await
 }
 
-/// Remembers the claim generated for the pod, so "the claim of pod" still
-/// resolves once the pod is gone.
-async fn remember_generated_claim(w: &mut World, name: &str) -> anyhow::Result<()> {
+/// Remembers the claims generated for the pod, so "the claim of pod" and
+/// "the extended resource claim of pod" still resolve once it is gone.
+async fn remember_generated_claims(w: &mut World, name: &str) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
     if let Some(pod) = api
         .get_opt(name)
         .await
         .with_context(|| format!("reading pod {name}"))?
-        && let Some(claim) = pod
-            .status
-            .and_then(|s| s.resource_claim_statuses)
-            .unwrap_or_default()
-            .into_iter()
-            .find_map(|s| s.resource_claim_name)
     {
-        w.generated_claims.insert(name.to_owned(), claim);
+        if let Some(claim) = generated_claim(&pod, false) {
+            w.generated_claims
+                .insert(ClaimRef::OfPod(name.to_owned()), claim);
+        }
+        if let Some(claim) = generated_claim(&pod, true) {
+            w.generated_claims
+                .insert(ClaimRef::ExtendedOfPod(name.to_owned()), claim);
+        }
     }
     Ok(())
 }
 
 async fn delete_pod(w: &mut World, name: &str, force: bool) -> anyhow::Result<()> {
-    remember_generated_claim(w, name).await?;
+    remember_generated_claims(w, name).await?;
     let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
     let dp = if force {
         DeleteParams::default().grace_period(0)
@@ -625,6 +647,111 @@ async fn has_exact_env(
         let got = driver_env(&env_of(w, &pod, &container).await?);
         if got != want {
             bail!("container {container} of pod {pod}: expected exactly the DRA env {want:?}, observed {got:?}");
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[then(
+    regex = r#"^container "([^"]+)" of pod "([^"]+)" (gets|does not get) request "([^"]+)" of (claim "[^"]+"|the claim of pod "[^"]+"|the extended resource claim of pod "[^"]+")$"#
+)]
+async fn gets_request(
+    w: &mut World,
+    container: String,
+    pod: String,
+    gets: String,
+    request: String,
+    claim: ClaimRef,
+) -> Result<(), String> {
+    run(async {
+        wait_pod(w, &pod, PodState::Running).await?;
+        let name = claim_name(w, &claim).await?;
+        // The driver marks every request it prepared with this env entry, so
+        // it shows which requests' devices reached the container.
+        let marker = format!(
+            "{}=true",
+            driver_logic::marker_env_key(&name, driver_logic::base_request(&request))
+        );
+        let env = env_of(w, &pod, &container).await?;
+        let want = gets == "gets";
+        if env.contains(&marker) != want {
+            bail!(
+                "container {container} of pod {pod}: expected {}the device of request {request} of claim {name} \
+                 (env {marker}); its DRA env is {:?}",
+                if want { "" } else { "not " },
+                driver_env(&env)
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "pod {string} has extended resource requests:")]
+async fn extended_requests(w: &mut World, pod: String, step: &Step) -> Result<(), String> {
+    run(async {
+        let mut want = Vec::new();
+        for row in step.table.iter().flat_map(|t| t.rows.iter().skip(1)) {
+            let [c, r, q] = row.as_slice() else {
+                bail!("rows are | container | resource | request |, got {row:?}");
+            };
+            let vars = w.vars();
+            want.push((
+                objects::expand(c.trim(), &vars)?,
+                objects::expand(r.trim(), &vars)?,
+                objects::expand(q.trim(), &vars)?,
+            ));
+        }
+        want.sort();
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        wait::object(
+            &api,
+            &pod,
+            &format!("pod {pod} to map its extended resources to requests {want:?}"),
+            POD_TIMEOUT,
+            |p| {
+                let status = p
+                    .and_then(|p| p.status.as_ref())
+                    .and_then(|s| s.extended_resource_claim_status.as_ref());
+                let Some(status) = status else {
+                    return Check::Pending("no extendedResourceClaimStatus".into());
+                };
+                let mut got: Vec<(String, String, String)> = status
+                    .request_mappings
+                    .iter()
+                    .map(|m| {
+                        (
+                            m.container_name.clone(),
+                            m.resource_name.clone(),
+                            m.request_name.clone(),
+                        )
+                    })
+                    .collect();
+                got.sort();
+                if got == want {
+                    Check::Done(())
+                } else {
+                    Check::Pending(format!("requestMappings {got:?}"))
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[then(expr = "pod {string} has no extended resource claim")]
+async fn no_extended_claim(w: &mut World, pod: String) -> Result<(), String> {
+    run(async {
+        let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+        let p = api
+            .get(&pod)
+            .await
+            .with_context(|| format!("reading pod {pod}"))?;
+        if let Some(claim) = generated_claim(&p, true) {
+            bail!("pod {pod}: expected no extended resource claim, but the scheduler made {claim}");
         }
         Ok(())
     })

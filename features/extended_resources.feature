@@ -1,0 +1,129 @@
+@DynamicResourceAllocation @FeatureGate:DRAExtendedResource
+Feature: DRA-backed extended resources
+  A device class can serve an extended resource: pods ask for it in their
+  resource limits like a device-plugin resource, the scheduler makes a claim
+  for them and maps each container's requests into the pod status, and the
+  kubelet prepares that claim like any other.
+  Explicit names come from the class's extendedResourceName; every class also
+  serves deviceclass.resource.kubernetes.io/<class>.
+  (upstream: [sig-node] [DRA] [FeatureGate:DRAExtendedResource] [Feature:DynamicResourceAllocation])
+
+  Background:
+    Given 1 ready node
+    And a driver with a network pool of 10 devices
+
+  @KubeletMinVersion:1.34
+  Scenario: must run a pod with explicit extended resource with one container one resource
+    Given a device class serving extended resource "${driver}/resource-0"
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=1 |
+    Then pod "tester-1" is running
+    And pod "tester-1" has extended resource requests:
+      | container     | resource             | request               |
+      | with-resource | ${driver}/resource-0 | container-0-request-0 |
+    And the extended resource claim of pod "tester-1" is allocated
+    And the extended resource claim of pod "tester-1" is reserved for pod "tester-1"
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.35
+  Scenario: must run a pod with implicit extended resource with one container one resource
+    Given a device class
+    When pod "tester-1" without claims is created
+      | extended resource | deviceclass.resource.kubernetes.io/${class}=1 |
+    Then pod "tester-1" is running
+    And pod "tester-1" has extended resource requests:
+      | container     | resource                                     | request               |
+      | with-resource | deviceclass.resource.kubernetes.io/${class} | container-0-request-0 |
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.35
+  Scenario: must run a pod with both implicit and explicit extended resource with one container two resources
+    Given a device class serving extended resource "${driver}/resource-0"
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=1, deviceclass.resource.kubernetes.io/${class}=1 |
+    Then pod "tester-1" is running
+    And the extended resource claim of pod "tester-1" is allocated with results "container-0-request-0", "container-0-request-1"
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-1" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.34
+  Scenario: must run a pod with explicit extended resource with three containers one resource each
+    Given a device class serving extended resource "${driver}/resource-0"
+    And device class "${class}-1" is created as a copy of the device class, serving extended resource "${driver}/resource-1"
+    And device class "${class}-2" is created as a copy of the device class, serving extended resource "${driver}/resource-2"
+    When pod "tester-1" without claims is created
+      | containers                   | 3                      |
+      | container 0 extended resources | ${driver}/resource-0=1 |
+      | container 1 extended resources | ${driver}/resource-1=1 |
+      | container 2 extended resources | ${driver}/resource-2=1 |
+    Then pod "tester-1" is running
+    And pod "tester-1" has extended resource requests:
+      | container       | resource             | request               |
+      | with-resource   | ${driver}/resource-0 | container-0-request-0 |
+      | with-resource-1 | ${driver}/resource-1 | container-1-request-0 |
+      | with-resource-2 | ${driver}/resource-2 | container-2-request-0 |
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource" of pod "tester-1" does not get request "container-1-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource-1" of pod "tester-1" gets request "container-1-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource-2" of pod "tester-1" gets request "container-2-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource-2" of pod "tester-1" does not get request "container-0-request-0" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.34
+  Scenario: must accurately populate ExtendedResourceClaimStatus
+    Given a device class serving extended resource "${driver}/resource-0"
+    And device class "${class}-1" is created as a copy of the device class, serving extended resource "${driver}/resource-1"
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=2, ${driver}/resource-1=1 |
+    Then pod "tester-1" is running
+    And pod "tester-1" has extended resource requests:
+      | container     | resource             | request               |
+      | with-resource | ${driver}/resource-0 | container-0-request-0 |
+      | with-resource | ${driver}/resource-1 | container-0-request-1 |
+    And the extended resource claim of pod "tester-1" is allocated with results "container-0-request-0", "container-0-request-0", "container-0-request-1"
+
+  @KubeletMinVersion:1.34
+  Scenario Outline: must cleanup extended resource claims when pods <end>
+    Given a device class serving extended resource "${driver}/resource-0"
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=1 |
+      | command           | <command>              |
+    Then pod "tester-1" is <state>
+    And the extended resource claim of pod "tester-1" is deleted
+    And NodeUnprepareResources was called 1 time on node 0
+
+    Examples:
+      | end      | command | state     |
+      | complete | exit 0  | completed |
+      | fail     | exit 1  | failed    |
+
+  @KubeletMinVersion:1.34
+  Scenario: must prevent overcommitment of extended resources
+    Given a device class serving extended resource "${driver}/resource-0"
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=10 |
+    Then pod "tester-1" is running
+    When pod "tester-2" without claims is created
+      | extended resource | ${driver}/resource-0=10 |
+    Then pod "tester-2" is unschedulable
+    When pod "tester-1" is deleted
+    Then pod "tester-2" is running
+    And container "with-resource" of pod "tester-2" gets request "container-0-request-0" of the extended resource claim of pod "tester-2"
+
+  @KubeletMinVersion:1.34
+  Scenario: must run a pod with extended resource requesting zero
+    Given a device class serving extended resource "${driver}/resource-0"
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=0 |
+    Then pod "tester-1" is running
+    And pod "tester-1" has no extended resource claim
+    And NodePrepareResources was called 0 times on node 0
+
+  @KubeletMinVersion:1.34
+  Scenario: must process extended resource after Device Class creation
+    Given a device class
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=1 |
+    Then pod "tester-1" is unschedulable
+    When device class "${class}-er" is created as a copy of the device class, serving extended resource "${driver}/resource-0"
+    Then pod "tester-1" is running
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
