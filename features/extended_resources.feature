@@ -127,3 +127,20 @@ Feature: DRA-backed extended resources
     When device class "${class}-er" is created as a copy of the device class, serving extended resource "${driver}/resource-0"
     Then pod "tester-1" is running
     And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.34
+  Scenario: must reject pod with invalid extended resource name
+    Then creating the following objects as the admin fails with "must be a standard resource type or fully qualified":
+      """
+      apiVersion: v1
+      kind: Pod
+      metadata: { name: tester-1 }
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: with-resource
+          image: registry.k8s.io/pause:3.10
+          resources:
+            limits: { invalid_resource_name: "1" }
+            requests: { invalid_resource_name: "1" }
+      """
