@@ -272,3 +272,96 @@ Feature: control plane
         devices:
         - { driver: "${driver}", pool: "${node0}", device: device-00, data: { foo: baz }, networkData: { interfaceName: inf2 } }
       """
+
+  @FeatureGate:DRAResourceClaimDeviceStatus
+  Scenario: must be possible for a control-plane ServiceAccount to update the ResourceClaim.Status.Devices once allocated
+    Given a driver with a network pool of 1 device, not registered with the kubelet
+    And a device class
+    # A controller's account may write claim status, but devices' status
+    # only with the driver's arbitrary-node permission.
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: ServiceAccount
+      metadata: { name: claim-status-updater-sa }
+      ---
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRole
+      metadata: { name: "${namespace}-claim-status-updater" }
+      rules:
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/status]
+        verbs: [update, patch]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims]
+        verbs: [get]
+      ---
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRoleBinding
+      metadata: { name: "${namespace}-claim-status-updater" }
+      subjects:
+      - { kind: ServiceAccount, name: claim-status-updater-sa, namespace: "${namespace}" }
+      roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "${namespace}-claim-status-updater" }
+      """
+    And an external claim "external-claim"
+    When pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is scheduled
+    And claim "external-claim" is allocated
+    And patching the status of ResourceClaim "external-claim" as service account "claim-status-updater-sa" fails with "cannot arbitrary-node:patch":
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: network, device: device-0, data: { foo: bar } }
+      """
+    When ClusterRole "${namespace}-claim-status-updater" is patched with:
+      """
+      rules:
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/status]
+        verbs: [update, patch]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims]
+        verbs: [get]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/driver]
+        resourceNames: ["${driver}"]
+        verbs: ["arbitrary-node:update", "arbitrary-node:patch"]
+      """
+    And the status of ResourceClaim "external-claim" is patched as service account "claim-status-updater-sa" with:
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: network, device: device-0, data: { foo: bar } }
+      """
+    Then ResourceClaim "external-claim" has:
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: network, device: device-0, data: { foo: bar } }
+      """
+    # Any driver's devices, with a rule that names none.
+    When ClusterRole "${namespace}-claim-status-updater" is patched with:
+      """
+      rules:
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/status]
+        verbs: [update, patch]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims]
+        verbs: [get]
+      - apiGroups: [resource.k8s.io]
+        resources: [resourceclaims/driver]
+        verbs: ["arbitrary-node:update", "arbitrary-node:patch"]
+      """
+    And the status of ResourceClaim "external-claim" is patched as service account "claim-status-updater-sa" with:
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: network, device: device-0, data: { foo: baz } }
+      """
+    Then ResourceClaim "external-claim" has:
+      """
+      status:
+        devices:
+        - { driver: "${driver}", pool: network, device: device-0, data: { foo: baz } }
+      """

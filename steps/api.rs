@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::params::Identity;
 use super::{World, run};
+use crate::driver::rbac;
 use crate::objects;
 use crate::wait::{self, Check};
 
@@ -23,6 +24,12 @@ pub(crate) fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Clie
         Identity::Admin => w.client(),
         Identity::PluginOnIndex(i) => Ok(w.driver("")?.plugin_client(w.node(*i)?)?),
         Identity::PluginOnNamed(n) => Ok(w.driver("")?.plugin_client(n)?),
+        Identity::ServiceAccount(name) => {
+            let admin = super::context()?.cluster.kube_config();
+            let config = rbac::impersonate_service_account(&admin, &w.namespace, name);
+            kube::Client::try_from(config)
+                .with_context(|| format!("building a client for service account {name}"))
+        }
     }
 }
 

@@ -309,7 +309,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When <Kind> \"<name>\" is patched with: / When the status of <Kind> \"<name>\" is patched [as <identity>] with:",
-                description: "JSON merge patch (YAML doc string) of an object the scenario created from a manifest, or of its status (as the admin unless said otherwise).",
+                description: "JSON merge patch (YAML doc string) of an object, or of its status (as the admin unless said otherwise; retried for up to a minute while RBAC still forbids it). Objects are those the scenario created from manifests, and Pods, ResourceClaims and ResourceClaimTemplates of its namespace and DeviceClasses, ResourceSlices and DeviceTaintRules by name (so for all object steps below).",
                 example: "When DeviceClass \"${namespace}-crud\" is patched with:",
             },
             Entry {
@@ -329,12 +329,12 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When <Kind> \"<name>\" is deleted",
-                description: "Delete a manifest-created object and wait (1 minute) until it is gone.",
+                description: "Delete the object and wait (1 minute) until it is gone.",
                 example: "When ResourceClaimTemplate \"crud-template\" is deleted",
             },
             Entry {
                 pattern: "Then creating the following objects as <identity> fails with \"<text>\":|succeeds:",
-                description: "Retried for up to a minute (admission and RBAC take a moment). <identity>: `the admin`, `the plugin on node N`, `the plugin on node \"name\"`.",
+                description: "Retried for up to a minute (admission and RBAC take a moment). <identity>: `the admin`, `the plugin on node N`, `the plugin on node \"name\"` (the driver's plugin identity with that node in its token), `service account \"name\"` (of the scenario's namespace, on no node).",
                 example: "Then creating the following objects as the plugin on node 0 fails with \"may not modify\":",
             },
             Entry {

@@ -44,6 +44,14 @@ fn lookup_as(
     if let Some(ar) = found(&w.cluster_objects) {
         return Ok((Api::all_with(client, &ar), name));
     }
+    // The kinds other steps make (claims, pods, classes, ...), by name.
+    if let Some((ar, namespaced)) = dra_kind(kind) {
+        return Ok(if namespaced {
+            (Api::namespaced_with(client, &w.namespace, &ar), name)
+        } else {
+            (Api::all_with(client, &ar), name)
+        });
+    }
     let known: Vec<String> = w
         .namespaced_objects
         .iter()
@@ -51,13 +59,40 @@ fn lookup_as(
         .map(|(ar, n)| format!("{} {n:?}", ar.kind))
         .collect();
     bail!(
-        "this scenario created no {kind} {name:?} (created: {}); create it with `the following objects are created:`",
+        "this scenario created no {kind} {name:?} (created: {}); create it with `the following objects are created:` \
+         (objects of kinds {} are found by name without that)",
         if known.is_empty() {
             "nothing".to_owned()
         } else {
             known.join(", ")
-        }
+        },
+        DRA_KINDS.join(", ")
     )
+}
+
+const DRA_KINDS: [&str; 6] = [
+    "Pod",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "DeviceClass",
+    "ResourceSlice",
+    "DeviceTaintRule",
+];
+
+/// The API of a kind the step library creates itself, and whether it is
+/// namespaced (then it is looked up in the scenario's namespace).
+fn dra_kind(kind: &str) -> Option<(ApiResource, bool)> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::resource::v1 as r;
+    Some(match kind {
+        "Pod" => (ApiResource::erase::<Pod>(&()), true),
+        "ResourceClaim" => (ApiResource::erase::<r::ResourceClaim>(&()), true),
+        "ResourceClaimTemplate" => (ApiResource::erase::<r::ResourceClaimTemplate>(&()), true),
+        "DeviceClass" => (ApiResource::erase::<r::DeviceClass>(&()), false),
+        "ResourceSlice" => (ApiResource::erase::<r::ResourceSlice>(&()), false),
+        "DeviceTaintRule" => (ApiResource::erase::<r::DeviceTaintRule>(&()), false),
+        _ => return None,
+    })
 }
 
 fn yaml_doc(w: &World, step: &Step) -> anyhow::Result<Value> {
@@ -109,7 +144,7 @@ async fn patched(w: &mut World, kind: String, name: String, step: &Step) -> Resu
 }
 
 #[when(
-    regex = r#"^the status of ([A-Z][A-Za-z]+) "([^"]+)" is patched(?: as (the admin|the plugin on node \d+|the plugin on node "[^"]+"))? with:$"#
+    regex = r#"^the status of ([A-Z][A-Za-z]+) "([^"]+)" is patched(?: as (the admin|the plugin on node \d+|the plugin on node "[^"]+"|service account "[^"]+"))? with:$"#
 )]
 async fn status_patched(
     w: &mut World,
@@ -120,16 +155,36 @@ async fn status_patched(
 ) -> Result<(), String> {
     run(async {
         let who = identity(&who)?;
-        patch_as(w, &who, &kind, &name, step, true).await?;
-        Ok(())
+        // A role granted a moment ago may not be in the authorizer's cache
+        // yet: retry what RBAC forbids, for a while, and nothing else.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match patch_as(w, &who, &kind, &name, step, true).await {
+                Ok(()) => return Ok(()),
+                Err(e) if forbidden(&e) && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_secs(1)).await
+                }
+                Err(e) => return Err(e),
+            }
+        }
     })
     .await
+}
+
+/// An RBAC denial (HTTP 403), as opposed to a rejection by validation.
+fn forbidden(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Api(s)) if s.code == 403
+        )
+    })
 }
 
 /// Tries until the status patch fails with the text (RBAC and admission take
 /// a moment to apply).
 #[then(
-    regex = r#"^patching the status of ([A-Z][A-Za-z]+) "([^"]+)" as (the admin|the plugin on node \d+|the plugin on node "[^"]+") fails with "([^"]+)":$"#
+    regex = r#"^patching the status of ([A-Z][A-Za-z]+) "([^"]+)" as (the admin|the plugin on node \d+|the plugin on node "[^"]+"|service account "[^"]+") fails with "([^"]+)":$"#
 )]
 async fn status_patch_fails(
     w: &mut World,
@@ -268,8 +323,17 @@ async fn deleted(w: &mut World, kind: String, name: String) -> Result<(), String
 
 #[cfg(test)]
 mod tests {
-    use super::contains;
+    use super::{DRA_KINDS, contains, dra_kind};
     use serde_json::json;
+
+    #[test]
+    fn every_listed_dra_kind_resolves() {
+        for kind in DRA_KINDS {
+            let (ar, _) = dra_kind(kind).unwrap();
+            assert_eq!(ar.kind, kind);
+        }
+        assert!(dra_kind("ConfigMap").is_none());
+    }
 
     #[test]
     fn contains_checks_fields_and_names_the_first_difference() {

@@ -203,12 +203,14 @@ impl FromStr for Dur {
 #[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
 #[param(
     name = "identity",
-    regex = r#"the admin|the plugin on node \d+|the plugin on node "[^"]+""#
+    regex = r#"the admin|the plugin on node \d+|the plugin on node "[^"]+"|service account "[^"]+""#
 )]
 pub enum Identity {
     Admin,
     PluginOnIndex(usize),
     PluginOnNamed(String),
+    /// A service account of the scenario's namespace, on no node.
+    ServiceAccount(String),
 }
 
 impl FromStr for Identity {
@@ -216,6 +218,12 @@ impl FromStr for Identity {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == "the admin" {
             return Ok(Identity::Admin);
+        }
+        if let Some(name) = s
+            .strip_prefix("service account \"")
+            .and_then(|r| r.strip_suffix('"'))
+        {
+            return Ok(Identity::ServiceAccount(name.to_owned()));
         }
         let rest = s
             .strip_prefix("the plugin on node ")

@@ -42,19 +42,39 @@ impl Identity {
 
     /// The user name the API server sees for the plugin.
     pub fn user(&self) -> String {
-        format!(
-            "system:serviceaccount:{}:{}",
-            self.namespace,
-            self.service_account()
-        )
+        service_account_user(&self.namespace, &self.service_account())
     }
 
     pub fn groups(&self) -> Vec<String> {
-        vec![
-            "system:serviceaccounts".to_owned(),
-            format!("system:serviceaccounts:{}", self.namespace),
-        ]
+        service_account_groups(&self.namespace)
     }
+}
+
+/// The user name of a service account's token.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// The groups of a service account's token (the API server adds
+/// `system:authenticated` to impersonated users itself).
+pub fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec![
+        "system:serviceaccounts".to_owned(),
+        format!("system:serviceaccounts:{namespace}"),
+    ]
+}
+
+/// A kube config that acts as service account `namespace/name` running
+/// outside any node, like a control-plane controller.
+pub fn impersonate_service_account(
+    admin: &kube::Config,
+    namespace: &str,
+    name: &str,
+) -> kube::Config {
+    let mut config = admin.clone();
+    config.auth_info.impersonate = Some(service_account_user(namespace, name));
+    config.auth_info.impersonate_groups = Some(service_account_groups(namespace));
+    config
 }
 
 /// The identity objects, in creation order.
