@@ -8,6 +8,7 @@ const PROTOS: &[&str] = &[
     "dra/v1beta1/api.proto",
     "dra/v1alpha4/api.proto",
     "dra-health/v1alpha1/api.proto",
+    "dra-health/v1/api.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

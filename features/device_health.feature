@@ -15,6 +15,7 @@ Feature: device health
     When pod "tester-1" using claim "health-test-claim" is created
     Then pod "tester-1" is running
     And NodeWatchResources is called on node 0
+    And NodeWatchResources was called through the v1 API on node 0
     When the driver reports device "device-00" on node 0 as Healthy
     Then the devices of pod "tester-1" are reported Healthy
     When the driver reports device "device-00" on node 0 as Unhealthy
@@ -39,3 +40,18 @@ Feature: device health
     When pod "tester-1" using claim "health-test-claim" is created
     Then pod "tester-1" is running
     And the devices of pod "tester-1" are reported Unknown
+
+  # Drivers built before dra-health v1 offer only v1alpha1; the kubelet
+  # streams through it, and a driver without the service is never asked.
+  Scenario: device health reaches the pod through the v1alpha1 health API
+    Given a driver "old" with 1 device per node, serving the v1alpha1 health API
+    And a device class for driver "old"
+    And an external claim "old-claim" for driver "old"
+    And a driver "plain" with 1 device per node, without device health
+    When pod "tester-1" using claim "old-claim" is created
+    Then pod "tester-1" is running
+    And NodeWatchResources of driver "old" was called through the v1alpha1 API on node 0
+    When driver "old" reports device "device-00" on node 0 as Unhealthy
+    Then the devices of pod "tester-1" are reported Unhealthy
+    And NodeWatchResources of driver "old" was called 1 time on node 0
+    And NodeWatchResources of driver "plain" was called 0 times on node 0

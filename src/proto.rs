@@ -24,11 +24,84 @@ pub mod dra {
     }
 }
 
-/// DRA device health (`/v1alpha1.DRAResourceHealth/NodeWatchResources`).
+/// DRA device health: `/v1alpha1.DRAResourceHealth/NodeWatchResources` and,
+/// on newer kubelets, `/v1.DRAResourceHealth/NodeWatchResources`.
 pub mod health {
     pub mod v1alpha1 {
         tonic::include_proto!("v1alpha1");
     }
+    pub mod v1 {
+        tonic::include_proto!("v1");
+    }
+
+    /// The two versions declare the same messages with the same field
+    /// numbers, so a message of one decodes as the other; plugins and the
+    /// simulated kubelet work with v1alpha1 types and convert at the edge.
+    pub fn convert<A: prost::Message, B: prost::Message + Default>(
+        message: &A,
+    ) -> Result<B, prost::DecodeError> {
+        B::decode(message.encode_to_vec().as_slice())
+    }
+
+    /// A version of the health service.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum HealthApi {
+        V1,
+        V1alpha1,
+    }
+
+    impl HealthApi {
+        /// Newest first: the order plugins advertise and kubelets prefer.
+        pub const ALL: [HealthApi; 2] = [HealthApi::V1, HealthApi::V1alpha1];
+
+        /// The `supported_versions` entry (equal to the gRPC service name).
+        pub fn registration_string(self) -> &'static str {
+            match self {
+                HealthApi::V1 => super::service::HEALTH_V1,
+                HealthApi::V1alpha1 => super::service::HEALTH_V1ALPHA1,
+            }
+        }
+
+        pub fn watch_method(self) -> &'static str {
+            match self {
+                HealthApi::V1 => super::method::HEALTH_V1_WATCH,
+                HealthApi::V1alpha1 => super::method::HEALTH_V1ALPHA1_WATCH,
+            }
+        }
+
+        /// The newest version among a plugin's `supported_versions`.
+        pub fn preferred(supported_versions: &[String]) -> Option<HealthApi> {
+            HealthApi::ALL.into_iter().find(|api| {
+                supported_versions
+                    .iter()
+                    .any(|v| v == api.registration_string())
+            })
+        }
+    }
+
+    impl std::fmt::Display for HealthApi {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(match self {
+                HealthApi::V1 => "v1",
+                HealthApi::V1alpha1 => "v1alpha1",
+            })
+        }
+    }
+
+    impl std::str::FromStr for HealthApi {
+        type Err = UnknownHealthApi;
+        fn from_str(s: &str) -> Result<Self, Self::Err> {
+            match s {
+                "v1" => Ok(HealthApi::V1),
+                "v1alpha1" => Ok(HealthApi::V1alpha1),
+                other => Err(UnknownHealthApi(other.to_owned())),
+            }
+        }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("unknown DRA health API {0:?}: expected v1 or v1alpha1")]
+    pub struct UnknownHealthApi(pub String);
 }
 
 /// Registration strings advertised in `PluginInfo.supported_versions`. They
@@ -38,6 +111,7 @@ pub mod service {
     pub const DRA_V1BETA1: &str = "v1beta1.DRAPlugin";
     pub const DRA_V1ALPHA4: &str = "v1alpha3.NodeService";
     pub const HEALTH_V1ALPHA1: &str = "v1alpha1.DRAResourceHealth";
+    pub const HEALTH_V1: &str = "v1.DRAResourceHealth";
     /// `PluginInfo.type` of a DRA plugin.
     pub const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
 }
@@ -56,5 +130,56 @@ pub mod method {
         "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources";
     pub const V1ALPHA4_PREPARE: &str = "/v1alpha3.Node/NodePrepareResources";
     pub const V1ALPHA4_UNPREPARE: &str = "/v1alpha3.Node/NodeUnprepareResources";
-    pub const HEALTH_WATCH: &str = "/v1alpha1.DRAResourceHealth/NodeWatchResources";
+    pub const HEALTH_V1ALPHA1_WATCH: &str = "/v1alpha1.DRAResourceHealth/NodeWatchResources";
+    pub const HEALTH_V1_WATCH: &str = "/v1.DRAResourceHealth/NodeWatchResources";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::health::{HealthApi, convert, v1, v1alpha1};
+
+    #[test]
+    fn health_messages_convert_between_versions_without_loss() {
+        let report = v1alpha1::NodeWatchResourcesResponse {
+            devices: vec![v1alpha1::DeviceHealth {
+                device: Some(v1alpha1::DeviceIdentifier {
+                    pool_name: "pool".into(),
+                    device_name: "dev".into(),
+                }),
+                health: v1alpha1::HealthStatus::Unhealthy.into(),
+                last_updated_time: 42,
+                health_check_timeout_seconds: 7,
+                message: "overheated".into(),
+            }],
+        };
+        let v1: v1::NodeWatchResourcesResponse = convert(&report).unwrap();
+        let d = &v1.devices[0];
+        assert_eq!(d.health(), v1::HealthStatus::Unhealthy);
+        assert_eq!(d.device.as_ref().unwrap().device_name, "dev");
+        assert_eq!(
+            (d.last_updated_time, d.health_check_timeout_seconds),
+            (42, 7)
+        );
+        assert_eq!(d.message, "overheated");
+        let back: v1alpha1::NodeWatchResourcesResponse = convert(&v1).unwrap();
+        assert_eq!(back, report);
+    }
+
+    #[test]
+    fn the_newest_advertised_health_api_is_preferred() {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            HealthApi::preferred(&v(&[
+                "v1.DRAPlugin",
+                "v1alpha1.DRAResourceHealth",
+                "v1.DRAResourceHealth"
+            ])),
+            Some(HealthApi::V1)
+        );
+        assert_eq!(
+            HealthApi::preferred(&v(&["v1.DRAPlugin", "v1alpha1.DRAResourceHealth"])),
+            Some(HealthApi::V1alpha1)
+        );
+        assert_eq!(HealthApi::preferred(&v(&["v1.DRAPlugin"])), None);
+    }
 }

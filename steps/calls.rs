@@ -8,6 +8,7 @@ use cucumber::{then, when};
 use super::claims::claim_name;
 use super::params::{ClaimRef, DriverRef, Method, NodeSel};
 use super::{World, run};
+use crate::plugin::{HealthApi, NodeApi};
 use crate::wait::{self, Check};
 
 fn count(w: &World, driver: &str, node: &str, m: Method) -> anyhow::Result<u64> {
@@ -168,7 +169,7 @@ async fn called_n(
 }
 
 #[then(
-    regex = r#"^(NodePrepareResources|NodeUnprepareResources) (?:of (the driver|driver "[^"]+") )?was called through the (v1|v1beta1|v1alpha4) API on (node \d+|every node|the node of pod "[^"]+")$"#
+    regex = r#"^(NodePrepareResources|NodeUnprepareResources|NodeWatchResources) (?:of (the driver|driver "[^"]+") )?was called through the (v1|v1beta1|v1alpha4|v1alpha1) API on (node \d+|every node|the node of pod "[^"]+")$"#
 )]
 async fn called_via(
     w: &mut World,
@@ -179,10 +180,10 @@ async fn called_via(
 ) -> Result<(), String> {
     run(async {
         let d = label(&opt_driver(&d)?);
-        let api: crate::plugin::NodeApi = api.parse()?;
         let path = match m {
-            Method::NodePrepareResources => api.prepare_method(),
-            _ => api.unprepare_method(),
+            Method::NodeWatchResources => api.parse::<HealthApi>()?.watch_method(),
+            Method::NodePrepareResources => api.parse::<NodeApi>()?.prepare_method(),
+            _ => api.parse::<NodeApi>()?.unprepare_method(),
         };
         let driver = w.driver(&d)?;
         for n in node.resolve(w).await? {

@@ -24,7 +24,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
-                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `in rolling-update mode`, `not started yet`. Without a name it is \"the driver\"; otherwise the first driver is.",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`. Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
             },
             Entry {
@@ -228,8 +228,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then NodePrepareResources was called 0 times on node 0",
             },
             Entry {
-                pattern: "Then <method> [of <driver>] was called through the v1|v1beta1|v1alpha4 API on <node>",
-                description: "The kubelet used that gRPC API version.",
+                pattern: "Then <method> [of <driver>] was called through the v1|v1beta1|v1alpha4|v1alpha1 API on <node>",
+                description: "The kubelet used that gRPC API version (NodeWatchResources: the health API, v1 or v1alpha1).",
                 example: "Then NodePrepareResources of driver \"other\" was called through the v1beta1 API on the node of pod \"tester-1\"",
             },
             Entry {

@@ -14,7 +14,7 @@ use super::{World, context, run};
 use crate::driver::slices::{self, Attribute, DeviceSpec, Taint};
 use crate::driver::{self, Driver, DriverOptions, Resources};
 use crate::objects;
-use crate::plugin::NodeApi;
+use crate::plugin::{HealthApi, NodeApi};
 
 /// What a driver sentence asks for, parsed from
 /// `<resources>[, <modifier>]*`.
@@ -23,6 +23,8 @@ pub struct DriverPhrase {
     pub resources: ResourcesPhrase,
     pub with_kubelet: bool,
     pub apis: Option<Vec<NodeApi>>,
+    /// Health service versions; `None` for the default (all).
+    pub health_apis: Option<Vec<HealthApi>>,
     pub rolling_update: bool,
     pub start_later: bool,
 }
@@ -97,6 +99,7 @@ impl std::str::FromStr for DriverPhrase {
             resources,
             with_kubelet: true,
             apis: None,
+            health_apis: None,
             rolling_update: false,
             start_later: false,
         };
@@ -106,6 +109,24 @@ impl std::str::FromStr for DriverPhrase {
                 "not registered with the kubelet" => phrase.with_kubelet = false,
                 "in rolling-update mode" => phrase.rolling_update = true,
                 "not started yet" => phrase.start_later = true,
+                "without device health" => phrase.health_apis = Some(Vec::new()),
+                _ if m.ends_with(" health API") || m.ends_with(" health APIs") => {
+                    let apis = m
+                        .strip_prefix("serving the ")
+                        .and_then(|r| {
+                            r.strip_suffix(" health APIs")
+                                .or(r.strip_suffix(" health API"))
+                        })
+                        .ok_or_else(|| {
+                            format!("expected `serving the v1alpha1 health API`, got {m:?}")
+                        })?;
+                    let list = apis
+                        .split([',', ' '])
+                        .filter(|w| !w.is_empty() && *w != "and" && *w != "only")
+                        .map(|w| w.parse::<HealthApi>().map_err(|e| e.to_string()))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    phrase.health_apis = Some(list);
+                }
                 _ => {
                     let apis = m
                         .strip_prefix("serving the ")
@@ -114,6 +135,7 @@ impl std::str::FromStr for DriverPhrase {
                             format!(
                                 "unknown driver setting {m:?}; known: `not registered with the kubelet`, \
                                  `serving the v1beta1 API`, `serving the v1 and v1beta1 APIs`, \
+                                 `serving the v1alpha1 health API`, `without device health`, \
                                  `in rolling-update mode`, `not started yet`"
                             )
                         })?;
@@ -257,6 +279,10 @@ fn options_from(
             .apis
             .clone()
             .unwrap_or_else(|| vec![NodeApi::V1, NodeApi::V1beta1]),
+        health_apis: phrase
+            .health_apis
+            .clone()
+            .unwrap_or_else(|| HealthApi::ALL.to_vec()),
         with_kubelet: phrase.with_kubelet,
         rolling_update: phrase.rolling_update,
         ..DriverOptions::default()
@@ -527,6 +553,19 @@ mod tests {
                 .unwrap();
         assert_eq!(p.apis, Some(vec![NodeApi::V1, NodeApi::V1beta1]));
         assert!(p.rolling_update);
+        assert_eq!(p.health_apis, None);
+        let p: DriverPhrase = "1 device per node, serving the v1alpha1 health API"
+            .parse()
+            .unwrap();
+        assert_eq!(p.health_apis, Some(vec![HealthApi::V1alpha1]));
+        assert_eq!(p.apis, None);
+        let p: DriverPhrase = "1 device per node, without device health".parse().unwrap();
+        assert_eq!(p.health_apis, Some(vec![]));
+        assert!(
+            "1 device per node, serving the v2 health API"
+                .parse::<DriverPhrase>()
+                .is_err()
+        );
         let p: DriverPhrase = "an all-nodes pool \"all-nodes-pool\" of 1 device"
             .parse()
             .unwrap();

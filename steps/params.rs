@@ -37,7 +37,7 @@ impl Method {
             ],
             Method::GetInfo => &[method::GET_INFO],
             Method::NotifyRegistrationStatus => &[method::NOTIFY_REGISTRATION_STATUS],
-            Method::NodeWatchResources => &[method::HEALTH_WATCH],
+            Method::NodeWatchResources => &[method::HEALTH_V1_WATCH, method::HEALTH_V1ALPHA1_WATCH],
         }
     }
 }

@@ -6,7 +6,7 @@ mod node_sim_support;
 
 use dra_e2e::node_sim::{DeviceHealthStatus, NodeEventKind};
 use dra_e2e::objects::{PodClaims, PodShape};
-use dra_e2e::plugin::{DeviceHealth, HealthStatus, NodeApi};
+use dra_e2e::plugin::{DeviceHealth, HealthApi, HealthStatus, NodeApi};
 use dra_e2e::proto::method;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
@@ -102,7 +102,10 @@ async fn device_health_in_pod_status() {
 
     // A driver whose plugin serves the health stream.
     let ns = env.namespace("sim-health").await;
-    let driver = Driver::start_with(&env, &ns, &[NodeApi::V1], 2, |c| c.with_health(true)).await;
+    let driver = Driver::start_with(&env, &ns, &[NodeApi::V1], 2, |c| {
+        c.with_health_apis(HealthApi::ALL)
+    })
+    .await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
     let claims: Api<ResourceClaim> = Api::namespaced(env.client.clone(), &ns);
     driver.create_claim("health-claim").await;
@@ -112,17 +115,19 @@ async fn device_health_in_pod_status() {
     assert_eq!(d, driver.name);
     let id = format!("{d}/{pool}/{device}");
 
+    // Offered both, the node streams through the newest.
     driver
         .calls
-        .wait_count(NODE, method::HEALTH_WATCH, 1, DEADLINE)
+        .wait_count(NODE, method::HEALTH_V1_WATCH, 1, DEADLINE)
         .await
-        .expect("the node opens a health stream");
+        .expect("the node opens a v1 health stream");
     let view = node
         .plugins()
         .into_iter()
         .find(|p| p.driver == driver.name)
         .expect("plugin registered");
-    assert!(view.health, "{view:?}");
+    assert_eq!(view.health, Some(HealthApi::V1), "{view:?}");
+    assert_eq!(driver.calls.count(NODE, method::HEALTH_V1ALPHA1_WATCH), 0);
     // Nothing reported yet: the plugin's list starts empty.
     wait_reported(&pods, "health-pod", &id, "Unknown", None).await;
 
@@ -177,6 +182,41 @@ async fn device_health_in_pod_status() {
         "{known:?}"
     );
 
+    // A driver offering only v1alpha1, as before dra-health v1: streamed
+    // through v1alpha1, and its reports reach pod status the same way.
+    let ns_old = env.namespace("sim-health-v1alpha1").await;
+    let old = Driver::start_with(&env, &ns_old, &[NodeApi::V1], 2, |c| {
+        c.with_health_apis([HealthApi::V1alpha1])
+    })
+    .await;
+    let pods_old: Api<Pod> = Api::namespaced(env.client.clone(), &ns_old);
+    let claims_old: Api<ResourceClaim> = Api::namespaced(env.client.clone(), &ns_old);
+    old.create_claim("old-claim").await;
+    create_pod(&env.client, &ns_old, &health_pod("old-pod", "old-claim")).await;
+    wait_for(&pods_old, "old-pod", "pod running", is_running).await;
+    let (d, pool_old, device_old) = allocated_device(&claims_old, "old-claim").await;
+    old.calls
+        .wait_count(NODE, method::HEALTH_V1ALPHA1_WATCH, 1, DEADLINE)
+        .await
+        .expect("the node opens a v1alpha1 health stream");
+    assert_eq!(old.calls.count(NODE, method::HEALTH_V1_WATCH), 0);
+    old.plugins[0].set_device_health(DeviceHealth {
+        pool: pool_old.clone(),
+        device: device_old.clone(),
+        health: HealthStatus::Unhealthy,
+        message: "fan failure".to_owned(),
+    });
+    let id_old = format!("{d}/{pool_old}/{device_old}");
+    wait_reported(
+        &pods_old,
+        "old-pod",
+        &id_old,
+        "Unhealthy",
+        Some("fan failure"),
+    )
+    .await;
+    old.stop().await;
+
     // A driver without the health service: no stream, devices Unknown.
     let ns_off = env.namespace("sim-health-off").await;
     let plain = Driver::start(&env, &ns_off, &[NodeApi::V1], 2).await;
@@ -193,11 +233,12 @@ async fn device_health_in_pod_status() {
     let (d, pool_off, device_off) = allocated_device(&claims_off, "plain-claim").await;
     let id_off = format!("{d}/{pool_off}/{device_off}");
     wait_reported(&pods_off, "plain-pod", &id_off, "Unknown", None).await;
-    assert_eq!(plain.calls.count(NODE, method::HEALTH_WATCH), 0);
+    assert_eq!(plain.calls.count(NODE, method::HEALTH_V1ALPHA1_WATCH), 0);
+    assert_eq!(plain.calls.count(NODE, method::HEALTH_V1_WATCH), 0);
     assert!(
         node.plugins()
             .iter()
-            .any(|p| p.driver == plain.name && !p.health)
+            .any(|p| p.driver == plain.name && p.health.is_none())
     );
 
     // Once the health plugin is gone, nothing vouches for its devices.
@@ -210,7 +251,7 @@ async fn device_health_in_pod_status() {
             .iter()
             .any(|h| h.driver == health_driver_name)
     );
-    assert_eq!(plain.calls.count(NODE, method::HEALTH_WATCH), 0);
+    assert_eq!(plain.calls.count(NODE, method::HEALTH_V1ALPHA1_WATCH), 0);
 
     plain.stop().await;
     env.stop().await;

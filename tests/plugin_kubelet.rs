@@ -8,10 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dra_e2e::node_files::LocalDir;
 use dra_e2e::plugin::{
-    CallOutcome, Calls, ClaimId, ClaimRef, ClaimSource, ClaimSourceError, DeviceHealth,
+    CallOutcome, Calls, ClaimId, ClaimRef, ClaimSource, ClaimSourceError, DeviceHealth, HealthApi,
     HealthStatus, NodeApi, NodePlugin, PluginConfig, RegistrationStatus,
 };
 use dra_e2e::proto::dra::{v1, v1alpha4, v1beta1};
+use dra_e2e::proto::health::v1 as health_v1;
 use dra_e2e::proto::health::v1alpha1 as health;
 use dra_e2e::proto::method;
 use dra_e2e::proto::pluginregistration::{
@@ -363,6 +364,7 @@ async fn registration_handshake_completes_within_the_kubelet_deadline() {
         [
             "v1.DRAPlugin",
             "v1beta1.DRAPlugin",
+            "v1.DRAResourceHealth",
             "v1alpha1.DRAResourceHealth"
         ]
     );
@@ -416,7 +418,7 @@ async fn plugin_offering_only_v1beta1_advertises_only_it_and_rejects_v1_calls() 
     let config = node
         .config(claims.clone(), &calls)
         .with_node_apis([NodeApi::V1beta1])
-        .with_health(false);
+        .with_health_apis([]);
     let plugin = node.start(config).await;
     let info = register(&node).await;
     assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"]);
@@ -451,7 +453,7 @@ async fn v1alpha4_alone_is_advertised_with_the_legacy_version() {
     let config = node
         .config(Arc::default(), &Calls::new(DRIVER))
         .with_node_apis([NodeApi::V1alpha4])
-        .with_health(false);
+        .with_health_apis([]);
     let plugin = node.start(config).await;
     assert_eq!(register(&node).await.supported_versions, ["1.0.0"]);
     plugin.stop().await.unwrap();
@@ -956,7 +958,7 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
             ("pool-b".into(), "device-00".into(), healthy, String::new()),
         ]
     );
-    assert_eq!(calls.count("node-a", method::HEALTH_WATCH), 1);
+    assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
 
     set("pool-a", "device-01", HealthStatus::Healthy, "fixed");
     let second = view(stream.message().await.unwrap().unwrap());
@@ -965,9 +967,64 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
         ("pool-a".into(), "device-01".into(), healthy, "fixed".into())
     );
 
-    // Stopping ends the open stream instead of waiting for the kubelet.
+    // The v1 service, on the same socket, sends the same list.
+    let mut v1_client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(
+        dial_patient(&node.dra_socket()).await,
+    );
+    let mut v1_stream = v1_client
+        .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let v1_first: Vec<(String, String, i32, String)> = v1_stream
+        .message()
+        .await
+        .unwrap()
+        .unwrap()
+        .devices
+        .into_iter()
+        .map(|d| {
+            let id = d.device.unwrap();
+            (id.pool_name, id.device_name, d.health, d.message)
+        })
+        .collect();
+    assert_eq!(v1_first, second);
+    assert_eq!(calls.count("node-a", method::HEALTH_V1_WATCH), 1);
+    assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
+
+    // Stopping ends the open streams instead of waiting for the kubelet.
     plugin.stop().await.unwrap();
     assert!(matches!(stream.message().await, Ok(None) | Err(_)));
+    assert!(matches!(v1_stream.message().await, Ok(None) | Err(_)));
+}
+
+#[tokio::test]
+async fn health_is_served_only_in_the_configured_versions() {
+    let node = Node::new("node-a");
+    let plugin = node
+        .start(
+            node.config(Arc::default(), &Calls::new(DRIVER))
+                .with_health_apis([HealthApi::V1alpha1]),
+        )
+        .await;
+    let info = register(&node).await;
+    assert_eq!(
+        info.supported_versions,
+        [
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1alpha1.DRAResourceHealth"
+        ]
+    );
+    let mut client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(
+        dial_patient(&node.dra_socket()).await,
+    );
+    let status = client
+        .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented, "{status:?}");
+    plugin.stop().await.unwrap();
 }
 
 #[tokio::test]

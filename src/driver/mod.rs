@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 
 use crate::plugin::{
-    Calls, DeviceHealth, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
+    Calls, DeviceHealth, HealthApi, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
 };
 use crate::wait::{self, Check};
 use slices::{DeviceSpec, Publisher, Taint};
@@ -68,6 +68,8 @@ pub struct DriverOptions {
     pub instance_suffix: String,
     pub resources: Resources,
     pub node_apis: Vec<NodeApi>,
+    /// Served device health service versions (none: no health reporting).
+    pub health_apis: Vec<HealthApi>,
     /// Register with the kubelet. Without it, slices are published but no
     /// kubelet ever calls the plugin (upstream's control-plane tests).
     pub with_kubelet: bool,
@@ -84,6 +86,7 @@ impl Default for DriverOptions {
             instance_suffix: String::new(),
             resources: Resources::None,
             node_apis: vec![NodeApi::V1, NodeApi::V1beta1],
+            health_apis: HealthApi::ALL.to_vec(),
             with_kubelet: true,
             rolling_update: false,
             expect_slice_removal: true,
@@ -377,6 +380,7 @@ impl Driver {
             self.calls.clone(),
         )
         .with_node_apis(self.options.node_apis.clone())
+        .with_health_apis(self.options.health_apis.clone())
         .with_prepared(prepared.clone());
 
         let mut stoppers = Vec::new();

@@ -24,6 +24,9 @@ use crate::proto::health::v1alpha1::{
     self as pb, NodeWatchResourcesRequest, NodeWatchResourcesResponse,
     dra_resource_health_client::DraResourceHealthClient,
 };
+use crate::proto::health::{HealthApi, convert, v1};
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 
 /// The kubelet cuts plugin messages to this length before they go into pod
 /// status, so a chatty driver cannot bloat the pod object.
@@ -259,35 +262,34 @@ impl HealthStore {
 pub async fn watch_plugin(
     store: Arc<HealthStore>,
     driver: String,
+    api: HealthApi,
     channel: impl Fn() -> Channel,
     cancel: CancellationToken,
 ) {
     loop {
-        let mut client = DraResourceHealthClient::new(channel());
         let opened = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = client.node_watch_resources(NodeWatchResourcesRequest {}) => r,
+            r = open_stream(api, channel()) => r,
         };
         match opened {
-            Ok(response) => {
-                info!("health stream opened");
-                let mut stream = response.into_inner();
+            Ok(mut stream) => {
+                info!(%api, "health stream opened");
                 loop {
                     let next = tokio::select! {
                         _ = cancel.cancelled() => return,
-                        m = stream.message() => m,
+                        m = stream.next() => m,
                     };
                     match next {
-                        Ok(Some(report)) => {
+                        Some(Ok(report)) => {
                             debug!(devices = report.devices.len(), "health report");
                             store.replace(&driver, parse_report(report), &cancel);
                         }
-                        Ok(None) => {
+                        None => {
                             // A stopping plugin ends its streams; not an error.
                             info!("health stream ended by the plugin");
                             break;
                         }
-                        Err(status) => {
+                        Some(Err(status)) => {
                             info!(code = ?status.code(), message = status.message(),
                                 "health stream failed");
                             break;
@@ -305,6 +307,32 @@ pub async fn watch_plugin(
             _ = tokio::time::sleep(store.retry()) => {}
         }
     }
+}
+
+type Reports = BoxStream<'static, Result<NodeWatchResourcesResponse, tonic::Status>>;
+
+/// Opens `NodeWatchResources` through `api`; v1 reports arrive as the
+/// (wire-identical) v1alpha1 messages the rest of the node works with.
+async fn open_stream(api: HealthApi, channel: Channel) -> Result<Reports, tonic::Status> {
+    Ok(match api {
+        HealthApi::V1alpha1 => DraResourceHealthClient::new(channel)
+            .node_watch_resources(NodeWatchResourcesRequest {})
+            .await?
+            .into_inner()
+            .boxed(),
+        HealthApi::V1 => v1::dra_resource_health_client::DraResourceHealthClient::new(channel)
+            .node_watch_resources(v1::NodeWatchResourcesRequest {})
+            .await?
+            .into_inner()
+            .map(|r| {
+                r.and_then(|report| {
+                    convert(&report).map_err(|e| {
+                        tonic::Status::internal(format!("undecodable v1 health report: {e}"))
+                    })
+                })
+            })
+            .boxed(),
+    })
 }
 
 /// `allocatedResourcesStatus` of one container: an entry per claim reference
@@ -598,6 +626,7 @@ mod tests {
         let task = tokio::spawn(watch_plugin(
             store.clone(),
             "d".into(),
+            HealthApi::V1alpha1,
             move || channel.clone(),
             cancel.clone(),
         ));

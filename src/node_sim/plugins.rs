@@ -17,6 +17,7 @@ use super::dra_api::{DraClient, DraService};
 use super::health::{self, HealthStore};
 use super::journal::{Journal, NodeEventKind};
 use super::uds::{self, ConnCount};
+use crate::proto::health::HealthApi;
 
 /// A driver became usable or unusable on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,9 +34,9 @@ pub struct PluginView {
     pub registration_socket: PathBuf,
     pub service: DraService,
     pub connected: bool,
-    /// It advertised `v1alpha1.DRAResourceHealth`, so the node streams its
-    /// device health.
-    pub health: bool,
+    /// The health service version the node streams the plugin's device
+    /// health through (the newest it advertised), if any.
+    pub health: Option<HealthApi>,
 }
 
 #[derive(Debug)]
@@ -44,8 +45,9 @@ struct Plugin {
     endpoint: PathBuf,
     registration_socket: PathBuf,
     service: DraService,
-    /// Advertises the health service: the node keeps a health stream open.
-    health: bool,
+    /// The health service version the node streams device health through,
+    /// if the plugin advertises one.
+    health: Option<HealthApi>,
     /// Registration order; the newest connected plugin serves calls.
     seq: u64,
     channel: Mutex<Channel>,
@@ -143,7 +145,7 @@ impl PluginStore {
         endpoint: &Path,
         registration_socket: &Path,
         service: DraService,
-        health: bool,
+        health: Option<HealthApi>,
         channel: Channel,
         conns: ConnCount,
     ) -> Result<(), AddPluginError> {
@@ -170,7 +172,7 @@ impl PluginStore {
             list.push(plugin.clone());
             plugin
         };
-        info!(driver, endpoint = %endpoint.display(), %service, health, "plugin registered");
+        info!(driver, endpoint = %endpoint.display(), %service, health = ?health, "plugin registered");
         self.journal.record(NodeEventKind::PluginRegistered {
             driver: driver.to_owned(),
             endpoint: endpoint.display().to_string(),
@@ -180,7 +182,7 @@ impl PluginStore {
             endpoint = %endpoint.display());
         self.tracker
             .spawn(self.clone().monitor(plugin.clone()).instrument(span));
-        if health {
+        if let Some(api) = health {
             let span = tracing::info_span!(parent: &self.span, "device_health", driver,
                 endpoint = %endpoint.display());
             let source = plugin.clone();
@@ -188,6 +190,7 @@ impl PluginStore {
                 health::watch_plugin(
                     self.health.clone(),
                     driver.to_owned(),
+                    api,
                     move || source.channel(),
                     plugin.cancel.clone(),
                 )

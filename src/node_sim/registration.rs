@@ -23,6 +23,7 @@ use super::error::NodeSimError;
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::{AddPluginError, PluginStore};
 use super::uds::{self, ConnCount, DialError};
+use crate::proto::health::HealthApi;
 use crate::proto::pluginregistration::registration_client::RegistrationClient;
 use crate::proto::pluginregistration::{InfoRequest, RegistrationStatus};
 use crate::proto::service;
@@ -405,11 +406,10 @@ async fn accept(
         })?;
     // Health is an extra service next to the chosen DRA API, not a version
     // of it; only streamed when the node's `ResourceHealthStatus` gate is on.
-    let health = cfg.resource_health
-        && info
-            .supported_versions
-            .iter()
-            .any(|v| v == service::HEALTH_V1ALPHA1);
+    let health = cfg
+        .resource_health
+        .then(|| HealthApi::preferred(&info.supported_versions))
+        .flatten();
     let endpoint = if info.endpoint.is_empty() {
         socket.to_owned()
     } else {
@@ -573,7 +573,7 @@ mod tests {
             .await;
         let v = h.store.views();
         assert_eq!(v[0].driver, "a.example.com");
-        assert!(!v[0].health);
+        assert_eq!(v[0].health, None);
         assert_eq!(v[0].service, DraService::V1);
         assert_eq!(v[0].endpoint, plugin.dra_socket);
         // The node adds the plugin before it acknowledges the registration.
@@ -650,7 +650,7 @@ mod tests {
             .await;
         assert_eq!(h.store.views()[0].service, DraService::V1Beta1);
         // The health entry is no DRA version, but remembered.
-        assert!(h.store.views()[0].health);
+        assert_eq!(h.store.views()[0].health, Some(HealthApi::V1alpha1));
         let client = h.store.client("b.example.com").unwrap();
         client
             .prepare(&[claim("u2")], Duration::from_secs(5))

@@ -1,11 +1,13 @@
-//! The optional DRA device health stream (`v1alpha1.DRAResourceHealth`), served
-//! on the DRA socket: the full, sorted device list at once, then on every tick
-//! and after every change the harness makes.
+//! The optional DRA device health stream (`v1.DRAResourceHealth` and
+//! `v1alpha1.DRAResourceHealth`), served on the DRA socket: the full, sorted
+//! device list at once, then on every tick and after every change the harness
+//! makes.
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +19,7 @@ use crate::proto::health::v1alpha1::{
     self as pb, DeviceIdentifier, NodeWatchResourcesRequest, NodeWatchResourcesResponse,
     dra_resource_health_server::DraResourceHealth,
 };
+use crate::proto::health::{convert, v1};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HealthStatus {
@@ -113,6 +116,7 @@ impl HealthState {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct HealthService {
     pub(crate) driver: String,
     pub(crate) node: String,
@@ -130,14 +134,9 @@ struct StreamState {
     shutdown: CancellationToken,
 }
 
-#[tonic::async_trait]
-impl DraResourceHealth for HealthService {
-    type NodeWatchResourcesStream = BoxStream<'static, Result<NodeWatchResourcesResponse, Status>>;
-
-    async fn node_watch_resources(
-        &self,
-        _: Request<NodeWatchResourcesRequest>,
-    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+impl HealthService {
+    /// The stream of full reports both service versions send.
+    fn reports(&self) -> BoxStream<'static, Result<NodeWatchResourcesResponse, Status>> {
         debug!(driver = %self.driver, node = %self.node, "health stream opened");
         // tokio panics on a zero period.
         let period = self.interval.max(Duration::from_millis(1));
@@ -162,6 +161,36 @@ impl DraResourceHealth for HealthService {
             let report = s.state.report();
             Some((Ok(report), s))
         });
-        Ok(Response::new(Box::pin(stream)))
+        Box::pin(stream)
+    }
+}
+
+#[tonic::async_trait]
+impl DraResourceHealth for HealthService {
+    type NodeWatchResourcesStream = BoxStream<'static, Result<NodeWatchResourcesResponse, Status>>;
+
+    async fn node_watch_resources(
+        &self,
+        _: Request<NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        Ok(Response::new(self.reports()))
+    }
+}
+
+#[tonic::async_trait]
+impl v1::dra_resource_health_server::DraResourceHealth for HealthService {
+    type NodeWatchResourcesStream =
+        BoxStream<'static, Result<v1::NodeWatchResourcesResponse, Status>>;
+
+    async fn node_watch_resources(
+        &self,
+        _: Request<v1::NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        let reports = self.reports().map(|r| {
+            r.and_then(|report| {
+                convert(&report).map_err(|e| Status::internal(format!("health report: {e}")))
+            })
+        });
+        Ok(Response::new(Box::pin(reports)))
     }
 }

@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::node_files::NodeFiles;
+pub use crate::proto::health::HealthApi;
 use crate::proto::{method, service};
 
 pub mod calls;
@@ -141,8 +142,9 @@ pub struct PluginConfig {
     pub endpoint: String,
     /// Served node APIs; `supported_versions` lists them in this order.
     pub node_apis: Vec<NodeApi>,
-    /// Serve and advertise `v1alpha1.DRAResourceHealth`.
-    pub health: bool,
+    /// Served and advertised health service versions, in this order; none
+    /// for a driver without health reporting.
+    pub health_apis: Vec<HealthApi>,
     /// How often an open health stream repeats the full list.
     pub health_interval: Duration,
     /// Reads claims from the API server with the driver's own identity.
@@ -159,8 +161,8 @@ pub struct PluginConfig {
 }
 
 impl PluginConfig {
-    /// Defaults as upstream's test driver: v1 then v1beta1, health served,
-    /// health repeated every 2 s.
+    /// Defaults as upstream's test driver: v1 then v1beta1, health served
+    /// (v1, then v1alpha1 for older kubelets) and repeated every 2 s.
     pub fn new(
         driver_name: impl Into<String>,
         node_name: impl Into<String>,
@@ -174,7 +176,7 @@ impl PluginConfig {
             node_name: node_name.into(),
             endpoint: endpoint.into(),
             node_apis: vec![NodeApi::V1, NodeApi::V1beta1],
-            health: true,
+            health_apis: HealthApi::ALL.to_vec(),
             health_interval: Duration::from_secs(2),
             claims,
             cdi,
@@ -189,8 +191,8 @@ impl PluginConfig {
         self
     }
 
-    pub fn with_health(mut self, health: bool) -> Self {
-        self.health = health;
+    pub fn with_health_apis(mut self, apis: impl IntoIterator<Item = HealthApi>) -> Self {
+        self.health_apis = apis.into_iter().collect();
         self
     }
 
@@ -219,8 +221,11 @@ impl PluginConfig {
                 .map(|a| a.registration_string().to_owned())
                 .collect()
         };
-        if self.health {
-            versions.push(service::HEALTH_V1ALPHA1.to_owned());
+        for api in &self.health_apis {
+            let version = api.registration_string().to_owned();
+            if !versions.contains(&version) {
+                versions.push(version);
+            }
         }
         versions
     }
@@ -233,7 +238,7 @@ impl fmt::Debug for PluginConfig {
             .field("node_name", &self.node_name)
             .field("endpoint", &self.endpoint)
             .field("node_apis", &self.node_apis)
-            .field("health", &self.health)
+            .field("health_apis", &self.health_apis)
             .field("health_interval", &self.health_interval)
             .field("cdi", &self.cdi)
             .finish_non_exhaustive()
@@ -332,17 +337,20 @@ mod tests {
             [
                 "v1.DRAPlugin",
                 "v1beta1.DRAPlugin",
+                "v1.DRAResourceHealth",
                 "v1alpha1.DRAResourceHealth"
             ]
         );
         let c = config()
             .with_node_apis([NodeApi::V1beta1, NodeApi::V1alpha4, NodeApi::V1beta1])
-            .with_health(false);
+            .with_health_apis([]);
         assert_eq!(
             c.supported_versions(),
             ["v1beta1.DRAPlugin", "v1alpha3.NodeService"]
         );
-        let c = config().with_node_apis([NodeApi::V1alpha4]);
+        let c = config()
+            .with_node_apis([NodeApi::V1alpha4])
+            .with_health_apis([HealthApi::V1alpha1]);
         assert_eq!(
             c.supported_versions(),
             ["1.0.0", "v1alpha1.DRAResourceHealth"]

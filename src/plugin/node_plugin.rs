@@ -18,7 +18,7 @@ use super::watch::WaitTimeout;
 use super::{Calls, NodeApi, PluginConfig, PluginError, ServerKind};
 use crate::conn::{Incoming, unix_incoming};
 use crate::proto::dra::{v1, v1alpha4, v1beta1};
-use crate::proto::health::v1alpha1::dra_resource_health_server::DraResourceHealthServer;
+use crate::proto::health::{HealthApi, v1 as health_v1, v1alpha1 as health_v1alpha1};
 use crate::proto::pluginregistration::registration_server::RegistrationServer;
 
 /// A socket file this plugin created, identified by inode so that we never
@@ -219,17 +219,34 @@ impl NodePlugin {
                 )),
             };
         }
-        if config.health {
-            routes.add_service(DraResourceHealthServer::new(HealthService {
-                driver: config.driver_name.clone(),
-                node: config.node_name.clone(),
-                state: health.clone(),
-                interval: config.health_interval,
-                shutdown: shutdown.clone(),
-            }));
+        let health_service = HealthService {
+            driver: config.driver_name.clone(),
+            node: config.node_name.clone(),
+            state: health.clone(),
+            interval: config.health_interval,
+            shutdown: shutdown.clone(),
+        };
+        let mut health_served: Vec<HealthApi> = Vec::new();
+        for api in &config.health_apis {
+            if health_served.contains(api) {
+                continue;
+            }
+            health_served.push(*api);
+            match api {
+                HealthApi::V1 => routes.add_service(
+                    health_v1::dra_resource_health_server::DraResourceHealthServer::new(
+                        health_service.clone(),
+                    ),
+                ),
+                HealthApi::V1alpha1 => routes.add_service(
+                    health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+                        health_service.clone(),
+                    ),
+                ),
+            };
         }
         info!(driver = %config.driver_name, node = %config.node_name, apis = ?served,
-            health = config.health, "starting DRA server");
+            health = ?health_served, "starting DRA server");
         let dra = spawn_server(ServerKind::Dra, config, routes, incoming, shutdown);
         Self {
             driver: config.driver_name.clone(),

@@ -214,7 +214,7 @@ impl Driver {
             self.calls.clone(),
         )
         .with_node_apis(apis.iter().copied())
-        .with_health(false);
+        .with_health_apis([]);
         let cfg = configure(cfg);
         let p = NodePlugin::start_unix(cfg, &dra_socket, &reg_socket)
             .await
