@@ -110,25 +110,9 @@ impl std::str::FromStr for DriverPhrase {
                 "in rolling-update mode" => phrase.rolling_update = true,
                 "not started yet" => phrase.start_later = true,
                 "without device health" => phrase.health_apis = Some(Vec::new()),
-                _ if m.ends_with(" health API") || m.ends_with(" health APIs") => {
-                    let apis = m
-                        .strip_prefix("serving the ")
-                        .and_then(|r| {
-                            r.strip_suffix(" health APIs")
-                                .or(r.strip_suffix(" health API"))
-                        })
-                        .ok_or_else(|| {
-                            format!("expected `serving the v1alpha1 health API`, got {m:?}")
-                        })?;
-                    let list = apis
-                        .split([',', ' '])
-                        .filter(|w| !w.is_empty() && *w != "and" && *w != "only")
-                        .map(|w| w.parse::<HealthApi>().map_err(|e| e.to_string()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    phrase.health_apis = Some(list);
-                }
                 _ => {
-                    let apis = m
+                    // `serving the <versions> [health ]API[s]`
+                    let versions = m
                         .strip_prefix("serving the ")
                         .and_then(|r| r.strip_suffix(" APIs").or(r.strip_suffix(" API")))
                         .ok_or_else(|| {
@@ -139,17 +123,26 @@ impl std::str::FromStr for DriverPhrase {
                                  `in rolling-update mode`, `not started yet`"
                             )
                         })?;
-                    let list = apis
-                        .split([',', ' '])
-                        .filter(|w| !w.is_empty() && *w != "and" && *w != "only")
-                        .map(|w| w.parse::<NodeApi>().map_err(|e| e.to_string()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    phrase.apis = Some(list);
+                    match versions.strip_suffix(" health") {
+                        Some(health) => phrase.health_apis = Some(version_list(health)?),
+                        None => phrase.apis = Some(version_list(versions)?),
+                    }
                 }
             }
         }
         Ok(phrase)
     }
+}
+
+/// `v1 and v1beta1`, `v1, v1beta1`, `v1alpha1 only`: API versions.
+fn version_list<T: std::str::FromStr<Err: std::fmt::Display>>(
+    words: &str,
+) -> Result<Vec<T>, String> {
+    words
+        .split([',', ' '])
+        .filter(|w| !w.is_empty() && *w != "and" && *w != "only")
+        .map(|w| w.parse::<T>().map_err(|e| e.to_string()))
+        .collect()
 }
 
 /// Devices from a `| node | device | attributes |` table; attributes are
