@@ -68,6 +68,24 @@ fn list_needs_no_cluster() {
     let t = text(&o);
     assert!(t.contains("blocks new pod after force-delete"), "{t}");
     assert!(!t.contains("registers plugin"), "{t}");
+    // Several --features: the scenarios of each, and only those.
+    let o = isolated(home.path())
+        .args(["--list", "--features", "features/kubelet.feature"])
+        .args(["--features", "features/device_health.feature"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("registers plugin"), "{t}");
+    assert!(t.contains("must reflect device health changes"), "{t}");
+    assert!(!t.contains("must manage ResourceSlices"), "{t}");
+    let o = isolated(home.path())
+        .args(["--list", "--features", "features/kubelet.feature"])
+        .args(["--features", "no-such.feature"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no-such.feature"), "{}", text(&o));
 }
 
 #[test]

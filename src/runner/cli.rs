@@ -19,9 +19,9 @@ pub const DEFAULT_PROXY_IMAGE: &str = "registry.k8s.io/sig-storage/hostpathplugi
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Feature file or directory of feature files to run.
-    #[arg(long, value_name = "PATH", default_value = "features")]
-    pub features: PathBuf,
+    /// Feature file or directory of feature files to run; repeat for several.
+    #[arg(long, value_name = "PATH", default_value = "features", action = clap::ArgAction::Append)]
+    pub features: Vec<PathBuf>,
 
     /// Print the selected scenarios with their tags and locations, then exit (no cluster needed).
     #[arg(long)]

@@ -61,16 +61,17 @@ struct SkipParser {
     env: features::Environment,
 }
 
-impl<I: AsRef<std::path::Path>> cucumber::Parser<I> for SkipParser {
+/// Every `--features` path, in order.
+impl cucumber::Parser<Vec<std::path::PathBuf>> for SkipParser {
     type Cli = cucumber::parser::basic::Cli;
     type Output =
         futures::stream::BoxStream<'static, cucumber::parser::Result<cucumber::gherkin::Feature>>;
 
-    fn parse(self, input: I, cli: Self::Cli) -> Self::Output {
+    fn parse(self, input: Vec<std::path::PathBuf>, cli: Self::Cli) -> Self::Output {
         use futures::StreamExt as _;
-        let env = self.env;
-        self.inner
-            .parse(input, cli)
+        let Self { inner, env } = self;
+        futures::stream::iter(input)
+            .flat_map(move |path| inner.clone().parse(path, cli.clone()))
             .map(move |f| f.map(|f| features::mark_skipped(&env, f)))
             .boxed()
     }
@@ -91,12 +92,21 @@ fn parse_opts() -> Opts {
     }
 }
 
-/// All features under `path`, or one error listing every file that failed.
-fn parse_features(path: &std::path::Path) -> anyhow::Result<Vec<cucumber::gherkin::Feature>> {
-    features::parse_all(path).map_err(|errs| {
-        let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("{}", lines.join("\n"))
-    })
+/// All features under `paths`, or one error listing every file that failed.
+fn parse_features(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<cucumber::gherkin::Feature>> {
+    let mut parsed = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        match features::parse_all(path) {
+            Ok(f) => parsed.extend(f),
+            Err(errs) => errors.extend(errs.iter().map(ToString::to_string)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(anyhow::anyhow!("{}", errors.join("\n")))
+    }
 }
 
 fn list(opts: &Opts) -> anyhow::Result<()> {
