@@ -297,6 +297,11 @@ pub const CATALOGUE: &[Topic] = &[
                 description: "An all-nodes pool kept in place by the driver.",
                 example: "Then the slice of pool \"all-nodes-pool\" is recreated with a new UID",
             },
+            Entry {
+                pattern: "Then <driver> publishes pool \"<pool>\" in <n> slice(s) with <m> device(s)",
+                description: "Wait (1 minute) until the pool is exactly n slices holding m devices; fails at once if they disagree on resourceSliceCount or generation, or name a device twice. A network pool is split at the API limit of 128 devices per slice (64 with taints), slices <driver>-0, <driver>-1, ...",
+                example: "Then the driver publishes pool \"network\" in 10 slices with 1280 devices",
+            },
         ],
     },
     Topic {

@@ -6,6 +6,7 @@ use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams};
+use kube::runtime::watcher;
 
 use super::params::{DriverRef, Dur, quoted_list};
 use super::{World, run};
@@ -204,6 +205,66 @@ async fn slices_removed(w: &mut World, d: DriverRef) -> Result<(), String> {
 async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlice>> {
     let slices = w.driver("")?.slices().await?;
     Ok(slices.into_iter().find(|s| s.spec.pool.name == pool))
+}
+
+/// The slices of one pool agree with each other: the count each declares,
+/// one generation, and devices named once across them.
+fn check_pool(slices: &[ResourceSlice], pool: &str, count: usize, devices: usize) -> Check<()> {
+    let of_pool: Vec<&ResourceSlice> = slices.iter().filter(|s| s.spec.pool.name == pool).collect();
+    let mut names: Vec<&str> = of_pool
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten())
+        .map(|d| d.name.as_str())
+        .collect();
+    let total = names.len();
+    names.sort_unstable();
+    names.dedup();
+    let declared: Vec<i64> = of_pool
+        .iter()
+        .map(|s| s.spec.pool.resource_slice_count)
+        .collect();
+    let generations: Vec<i64> = of_pool.iter().map(|s| s.spec.pool.generation).collect();
+    let seen = format!(
+        "{} slices, {total} devices ({} distinct), resourceSliceCount {declared:?}, generations {generations:?}",
+        of_pool.len(),
+        names.len()
+    );
+    let complete = of_pool.len() == count && total == devices;
+    let consistent = declared.iter().all(|c| *c == count as i64)
+        && generations.windows(2).all(|g| g[0] == g[1])
+        && names.len() == total;
+    match (complete, consistent) {
+        (true, true) => Check::Done(()),
+        (true, false) => Check::Fail(seen),
+        _ => Check::Pending(seen),
+    }
+}
+
+#[then(
+    regex = r#"^(the driver|driver "[^"]+") publishes pool "([^"]+)" in (\d+) slices? with (\d+) devices?$"#
+)]
+async fn pool_in_slices(
+    w: &mut World,
+    d: DriverRef,
+    pool: String,
+    count: usize,
+    devices: usize,
+) -> Result<(), String> {
+    run(async {
+        let driver = w.driver(&d.0)?.name.clone();
+        let api: Api<ResourceSlice> = Api::all(w.client()?);
+        let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
+        wait::list(
+            &api,
+            config,
+            &format!("pool {pool} of {driver} in {count} consistent slices with {devices} devices"),
+            Duration::from_secs(60),
+            |slices| check_pool(slices, &pool, count, devices),
+        )
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 #[then(expr = "the driver publishes pool {string} for all nodes")]

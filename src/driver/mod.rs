@@ -338,15 +338,21 @@ impl Driver {
         };
         match &self.options.resources {
             Resources::Network { devices } => {
-                let slice = slices::network_slice(&self.name, &self.nodes, devices).map_err(err)?;
-                // A second instance of the same driver shares the pool.
+                let slices =
+                    slices::network_slices(&self.name, &self.nodes, devices).map_err(err)?;
                 let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
-                match api.create(&PostParams::default(), &slice).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => return Err(self.kube_err("creating the network ResourceSlice")(e)),
-                }
+                // Marked first, so teardown removes a partly published pool.
                 self.network_slices = true;
+                for slice in &slices {
+                    // A second instance of the same driver shares the pool.
+                    match api.create(&PostParams::default(), slice).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 409 => {}
+                        Err(e) => {
+                            return Err(self.kube_err("creating the network ResourceSlices")(e));
+                        }
+                    }
+                }
             }
             Resources::AllNodes { pool, devices } => {
                 let slice = slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?;

@@ -170,23 +170,46 @@ pub fn node_slice(
     }))
 }
 
-/// The `network` pool shared by `nodes`, selected by hostname.
-pub fn network_slice(
+/// The API's limit of devices in one slice; 64 when a device has taints.
+pub fn max_devices_per_slice(devices: &[DeviceSpec]) -> usize {
+    if devices.iter().any(|d| !d.taints.is_empty()) {
+        64
+    } else {
+        128
+    }
+}
+
+/// The `network` pool shared by `nodes`, selected by hostname: slices
+/// `<driver>-0`, `<driver>-1`, … of as many devices as the API allows, like
+/// the ResourceSlice controller splits a large pool.
+pub fn network_slices(
     driver: &str,
     nodes: &[String],
     devices: &[DeviceSpec],
-) -> Result<ResourceSlice, serde_json::Error> {
-    build(json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": { "name": format!("{driver}-0") },
-        "spec": {
-            "driver": driver,
-            "nodeSelector": { "nodeSelectorTerms": [ { "matchExpressions": [
-                { "key": "kubernetes.io/hostname", "operator": "In", "values": nodes } ] } ] },
-            "pool": { "name": "network", "generation": 1, "resourceSliceCount": 1 },
-            "devices": devices.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
-        },
-    }))
+) -> Result<Vec<ResourceSlice>, serde_json::Error> {
+    let chunks: Vec<&[DeviceSpec]> = if devices.is_empty() {
+        vec![&[]]
+    } else {
+        devices.chunks(max_devices_per_slice(devices)).collect()
+    };
+    let count = chunks.len();
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            build(json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": { "name": format!("{driver}-{i}") },
+                "spec": {
+                    "driver": driver,
+                    "nodeSelector": { "nodeSelectorTerms": [ { "matchExpressions": [
+                        { "key": "kubernetes.io/hostname", "operator": "In", "values": nodes } ] } ] },
+                    "pool": { "name": "network", "generation": 1, "resourceSliceCount": count },
+                    "devices": chunk.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
+                },
+            }))
+        })
+        .collect()
 }
 
 /// A pool available on all nodes.
@@ -306,6 +329,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_large_network_pool_is_split_at_the_api_limit() {
+        let nodes = ["n".to_owned()];
+        let slices = network_slices("d", &nodes, &network_devices(300, &[])).unwrap();
+        let sizes: Vec<usize> = slices
+            .iter()
+            .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+            .collect();
+        assert_eq!(sizes, [128, 128, 44]);
+        for (i, s) in slices.iter().enumerate() {
+            assert_eq!(s.metadata.name.as_deref(), Some(format!("d-{i}").as_str()));
+            assert_eq!(s.spec.pool.resource_slice_count, 3);
+        }
+        let taint: Taint = "k=v:NoSchedule".parse().unwrap();
+        let tainted = network_slices("d", &nodes, &network_devices(65, &[taint])).unwrap();
+        assert_eq!(tainted.len(), 2);
+        let empty = network_slices("d", &nodes, &[]).unwrap();
+        assert_eq!(empty.len(), 1);
+        assert_eq!(empty[0].spec.pool.resource_slice_count, 1);
+    }
+
+    #[test]
     fn attribute_parsing() {
         assert_eq!(Attribute::parse("true"), Attribute::Bool(true));
         assert_eq!(Attribute::parse("3"), Attribute::Int(3));
@@ -338,13 +382,13 @@ mod tests {
         let owner = &v["metadata"]["ownerReferences"][0];
         assert_eq!(owner["controller"], true);
         assert!(owner.get("blockOwnerDeletion").is_none());
-        let net = network_slice(
+        let net = network_slices(
             "d.k8s.io",
             &["n1".into()],
             &network_devices(3, &[default_taint()]),
         )
         .unwrap();
-        let v = serde_json::to_value(&net).unwrap();
+        let v = serde_json::to_value(&net[0]).unwrap();
         assert_eq!(v["spec"]["devices"][2]["name"], "device-2");
         assert_eq!(v["spec"]["devices"][0]["taints"][0]["effect"], "NoSchedule");
         assert_eq!(v["spec"]["pool"]["name"], "network");
