@@ -46,6 +46,40 @@ Feature: DRA-backed extended resources
     And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
     And container "with-resource" of pod "tester-1" gets request "container-0-request-1" of the extended resource claim of pod "tester-1"
 
+  @KubeletMinVersion:1.35
+  Scenario: must run a pod with extended resource with resource quota
+    Given a device class serving extended resource "${driver}/resource-0"
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: ResourceQuota
+      metadata: { name: test-quota }
+      spec:
+        hard:
+          count/resourceclaims.resource.k8s.io: "10"
+          requests.${driver}/resource-0: "10"
+          requests.deviceclass.resource.kubernetes.io/${class}: "10"
+          ${class}.deviceclass.resource.k8s.io/devices: "10"
+      """
+    And resource quota "test-quota" reports 0 used for "${class}.deviceclass.resource.k8s.io/devices"
+    # One device under each name: two devices of the class, in one claim.
+    # Quota charges every device of the class to each of its names, however
+    # it was asked for, so the three device figures stay equal.
+    When pod "tester-1" without claims is created
+      | extended resource | ${driver}/resource-0=1, deviceclass.resource.kubernetes.io/${class}=1 |
+    Then pod "tester-1" is running
+    And resource quota "test-quota" reports 1 used for "count/resourceclaims.resource.k8s.io"
+    And resource quota "test-quota" reports 2 used for "requests.${driver}/resource-0"
+    And resource quota "test-quota" reports 2 used for "requests.deviceclass.resource.kubernetes.io/${class}"
+    And resource quota "test-quota" reports 2 used for "${class}.deviceclass.resource.k8s.io/devices"
+    Given an external claim "external-claim"
+    When pod "tester-2" using claim "external-claim" is created
+    Then pod "tester-2" is running
+    And resource quota "test-quota" reports 2 used for "count/resourceclaims.resource.k8s.io"
+    And resource quota "test-quota" reports 3 used for "requests.${driver}/resource-0"
+    And resource quota "test-quota" reports 3 used for "requests.deviceclass.resource.kubernetes.io/${class}"
+    And resource quota "test-quota" reports 3 used for "${class}.deviceclass.resource.k8s.io/devices"
+
   @KubeletMinVersion:1.34
   Scenario: must run a pod with explicit extended resource with three containers one resource each
     Given a device class serving extended resource "${driver}/resource-0"

@@ -268,6 +268,7 @@ async fn label_namespace(w: &mut World, label: String) -> Result<(), String> {
     .await
 }
 
+#[given(expr = "resource quota {string} reports {int} used for {string}")]
 #[then(expr = "resource quota {string} reports {int} used for {string}")]
 async fn quota_used(
     w: &mut World,
@@ -276,6 +277,7 @@ async fn quota_used(
     resource: String,
 ) -> Result<(), String> {
     run(async {
+        let resource = objects::expand(&resource, &w.vars())?;
         let api: Api<ResourceQuota> = Api::namespaced(w.client()?, &w.namespace);
         wait::object(
             &api,

@@ -353,8 +353,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the namespace is labelled \"resource.kubernetes.io/admin-access=true\"",
             },
             Entry {
-                pattern: "Then resource quota \"<name>\" reports <n> used for \"<resource>\"",
-                description: "The quota controller counted the objects.",
+                pattern: "Given|Then resource quota \"<name>\" reports <n> used for \"<resource>\"",
+                description: "The quota controller counted the objects. (placeholders allowed in the resource name)",
                 example: "Then resource quota \"object-count\" reports 1 used for \"count/resourceclaims.resource.k8s.io\"",
             },
             Entry {

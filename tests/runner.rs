@@ -217,25 +217,34 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     .unwrap();
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("1 passed, 1 failed, 1 skipped"), "{t}");
+    assert!(t.contains("1 passed, 2 failed, 1 skipped"), "{t}");
     assert!(
         t.contains("1 skipped: needs at least 5 ready schedulable nodes, the cluster has 1"),
         "{t}"
     );
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert_eq!(xml.matches("<testcase").count(), 3, "{xml}");
+    assert_eq!(xml.matches("<testcase").count(), 4, "{xml}");
+    assert!(xml.contains("Scenario: has a typo"), "{xml}");
     assert!(xml.contains("Scenario: fails on purpose"), "{xml}");
     assert!(xml.contains("user_a=not-b"), "{xml}");
     assert!(xml.contains("(artifacts: "), "{xml}");
     assert!(xml.contains("<skipped"), "{xml}");
-    let dirs: Vec<_> = std::fs::read_dir(&artifacts).unwrap().flatten().collect();
-    assert_eq!(dirs.len(), 1, "one failed scenario, one artifacts dir");
-    let dir = dirs[0].path();
-    assert!(
-        dir.to_string_lossy().contains("fails-on-purpose-dra-e2e-"),
-        "{dir:?}"
+    let dirs: Vec<_> = std::fs::read_dir(&artifacts)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        2,
+        "an artifacts dir per failed scenario: {dirs:?}"
     );
+    let dir = dirs
+        .iter()
+        .find(|d| d.to_string_lossy().contains("fails-on-purpose-dra-e2e-"))
+        .unwrap_or_else(|| panic!("{dirs:?}"))
+        .clone();
     for f in ["events.txt", "pods.yaml", "claims.yaml", "slices.yaml"] {
         assert!(dir.join(f).exists(), "{f} missing in {dir:?}");
     }
