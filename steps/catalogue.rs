@@ -354,7 +354,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given|Then resource quota \"<name>\" reports <n> used for \"<resource>\"",
-                description: "The quota controller counted the objects. (placeholders allowed in the resource name)",
+                description: "Wait (1 minute) until the quota controller reports that usage (placeholders allowed in the resource name).",
                 example: "Then resource quota \"object-count\" reports 1 used for \"count/resourceclaims.resource.k8s.io\"",
             },
             Entry {
