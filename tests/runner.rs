@@ -410,7 +410,7 @@ fn passing_run_exits_zero_with_a_clean_junit_report() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(xml.matches("<testcase").count(), 1, "{xml}");
     assert!(
-        xml.contains("Scenario: an inline claim reaches the container: tests/fixtures/runner/outcomes.feature:6:3"),
+        xml.contains("Scenario: an inline claim reaches the container: tests/fixtures/runner/outcomes.feature:7:3"),
         "{xml}"
     );
     assert!(!xml.contains("<failure"), "{xml}");
