@@ -12,8 +12,8 @@ use dra_e2e::plugin::{
     HealthStatus, NodeApi, NodePlugin, PluginConfig, RegistrationStatus,
 };
 use dra_e2e::proto::dra::{v1, v1alpha4, v1beta1};
-use dra_e2e::proto::health::v1 as health_v1;
 use dra_e2e::proto::health::v1alpha1 as health;
+use dra_e2e::proto::health::{convert, v1 as health_v1};
 use dra_e2e::proto::method;
 use dra_e2e::proto::pluginregistration::{
     InfoRequest, RegistrationStatus as PbStatus, registration_client::RegistrationClient,
@@ -976,19 +976,8 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
         .await
         .unwrap()
         .into_inner();
-    let v1_first: Vec<(String, String, i32, String)> = v1_stream
-        .message()
-        .await
-        .unwrap()
-        .unwrap()
-        .devices
-        .into_iter()
-        .map(|d| {
-            let id = d.device.unwrap();
-            (id.pool_name, id.device_name, d.health, d.message)
-        })
-        .collect();
-    assert_eq!(v1_first, second);
+    let v1_report = v1_stream.message().await.unwrap().unwrap();
+    assert_eq!(view(convert(&v1_report).unwrap()), second);
     assert_eq!(calls.count("node-a", method::HEALTH_V1_WATCH), 1);
     assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
 
