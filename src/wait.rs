@@ -29,6 +29,38 @@ pub enum WaitError {
     },
 }
 
+tokio::task_local! {
+    /// What the innermost wait of the current task last saw, for a caller
+    /// whose own deadline (a step timeout) ends the wait before it can say.
+    static PROGRESS: Progress;
+}
+
+/// Shared with [`with_progress`]: the latest "waiting for X; last seen: Y".
+#[derive(Debug, Clone, Default)]
+pub struct Progress(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Progress {
+    /// The last state a wait inside the scope reported, if any.
+    pub fn last(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// Runs `fut`; waits inside it record what they last saw in `progress`.
+pub async fn with_progress<F: Future>(progress: Progress, fut: F) -> F::Output {
+    PROGRESS.scope(progress, fut).await
+}
+
+fn note(what: &str, seen: &str) {
+    let _ = PROGRESS.try_with(|p| {
+        *p.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some(format!("waiting for {what}; last seen: {seen}"));
+    });
+}
+
 /// The outcome of checking an observed state.
 pub enum Check<T> {
     /// Done, with a value.
@@ -113,7 +145,10 @@ where
         let items: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
         match check(&items) {
             Check::Done(v) => return Ok(v),
-            Check::Pending(seen) => last_seen = seen,
+            Check::Pending(seen) => {
+                note(what, &seen);
+                last_seen = seen;
+            }
             Check::Fail(message) => {
                 return Err(WaitError::Failed {
                     what: what.to_owned(),
@@ -140,7 +175,10 @@ where
     loop {
         let last_seen = match probe().await {
             Check::Done(v) => return Ok(v),
-            Check::Pending(seen) => seen,
+            Check::Pending(seen) => {
+                note(what, &seen);
+                seen
+            }
             Check::Fail(message) => {
                 return Err(WaitError::Failed {
                     what: what.to_owned(),
@@ -188,6 +226,39 @@ where
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn progress_keeps_what_a_wait_last_saw_after_it_is_cut_off() {
+        use super::*;
+        let progress = Progress::default();
+        let cut = tokio::time::timeout(
+            Duration::from_millis(200),
+            with_progress(
+                progress.clone(),
+                poll(
+                    "the answer",
+                    Duration::from_secs(60),
+                    Duration::from_millis(10),
+                    || async { Check::<()>::Pending("41".into()) },
+                ),
+            ),
+        )
+        .await;
+        assert!(cut.is_err());
+        assert_eq!(
+            progress.last().as_deref(),
+            Some("waiting for the answer; last seen: 41")
+        );
+        // Outside any scope, waits still work and record nothing.
+        let r = poll(
+            "x",
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+            || async { Check::<()>::Pending("y".into()) },
+        )
+        .await;
+        assert!(r.is_err());
+    }
+
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -214,13 +214,16 @@ pub async fn run<T>(
     if ctx.interrupt.is_cancelled() {
         return Err("the run was interrupted; not starting this step".to_owned());
     }
+    let progress = crate::wait::Progress::default();
+    let fut = crate::wait::with_progress(progress.clone(), fut);
     tokio::select! {
         r = tokio::time::timeout(ctx.step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(format!("{e:#}")),
             Err(_) => Err(format!(
-                "the step did not finish within --step-timeout {}",
-                humantime::format_duration(ctx.step_timeout)
+                "the step did not finish within --step-timeout {}{}",
+                humantime::format_duration(ctx.step_timeout),
+                progress.last().map(|p| format!(" ({p})")).unwrap_or_default()
             )),
         },
         _ = ctx.interrupt.cancelled() => Err("the run was interrupted (Ctrl-C or --deadline)".to_owned()),
