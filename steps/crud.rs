@@ -157,19 +157,27 @@ async fn status_patched(
         let who = identity(&who)?;
         // A role granted a moment ago may not be in the authorizer's cache
         // yet: retry what RBAC forbids, for a while, and nothing else.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            match patch_as(w, &who, &kind, &name, step, true).await {
-                Ok(()) => return Ok(()),
-                Err(e) if forbidden(&e) && tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_secs(1)).await
+        let w = &*w;
+        wait::poll(
+            &format!("the status patch of {kind} {name} as {who:?} to be allowed"),
+            RBAC_SETTLES,
+            Duration::from_secs(1),
+            || async {
+                match patch_as(w, &who, &kind, &name, step, true).await {
+                    Ok(()) => Check::Done(()),
+                    Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
+                    Err(e) => Check::Fail(format!("{e:#}")),
                 }
-                Err(e) => return Err(e),
-            }
-        }
+            },
+        )
+        .await?;
+        Ok(())
     })
     .await
 }
+
+/// How long RBAC and admission changes get to reach the API server's caches.
+const RBAC_SETTLES: Duration = Duration::from_secs(60);
 
 /// An RBAC denial (HTTP 403), as opposed to a rejection by validation.
 fn forbidden(e: &anyhow::Error) -> bool {
@@ -196,18 +204,21 @@ async fn status_patch_fails(
 ) -> Result<(), String> {
     run(async {
         let text = objects::expand(&text, &w.vars())?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let last = match patch_as(w, &who, &kind, &name, step, true).await {
-                Ok(()) => "the patch succeeded".to_owned(),
-                Err(e) if format!("{e:#}").contains(&text) => return Ok(()),
-                Err(e) => format!("{e:#}"),
-            };
-            if tokio::time::Instant::now() > deadline {
-                bail!("expected the status patch as {who:?} to fail with {text:?}; last observed: {last}");
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        let w = &*w;
+        wait::poll(
+            &format!("the status patch of {kind} {name} as {who:?} to fail with {text:?}"),
+            RBAC_SETTLES,
+            Duration::from_secs(1),
+            || async {
+                match patch_as(w, &who, &kind, &name, step, true).await {
+                    Ok(()) => Check::Pending("the patch succeeded".to_owned()),
+                    Err(e) if format!("{e:#}").contains(&text) => Check::Done(()),
+                    Err(e) => Check::Pending(format!("{e:#}")),
+                }
+            },
+        )
+        .await?;
+        Ok(())
     })
     .await
 }
