@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod conn;
 pub mod driver;
+pub mod images;
 pub mod node_files;
 pub mod node_sim;
 pub mod objects;

@@ -1,0 +1,163 @@
+//! The images a real node needs and cannot pull: the sandbox (pause) image,
+//! the busybox image the scenarios' pods use, and the proxy image that
+//! carries this runner as the kubelet-plugin proxy agent.
+//!
+//! All three are built from Debian's `busybox-static` (`/bin/busybox`), which
+//! real nodes need anyway:
+//!
+//! * **pause** is a four-line `sh` script run by busybox rather than a
+//!   compiled program. No static pause binary ships with the machine, and a
+//!   tiny C program would need a C toolchain and static libc at run time, or
+//!   a build step plus a way for the runner to find its output. The script
+//!   behaves as the sandbox needs: it sleeps until SIGTERM or SIGINT and then
+//!   exits 0 at once (a trapped signal interrupts `wait`), and as PID 1 it
+//!   reaps orphans whenever its `wait` returns, as busybox `ash` waits for
+//!   any child.
+//! * **busybox** is busybox with a link per applet, default command `sh`.
+//! * **proxy** is busybox plus a given program (normally the running runner)
+//!   and every shared library it loads, at the paths the host's dynamic
+//!   loader found them, so `dra-e2e proxy-agent …` runs inside.
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use super::{Entry, ImageError, ImageSpec, libs};
+
+/// The sandbox image pods get (`objects::PAUSE_IMAGE` names it too).
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// The busybox image upstream's DRA tests run their containers from.
+pub const BUSYBOX_IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
+/// Where the proxy image carries the program, on `PATH`.
+pub const PROXY_PROGRAM_PATH: &str = "/usr/local/bin/dra-e2e";
+/// Where busybox sits in every image built here.
+pub const BUSYBOX_PATH: &str = "/bin/busybox";
+
+/// The pause program: waits for SIGTERM or SIGINT and exits 0. The sleep
+/// runs in the background so the signal is handled as soon as it arrives.
+pub const PAUSE_SCRIPT: &str = "#!/bin/sh\n\
+# Sandbox holder: wait for SIGTERM or SIGINT, then exit 0.\n\
+trap 'kill $s 2>/dev/null; exit 0' TERM INT\n\
+while :; do sleep 2147483647 & s=$!; wait $s; done\n";
+
+/// The applet names `busybox --list` prints, `busybox` itself excluded.
+pub fn busybox_applets(busybox: &Path) -> Result<Vec<String>, ImageError> {
+    let command = format!("{} --list", busybox.display());
+    let out = Command::new(busybox)
+        .arg("--list")
+        .output()
+        .map_err(|e| ImageError::Command {
+            command: command.clone(),
+            detail: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(ImageError::Command {
+            command,
+            detail: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    let applets: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|a| !a.is_empty() && *a != "busybox" && !a.contains('/'))
+        .map(str::to_owned)
+        .collect();
+    if !applets.iter().any(|a| a == "sh") {
+        return Err(ImageError::Command {
+            command,
+            detail: "the applet list has no `sh`".into(),
+        });
+    }
+    Ok(applets)
+}
+
+/// `/bin/busybox` from `busybox` plus `/bin/<applet>` links for `applets`,
+/// and a world-writable `/tmp`.
+pub fn busybox_entries(busybox: &Path, applets: &[String]) -> Vec<Entry> {
+    let mut entries = vec![
+        Entry::host_file(BUSYBOX_PATH, 0o755, busybox),
+        Entry::dir("/tmp", 0o1777),
+    ];
+    entries.extend(
+        applets
+            .iter()
+            .map(|a| Entry::symlink(format!("/bin/{a}"), "busybox")),
+    );
+    entries
+}
+
+/// The pause image: busybox with only `sh` and `sleep`, and `/pause`.
+pub fn pause(busybox: &Path) -> ImageSpec {
+    let mut spec = ImageSpec::new(PAUSE_IMAGE);
+    spec.entries = busybox_entries(busybox, &["sh".to_owned(), "sleep".to_owned()]);
+    spec.entries
+        .push(Entry::file("/pause", 0o755, PAUSE_SCRIPT.as_bytes()));
+    spec.entrypoint = vec!["/pause".into()];
+    spec
+}
+
+/// The busybox image: every applet, default command `sh`.
+pub fn busybox(busybox: &Path) -> Result<ImageSpec, ImageError> {
+    let applets = busybox_applets(busybox)?;
+    let mut spec = ImageSpec::new(BUSYBOX_IMAGE);
+    spec.entries = busybox_entries(busybox, &applets);
+    spec.cmd = vec!["sh".into()];
+    Ok(spec)
+}
+
+/// The proxy image `reference`: busybox (for `sh`, `sleep`, `base64`, `mv`,
+/// `rm`), `program` as [`PROXY_PROGRAM_PATH`] and the shared libraries it
+/// loads. `LD_LIBRARY_PATH` names their directories so the loader finds them
+/// without the `ld.so.cache` the image lacks.
+pub fn proxy(reference: &str, program: &Path, busybox: &Path) -> Result<ImageSpec, ImageError> {
+    let applets = busybox_applets(busybox)?;
+    let mut spec = ImageSpec::new(reference);
+    spec.entries = busybox_entries(busybox, &applets);
+    spec.entries
+        .push(Entry::host_file(PROXY_PROGRAM_PATH, 0o755, program));
+    let mut lib_dirs: Vec<String> = Vec::new();
+    for lib in libs::shared_libraries(program)? {
+        let path = lib.to_str().ok_or_else(|| ImageError::LayerPath {
+            image: reference.to_owned(),
+            path: lib.display().to_string(),
+            reason: "library path is not UTF-8".into(),
+        })?;
+        // Libraries keep their mode (usually 0644 or 0755).
+        let mode = std::fs::metadata(&lib)
+            .map_err(|source| ImageError::Io {
+                image: reference.to_owned(),
+                op: "reading",
+                path: lib.clone(),
+                source,
+            })?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if let Some(dir) = lib.parent().and_then(Path::to_str)
+            && !lib_dirs.iter().any(|d| d == dir)
+        {
+            lib_dirs.push(dir.to_owned());
+        }
+        spec.entries.push(Entry::host_file(path, mode, &lib));
+    }
+    if !lib_dirs.is_empty() {
+        spec.env
+            .push(format!("LD_LIBRARY_PATH={}", lib_dirs.join(":")));
+    }
+    spec.cmd = vec!["sh".into()];
+    Ok(spec)
+}
+
+/// [`proxy`] for the running program.
+pub fn proxy_of_current_exe(reference: &str, busybox: &Path) -> Result<ImageSpec, ImageError> {
+    let exe = std::env::current_exe().map_err(|source| ImageError::Io {
+        image: reference.to_owned(),
+        op: "finding the running program",
+        path: "/proc/self/exe".into(),
+        source,
+    })?;
+    proxy(reference, &exe, busybox)
+}
