@@ -1,0 +1,492 @@
+//! Where a real node's programs live.
+//!
+//! The built ones (kubelet, containerd, its runc shim, ctr) are looked up as
+//! `hack/build-node.sh` places them: an explicit directory, else
+//! `DRA_E2E_NODE_BINARIES_DIR`, else
+//! `<cache>/node/kube-<KUBE_VERSION>-containerd-<CONTAINERD_VERSION>` with
+//! `<cache>` = `DRA_E2E_CACHE_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/dra-e2e`
+//! (the script's `cache_root`). The host ones (runc, the CNI plugins,
+//! busybox) come from Debian packages at fixed paths.
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The versions file the build script sources, compiled in so the runner and
+/// the script agree on the cache directory.
+const VERSIONS_ENV: &str = include_str!("../../hack/versions.env");
+
+/// Environment variable naming a directory with the four built binaries.
+pub const NODE_BINARIES_DIR_ENV: &str = "DRA_E2E_NODE_BINARIES_DIR";
+/// Environment variable overriding the cache root.
+pub const CACHE_DIR_ENV: &str = "DRA_E2E_CACHE_DIR";
+
+pub const KUBELET: &str = "kubelet";
+pub const CONTAINERD: &str = "containerd";
+pub const CONTAINERD_SHIM: &str = "containerd-shim-runc-v2";
+pub const CTR: &str = "ctr";
+/// The programs `hack/build-node.sh` builds.
+pub const BUILT: [&str; 4] = [KUBELET, CONTAINERD, CONTAINERD_SHIM, CTR];
+
+/// Where Debian's containernetworking-plugins puts the CNI plugins.
+pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
+/// The CNI plugins a node's network configuration uses.
+pub const CNI_PLUGINS: [&str; 4] = ["bridge", "host-local", "loopback", "portmap"];
+/// Debian's busybox-static.
+pub const BUSYBOX: &str = "/bin/busybox";
+/// Where runc is looked for when it is not on `PATH`.
+const RUNC_FALLBACKS: [&str; 3] = ["/usr/sbin/runc", "/usr/bin/runc", "/usr/local/sbin/runc"];
+
+/// The versions the built binaries have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeVersions {
+    pub kube: String,
+    pub containerd: String,
+}
+
+impl NodeVersions {
+    /// The versions pinned in `hack/versions.env`.
+    pub fn pinned() -> Self {
+        // The file is part of the source tree; a missing key is caught by the
+        // unit tests.
+        Self::parse(VERSIONS_ENV).unwrap_or_else(|| Self {
+            kube: String::new(),
+            containerd: String::new(),
+        })
+    }
+
+    /// `KEY=value` lines as the shell reads this simple file.
+    fn parse(text: &str) -> Option<Self> {
+        let mut kube = None;
+        let mut containerd = None;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            let value = value.trim().trim_matches('"').trim_matches('\'').to_owned();
+            match key.trim() {
+                "KUBE_VERSION" => kube = Some(value),
+                "CONTAINERD_VERSION" => containerd = Some(value),
+                _ => {}
+            }
+        }
+        Some(Self {
+            kube: kube?,
+            containerd: containerd?,
+        })
+    }
+
+    /// The directory name inside `<cache>/node/`.
+    pub fn cache_subdir(&self) -> String {
+        format!("kube-{}-containerd-{}", self.kube, self.containerd)
+    }
+}
+
+/// Why the built binaries' directory was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeDirSource {
+    Explicit,
+    Env,
+    Cache,
+}
+
+impl fmt::Display for NodeDirSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeDirSource::Explicit => f.write_str("given explicitly"),
+            NodeDirSource::Env => write!(f, "from {NODE_BINARIES_DIR_ENV}"),
+            NodeDirSource::Cache => f.write_str("the default build cache"),
+        }
+    }
+}
+
+/// A host program that is missing, and the Debian package that has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingHostProgram {
+    pub path: PathBuf,
+    pub package: &'static str,
+}
+
+/// Some of a real node's programs are missing; the message says which and
+/// how to get them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingNodeBinaries {
+    pub dir: PathBuf,
+    pub origin: NodeDirSource,
+    /// Names from [`BUILT`] that `dir` lacks.
+    pub built: Vec<String>,
+    pub host: Vec<MissingHostProgram>,
+}
+
+impl fmt::Display for MissingNodeBinaries {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("real-node programs not found:")?;
+        if !self.built.is_empty() {
+            write!(
+                f,
+                " {} ({}) has no executable {}; run `make node` (hack/build-node.sh) to build \
+                 them (about 6 minutes on 2 cores) or set {NODE_BINARIES_DIR_ENV} to a directory \
+                 holding {}",
+                self.dir.display(),
+                self.origin,
+                self.built.join(", "),
+                BUILT.join(", "),
+            )?;
+            if !self.host.is_empty() {
+                f.write_str(";")?;
+            }
+        }
+        if !self.host.is_empty() {
+            let paths: Vec<String> = self
+                .host
+                .iter()
+                .map(|m| m.path.display().to_string())
+                .collect();
+            let mut packages: Vec<&str> = self.host.iter().map(|m| m.package).collect();
+            packages.dedup();
+            write!(
+                f,
+                " missing {}; install them with `apt-get install {}` (hack/build-node.sh does \
+                 that when run as root)",
+                paths.join(", "),
+                packages.join(" "),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for MissingNodeBinaries {}
+
+/// Every program a real node runs, all verified executable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBinaries {
+    /// The directory of the built binaries; containerd finds its shim on
+    /// `PATH`, so this goes in front of the node's `PATH`.
+    pub dir: PathBuf,
+    pub kubelet: PathBuf,
+    pub containerd: PathBuf,
+    pub shim: PathBuf,
+    pub ctr: PathBuf,
+    pub runc: PathBuf,
+    pub cni_bin_dir: PathBuf,
+    pub busybox: PathBuf,
+}
+
+/// The directory that should hold the built binaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBinariesDir {
+    pub dir: PathBuf,
+    pub origin: NodeDirSource,
+}
+
+impl NodeBinariesDir {
+    /// Applies the lookup rules with the process environment.
+    pub fn locate(explicit: Option<&Path>) -> Self {
+        Self::locate_with(explicit, &NodeVersions::pinned(), |k| std::env::var_os(k))
+    }
+
+    /// Applies the lookup rules with `env` as the environment; empty
+    /// variables count as unset, as `${VAR:-default}` does in the script.
+    pub fn locate_with(
+        explicit: Option<&Path>,
+        versions: &NodeVersions,
+        env: impl Fn(&str) -> Option<OsString>,
+    ) -> Self {
+        let env = |k: &str| env(k).filter(|v| !v.is_empty());
+        if let Some(dir) = explicit {
+            return Self {
+                dir: dir.to_owned(),
+                origin: NodeDirSource::Explicit,
+            };
+        }
+        if let Some(dir) = env(NODE_BINARIES_DIR_ENV) {
+            return Self {
+                dir: dir.into(),
+                origin: NodeDirSource::Env,
+            };
+        }
+        let cache_root = match env(CACHE_DIR_ENV) {
+            Some(dir) => PathBuf::from(dir),
+            None => env("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env("HOME").unwrap_or_default()).join(".cache"))
+                .join("dra-e2e"),
+        };
+        Self {
+            dir: cache_root.join("node").join(versions.cache_subdir()),
+            origin: NodeDirSource::Cache,
+        }
+    }
+
+    /// Checks the built binaries in this directory and the host programs
+    /// (runc looked up on `path_var`, the rest at fixed paths).
+    pub fn verify_with(
+        self,
+        path_var: Option<OsString>,
+        host_root: &Path,
+    ) -> Result<NodeBinaries, MissingNodeBinaries> {
+        let built: Vec<String> = BUILT
+            .iter()
+            .filter(|n| !is_executable(&self.dir.join(n)))
+            .map(|n| (*n).to_owned())
+            .collect();
+        let at_root = |p: &str| host_root.join(p.trim_start_matches('/'));
+        let mut host = Vec::new();
+        let runc = find_runc(path_var, host_root);
+        if runc.is_none() {
+            host.push(MissingHostProgram {
+                path: PathBuf::from(RUNC_FALLBACKS[0]),
+                package: "runc",
+            });
+        }
+        for plugin in CNI_PLUGINS {
+            let p = Path::new(CNI_BIN_DIR).join(plugin);
+            if !is_executable(&at_root(&p.to_string_lossy())) {
+                host.push(MissingHostProgram {
+                    path: p,
+                    package: "containernetworking-plugins",
+                });
+            }
+        }
+        if !is_executable(&at_root(BUSYBOX)) {
+            host.push(MissingHostProgram {
+                path: PathBuf::from(BUSYBOX),
+                package: "busybox-static",
+            });
+        }
+        if !built.is_empty() || !host.is_empty() {
+            return Err(MissingNodeBinaries {
+                dir: self.dir,
+                origin: self.origin,
+                built,
+                host,
+            });
+        }
+        Ok(NodeBinaries {
+            kubelet: self.dir.join(KUBELET),
+            containerd: self.dir.join(CONTAINERD),
+            shim: self.dir.join(CONTAINERD_SHIM),
+            ctr: self.dir.join(CTR),
+            dir: self.dir,
+            runc: runc.unwrap_or_default(),
+            cni_bin_dir: at_root(CNI_BIN_DIR),
+            busybox: at_root(BUSYBOX),
+        })
+    }
+
+    /// [`Self::verify_with`] on this machine.
+    pub fn verify(self) -> Result<NodeBinaries, MissingNodeBinaries> {
+        self.verify_with(std::env::var_os("PATH"), Path::new("/"))
+    }
+}
+
+impl NodeBinaries {
+    /// Locates and verifies in one step.
+    pub fn find(explicit: Option<&Path>) -> Result<Self, MissingNodeBinaries> {
+        NodeBinariesDir::locate(explicit).verify()
+    }
+}
+
+/// runc on `PATH` (as containerd finds it), else at Debian's path. Relative
+/// `PATH` entries are ignored. `host_root` prefixes the fallbacks (tests).
+fn find_runc(path_var: Option<OsString>, host_root: &Path) -> Option<PathBuf> {
+    let on_path = path_var.iter().flat_map(std::env::split_paths);
+    on_path
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("runc"))
+        .chain(
+            RUNC_FALLBACKS
+                .iter()
+                .map(|p| host_root.join(p.trim_start_matches('/'))),
+        )
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let map: HashMap<String, OsString> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn versions() -> NodeVersions {
+        NodeVersions {
+            kube: "v1.2.3".into(),
+            containerd: "v4.5.6".into(),
+        }
+    }
+
+    fn touch_exe(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn pinned_versions_come_from_versions_env() {
+        let v = NodeVersions::pinned();
+        assert!(v.kube.starts_with("v1."), "{v:?}");
+        assert!(v.containerd.starts_with("v2."), "{v:?}");
+    }
+
+    #[test]
+    fn explicit_beats_env_beats_cache() {
+        let env = env_of(&[(NODE_BINARIES_DIR_ENV, "/env"), ("HOME", "/home/u")]);
+        let d = NodeBinariesDir::locate_with(Some(Path::new("/x")), &versions(), &env);
+        assert_eq!(
+            (d.dir.as_path(), d.origin),
+            (Path::new("/x"), NodeDirSource::Explicit)
+        );
+        let d = NodeBinariesDir::locate_with(None, &versions(), &env);
+        assert_eq!(
+            (d.dir.as_path(), d.origin),
+            (Path::new("/env"), NodeDirSource::Env)
+        );
+    }
+
+    #[test]
+    fn cache_path_matches_the_build_script() {
+        let v = versions();
+        let d = NodeBinariesDir::locate_with(None, &v, env_of(&[("HOME", "/home/u")]));
+        assert_eq!(
+            (d.dir.as_path(), d.origin),
+            (
+                Path::new("/home/u/.cache/dra-e2e/node/kube-v1.2.3-containerd-v4.5.6"),
+                NodeDirSource::Cache
+            )
+        );
+        let d = NodeBinariesDir::locate_with(
+            None,
+            &v,
+            env_of(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")]),
+        );
+        assert_eq!(
+            d.dir,
+            Path::new("/xdg/dra-e2e/node/kube-v1.2.3-containerd-v4.5.6")
+        );
+        let d = NodeBinariesDir::locate_with(
+            None,
+            &v,
+            env_of(&[
+                ("HOME", "/home/u"),
+                ("XDG_CACHE_HOME", "/xdg"),
+                (CACHE_DIR_ENV, "/c"),
+                (NODE_BINARIES_DIR_ENV, ""),
+            ]),
+        );
+        assert_eq!(d.dir, Path::new("/c/node/kube-v1.2.3-containerd-v4.5.6"));
+    }
+
+    #[test]
+    fn missing_programs_are_named_with_how_to_get_them() {
+        let built = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        touch_exe(&built.path().join(KUBELET));
+        touch_exe(&built.path().join(CTR));
+        std::fs::write(built.path().join(CONTAINERD), "").unwrap(); // not executable
+        touch_exe(&root.path().join("usr/lib/cni/bridge"));
+        touch_exe(&root.path().join("usr/lib/cni/loopback"));
+        touch_exe(&root.path().join("usr/lib/cni/portmap"));
+        let err = NodeBinariesDir {
+            dir: built.path().to_owned(),
+            origin: NodeDirSource::Env,
+        }
+        .verify_with(None, root.path())
+        .unwrap_err();
+        assert_eq!(err.built, [CONTAINERD, CONTAINERD_SHIM]);
+        let host: Vec<_> = err
+            .host
+            .iter()
+            .map(|m| (m.path.clone(), m.package))
+            .collect();
+        assert_eq!(
+            host,
+            [
+                (PathBuf::from("/usr/sbin/runc"), "runc"),
+                (
+                    PathBuf::from("/usr/lib/cni/host-local"),
+                    "containernetworking-plugins"
+                ),
+                (PathBuf::from("/bin/busybox"), "busybox-static"),
+            ]
+        );
+        let msg = err.to_string();
+        for want in [
+            "make node",
+            "hack/build-node.sh",
+            NODE_BINARIES_DIR_ENV,
+            "containerd, containerd-shim-runc-v2",
+            "apt-get install runc containernetworking-plugins busybox-static",
+            &built.path().display().to_string(),
+        ] {
+            assert!(msg.contains(want), "{want:?} not in {msg}");
+        }
+    }
+
+    #[test]
+    fn only_host_programs_missing_says_only_apt_get() {
+        let built = tempfile::tempdir().unwrap();
+        for b in BUILT {
+            touch_exe(&built.path().join(b));
+        }
+        let root = tempfile::tempdir().unwrap();
+        let err = NodeBinariesDir {
+            dir: built.path().to_owned(),
+            origin: NodeDirSource::Cache,
+        }
+        .verify_with(None, root.path())
+        .unwrap_err();
+        assert!(err.built.is_empty());
+        let msg = err.to_string();
+        assert!(!msg.contains("make node"), "{msg}");
+        assert!(msg.contains("apt-get install"), "{msg}");
+    }
+
+    #[test]
+    fn all_present_gives_every_path_and_runc_from_path_first() {
+        let built = tempfile::tempdir().unwrap();
+        for b in BUILT {
+            touch_exe(&built.path().join(b));
+        }
+        let root = tempfile::tempdir().unwrap();
+        for p in CNI_PLUGINS {
+            touch_exe(&root.path().join("usr/lib/cni").join(p));
+        }
+        touch_exe(&root.path().join("bin/busybox"));
+        touch_exe(&root.path().join("usr/sbin/runc"));
+        let on_path = tempfile::tempdir().unwrap();
+        touch_exe(&on_path.path().join("runc"));
+        let dir = NodeBinariesDir {
+            dir: built.path().to_owned(),
+            origin: NodeDirSource::Explicit,
+        };
+        let b = dir
+            .clone()
+            .verify_with(Some(on_path.path().as_os_str().to_owned()), root.path())
+            .unwrap();
+        assert_eq!(b.runc, on_path.path().join("runc"));
+        assert_eq!(b.shim, built.path().join(CONTAINERD_SHIM));
+        assert_eq!(b.busybox, root.path().join("bin/busybox"));
+        assert_eq!(b.cni_bin_dir, root.path().join("usr/lib/cni"));
+        let b = dir
+            .verify_with(Some("relative:".into()), root.path())
+            .unwrap();
+        assert_eq!(b.runc, root.path().join("usr/sbin/runc"));
+    }
+}
