@@ -1,5 +1,16 @@
 //! Byte-stream connections handed to the runner's gRPC servers, whatever their
 //! source: a local unix listener, or connections pre-dialled through a proxy.
+//!
+//! Also home of the HTTP/2 `:authority` handling a kubelet needs on both
+//! ends: [`authority`] says what a real kubelet sends to each plugin socket,
+//! [`AcceptAnyAuthority`] lets h2-based servers accept it, and
+//! [`SendAuthority`] lets a Rust client send it.
+pub mod authority;
+pub(crate) mod h2_rewrite;
+mod hpack;
+
+pub use h2_rewrite::{AcceptAnyAuthority, SendAuthority};
+
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -12,6 +23,12 @@ pub trait AsyncReadWrite: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> AsyncReadWrite for T {}
 
 /// One accepted connection.
+///
+/// Its peer is a kubelet (or a stand-in for one), so requests whose
+/// `:authority` h2 would refuse are let through: a kubelet sends the
+/// percent-encoded socket path to registration sockets
+/// (<https://github.com/hyperium/http/issues/836>; see
+/// [`AcceptAnyAuthority`]).
 pub struct Conn {
     inner: Box<dyn AsyncReadWrite>,
     peer: String,
@@ -21,7 +38,7 @@ impl Conn {
     /// `peer` describes the connection's origin for logs.
     pub fn new(io: impl AsyncReadWrite, peer: impl Into<String>) -> Self {
         Self {
-            inner: Box::new(io),
+            inner: Box::new(AcceptAnyAuthority::new(io)),
             peer: peer.into(),
         }
     }

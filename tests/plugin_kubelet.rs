@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dra_e2e::conn::authority::{CLIENT_URI, KubeletSocket};
 use dra_e2e::node_files::LocalDir;
 use dra_e2e::plugin::{
     CallOutcome, Calls, ClaimId, ClaimRef, ClaimSource, ClaimSourceError, DeviceHealth, HealthApi,
@@ -168,37 +169,47 @@ impl Node {
     }
 }
 
-/// Dials like the kubelet: plain HTTP/2 over the unix socket, authority
-/// `localhost`, and the kubelet's 1 s deadline on every call.
-async fn dial(socket: &Path) -> Channel {
-    let socket = socket.to_owned();
-    Endpoint::from_static("http://localhost")
+/// Dials like the kubelet: plain HTTP/2 over the unix socket, the kubelet's
+/// 1 s deadline on every call, and the `:authority` its grpc-go client sends
+/// to that kind of socket: the percent-encoded path to the registration
+/// socket (dialled by bare path), `localhost` to the DRA socket (dialled as
+/// `unix:<path>`).
+async fn dial(socket: KubeletSocket, path: &Path) -> Channel {
+    let endpoint = Endpoint::from_static(CLIENT_URI)
         .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(1));
+    connect(socket, path, endpoint).await
+}
+
+/// Same as [`dial`], without a per-call deadline (for stalled calls).
+async fn dial_patient(socket: KubeletSocket, path: &Path) -> Channel {
+    connect(socket, path, Endpoint::from_static(CLIENT_URI)).await
+}
+
+async fn connect(socket: KubeletSocket, path: &Path, endpoint: Endpoint) -> Channel {
+    let path = path.to_owned();
+    endpoint
         .connect_with_connector(tower::service_fn(move |_: http::Uri| {
-            let socket = socket.clone();
+            let path = path.clone();
             async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
+                let stream = tokio::net::UnixStream::connect(&path).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(socket.client_io(&path, stream)))
             }
         }))
         .await
         .unwrap()
 }
 
-/// Same as [`dial`], without a per-call deadline (for stalled calls).
-async fn dial_patient(socket: &Path) -> Channel {
-    let socket = socket.to_owned();
-    Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        }))
-        .await
-        .unwrap()
+async fn dial_registration(node: &Node) -> Channel {
+    dial(KubeletSocket::Registration, &node.registration_socket()).await
+}
+
+async fn dial_dra(node: &Node) -> Channel {
+    dial(KubeletSocket::Dra, &node.dra_socket()).await
+}
+
+async fn dial_dra_patient(node: &Node) -> Channel {
+    dial_patient(KubeletSocket::Dra, &node.dra_socket()).await
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -314,7 +325,7 @@ async fn unprepare(
 
 /// Like the kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus.
 async fn register(node: &Node) -> dra_e2e::proto::pluginregistration::PluginInfo {
-    let mut client = RegistrationClient::new(dial(&node.registration_socket()).await);
+    let mut client = RegistrationClient::new(dial_registration(node).await);
     let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
     client
         .notify_registration_status(PbStatus {
@@ -374,7 +385,7 @@ async fn registration_handshake_completes_within_the_kubelet_deadline() {
     assert_eq!(calls.count("node-a", method::NOTIFY_REGISTRATION_STATUS), 1);
 
     // A rejection is recorded and answered with an error, as the helper does.
-    let mut client = RegistrationClient::new(dial(&node.registration_socket()).await);
+    let mut client = RegistrationClient::new(dial_registration(&node).await);
     let err = client
         .notify_registration_status(PbStatus {
             plugin_registered: false,
@@ -424,7 +435,7 @@ async fn plugin_offering_only_v1beta1_advertises_only_it_and_rejects_v1_calls() 
     assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"]);
 
     let refs = two_claims(&claims);
-    let channel = dial(&node.dra_socket()).await;
+    let channel = dial_dra(&node).await;
     let err = prepare(NodeApi::V1, channel.clone(), &refs)
         .await
         .unwrap_err();
@@ -471,7 +482,7 @@ async fn prepare_and_unprepare_on_every_api_version() {
             .start(node.config(claims.clone(), &calls).with_node_apis([api]))
             .await;
         let refs = two_claims(&claims);
-        let channel = dial(&node.dra_socket()).await;
+        let channel = dial_dra(&node).await;
 
         let prepared = prepare(api, channel.clone(), &refs).await.unwrap();
         let share_id = (api == NodeApi::V1).then(|| "share-7".to_owned());
@@ -593,7 +604,7 @@ async fn prepare_fails_the_call_for_missing_replaced_or_unallocated_claims() {
         .start(node.config(claims.clone(), &Calls::new(DRIVER)))
         .await;
     let refs = two_claims(&claims);
-    let channel = dial(&node.dra_socket()).await;
+    let channel = dial_dra(&node).await;
 
     let missing = [refs[0].clone(), claim_ref("gone", "uid-9")];
     let err = prepare(NodeApi::V1, channel.clone(), &missing)
@@ -642,7 +653,7 @@ async fn bad_opaque_parameters_fail_only_that_claim() {
         vec![result("r", "device-02", None)],
         vec![claim_config(serde_json::json!({"a": 1}))],
     ));
-    let channel = dial(&node.dra_socket()).await;
+    let channel = dial_dra(&node).await;
     let request = [refs[1].clone(), claim_ref("bad", "uid-bad")];
     let prepared = prepare(NodeApi::V1, channel, &request).await.unwrap();
     assert_eq!(prepared.len(), 2);
@@ -671,7 +682,7 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
     let calls = Calls::new(DRIVER);
     let plugin = node.start(node.config(claims.clone(), &calls)).await;
     let refs = two_claims(&claims);
-    prepare(NodeApi::V1, dial(&node.dra_socket()).await, &refs)
+    prepare(NodeApi::V1, dial_dra(&node).await, &refs)
         .await
         .unwrap();
     let prepared = plugin.prepared().clone();
@@ -682,7 +693,7 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
         .start(node.config(claims.clone(), &calls).with_prepared(prepared))
         .await;
     assert_eq!(plugin.prepared_claims().len(), 2);
-    unprepare(NodeApi::V1, dial(&node.dra_socket()).await, &refs[..1])
+    unprepare(NodeApi::V1, dial_dra(&node).await, &refs[..1])
         .await
         .unwrap();
     assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
@@ -692,7 +703,7 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
     // from the claim's allocation.
     let plugin = node.start(node.config(claims.clone(), &calls)).await;
     assert!(plugin.prepared_claims().is_empty());
-    let unprepared = unprepare(NodeApi::V1, dial(&node.dra_socket()).await, &refs[1..])
+    let unprepared = unprepare(NodeApi::V1, dial_dra(&node).await, &refs[1..])
         .await
         .unwrap();
     assert_eq!(unprepared, [("uid-2".to_owned(), String::new())].into());
@@ -700,7 +711,7 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
     // A claim nobody knows of succeeds too.
     let unprepared = unprepare(
         NodeApi::V1,
-        dial(&node.dra_socket()).await,
+        dial_dra(&node).await,
         &[claim_ref("never", "uid-never")],
     )
     .await
@@ -719,7 +730,7 @@ async fn counts_and_injected_failures_are_per_node_and_per_method() {
     let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
     let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
     let refs = two_claims(&claims);
-    let (ch_a, ch_b) = (dial(&a.dra_socket()).await, dial(&b.dra_socket()).await);
+    let (ch_a, ch_b) = (dial_dra(&a).await, dial_dra(&b).await);
 
     calls.set_fail("node-a", method::V1_PREPARE, true);
     let err = prepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap_err();
@@ -754,7 +765,7 @@ async fn counts_and_injected_failures_are_per_node_and_per_method() {
 
     // Registration goes through the same layer.
     calls.set_fail("node-b", method::GET_INFO, true);
-    let mut reg = RegistrationClient::new(dial(&b.registration_socket()).await);
+    let mut reg = RegistrationClient::new(dial_registration(&b).await);
     let err = reg.get_info(InfoRequest {}).await.unwrap_err();
     assert_eq!(err.message(), "injected error");
     assert_eq!(calls.count("node-b", method::GET_INFO), 1);
@@ -776,7 +787,7 @@ async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
 
     calls.stall("node-a", method::V1_PREPARE);
     let stalled = {
-        let (channel, refs) = (dial_patient(&a.dra_socket()).await, refs.clone());
+        let (channel, refs) = (dial_dra_patient(&a).await, refs.clone());
         tokio::spawn(async move { prepare(NodeApi::V1, channel, &refs).await })
     };
     calls
@@ -793,14 +804,10 @@ async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
     // While it waits: the other method on the same node, the same method on
     // another node, and registration all complete. Upstream's single mutex
     // would deadlock here.
-    unprepare(
-        NodeApi::V1,
-        dial(&a.dra_socket()).await,
-        &[claim_ref("x", "uid-x")],
-    )
-    .await
-    .unwrap();
-    prepare(NodeApi::V1, dial(&b.dra_socket()).await, &refs)
+    unprepare(NodeApi::V1, dial_dra(&a).await, &[claim_ref("x", "uid-x")])
+        .await
+        .unwrap();
+    prepare(NodeApi::V1, dial_dra(&b).await, &refs)
         .await
         .unwrap();
     register(&a).await;
@@ -821,7 +828,7 @@ async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
     assert_eq!(record.claims, refs);
 
     // Released means released: later calls go straight through.
-    prepare(NodeApi::V1, dial(&a.dra_socket()).await, &refs)
+    prepare(NodeApi::V1, dial_dra(&a).await, &refs)
         .await
         .unwrap();
     plugin_a.stop().await.unwrap();
@@ -836,7 +843,7 @@ async fn a_stalled_call_the_client_gives_up_on_is_logged_as_abandoned() {
     let plugin = node.start(node.config(claims.clone(), &calls)).await;
     let refs = two_claims(&claims);
     calls.stall("node-a", method::V1_UNPREPARE);
-    let channel = dial_patient(&node.dra_socket()).await;
+    let channel = dial_dra_patient(&node).await;
     let waiting = {
         let (channel, refs) = (channel.clone(), refs.clone());
         tokio::spawn(async move { unprepare(NodeApi::V1, channel, &refs).await })
@@ -868,10 +875,7 @@ async fn concurrent_calls_from_two_nodes_do_not_deadlock() {
     let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
     let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
     let refs = two_claims(&claims);
-    let (ch_a, ch_b) = (
-        dial_patient(&a.dra_socket()).await,
-        dial_patient(&b.dra_socket()).await,
-    );
+    let (ch_a, ch_b) = (dial_dra_patient(&a).await, dial_dra_patient(&b).await);
 
     // Both nodes hold a call inside the plugin at the same time; each is only
     // released once the other one has arrived.
@@ -931,7 +935,7 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
     set("pool-a", "device-00", HealthStatus::Healthy, "");
 
     let mut client = health::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_patient(&node.dra_socket()).await,
+        dial_dra_patient(&node).await,
     );
     let mut stream = client
         .node_watch_resources(health::NodeWatchResourcesRequest {})
@@ -969,7 +973,7 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
 
     // The v1 service, on the same socket, sends the same list.
     let mut v1_client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_patient(&node.dra_socket()).await,
+        dial_dra_patient(&node).await,
     );
     let mut v1_stream = v1_client
         .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
@@ -1006,7 +1010,7 @@ async fn health_is_served_only_in_the_configured_versions() {
         ]
     );
     let mut client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_patient(&node.dra_socket()).await,
+        dial_dra_patient(&node).await,
     );
     let status = client
         .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
@@ -1032,7 +1036,7 @@ async fn health_stream_repeats_the_list_every_interval() {
         message: String::new(),
     });
     let mut client = health::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_patient(&node.dra_socket()).await,
+        dial_dra_patient(&node).await,
     );
     let mut stream = client
         .node_watch_resources(health::NodeWatchResourcesRequest {})
@@ -1057,7 +1061,7 @@ async fn stop_cancels_stalled_calls_and_removes_sockets() {
     let refs = two_claims(&claims);
     calls.stall("node-a", method::V1_PREPARE);
     let stalled = {
-        let channel = dial_patient(&node.dra_socket()).await;
+        let channel = dial_dra_patient(&node).await;
         tokio::spawn(async move { prepare(NodeApi::V1, channel, &refs).await })
     };
     calls
@@ -1082,7 +1086,7 @@ async fn dropping_the_handle_stops_serving() {
     let plugin = node
         .start(node.config(Arc::default(), &Calls::new(DRIVER)))
         .await;
-    let mut client = RegistrationClient::new(dial(&node.registration_socket()).await);
+    let mut client = RegistrationClient::new(dial_registration(&node).await);
     client.get_info(InfoRequest {}).await.unwrap();
     drop(plugin);
     assert!(!node.registration_socket().exists());
@@ -1113,6 +1117,42 @@ async fn start_replaces_stale_socket_files_and_keeps_a_successors_socket() {
     assert!(!node.registration_socket().exists());
 }
 
+/// A real kubelet's grpc-go client dials the registration socket by bare
+/// path and so sends the percent-encoded path as `:authority`
+/// (`%2F…%2Fplugins_registry%2F<driver>-reg.sock`); h2 on its own answers
+/// that with RST_STREAM(PROTOCOL_ERROR), and the kubelet logs "failed to get
+/// plugin info using RPC GetInfo". Every call of the handshake, repeated on
+/// one connection, must work with it.
+#[tokio::test]
+async fn registration_accepts_the_authority_a_kubelet_sends() {
+    let node = Node::new("node-a");
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(Arc::default(), &calls)).await;
+    let socket = node.registration_socket();
+    let authority = KubeletSocket::Registration.authority(&socket);
+    assert_eq!(authority, socket.display().to_string().replace('/', "%2F"));
+    assert!(
+        http::uri::Authority::try_from(authority.as_str()).is_err(),
+        "h2 accepts {authority} anyway: this test no longer proves anything"
+    );
+
+    let mut client = RegistrationClient::new(dial(KubeletSocket::Registration, &socket).await);
+    for _ in 0..2 {
+        let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
+        assert_eq!(info.name, DRIVER);
+    }
+    client
+        .notify_registration_status(PbStatus {
+            plugin_registered: true,
+            error: String::new(),
+        })
+        .await
+        .unwrap();
+    plugin.wait_registered(WAIT).await.unwrap();
+    assert_eq!(calls.count("node-a", method::GET_INFO), 2);
+    plugin.stop().await.unwrap();
+}
+
 /// Pre-dialled proxy connections may sit idle for a long time before the
 /// kubelet's HTTP/2 preface arrives; the server must not give up on them.
 /// Paused time lets an hour pass without waiting for it.
@@ -1122,16 +1162,16 @@ async fn accepted_connections_have_no_handshake_deadline() {
     let plugin = node
         .start(node.config(Arc::default(), &Calls::new(DRIVER)))
         .await;
-    let idle = tokio::net::UnixStream::connect(node.registration_socket())
-        .await
-        .unwrap();
+    let socket = node.registration_socket();
+    let idle = tokio::net::UnixStream::connect(&socket).await.unwrap();
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_secs(60)).await;
     }
     let conn = Mutex::new(Some(idle));
-    let channel = Endpoint::from_static("http://localhost")
+    let channel = Endpoint::from_static(CLIENT_URI)
         .connect_with_connector(tower::service_fn(move |_: http::Uri| {
             let stream = conn.lock().unwrap().take();
+            let stream = stream.map(|s| KubeletSocket::Registration.client_io(&socket, s));
             async move {
                 stream
                     .map(TokioIo::new)

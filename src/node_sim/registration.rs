@@ -23,6 +23,7 @@ use super::error::NodeSimError;
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::{AddPluginError, PluginStore};
 use super::uds::{self, ConnCount, DialError};
+use crate::conn::authority::KubeletSocket;
 use crate::proto::health::HealthApi;
 use crate::proto::pluginregistration::registration_client::RegistrationClient;
 use crate::proto::pluginregistration::{InfoRequest, RegistrationStatus};
@@ -350,7 +351,15 @@ async fn register_once(
     store: &Arc<PluginStore>,
     socket: &Path,
 ) -> Result<(), RegistrationError> {
-    let ch = uds::dial(socket, cfg.dial_timeout, ConnCount::default()).await?;
+    // By bare path, as the kubelet's plugin manager dials: its grpc-go client
+    // then sends the percent-encoded socket path as `:authority`.
+    let ch = uds::dial_as(
+        KubeletSocket::Registration,
+        socket,
+        cfg.dial_timeout,
+        ConnCount::default(),
+    )
+    .await?;
     let mut client = RegistrationClient::new(ch);
     let info =
         match tokio::time::timeout(cfg.get_info_timeout, client.get_info(InfoRequest {})).await {
@@ -416,6 +425,7 @@ async fn accept(
         PathBuf::from(&info.endpoint)
     };
     let conns = ConnCount::default();
+    // As `unix:<endpoint>`, as the kubelet's DRA manager dials (`localhost`).
     let channel = uds::dial(&endpoint, cfg.dial_timeout, conns.clone())
         .await
         .map_err(|source| RegistrationError::Endpoint {

@@ -14,6 +14,8 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::conn::authority::{CLIENT_URI, KubeletSocket};
+
 /// Counts the open transport connections of one channel.
 #[derive(Debug, Clone)]
 pub struct ConnCount(Arc<watch::Sender<usize>>);
@@ -89,15 +91,29 @@ pub struct DialError {
     pub detail: String,
 }
 
-/// Connects a gRPC channel to `path`, retrying refused or missing sockets until
-/// `limit` passes (the kubelet's blocking dial). The HTTP/2 authority is
-/// `localhost`, as the kubelet sends it.
+/// Connects a gRPC channel to the DRA endpoint `path` (DRA and health
+/// services), as the kubelet's DRA manager does; see [`dial_as`].
 pub async fn dial(path: &Path, limit: Duration, count: ConnCount) -> Result<Channel, DialError> {
+    dial_as(KubeletSocket::Dra, path, limit, count).await
+}
+
+/// Connects a gRPC channel to the plugin socket `path`, retrying refused or
+/// missing sockets until `limit` passes (the kubelet's blocking dial). Every
+/// request carries the `:authority` a kubelet sends to that kind of socket:
+/// the percent-encoded path for registration sockets, `localhost` for DRA
+/// endpoints (see [`crate::conn::authority`]).
+pub async fn dial_as(
+    socket: KubeletSocket,
+    path: &Path,
+    limit: Duration,
+    count: ConnCount,
+) -> Result<Channel, DialError> {
     let deadline = tokio::time::Instant::now() + limit;
     let mut pause = Duration::from_millis(20);
     loop {
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let attempt = tokio::time::timeout(remaining, connect_once(path, count.clone())).await;
+        let attempt =
+            tokio::time::timeout(remaining, connect_once(socket, path, count.clone())).await;
         let detail = match attempt {
             Ok(Ok(ch)) => return Ok(ch),
             Ok(Err(e)) => e,
@@ -114,17 +130,21 @@ pub async fn dial(path: &Path, limit: Duration, count: ConnCount) -> Result<Chan
     }
 }
 
-async fn connect_once(path: &Path, count: ConnCount) -> Result<Channel, String> {
+async fn connect_once(
+    socket: KubeletSocket,
+    path: &Path,
+    count: ConnCount,
+) -> Result<Channel, String> {
     let path = path.to_owned();
     let connector = tower::service_fn(move |_: Uri| {
         let path = path.clone();
         let count = count.clone();
         async move {
-            let stream = UnixStream::connect(&path).await?;
-            Ok::<_, io::Error>(TokioIo::new(CountedStream::new(stream, count)))
+            let stream = CountedStream::new(UnixStream::connect(&path).await?, count);
+            Ok::<_, io::Error>(TokioIo::new(socket.client_io(&path, stream)))
         }
     });
-    Endpoint::from_static("http://localhost")
+    Endpoint::from_static(CLIENT_URI)
         .connect_with_connector(connector)
         .await
         .map_err(|e| {
@@ -142,6 +162,49 @@ async fn connect_once(path: &Path, count: ConnCount) -> Result<Channel, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::h2_rewrite::tests::request_authorities;
+    use crate::proto::pluginregistration::InfoRequest;
+    use crate::proto::pluginregistration::registration_client::RegistrationClient;
+    use tokio::io::AsyncReadExt;
+
+    /// What the simulated kubelet puts on the wire to each kind of socket:
+    /// the percent-encoded path to a registration socket (dialled by bare
+    /// path), `localhost` to a DRA endpoint (dialled as `unix:`).
+    #[tokio::test]
+    async fn sends_the_kubelet_authority_of_each_socket() {
+        let tmp = tempfile::tempdir().unwrap();
+        for socket in [KubeletSocket::Registration, KubeletSocket::Dra] {
+            let path = tmp.path().join(format!("{socket:?}.sock"));
+            let expected = match socket {
+                // Temp dir names are letters, digits and dots: only `/` is escaped.
+                KubeletSocket::Registration => path.display().to_string().replace('/', "%2F"),
+                KubeletSocket::Dra => "localhost".to_owned(),
+            };
+            let listener = tokio::net::UnixListener::bind(&path).unwrap();
+            let channel = dial_as(socket, &path, Duration::from_secs(5), ConnCount::default())
+                .await
+                .unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            let call = tokio::spawn(async move {
+                RegistrationClient::new(channel)
+                    .get_info(InfoRequest {})
+                    .await
+            });
+            let mut wire = Vec::new();
+            let authorities = loop {
+                let mut buf = [0u8; 4096];
+                let n = server.read(&mut buf).await.unwrap();
+                assert!(n > 0, "connection closed before a request");
+                wire.extend_from_slice(&buf[..n]);
+                let found = request_authorities(&wire);
+                if !found.is_empty() {
+                    break found;
+                }
+            };
+            assert_eq!(authorities, [expected], "{socket:?}");
+            call.abort();
+        }
+    }
 
     #[tokio::test]
     async fn dial_counts_connections_and_gives_up_on_missing_socket() {

@@ -161,6 +161,11 @@ fn spawn_server(
     // idle deadline (HTTP/2 only, no keepalive, no max age): pre-dialled proxy
     // connections may wait long for the kubelet's preface, and must.
     let router = Server::builder().layer(layer).add_routes(routes.routes());
+    // A kubelet sends the percent-encoded socket path as `:authority` to the
+    // registration socket, which h2 alone would refuse with PROTOCOL_ERROR
+    // (https://github.com/hyperium/http/issues/836): every `Conn` in
+    // `incoming`, unix or proxied, is an `AcceptAnyAuthority` that lets such
+    // requests through (src/conn/h2_rewrite.rs).
     let signal = shutdown.clone().cancelled_owned();
     let task = tokio::spawn(
         async move {
