@@ -6,9 +6,10 @@ KIND ?= kind
 KIND_CLUSTER ?= dra-e2e
 PROXY_IMAGE ?= registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
 BINARIES = $$(hack/build-controlplane.sh)
+NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
 
-.PHONY: help build test fmt lint controlplane bench e2e-local e2e kind-up kind-down check ci
+.PHONY: help build test fmt lint controlplane node bench e2e-local e2e-real e2e kind-up kind-down check ci
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -19,8 +20,11 @@ build: ## build the runner
 controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into the cache (prints the dir)
 	hack/build-controlplane.sh
 
-test: controlplane ## run every test (unit, integration, end to end on the local cluster)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) test -- --test-threads=2
+node: ## build kubelet + containerd for real nodes into the cache, install runc, CNI plugins, busybox, iptables (prints the dir)
+	hack/build-node.sh
+
+test: controlplane node ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test -- --test-threads=2
 
 fmt: ## format the code
 	$(CARGO) fmt
@@ -34,6 +38,9 @@ check: ## check the feature files (undefined/ambiguous steps, unknown tags), no 
 
 e2e-local: controlplane ## run the whole suite on the local cluster, JUnit in target/junit.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --junit target/junit.xml $(ARGS)
+
+e2e-real: controlplane node ## run the whole suite on the local cluster with two real kubelet nodes (root), JUnit in target/junit-real.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --junit target/junit-real.xml --tags @DynamicResourceAllocation $(ARGS)
 
 e2e: ## run the suite on the kind cluster (make kind-up first)
 	mkdir -p target && $(KIND) get kubeconfig --name $(KIND_CLUSTER) > target/kind.kubeconfig

@@ -20,35 +20,13 @@ if [[ -n "${DRA_E2E_BINARIES_DIR:-}" ]]; then
   echo "$DRA_E2E_BINARIES_DIR"; exit 0
 fi
 
-cache=${DRA_E2E_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dra-e2e}
+log_prefix=controlplane
+. "$here/lib.sh"
+cache=$(cache_root)
 out="$cache/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 mkdir -p "$out"
-
-log() { echo "[controlplane $(date +%H:%M:%S)] $*" >&2; }
-
-# Runs a go build with a heartbeat on stderr, so a CI log shows the long
-# kube-apiserver compile is alive, and reports how long it took.
-timed_build() {
-  local what=$1; shift
-  local start=$SECONDS
-  # The trap ends the pending sleep too, so no stray process outlives the build.
-  ( trap 'kill $nap 2>/dev/null; exit 0' TERM
-    while :; do sleep 60 & nap=$!; wait $nap; log "  still building $what ($(( (SECONDS - start) / 60 )) min so far)"; done ) &
-  local beat=$!
-  local rc=0
-  "$@" >&2 || rc=$?  # stdout carries only the directory
-  kill "$beat" 2>/dev/null; wait "$beat" 2>/dev/null || true
-  if (( rc != 0 )); then log "building $what failed after $(( SECONDS - start ))s"; return "$rc"; fi
-  log "built $what in $(( SECONDS - start ))s"
-}
 total_start=$SECONDS
-
-minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
-ldf="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldf+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldf+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z -X $pkg.gitCommit=0000000000000000000000000000000000000000"
-done
+ldf=$(kube_ldflags)
 
 if [[ -x "$out/etcd" ]]; then
   log "etcd $ETCD_VERSION already built"

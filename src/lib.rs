@@ -12,6 +12,7 @@ pub mod objects;
 pub mod plugin;
 pub mod proto;
 pub mod proxy;
+pub mod real_node;
 pub mod report;
 pub mod runner;
 #[path = "../steps/mod.rs"]

@@ -21,6 +21,8 @@ fn main() -> ExitCode {
         // Sets up its own logging: info, without the kube client's errors
         // for every 5xx of an apiserver that is still starting.
         Some("cluster") => dra_e2e::cluster::local::cli_main(args.split_off(2)).map(|()| 0),
+        // Process 1 of a real node's PID namespace; started by the runner.
+        Some("node-init") => dra_e2e::real_node::init::cli_main(args.split_off(2)),
         Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         _ => match tokio::runtime::Runtime::new() {

@@ -199,6 +199,7 @@ pub struct LocalCluster {
     server_url: String,
     feature_gates: FeatureGates,
     binaries: Binaries,
+    pki: Pki,
 }
 
 impl std::fmt::Debug for LocalCluster {
@@ -338,6 +339,7 @@ impl LocalCluster {
             server_url,
             feature_gates: options.feature_gates.clone(),
             binaries,
+            pki,
         })
     }
 
@@ -375,6 +377,11 @@ impl LocalCluster {
     /// The gates every component runs with.
     pub fn feature_gates(&self) -> &FeatureGates {
         &self.feature_gates
+    }
+
+    /// The cluster's certificates, to issue more (real nodes' kubelets).
+    pub fn pki(&self) -> &Pki {
+        &self.pki
     }
 
     /// The directory the binaries were taken from.

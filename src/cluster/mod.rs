@@ -17,12 +17,29 @@ use crate::node_sim::SimNode;
 use crate::runner::cli::{ClusterChoice, RunArgs};
 use crate::runner::features::Environment;
 
+/// What kind of nodes the local cluster runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NodeKind {
+    /// Kubelets simulated inside the runner: no container runtime, no root.
+    #[default]
+    Simulated,
+    /// Real kubelets with containerd and runc, each in namespaces of its own
+    /// (root; components built by `make node`).
+    Real,
+}
+
 /// How the runner should reach a cluster.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
     pub choice: ClusterChoice,
     pub kubeconfig: Option<PathBuf>,
     pub nodes: usize,
+    pub node_kind: NodeKind,
+    /// Image archives imported into real nodes besides the built-in ones.
+    pub image_archives: Vec<PathBuf>,
+    /// The nodes' CDI spec directory (real clusters; real local nodes use
+    /// their own).
+    pub cdi_dir: String,
     pub feature_gates: Vec<String>,
     pub binaries_dir: Option<PathBuf>,
     pub wipe_delay: Duration,
@@ -37,6 +54,9 @@ impl ConnectOptions {
             choice: a.cluster,
             kubeconfig: a.kubeconfig.clone(),
             nodes: a.nodes,
+            node_kind: a.node_kind,
+            image_archives: a.image_archive.clone(),
+            cdi_dir: a.cdi_dir.clone(),
             feature_gates: a.feature_gates.clone(),
             binaries_dir: a.binaries_dir.clone(),
             wipe_delay: a.wipe_delay,
@@ -105,9 +125,18 @@ pub(crate) struct LocalEnv {
     cluster: Mutex<Option<local::LocalCluster>>,
     /// Read by steps; taken at shutdown so the nodes stop before the control plane.
     nodes: std::sync::RwLock<Vec<SimNode>>,
+    /// Real nodes, reached through proxy pods exactly as on a real cluster.
+    real: Option<RealLocal>,
     node_names: Vec<String>,
     pids: Vec<u32>,
     wipe_delay: Duration,
+}
+
+/// The local cluster's real nodes and the real-cluster path that drives them.
+struct RealLocal {
+    nodes: Mutex<Option<crate::real_node::RealNodes>>,
+    kubelet_logs: Vec<(String, PathBuf)>,
+    remote: remote::RemoteEnv,
 }
 
 enum Kind {
@@ -157,8 +186,12 @@ impl Cluster {
             keep_files: opts.keep_files,
             ..Default::default()
         };
+        let kind = match opts.node_kind {
+            NodeKind::Simulated => "simulated",
+            NodeKind::Real => "real",
+        };
         eprintln!(
-            "dra-e2e: starting the local cluster ({} simulated nodes)...",
+            "dra-e2e: starting the local cluster ({} {kind} nodes)...",
             opts.nodes
         );
         let cluster = local::LocalCluster::start(options).await.map_err(|e| {
@@ -170,6 +203,9 @@ impl Cluster {
         let client = cluster.client();
         let config = cluster.kube_config();
         let mut pids: Vec<u32> = cluster.components().iter().map(|c| c.pid).collect();
+        if opts.node_kind == NodeKind::Real {
+            return Self::start_real_nodes(opts, cluster, client, config, pids).await;
+        }
         let nodes = match cluster
             .start_nodes(opts.nodes, |c| {
                 c.wipe_delay = opts.wipe_delay;
@@ -191,8 +227,71 @@ impl Cluster {
                 cluster: Mutex::new(Some(cluster)),
                 node_names: nodes.iter().map(|n| n.name().to_owned()).collect(),
                 nodes: std::sync::RwLock::new(nodes),
+                real: None,
                 pids,
                 wipe_delay: opts.wipe_delay,
+            })),
+        })
+    }
+
+    async fn start_real_nodes(
+        opts: &ConnectOptions,
+        cluster: local::LocalCluster,
+        client: kube::Client,
+        config: kube::Config,
+        mut pids: Vec<u32>,
+    ) -> anyhow::Result<Cluster> {
+        let options = crate::real_node::RealNodesOptions {
+            extra_archives: opts.image_archives.clone(),
+            ..crate::real_node::RealNodesOptions::new(opts.nodes)
+        };
+        let nodes = match crate::real_node::RealNodes::start(&cluster, &options).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                let _ = cluster.stop().await;
+                return Err(e.context("starting the real nodes"));
+            }
+        };
+        // Real nodes are not among the processes a second Ctrl-C kills by
+        // PID: killing their `unshare` parent would orphan process 1.
+        pids.sort();
+        let node_names = nodes.names();
+        let kubelet_logs = nodes
+            .nodes()
+            .iter()
+            .map(|n| (n.name.clone(), n.kubelet_log()))
+            .collect();
+        let proxy_image = if opts.proxy_image == crate::runner::cli::DEFAULT_PROXY_IMAGE
+            && opts.image_archives.is_empty()
+        {
+            // Upstream's image cannot be built or pulled here; the runner's
+            // own image carries the same agent protocol.
+            crate::real_node::proxy_image()
+        } else {
+            opts.proxy_image.clone()
+        };
+        let remote = remote::RemoteEnv {
+            client: client.clone(),
+            config: config.clone(),
+            server: cluster.server_url().to_owned(),
+            kubelet_root: PathBuf::from(crate::real_node::kubelet::ROOT_DIR),
+            proxy_image,
+            cdi_dir: crate::real_node::CDI_DIR.to_owned(),
+        };
+        Ok(Cluster {
+            client,
+            config,
+            kind: Kind::Local(Box::new(LocalEnv {
+                cluster: Mutex::new(Some(cluster)),
+                nodes: std::sync::RwLock::new(Vec::new()),
+                real: Some(RealLocal {
+                    nodes: Mutex::new(Some(nodes)),
+                    kubelet_logs,
+                    remote,
+                }),
+                node_names,
+                pids,
+                wipe_delay: Duration::from_secs(30),
             })),
         })
     }
@@ -222,8 +321,13 @@ impl Cluster {
                             .map(|c| c.kubeconfig_path().display().to_string())
                     })
                     .unwrap_or_default();
+                let kind = if l.real.is_some() {
+                    "real"
+                } else {
+                    "simulated"
+                };
                 format!(
-                    "local cluster with {} simulated nodes (kubeconfig {kubeconfig})",
+                    "local cluster with {} {kind} nodes (kubeconfig {kubeconfig})",
                     l.node_names.len()
                 )
             }
@@ -279,8 +383,12 @@ impl Cluster {
             ),
             Kind::Remote(_) => None,
         };
+        let container_runtime = match &self.kind {
+            Kind::Local(l) => l.real.is_some(),
+            Kind::Remote(_) => true,
+        };
         Ok(Environment {
-            local: self.is_local(),
+            container_runtime,
             ready_nodes: ready.len(),
             enabled_gates,
             kubelet_version,
@@ -299,6 +407,14 @@ impl HostProvider for Cluster {
         nodes: &[String],
     ) -> anyhow::Result<Arc<dyn NodeHost>> {
         match &self.kind {
+            Kind::Local(l) if l.real.is_some() => {
+                let r = l.real.as_ref().map(|r| &r.remote);
+                let r = r.ok_or_else(|| anyhow::anyhow!("real nodes gone"))?;
+                Ok(Arc::new(
+                    r.host(self.client.clone(), namespace, driver, instance, nodes)
+                        .await?,
+                ))
+            }
             Kind::Local(l) => Ok(Arc::new(local_host::LocalHost::new(
                 l.nodes
                     .read()
@@ -325,6 +441,9 @@ impl Cluster {
         container: &str,
     ) -> anyhow::Result<Vec<String>> {
         match &self.kind {
+            Kind::Local(l) if l.real.is_some() => {
+                remote::exec_env(&self.client, namespace, pod, container).await
+            }
             Kind::Local(l) => {
                 let nodes = l
                     .nodes
@@ -343,9 +462,15 @@ impl Cluster {
         }
     }
 
-    /// The simulated kubelet's log of a node (local cluster only).
+    /// The kubelet's log of a node (local cluster only: the simulated
+    /// kubelet's journal, or a real kubelet's log file).
     pub fn node_log(&self, node: &str) -> Option<String> {
         match &self.kind {
+            Kind::Local(l) if l.real.is_some() => {
+                let real = l.real.as_ref()?;
+                let (_, path) = real.kubelet_logs.iter().find(|(n, _)| n == node)?;
+                std::fs::read_to_string(path).ok()
+            }
             Kind::Local(l) => l
                 .nodes
                 .read()
@@ -474,6 +599,16 @@ impl Cluster {
                     libc::kill(*pid as libc::pid_t, libc::SIGKILL);
                 }
             }
+            // Process 1 of each real node is killed, its namespace with it;
+            // then its links and cgroups are removed.
+            if let Some(real) = &l.real
+                && let Ok(mut n) = real.nodes.lock()
+                && let Some(mut nodes) = n.take()
+            {
+                for left in nodes.kill() {
+                    eprintln!("dra-e2e: left behind by a real node: {left}");
+                }
+            }
             if let Ok(mut c) = l.cluster.lock() {
                 // Dropping removes the temp dir.
                 drop(c.take());
@@ -481,9 +616,20 @@ impl Cluster {
         }
     }
 
-    /// Stops the simulated nodes, then the local cluster's processes.
-    pub async fn shutdown(&self) {
+    /// Stops the nodes, then the local cluster's processes. Returns what
+    /// real nodes left on the host (processes, mounts, cgroups, links,
+    /// `ip_forward`), which should be nothing.
+    pub async fn shutdown(&self) -> Vec<String> {
+        let mut left = Vec::new();
         if let Kind::Local(l) = &self.kind {
+            if let Some(real) = &l.real {
+                let nodes = real.nodes.lock().ok().and_then(|mut n| n.take());
+                if let Some(mut nodes) = nodes {
+                    left = tokio::task::spawn_blocking(move || nodes.stop())
+                        .await
+                        .unwrap_or_else(|e| vec![format!("stopping the real nodes: {e}")]);
+                }
+            }
             let nodes = l
                 .nodes
                 .write()
@@ -501,5 +647,6 @@ impl Cluster {
                 eprintln!("dra-e2e: stopping the local cluster: {e}");
             }
         }
+        left
     }
 }

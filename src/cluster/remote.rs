@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, AttachParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
@@ -29,6 +30,8 @@ pub struct RemoteEnv {
     pub server: String,
     pub kubelet_root: PathBuf,
     pub proxy_image: String,
+    /// The nodes' CDI spec directory, where proxy pods write spec files.
+    pub cdi_dir: String,
 }
 
 impl RemoteEnv {
@@ -70,11 +73,17 @@ impl RemoteEnv {
             server,
             kubelet_root: opts.kubelet_root.clone(),
             proxy_image: opts.proxy_image.clone(),
+            cdi_dir: opts.cdi_dir.clone(),
         })
     }
 }
 
-/// `env` in a running container, by exec.
+/// The env of a container on a node with a container runtime, as `env` in it
+/// prints it: a running container is asked by exec (`env` must exist in its
+/// image and exit 0). An init container that already exited cannot be
+/// exec'd; its env is what its script printed to its log (the pod builder's
+/// init script starts with `env`). Every failure names the pod and container
+/// and says what went wrong, never an empty env.
 pub async fn exec_env(
     client: &kube::Client,
     namespace: &str,
@@ -82,26 +91,195 @@ pub async fn exec_env(
     container: &str,
 ) -> anyhow::Result<Vec<String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let mut attached = pods
-        .exec(
-            pod,
-            ["env"],
-            &AttachParams::default()
-                .container(container)
-                .stdout(true)
-                .stderr(false),
-        )
+    let target = format!("container {container} of pod {namespace}/{pod}");
+    let current = pods
+        .get_opt(pod)
         .await
-        .with_context(|| format!("exec env in {namespace}/{pod} container {container}"))?;
-    let mut out = String::new();
-    if let Some(mut stdout) = attached.stdout() {
-        stdout
-            .read_to_string(&mut out)
-            .await
-            .context("reading the output of env")?;
+        .with_context(|| format!("reading pod {namespace}/{pod}"))?
+        .with_context(|| format!("{target}: the pod does not exist"))?;
+    match exited(&current, container) {
+        Some(Exited::Init(code)) => {
+            let lp = LogParams {
+                container: Some(container.to_owned()),
+                ..Default::default()
+            };
+            let log = pods
+                .logs(pod, &lp)
+                .await
+                .with_context(|| format!("reading the log of init {target}"))?;
+            return env_from_init_log(&target, code, &log);
+        }
+        Some(Exited::Regular(code)) => {
+            bail!("{target} is not running (it exited with code {code}), so `env` cannot run in it")
+        }
+        None => {}
     }
-    let _ = attached.join().await;
-    Ok(out.lines().map(str::to_owned).collect())
+    let exec = async {
+        let mut attached = pods
+            .exec(
+                pod,
+                ["env"],
+                &AttachParams::default()
+                    .container(container)
+                    .stdout(true)
+                    .stderr(true),
+            )
+            .await
+            .with_context(|| format!("exec `env` in {target}"))?;
+        let status = attached.take_status();
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        let out_stream = attached.stdout();
+        let err_stream = attached.stderr();
+        let read_out = async {
+            match out_stream {
+                Some(mut s) => s.read_to_string(&mut stdout).await.map(drop),
+                None => Ok(()),
+            }
+        };
+        let read_err = async {
+            match err_stream {
+                Some(mut s) => s.read_to_string(&mut stderr).await.map(drop),
+                None => Ok(()),
+            }
+        };
+        let (read_out, read_err) = tokio::join!(read_out, read_err);
+        let status = match status {
+            Some(s) => s.await,
+            None => None,
+        };
+        let joined = attached.join().await;
+        let stream_error = read_out
+            .err()
+            .map(|e| format!("reading stdout: {e}"))
+            .or_else(|| read_err.err().map(|e| format!("reading stderr: {e}")))
+            .or_else(|| joined.err().map(|e| e.to_string()));
+        env_from_exec(
+            &target,
+            ExecOutput {
+                stdout,
+                stderr,
+                status,
+                stream_error,
+            },
+        )
+    };
+    tokio::time::timeout(EXEC_TIMEOUT, exec)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("exec `env` in {target} did not finish within {EXEC_TIMEOUT:?}")
+        })?
+}
+
+/// How long reading a container's env by exec may take.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A container that is not running any more, with its exit code.
+#[derive(Debug, PartialEq, Eq)]
+enum Exited {
+    Init(i32),
+    Regular(i32),
+}
+
+/// Whether `container` of the pod has terminated (its current state, not a
+/// previous run of a restarting container).
+fn exited(pod: &Pod, container: &str) -> Option<Exited> {
+    let status = pod.status.as_ref()?;
+    let terminated = |list: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+        list?
+            .iter()
+            .find(|c| c.name == container)?
+            .state
+            .as_ref()?
+            .terminated
+            .as_ref()
+            .map(|t| t.exit_code)
+    };
+    terminated(status.init_container_statuses.as_ref())
+        .map(Exited::Init)
+        .or_else(|| terminated(status.container_statuses.as_ref()).map(Exited::Regular))
+}
+
+/// The env lines an exited init container printed to its log.
+fn env_from_init_log(target: &str, code: i32, log: &str) -> anyhow::Result<Vec<String>> {
+    let lines: Vec<String> = log.lines().map(str::to_owned).collect();
+    if lines.iter().all(|l| !l.contains('=')) {
+        bail!(
+            "init {target} exited (code {code}) and its log holds no env to read: an exited \
+             container cannot be exec'd, so only init containers whose script prints `env` \
+             (as the pod builder's does) can be checked; log: {:?}",
+            log.trim()
+        );
+    }
+    Ok(lines)
+}
+
+/// What an exec of `env` produced.
+#[derive(Debug, Default)]
+struct ExecOutput {
+    stdout: String,
+    stderr: String,
+    /// The status the API server reported on the exec's error channel.
+    status: Option<Status>,
+    /// A failure of the stream itself.
+    stream_error: Option<String>,
+}
+
+/// The env lines, if the exec succeeded: status `Success`, nothing on
+/// stderr (as upstream requires) and some output.
+fn env_from_exec(target: &str, out: ExecOutput) -> anyhow::Result<Vec<String>> {
+    let stderr = out.stderr.trim();
+    let stderr_note = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {stderr}")
+    };
+    match &out.status {
+        None => bail!(
+            "exec `env` in {target} ended without reporting an exit status{}{stderr_note}",
+            out.stream_error
+                .as_ref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ),
+        Some(st) if st.status.as_deref() != Some("Success") => bail!(
+            "exec `env` in {target} failed: {}{stderr_note}",
+            describe_status(st)
+        ),
+        Some(_) => {}
+    }
+    if !stderr.is_empty() {
+        bail!("exec `env` in {target} succeeded but wrote to stderr: {stderr}");
+    }
+    if out.stdout.trim().is_empty() {
+        bail!("exec `env` in {target} succeeded but printed no env at all");
+    }
+    Ok(out.stdout.lines().map(str::to_owned).collect())
+}
+
+/// `status Failure, reason NonZeroExitCode, exit code 127: <message>`.
+fn describe_status(st: &Status) -> String {
+    let mut parts = vec![format!(
+        "status {}",
+        st.status.as_deref().unwrap_or("<none>")
+    )];
+    if let Some(r) = st.reason.as_deref().filter(|r| !r.is_empty()) {
+        parts.push(format!("reason {r}"));
+    }
+    let exit_code = st
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+        .and_then(|c| c.message.as_deref());
+    if let Some(code) = exit_code {
+        parts.push(format!("exit code {code}"));
+    }
+    let mut text = parts.join(", ");
+    if let Some(m) = st.message.as_deref().filter(|m| !m.is_empty()) {
+        text.push_str(": ");
+        text.push_str(m);
+    }
+    text
 }
 
 /// How to run the agent in the proxy pods: upstream's hostpathplugin image,
@@ -137,6 +315,7 @@ impl RemoteEnv {
         spec.instance_suffix = instance.to_owned();
         spec.kubelet_root = self.kubelet_root.display().to_string();
         spec.image = proxy_image(&self.proxy_image);
+        spec.cdi_host_dir = self.cdi_dir.clone();
         let pods = crate::proxy::ProxyPods::deploy(client.clone(), spec, Duration::from_secs(300))
             .await
             .with_context(|| format!("deploying the proxy pods of driver {driver}"))?;
@@ -224,5 +403,153 @@ impl crate::driver::sockets::NodeHost for RemoteHost {
         {
             tracing::warn!(error = %e, "removing proxy pods");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
+
+    const TARGET: &str = "container with-resource of pod ns/tester-1";
+
+    fn status(status: &str, reason: &str, exit_code: Option<&str>, message: &str) -> Status {
+        Status {
+            status: Some(status.to_owned()),
+            reason: (!reason.is_empty()).then(|| reason.to_owned()),
+            message: (!message.is_empty()).then(|| message.to_owned()),
+            details: exit_code.map(|c| StatusDetails {
+                causes: Some(vec![StatusCause {
+                    reason: Some("ExitCode".to_owned()),
+                    message: Some(c.to_owned()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn output(stdout: &str, stderr: &str, status: Option<Status>) -> ExecOutput {
+        ExecOutput {
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            status,
+            stream_error: None,
+        }
+    }
+
+    #[test]
+    fn successful_exec_yields_the_lines() {
+        let env = env_from_exec(
+            TARGET,
+            output(
+                "PATH=/bin\nuser_a=b\n",
+                "",
+                Some(status("Success", "", None, "")),
+            ),
+        )
+        .unwrap();
+        assert_eq!(env, ["PATH=/bin", "user_a=b"]);
+    }
+
+    #[test]
+    fn failed_exec_names_container_status_and_stderr() {
+        let err = env_from_exec(
+            TARGET,
+            output(
+                "",
+                "exec: \"env\": executable file not found in $PATH\n",
+                Some(status(
+                    "Failure",
+                    "NonZeroExitCode",
+                    Some("127"),
+                    "command terminated with non-zero exit code",
+                )),
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        for part in [
+            "exec `env` in container with-resource of pod ns/tester-1 failed",
+            "status Failure",
+            "reason NonZeroExitCode",
+            "exit code 127",
+            "command terminated with non-zero exit code",
+            "stderr: exec: \"env\": executable file not found",
+        ] {
+            assert!(err.contains(part), "{part:?} missing in {err}");
+        }
+    }
+
+    #[test]
+    fn exec_without_status_or_with_odd_output_fails() {
+        let mut out = output("user_a=b\n", "", None);
+        out.stream_error = Some("connection reset".into());
+        let err = env_from_exec(TARGET, out).unwrap_err().to_string();
+        assert!(
+            err.contains("ended without reporting an exit status (connection reset)"),
+            "{err}"
+        );
+
+        let ok = || Some(status("Success", "", None, ""));
+        let err = env_from_exec(TARGET, output("a=b\n", "warning\n", ok()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("wrote to stderr: warning"), "{err}");
+
+        let err = env_from_exec(TARGET, output("\n", "", ok()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("printed no env"), "{err}");
+        assert!(err.contains("with-resource"), "{err}");
+    }
+
+    #[test]
+    fn status_descriptions() {
+        assert_eq!(
+            describe_status(&status(
+                "Failure",
+                "InternalError",
+                None,
+                "container not running"
+            )),
+            "status Failure, reason InternalError: container not running"
+        );
+        assert_eq!(describe_status(&Status::default()), "status <none>");
+    }
+
+    #[test]
+    fn exited_containers_are_found_by_state() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "p" },
+            "status": {
+                "initContainerStatuses": [
+                    { "name": "init", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                      "state": { "terminated": { "exitCode": 0 } } }
+                ],
+                "containerStatuses": [
+                    { "name": "with-resource", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                      "state": { "running": {} },
+                      "lastState": { "terminated": { "exitCode": 1 } } },
+                    { "name": "done", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                      "state": { "terminated": { "exitCode": 3 } } }
+                ]
+            }
+        }))
+        .unwrap();
+        assert_eq!(exited(&pod, "init"), Some(Exited::Init(0)));
+        assert_eq!(exited(&pod, "with-resource"), None);
+        assert_eq!(exited(&pod, "done"), Some(Exited::Regular(3)));
+        assert_eq!(exited(&pod, "missing"), None);
+    }
+
+    #[test]
+    fn init_logs_need_env_output() {
+        let env = env_from_init_log(TARGET, 0, "HOME=/\nuser_a=b\n").unwrap();
+        assert_eq!(env, ["HOME=/", "user_a=b"]);
+        let err = env_from_init_log(TARGET, 0, "").unwrap_err().to_string();
+        assert!(err.contains("its log holds no env"), "{err}");
+        assert!(err.contains("exited (code 0)"), "{err}");
     }
 }

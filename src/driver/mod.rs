@@ -148,6 +148,8 @@ pub struct Driver {
     admin_publisher: Option<Publisher>,
     identity_created: Vec<(&'static str, String)>,
     torn_down: bool,
+    /// Nodes whose kubelet had not registered the plugin when it stopped.
+    unregistered: Vec<String>,
     /// Stands in for the plugin pod's UID in rolling-update socket names.
     instance_uid: String,
     /// Time of each teardown phase, for `make bench`.
@@ -195,6 +197,7 @@ impl Driver {
             admin_publisher: None,
             identity_created: Vec::new(),
             torn_down: false,
+            unregistered: Vec::new(),
             instance_uid: format!("{:08x}", rand::random::<u32>()),
             teardown_timings: Vec::new(),
         }
@@ -551,6 +554,11 @@ impl Driver {
     pub async fn stop_plugins(&mut self) {
         let instances = std::mem::take(&mut self.instances);
         for (node, inst) in instances {
+            if inst.plugin.registration_status() != crate::plugin::RegistrationStatus::Registered
+                && !self.unregistered.contains(&node)
+            {
+                self.unregistered.push(node.clone());
+            }
             if let Some(p) = inst.publisher {
                 p.stop().await;
             }
@@ -590,6 +598,15 @@ impl Driver {
             }
         }
         lap(&mut self.teardown_timings, "delete RBAC");
+        // A kubelet wipes only the slices of plugins it registered: a wait
+        // for the rest could never end, so they are deleted here.
+        // Only when no other instance of the driver keeps publishing.
+        if self.options.with_kubelet && self.options.expect_slice_removal {
+            let unregistered = std::mem::take(&mut self.unregistered);
+            if let Err(e) = self.delete_node_slices(&unregistered).await {
+                first_error.get_or_insert(e);
+            }
+        }
         if self.network_slices || !self.options.with_kubelet {
             let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
             let lp = ListParams::default().fields(&format!("spec.driver={}", self.name));
@@ -644,6 +661,21 @@ impl Driver {
             Err(kube::Error::Api(ref s)) if s.code == 404 => Ok(()),
             Err(e) => Err(self.kube_err(format!("deleting {kind} {name}"))(e)),
         }
+    }
+
+    /// Deletes the driver's slices of `nodes`, whose kubelets never
+    /// registered the plugin and so will never wipe them.
+    async fn delete_node_slices(&self, nodes: &[String]) -> Result<(), DriverError> {
+        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+        for node in nodes {
+            tracing::warn!(driver = %self.name, %node, "the kubelet never registered the plugin; deleting its slices instead of waiting for a wipe");
+            let lp = ListParams::default()
+                .fields(&format!("spec.driver={},spec.nodeName={node}", self.name));
+            api.delete_collection(&DeleteParams::default(), &lp)
+                .await
+                .map_err(self.kube_err(format!("deleting the ResourceSlices of node {node}")))?;
+        }
+        Ok(())
     }
 
     /// `IsGone`: waits until no ResourceSlice of the driver is left (the

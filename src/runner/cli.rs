@@ -35,9 +35,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Local cluster: number of simulated kubelet nodes.
+    /// Local cluster: number of nodes.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub nodes: usize,
+
+    /// Local cluster: simulated kubelets, or real ones (kubelet + containerd +
+    /// runc, as root; `make node` builds them).
+    #[arg(long, value_enum, value_name = "KIND", default_value = "simulated")]
+    pub node_kind: crate::cluster::NodeKind,
+
+    /// Local real nodes: an OCI image archive to import into every node
+    /// (e.g. the hostpathplugin image for `--proxy-image`); repeatable.
+    #[arg(long, value_name = "FILE", action = clap::ArgAction::Append)]
+    pub image_archive: Vec<PathBuf>,
 
     /// Local cluster: feature gates for every component, e.g. `DRAConsumableCapacity=true`.
     #[arg(long, value_name = "GATES", value_delimiter = ',')]
@@ -76,6 +86,11 @@ pub struct RunArgs {
     /// Real cluster: image of the proxy pods (upstream's hostpathplugin, or one carrying `dra-e2e proxy-agent`).
     #[arg(long, value_name = "IMAGE", default_value = DEFAULT_PROXY_IMAGE)]
     pub proxy_image: String,
+
+    /// Real cluster: the nodes' CDI spec directory, as their container
+    /// runtime is configured (containerd's `cdi_spec_dirs`).
+    #[arg(long, value_name = "DIR", default_value = "/var/run/cdi")]
+    pub cdi_dir: String,
 
     /// Default limit of one step (waits inside a step have their own, shorter deadlines).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10m")]

@@ -18,7 +18,9 @@ pub const SKIP_PREFIX: &str = "skipped: ";
 /// What the selected cluster offers.
 #[derive(Debug, Clone)]
 pub struct Environment {
-    pub local: bool,
+    /// The nodes run containers in a real runtime (a real cluster, or the
+    /// local cluster's real nodes); false for simulated kubelets.
+    pub container_runtime: bool,
     pub ready_nodes: usize,
     /// Feature gates known to be on (local cluster); `None` when unknown (real cluster).
     pub enabled_gates: Option<Vec<String>>,
@@ -78,10 +80,10 @@ pub fn skip_reason(
         .chain(rule.iter().flat_map(|r| r.tags.iter()))
         .chain(scenario.tags.iter());
     for tag in tags {
-        if tag == "ContainerRuntime" && env.local {
+        if tag == "ContainerRuntime" && !env.container_runtime {
             return Some(
                 "needs a real container runtime; the local cluster's simulated kubelet runs no \
-                 containers (run it on kind)"
+                 containers (run it with --node-kind real, or on kind)"
                     .to_owned(),
             );
         }

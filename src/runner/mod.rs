@@ -147,7 +147,11 @@ pub async fn run() -> anyhow::Result<i32> {
     let connect = ConnectOptions::from_args(&args);
     let cluster = Arc::new(Cluster::connect(&connect).await?);
     let result = run_on(opts, args, cluster.clone()).await;
-    cluster.shutdown().await;
+    let left = cluster.shutdown().await;
+    if !left.is_empty() {
+        println!("leak check: left behind on the host: {}", left.join(", "));
+        return Ok(1);
+    }
     result
 }
 

@@ -43,9 +43,17 @@ struct UpArgs {
     #[arg(long)]
     keep: bool,
 
-    /// Simulated kubelet nodes to run (their kubelet dirs are below the cluster's directory)
+    /// Nodes to run (their kubelet dirs are below the cluster's directory)
     #[arg(long, value_name = "N", default_value_t = 2)]
     nodes: usize,
+
+    /// Simulated kubelets, or real ones (kubelet + containerd + runc, as root)
+    #[arg(long, value_enum, value_name = "KIND", default_value = "simulated")]
+    node_kind: crate::cluster::NodeKind,
+
+    /// Real nodes: an OCI image archive to import into every node; repeatable
+    #[arg(long, value_name = "FILE", action = clap::ArgAction::Append)]
+    image_archive: Vec<PathBuf>,
 
     /// How long a simulated kubelet waits before wiping the slices of a driver that went away
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "3s")]
@@ -104,16 +112,41 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         _ = terminate.recv() => anyhow::bail!("terminated while starting"),
     };
 
-    let nodes = match cluster
-        .start_nodes(args.nodes, |c| c.wipe_delay = args.wipe_delay)
-        .await
-    {
-        Ok(nodes) => nodes.into_nodes(),
-        Err(e) => {
-            let _ = cluster.stop().await;
-            return Err(e).context("starting the simulated nodes");
+    let mut real = None;
+    let mut nodes = Vec::new();
+    match args.node_kind {
+        crate::cluster::NodeKind::Simulated => {
+            match cluster
+                .start_nodes(args.nodes, |c| c.wipe_delay = args.wipe_delay)
+                .await
+            {
+                Ok(n) => nodes = n.into_nodes(),
+                Err(e) => {
+                    let _ = cluster.stop().await;
+                    return Err(e).context("starting the simulated nodes");
+                }
+            }
         }
-    };
+        crate::cluster::NodeKind::Real => {
+            let options = crate::real_node::RealNodesOptions {
+                extra_archives: args.image_archive.clone(),
+                ..crate::real_node::RealNodesOptions::new(args.nodes)
+            };
+            let start = crate::real_node::RealNodes::start(&cluster, &options);
+            let started = tokio::select! {
+                r = start => r,
+                _ = interrupt.recv() => Err(anyhow::anyhow!("interrupted while starting the real nodes")),
+                _ = terminate.recv() => Err(anyhow::anyhow!("terminated while starting the real nodes")),
+            };
+            match started {
+                Ok(r) => real = Some(r),
+                Err(e) => {
+                    let _ = cluster.stop().await;
+                    return Err(e);
+                }
+            }
+        }
+    }
 
     let kubeconfig = cluster.kubeconfig_path().display().to_string();
     println!("local cluster is up at {}", cluster.server_url());
@@ -122,6 +155,14 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             "  node:       {} (kubelet dir {})",
             n.name(),
             n.root_dir().display()
+        );
+    }
+    for n in real.iter().flat_map(|r| r.nodes()) {
+        println!(
+            "  real node:  {} at {} (files and logs in {})",
+            n.name,
+            n.net.node_ip,
+            n.dir.display()
         );
     }
     println!("  kubeconfig: {kubeconfig}");
@@ -141,6 +182,12 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     for n in nodes {
         if let Err(e) = n.stop().await {
             eprintln!("stopping simulated node: {e}");
+        }
+    }
+    if let Some(mut r) = real {
+        let left = tokio::task::spawn_blocking(move || r.stop()).await?;
+        if !left.is_empty() {
+            eprintln!("left behind by the real nodes: {}", left.join(", "));
         }
     }
     let stopped = cluster.stop().await;

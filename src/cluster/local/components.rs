@@ -137,6 +137,17 @@ pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
         arg("requestheader-group-headers", "X-Remote-Group"),
         arg("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
         arg("authorization-mode", "Node,RBAC"),
+        // Kubelets (real nodes) are reached as a real cluster reaches them:
+        // with a client certificate from the cluster CA, their serving
+        // certificates verified, at their InternalIP.
+        path_arg(
+            "kubelet-client-certificate",
+            &pki.apiserver_kubelet_client.cert_path,
+        ),
+        path_arg("kubelet-client-key", &pki.apiserver_kubelet_client.key_path),
+        path_arg("kubelet-certificate-authority", &pki.ca.cert_path),
+        arg("kubelet-preferred-address-types", "InternalIP"),
+        arg("enable-admission-plugins", "NodeRestriction"),
         arg("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
         path_arg("service-account-key-file", &pki.sa_pub_path),
         path_arg("service-account-signing-key-file", &pki.sa_key_path),

@@ -67,6 +67,9 @@ pub struct Pki {
     pub controller_manager_serving: CertPair,
     /// Client certificate CN=admin, O=system:masters.
     pub admin: CertPair,
+    /// The API server's client certificate towards kubelets (logs, exec,
+    /// port-forward), as a real cluster's `apiserver-kubelet-client`.
+    pub apiserver_kubelet_client: CertPair,
     /// Service-account token signing key (private, PKCS#8 PEM).
     pub sa_key_path: PathBuf,
     /// Its public half, which the API server verifies tokens with.
@@ -132,6 +135,16 @@ impl Pki {
             ExtendedKeyUsagePurpose::ClientAuth,
         )?;
 
+        let apiserver_kubelet_client = leaf(
+            dir,
+            "apiserver-kubelet-client",
+            &issuer,
+            "kube-apiserver-kubelet-client",
+            &["system:masters"],
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
+
         let sa_key = gen_key("the service-account signing key")?;
         let sa_key_path = dir.join("sa.key");
         let sa_pub_path = dir.join("sa.pub");
@@ -146,9 +159,62 @@ impl Pki {
             scheduler_serving,
             controller_manager_serving,
             admin,
+            apiserver_kubelet_client,
             sa_key_path,
             sa_pub_path,
         })
+    }
+}
+
+/// What a real kubelet needs to join the cluster as `system:node:<name>`.
+#[derive(Debug, Clone)]
+pub struct KubeletCredentials {
+    /// Client certificate CN=system:node:<name>, O=system:nodes, so the Node
+    /// authorizer and NodeRestriction admission apply to it.
+    pub client: CertPair,
+    /// Serving certificate for the node's name and IP, which the API server
+    /// verifies against the cluster CA.
+    pub serving: CertPair,
+}
+
+impl Pki {
+    /// Issues a kubelet's client and serving certificates into `dir`.
+    pub fn kubelet_credentials(
+        &self,
+        dir: &Path,
+        node: &str,
+        node_ip: std::net::IpAddr,
+    ) -> Result<KubeletCredentials, PkiError> {
+        let key = KeyPair::from_pem(&self.ca.key_pem).map_err(|source| PkiError::Generate {
+            what: "the CA key",
+            source,
+        })?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, key).map_err(|source| {
+            PkiError::Generate {
+                what: "the CA issuer",
+                source,
+            }
+        })?;
+        let client = leaf(
+            dir,
+            "kubelet-client",
+            &issuer,
+            &format!("system:node:{node}"),
+            &["system:nodes"],
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
+        let ip = node_ip.to_string();
+        let serving = leaf(
+            dir,
+            "kubelet-serving",
+            &issuer,
+            node,
+            &[],
+            &[node, ip.as_str()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        Ok(KubeletCredentials { client, serving })
     }
 }
 
@@ -300,6 +366,43 @@ mod tests {
             "{names:?}"
         );
         server.verify_signature(Some(ca.public_key())).unwrap();
+    }
+
+    #[test]
+    fn kubelet_credentials_name_the_node_and_chain_to_the_ca() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pki = Pki::generate(tmp.path()).unwrap();
+        let node_dir = tmp.path().join("node");
+        fs::create_dir(&node_dir).unwrap();
+        let creds = pki
+            .kubelet_credentials(&node_dir, "n-0", "10.77.0.2".parse().unwrap())
+            .unwrap();
+        let ca_der = parse(&pki.ca.cert_pem);
+        let (_, ca) = X509Certificate::from_der(&ca_der).unwrap();
+
+        let der = parse(&creds.client.cert_pem);
+        let (_, client) = X509Certificate::from_der(&der).unwrap();
+        let cn: Vec<_> = client.subject().iter_common_name().collect();
+        let org: Vec<_> = client.subject().iter_organization().collect();
+        assert_eq!(cn[0].as_str().unwrap(), "system:node:n-0");
+        assert_eq!(org[0].as_str().unwrap(), "system:nodes");
+        client.verify_signature(Some(ca.public_key())).unwrap();
+
+        let der = parse(&creds.serving.cert_pem);
+        let (_, serving) = X509Certificate::from_der(&der).unwrap();
+        let san = serving.subject_alternative_name().unwrap().unwrap();
+        let names: Vec<String> = san
+            .value
+            .general_names
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect();
+        assert!(names.iter().any(|n| n.contains("n-0")), "{names:?}");
+        assert!(
+            names.iter().any(|n| n.contains("[10, 77, 0, 2]")),
+            "{names:?}"
+        );
+        serving.verify_signature(Some(ca.public_key())).unwrap();
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub struct ProxyPodsSpec {
     pub nodes: Vec<String>,
     pub kubelet_root: String,
     pub image: ProxyImage,
+    /// The node's CDI spec directory, as its container runtime is
+    /// configured (`cdi_spec_dirs` in containerd): spec files written
+    /// anywhere else are never seen.
+    pub cdi_host_dir: String,
 }
 
 impl ProxyPodsSpec {
@@ -114,6 +118,7 @@ impl ProxyPodsSpec {
             nodes,
             kubelet_root: DEFAULT_KUBELET_ROOT.into(),
             image: ProxyImage::default(),
+            cdi_host_dir: CDI_HOST_DIR.into(),
         }
     }
 
@@ -181,7 +186,7 @@ impl ProxyPodsSpec {
         let volumes = vec![
             host_path("socket-dir", self.plugin_dir()),
             host_path("registration-dir", self.registry_dir()),
-            host_path("cdi-dir", CDI_HOST_DIR.into()),
+            host_path("cdi-dir", self.cdi_host_dir.clone()),
         ];
         let mounts = vec![
             mount("socket-dir", self.plugin_dir()),

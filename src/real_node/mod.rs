@@ -1,0 +1,241 @@
+//! Real kubelet nodes on the local cluster: kubelet + containerd + runc, each
+//! node in namespaces of its own (PID, mount, network), driven by the runner
+//! through exactly the code it uses on kind.
+//!
+//! A node is a directory below the cluster's, a network namespace with a veth
+//! link to the host, a cgroup root in every hierarchy, and process 1 of a PID
+//! namespace (`dra-e2e node-init`) that runs containerd and the kubelet in a
+//! private mount namespace. Stopping a node ends process 1, which ends every
+//! process of the node; the runner then removes the network and cgroups and
+//! checks that nothing is left.
+pub mod binaries;
+pub mod cgroups;
+pub mod containerd;
+pub mod forward;
+pub mod init;
+pub mod kubelet;
+pub mod net;
+pub mod node;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use node::{CDI_DIR, RealNode, RealNodeError};
+
+/// Real nodes are named `<REAL_NODE_PREFIX>-<i>`.
+pub const REAL_NODE_PREFIX: &str = "dra-e2e-real";
+
+/// The image the proxy pods of real nodes run: busybox plus the runner's own
+/// binary as `dra-e2e proxy-agent` (see [`crate::images`]).
+pub fn proxy_image() -> String {
+    format!("dra-e2e.local/proxy-agent:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// How real nodes are started.
+#[derive(Debug, Clone)]
+pub struct RealNodesOptions {
+    pub count: usize,
+    /// Image archives to import into every node besides the built-in ones.
+    pub extra_archives: Vec<PathBuf>,
+    pub ready_timeout: Duration,
+    /// The `dra-e2e` binary: process 1 of every node and the proxy image's
+    /// agent. `None`: this process's own binary.
+    pub runner: Option<PathBuf>,
+}
+
+impl RealNodesOptions {
+    pub fn new(count: usize) -> Self {
+        Self {
+            count,
+            extra_archives: Vec::new(),
+            ready_timeout: Duration::from_secs(120),
+            runner: None,
+        }
+    }
+}
+
+/// The real nodes of one cluster.
+pub struct RealNodes {
+    nodes: Vec<RealNode>,
+    ip_forward_before: Option<String>,
+}
+
+impl RealNodes {
+    /// Writes the images, then starts `count` nodes and waits until all are
+    /// Ready. On error, the nodes started so far are stopped again.
+    pub async fn start(
+        cluster: &crate::cluster::local::LocalCluster,
+        options: &RealNodesOptions,
+    ) -> anyhow::Result<RealNodes> {
+        use anyhow::Context as _;
+        let binaries = binaries::NodeBinaries::find(None)?;
+        let ip_forward_before = net::ip_forward();
+        let image_dir = cluster.dir().join("images");
+        std::fs::create_dir_all(&image_dir)
+            .with_context(|| format!("creating {}", image_dir.display()))?;
+        // A copy of the runner's binary: process 1 of every node execs it
+        // inside a fresh /proc (where /proc/<pid>/exe means nothing), and a
+        // rebuild may replace the original while the run goes on.
+        let source = options
+            .runner
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+        let runner = cluster.dir().join("dra-e2e");
+        std::fs::copy(&source, &runner)
+            .with_context(|| format!("copying the runner {} into the cluster", source.display()))?;
+        let mut archives = builtin_archives(&image_dir, &binaries, &runner)?;
+        for a in &options.extra_archives {
+            if !a.is_file() {
+                anyhow::bail!("--image-archive {}: no such file", a.display());
+            }
+            archives.push(a.clone());
+        }
+        let api_port = cluster
+            .server_url()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .context("the API server URL has no port")?;
+        let shared = node::NodeShared {
+            kubelet: binaries.kubelet.clone(),
+            containerd: binaries.containerd.clone(),
+            shim_dir: binaries
+                .shim
+                .parent()
+                .map(Path::to_owned)
+                .unwrap_or_default(),
+            ctr: binaries.ctr.clone(),
+            runner,
+            api_port,
+            feature_gates: cluster
+                .feature_gates()
+                .iter()
+                .map(|(g, on)| (g.to_owned(), on))
+                .collect(),
+            archives,
+            sandbox_image: crate::images::PAUSE_IMAGE.to_owned(),
+            ready_timeout: options.ready_timeout,
+        };
+        let run_id = format!("{:04x}", rand::random::<u16>());
+        let range = net::pick_range(rand::random())?;
+        let mut nodes = RealNodes {
+            nodes: Vec::new(),
+            ip_forward_before,
+        };
+        for i in 0..options.count {
+            let name = format!("{REAL_NODE_PREFIX}-{i}");
+            let node = RealNode::start(
+                name,
+                net::NodeNet::plan(&run_id, i, range),
+                format!("/dra-e2e-{run_id}-{i}"),
+                cluster.dir().join("real").join(i.to_string()),
+                cluster.pki(),
+                &shared,
+            )
+            .await;
+            match node {
+                Ok(n) => nodes.nodes.push(n),
+                Err(e) => {
+                    nodes.stop();
+                    return Err(e.into());
+                }
+            }
+        }
+        let client = cluster.client();
+        let waits = nodes
+            .nodes
+            .iter()
+            .map(|n| n.wait_ready(&client, options.ready_timeout));
+        for r in futures::future::join_all(waits).await {
+            if let Err(e) = r {
+                nodes.stop();
+                return Err(e.into());
+            }
+        }
+        Ok(nodes)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    pub fn nodes(&self) -> &[RealNode] {
+        &self.nodes
+    }
+
+    /// Stops every node (in parallel) and returns what was left behind.
+    pub fn stop(&mut self) -> Vec<String> {
+        self.stop_within(Duration::from_secs(20))
+    }
+
+    /// Ends every node at once (a second Ctrl-C), still removing their
+    /// links and cgroups.
+    pub fn kill(&mut self) -> Vec<String> {
+        self.stop_within(Duration::ZERO)
+    }
+
+    fn stop_within(&mut self, grace: Duration) -> Vec<String> {
+        let nodes = std::mem::take(&mut self.nodes);
+        let handles: Vec<_> = nodes
+            .into_iter()
+            .map(|mut n| {
+                std::thread::spawn(move || {
+                    let mut left = n.stop(grace);
+                    left.extend(n.leftovers());
+                    left
+                })
+            })
+            .collect();
+        let mut left: Vec<String> = handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| vec!["a node's stop panicked".into()])
+            })
+            .collect();
+        let after = net::ip_forward();
+        if after != self.ip_forward_before {
+            left.push(format!(
+                "net.ipv4.ip_forward is {:?}, was {:?}",
+                after, self.ip_forward_before
+            ));
+        }
+        left
+    }
+}
+
+impl Drop for RealNodes {
+    fn drop(&mut self) {
+        if !self.nodes.is_empty() {
+            for l in self.stop() {
+                tracing::error!("real nodes left behind: {l}");
+            }
+        }
+    }
+}
+
+/// The pause, busybox and proxy image archives, written once per cluster.
+fn builtin_archives(
+    dir: &Path,
+    binaries: &binaries::NodeBinaries,
+    runner: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
+    use anyhow::Context as _;
+    let busybox = &binaries.busybox;
+    let specs = vec![
+        ("pause.tar", crate::images::builtin::pause(busybox)),
+        ("busybox.tar", crate::images::builtin::busybox(busybox)?),
+        (
+            "proxy.tar",
+            crate::images::builtin::proxy(&proxy_image(), runner, busybox)?,
+        ),
+    ];
+    let mut out = Vec::new();
+    for (file, spec) in specs {
+        let path = dir.join(file);
+        crate::images::write_archive(&spec, &path)
+            .with_context(|| format!("writing the image archive {}", path.display()))?;
+        out.push(path);
+    }
+    Ok(out)
+}

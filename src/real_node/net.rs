@@ -1,0 +1,184 @@
+//! A real node's network: a network namespace of its own, joined to the host
+//! by a veth pair with a /30 between them.
+//!
+//! The kubelet refuses a loopback node IP, and the API server may only reach
+//! addresses the project made itself, so every node gets an address inside a
+//! namespace the runner created. The kubelet, containerd, the CNI bridge and
+//! every pod live in that namespace; its `ip_forward` and iptables rules are
+//! its own, so the host's stay as they were.
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+/// The addresses of one node's link to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeNet {
+    /// Named network namespace (`ip netns`), `/run/netns/<name>`.
+    pub netns: String,
+    /// The host's end of the veth pair.
+    pub host_link: String,
+    /// The host's address on the link: where the node reaches the API server.
+    pub host_ip: Ipv4Addr,
+    /// The node's address (its InternalIP, where the kubelet serves).
+    pub node_ip: Ipv4Addr,
+    /// The pods' subnet on this node (inside its namespace).
+    pub pod_cidr: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("`ip {args}` failed: {message}")]
+    Ip { args: String, message: String },
+    #[error("no free 10.x.y.0/24 for the nodes' links: every candidate is routed on this host")]
+    NoFreeRange,
+}
+
+/// Runs `ip` with `args`, turning a failure into an error quoting its stderr.
+pub(crate) fn ip(args: &[&str]) -> Result<String, NetError> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| NetError::Ip {
+            args: args.join(" "),
+            message: format!("cannot run ip (iproute2): {e}"),
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(NetError::Ip {
+            args: args.join(" "),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+}
+
+/// A /24 for the run's node links, unused by any route on the host, chosen
+/// from 10.200.0.0 – 10.249.255.0 so parallel runs rarely collide; the
+/// caller retries when creating the links still finds one taken.
+pub fn pick_range(seed: u32) -> Result<Ipv4Addr, NetError> {
+    let routes = ip(&["-4", "route", "show", "table", "all"]).unwrap_or_default();
+    let addrs = ip(&["-4", "-o", "addr", "show"]).unwrap_or_default();
+    for i in 0..512u32 {
+        let n = seed.wrapping_add(i.wrapping_mul(7919)) % (50 * 256);
+        let (a, b) = (200 + n / 256, n % 256);
+        let prefix = format!("10.{a}.{b}.");
+        if !routes.contains(&prefix) && !addrs.contains(&prefix) {
+            return Ok(Ipv4Addr::new(10, a as u8, b as u8, 0));
+        }
+    }
+    Err(NetError::NoFreeRange)
+}
+
+impl NodeNet {
+    /// The plan for node `index` of a run: names from `run_id`, addresses
+    /// from `range` (a /24, 64 nodes at most).
+    pub fn plan(run_id: &str, index: usize, range: Ipv4Addr) -> Self {
+        let [a, b, c, _] = range.octets();
+        let base = (index as u8) * 4;
+        Self {
+            netns: format!("dra-e2e-{run_id}-{index}"),
+            // Link names are limited to 15 bytes.
+            host_link: format!("dre{run_id}h{index}"),
+            host_ip: Ipv4Addr::new(a, b, c, base + 1),
+            node_ip: Ipv4Addr::new(a, b, c, base + 2),
+            pod_cidr: format!("10.244.{index}.0/24"),
+        }
+    }
+
+    /// Creates the namespace and the link, addresses and routes.
+    pub fn create(&self) -> Result<(), NetError> {
+        let host_ip = format!("{}/30", self.host_ip);
+        let node_ip = format!("{}/30", self.node_ip);
+        let gw = self.host_ip.to_string();
+        ip(&["netns", "add", &self.netns])?;
+        let steps: Vec<Vec<&str>> = vec![
+            vec![
+                "link",
+                "add",
+                &self.host_link,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                &self.netns,
+            ],
+            vec!["addr", "add", &host_ip, "dev", &self.host_link],
+            vec!["link", "set", &self.host_link, "up"],
+            vec!["-n", &self.netns, "link", "set", "lo", "up"],
+            vec!["-n", &self.netns, "addr", "add", &node_ip, "dev", "eth0"],
+            vec!["-n", &self.netns, "link", "set", "eth0", "up"],
+            vec!["-n", &self.netns, "route", "add", "default", "via", &gw],
+        ];
+        for args in steps {
+            if let Err(e) = ip(&args) {
+                self.remove();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the namespace (which takes the veth pair, the CNI bridge and
+    /// the pods' links with it). Idempotent; returns what could not be removed.
+    pub fn remove(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        if self.netns_exists()
+            && let Err(e) = ip(&["netns", "delete", &self.netns])
+        {
+            left.push(e.to_string());
+        }
+        // The host end goes with its peer, a moment after the namespace;
+        // delete it explicitly only when it stays (the namespace never got
+        // the peer).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while self.link_exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if self.link_exists()
+            && let Err(e) = ip(&["link", "delete", &self.host_link])
+            && self.link_exists()
+        {
+            left.push(e.to_string());
+        }
+        left
+    }
+
+    pub fn netns_exists(&self) -> bool {
+        std::path::Path::new("/run/netns")
+            .join(&self.netns)
+            .exists()
+    }
+
+    pub fn link_exists(&self) -> bool {
+        std::path::Path::new("/sys/class/net")
+            .join(&self.host_link)
+            .exists()
+    }
+}
+
+/// The host's `net.ipv4.ip_forward`, to check that the run left it as it was.
+pub fn ip_forward() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_links_are_disjoint_slash_30s_with_short_names() {
+        let range = Ipv4Addr::new(10, 201, 7, 0);
+        let n0 = NodeNet::plan("a1b2", 0, range);
+        let n1 = NodeNet::plan("a1b2", 1, range);
+        assert_eq!(n0.host_ip, Ipv4Addr::new(10, 201, 7, 1));
+        assert_eq!(n0.node_ip, Ipv4Addr::new(10, 201, 7, 2));
+        assert_eq!(n1.host_ip, Ipv4Addr::new(10, 201, 7, 5));
+        assert_eq!(n1.node_ip, Ipv4Addr::new(10, 201, 7, 6));
+        assert_ne!(n0.pod_cidr, n1.pod_cidr);
+        assert!(n1.host_link.len() <= 15, "{}", n1.host_link);
+        assert_ne!(n0.netns, n1.netns);
+    }
+}

@@ -1,0 +1,514 @@
+//! One real node: its files, namespaces, cgroup root, link to the API server,
+//! and process 1 (`node-init`) that runs containerd and the kubelet.
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+use super::cgroups;
+use super::forward::ApiRelay;
+use super::init::{InitPlan, Step};
+use super::kubelet::{self, KubeletSettings};
+use super::net::NodeNet;
+use crate::cluster::local::pki::Pki;
+use crate::cluster::local::process::ManagedProcess;
+
+/// Where a real node's CDI spec files live (inside its mount namespace), and
+/// so where containerd reads them and the proxy pods write them. Not the
+/// usual `/var/run/cdi`: the runner must follow the runtime's configuration.
+pub const CDI_DIR: &str = "/var/lib/cdi";
+
+/// Directories the node gets fresh in its mount namespace: every host path
+/// the kubelet, containerd, runc and the CNI plugins write outside the roots
+/// they are given (`/var/lib/kubelet/device-plugins`, `/var/lib/cni`,
+/// `/run/containerd`, `/var/log/pods`, ...) is below one of them.
+const PRIVATE_TMPFS: [&str; 3] = ["/run", "/var/lib", "/var/log"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum RealNodeError {
+    #[error("real node {node}: {message}")]
+    Setup { node: String, message: String },
+    #[error("real node {node} did not become Ready within {after:?} ({last}); {logs}")]
+    NotReady {
+        node: String,
+        after: Duration,
+        last: String,
+        logs: String,
+    },
+    #[error("real node {node} stopped during start-up ({status}); {logs}")]
+    Exited {
+        node: String,
+        status: String,
+        logs: String,
+    },
+}
+
+/// What every node of a run shares.
+#[derive(Debug, Clone)]
+pub struct NodeShared {
+    pub kubelet: PathBuf,
+    pub containerd: PathBuf,
+    pub shim_dir: PathBuf,
+    pub ctr: PathBuf,
+    /// The runner's own binary, which serves as `node-init`.
+    pub runner: PathBuf,
+    pub api_port: u16,
+    pub feature_gates: Vec<(String, bool)>,
+    /// Image archives every node imports before its kubelet starts.
+    pub archives: Vec<PathBuf>,
+    pub sandbox_image: String,
+    pub ready_timeout: Duration,
+}
+
+pub struct RealNode {
+    pub name: String,
+    pub net: NodeNet,
+    pub cgroup_root: String,
+    pub dir: PathBuf,
+    process: Option<ManagedProcess>,
+    _relay: ApiRelay,
+    /// Process 1 of the node (its host PID) and its PID namespace, to stop
+    /// it and to prove at the end that nothing in it is left.
+    init: Option<(u32, u64)>,
+}
+
+impl RealNode {
+    /// Prepares and starts node `index`; returns once its process 1 runs.
+    /// On error everything made so far is removed again.
+    pub async fn start(
+        name: String,
+        net: NodeNet,
+        cgroup_root: String,
+        dir: PathBuf,
+        pki: &Pki,
+        shared: &NodeShared,
+    ) -> Result<RealNode, RealNodeError> {
+        let err = |message: String| RealNodeError::Setup {
+            node: name.clone(),
+            message,
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
+        net.create().map_err(|e| err(e.to_string()))?;
+        // From here on, a failure undoes the network and cgroups.
+        let undo = |message: String| {
+            net.remove();
+            cgroups::remove(&cgroup_root);
+            err(message)
+        };
+        cgroups::create(&cgroup_root).map_err(|e| undo(e.to_string()))?;
+        let relay = ApiRelay::start(
+            SocketAddr::new(net.host_ip.into(), shared.api_port),
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), shared.api_port),
+        )
+        .await
+        .map_err(|e| undo(format!("relaying the API server to {}: {e}", net.host_ip)))?;
+        let plan = write_files(&name, &net, &cgroup_root, &dir, pki, shared).map_err(&undo)?;
+        let plan_path = dir.join("init.json");
+        let plan_json = serde_json::to_string_pretty(&plan).map_err(|e| undo(e.to_string()))?;
+        std::fs::write(&plan_path, plan_json)
+            .map_err(|e| undo(format!("writing {}: {e}", plan_path.display())))?;
+
+        // nsenter joins the node's network namespace and execs unshare, which
+        // makes the PID and mount namespaces and forks process 1. If the
+        // runner dies, PDEATHSIG kills unshare, and --kill-child kills
+        // process 1, which takes the whole namespace with it.
+        let args: Vec<std::ffi::OsString> = vec![
+            format!("--net=/run/netns/{}", net.netns).into(),
+            "--".into(),
+            "unshare".into(),
+            "--pid".into(),
+            "--fork".into(),
+            "--kill-child".into(),
+            "--mount".into(),
+            "--propagation".into(),
+            "private".into(),
+            "--mount-proc".into(),
+            "--".into(),
+            shared.runner.clone().into_os_string(),
+            "node-init".into(),
+            plan_path.into_os_string(),
+        ];
+        let process = ManagedProcess::spawn(
+            &format!("node {name}"),
+            Path::new("nsenter"),
+            args,
+            &dir.join("node-init.log"),
+        )
+        .map_err(|e| undo(format!("starting nsenter/unshare (util-linux): {e}")))?;
+        let init = init_of(process.pid()).await;
+        Ok(RealNode {
+            name,
+            net,
+            cgroup_root,
+            dir,
+            process: Some(process),
+            _relay: relay,
+            init,
+        })
+    }
+
+    /// Waits until the Node object is Ready, or fails early when the node's
+    /// process 1 exits, quoting the node's logs.
+    pub async fn wait_ready(
+        &self,
+        client: &kube::Client,
+        limit: Duration,
+    ) -> Result<(), RealNodeError> {
+        let api: Api<Node> = Api::all(client.clone());
+        let what = format!("node {} to be Ready", self.name);
+        let ready =
+            crate::wait::object(&api, &self.name, &what, limit, |n: Option<&Node>| match n {
+                Some(n) if crate::cluster::node_is_ready_and_schedulable(n) => {
+                    crate::wait::Check::Done(())
+                }
+                Some(n) => crate::wait::Check::Pending(ready_condition(n)),
+                None => crate::wait::Check::Pending("not registered".into()),
+            });
+        let Some(process) = &self.process else {
+            return Err(RealNodeError::Exited {
+                node: self.name.clone(),
+                status: "stopped".into(),
+                logs: self.logs(),
+            });
+        };
+        let mut exit = process.exit_watch();
+        tokio::select! {
+            r = ready => r.map_err(|e| RealNodeError::NotReady {
+                node: self.name.clone(),
+                after: limit,
+                last: e.to_string(),
+                logs: self.logs(),
+            }),
+            status = exit.wait_for(Option::is_some) => Err(RealNodeError::Exited {
+                node: self.name.clone(),
+                status: status.ok().and_then(|s| *s).map_or_else(|| "unknown status".into(), |s| s.to_string()),
+                logs: self.logs(),
+            }),
+        }
+    }
+
+    /// The last lines of the node's logs, for errors.
+    pub fn logs(&self) -> String {
+        ["node-init", "containerd", "kubelet"]
+            .iter()
+            .map(|l| {
+                let path = self.dir.join(format!("{l}.log"));
+                format!(
+                    "last lines of {}:\n{}",
+                    path.display(),
+                    crate::cluster::local::process::log_tail(&path, 15)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn kubelet_log(&self) -> PathBuf {
+        self.dir.join("kubelet.log")
+    }
+
+    /// The process 1 handle, to notice a node that dies during the run.
+    pub fn process(&self) -> Option<&ManagedProcess> {
+        self.process.as_ref()
+    }
+
+    /// Stops the node: process 1 stops the kubelet and containerd, the
+    /// kernel kills what is left in the namespace; then the network and the
+    /// cgroup root go. Returns what could not be removed.
+    ///
+    /// Only process 1 is signalled, never its `unshare` parent: that parent
+    /// reaps it, so no orphan is left for the host's init to reap.
+    pub fn stop(&mut self, grace: Duration) -> Vec<String> {
+        if let Some(p) = self.process.take() {
+            if let Some((init, _)) = self.init {
+                for (signal, wait) in [
+                    (libc::SIGTERM, grace),
+                    (libc::SIGKILL, Duration::from_secs(10)),
+                ] {
+                    if p.exit_status().is_some() {
+                        break;
+                    }
+                    // SAFETY: kill has no memory-safety preconditions; the
+                    // PID is process 1 of the node, alive while its parent is.
+                    unsafe { libc::kill(init as libc::pid_t, signal) };
+                    p.wait_until(std::time::Instant::now() + wait);
+                }
+            }
+            // Dropping kills whatever still runs of the group.
+            drop(p);
+        }
+        let mut left = self.net.remove();
+        left.extend(cgroups::remove(&self.cgroup_root));
+        left
+    }
+
+    /// Ends the node at once (SIGKILL to process 1), for a second Ctrl-C.
+    pub fn kill(&mut self) -> Vec<String> {
+        self.stop(Duration::ZERO)
+    }
+
+    /// What of this node is still there: processes in its PID namespace,
+    /// its network namespace and link, its cgroups, host mounts of its files.
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        if let Some((_, ns)) = self.init {
+            // The kernel takes a moment to finish killing a namespace.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let mut pids = processes_in_pid_namespace(ns);
+            while !pids.is_empty() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+                pids = processes_in_pid_namespace(ns);
+            }
+            for pid in pids {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                left.push(format!(
+                    "process {pid} of node {} ({})",
+                    self.name,
+                    stat.trim()
+                ));
+            }
+        }
+        if self.net.netns_exists() {
+            left.push(format!("network namespace {}", self.net.netns));
+        }
+        if self.net.link_exists() {
+            left.push(format!("link {}", self.net.host_link));
+        }
+        left.extend(cgroups::leftovers(&self.cgroup_root));
+        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+            let dir = self.dir.display().to_string();
+            for line in mounts.lines().filter(|l| l.contains(&dir)) {
+                left.push(format!("mount {line}"));
+            }
+        }
+        left
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        if self.process.is_some() {
+            let left = self.stop(Duration::from_secs(5));
+            for l in left {
+                tracing::error!(node = %self.name, "left behind: {l}");
+            }
+        }
+    }
+}
+
+fn ready_condition(n: &Node) -> String {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map_or_else(
+            || "no Ready condition yet".to_owned(),
+            |c| {
+                format!(
+                    "Ready={} {}: {}",
+                    c.status,
+                    c.reason.as_deref().unwrap_or(""),
+                    c.message.as_deref().unwrap_or("")
+                )
+            },
+        )
+}
+
+/// `pid`'s first child (process 1 of the node) and its PID namespace, read
+/// once it exists.
+async fn init_of(pid: u32) -> Option<(u32, u64)> {
+    for _ in 0..250 {
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(child) = children
+            .split_whitespace()
+            .next()
+            .and_then(|c| c.parse::<u32>().ok())
+        {
+            let link = std::fs::read_link(format!("/proc/{child}/ns/pid")).ok()?;
+            return Some((child, parse_ns_inode(&link.to_string_lossy())?));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+fn parse_ns_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+fn processes_in_pid_namespace(ns: u64) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+                .ok()
+                .and_then(|l| parse_ns_inode(&l.to_string_lossy()))
+                == Some(ns)
+        })
+        .collect()
+}
+
+/// Writes the node's credentials and configuration files; returns process
+/// 1's plan.
+fn write_files(
+    name: &str,
+    net: &NodeNet,
+    cgroup_root: &str,
+    dir: &Path,
+    pki: &Pki,
+    shared: &NodeShared,
+) -> Result<InitPlan, String> {
+    let write = |file: &str, contents: String| -> Result<PathBuf, String> {
+        let path = dir.join(file);
+        std::fs::write(&path, contents).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        Ok(path)
+    };
+    let creds = pki
+        .kubelet_credentials(dir, name, net.node_ip.into())
+        .map_err(|e| e.to_string())?;
+    // No cluster DNS: pods get a loopback nameserver and send no DNS traffic out.
+    let resolv_conf = write("resolv.conf", "nameserver 127.0.0.1\n".into())?;
+    let settings = KubeletSettings {
+        node_name: name.to_owned(),
+        node_ip: net.node_ip,
+        server: format!("https://{}:{}", net.host_ip, shared.api_port),
+        ca_file: pki.ca.cert_path.clone(),
+        client_cert: creds.client.cert_path.clone(),
+        client_key: creds.client.key_path.clone(),
+        serving_cert: creds.serving.cert_path.clone(),
+        serving_key: creds.serving.key_path.clone(),
+        cgroup_root: cgroup_root.to_owned(),
+        resolv_conf,
+        feature_gates: shared.feature_gates.clone(),
+    };
+    let kubelet_config = write(
+        "kubelet.yaml",
+        serde_json::to_string_pretty(&kubelet::config(&settings)).map_err(|e| e.to_string())?,
+    )?;
+    let kubeconfig = write(
+        "kubelet.kubeconfig",
+        serde_json::to_string_pretty(&kubelet::kubeconfig(&settings)).map_err(|e| e.to_string())?,
+    )?;
+
+    let cni_dir = dir.join("cni");
+    std::fs::create_dir_all(&cni_dir)
+        .map_err(|e| format!("creating {}: {e}", cni_dir.display()))?;
+    std::fs::write(
+        cni_dir.join("10-bridge.conflist"),
+        cni_config(&net.pod_cidr),
+    )
+    .map_err(|e| format!("writing the CNI configuration: {e}"))?;
+
+    let containerd_config = super::containerd::ContainerdConfig {
+        root: dir.join("containerd"),
+        state: PathBuf::from("/run/containerd"),
+        address: PathBuf::from(kubelet::CRI_SOCKET),
+        sandbox_image: shared.sandbox_image.clone(),
+        cni_bin_dir: PathBuf::from("/usr/lib/cni"),
+        cni_conf_dir: cni_dir,
+        cdi_spec_dirs: vec![PathBuf::from(CDI_DIR)],
+    };
+    let containerd_toml = write("containerd.toml", containerd_config.render())?;
+
+    let log = |l: &str| dir.join(format!("{l}.log"));
+    let mut steps = vec![Step::Daemon {
+        name: "containerd".into(),
+        argv: vec![
+            shared.containerd.display().to_string(),
+            format!("--config={}", containerd_toml.display()),
+        ],
+        log: log("containerd"),
+        ready_socket: Some(PathBuf::from(kubelet::CRI_SOCKET)),
+        ready_timeout_secs: 60,
+    }];
+    for archive in &shared.archives {
+        steps.push(Step::Run {
+            name: format!("importing {}", archive.display()),
+            argv: vec![
+                shared.ctr.display().to_string(),
+                format!("--address={}", kubelet::CRI_SOCKET),
+                "--namespace=k8s.io".into(),
+                "images".into(),
+                "import".into(),
+                archive.display().to_string(),
+            ],
+            log: log("import"),
+        });
+    }
+    steps.push(Step::Daemon {
+        name: "kubelet".into(),
+        argv: kubelet::argv(&shared.kubelet, &kubelet_config, &kubeconfig, &settings),
+        log: log("kubelet"),
+        ready_socket: None,
+        ready_timeout_secs: 0,
+    });
+    Ok(InitPlan {
+        tmpfs: PRIVATE_TMPFS.iter().map(PathBuf::from).collect(),
+        make_dirs: [
+            "/run/containerd",
+            kubelet::ROOT_DIR,
+            "/var/lib/cni",
+            CDI_DIR,
+            "/var/log/pods",
+            "/var/log/containers",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect(),
+        steps,
+        stop_grace_secs: 5,
+        path_prepend: vec![shared.shim_dir.clone()],
+    })
+}
+
+/// Bridge networking for the node's pods, inside its network namespace.
+fn cni_config(pod_cidr: &str) -> String {
+    serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "dra-e2e",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": true,
+                "ipMasq": false,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{ "subnet": pod_cidr }]],
+                    "routes": [{ "dst": "0.0.0.0/0" }],
+                },
+            },
+            { "type": "portmap", "capabilities": { "portMappings": true } },
+            { "type": "loopback" },
+        ],
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_links_parse() {
+        assert_eq!(parse_ns_inode("pid:[4026531836]"), Some(4026531836));
+        assert_eq!(parse_ns_inode("net:[1]"), None);
+    }
+
+    #[test]
+    fn pods_get_the_nodes_subnet() {
+        let c: serde_json::Value = serde_json::from_str(&cni_config("10.244.3.0/24")).unwrap();
+        assert_eq!(
+            c["plugins"][0]["ipam"]["ranges"][0][0]["subnet"],
+            serde_json::json!("10.244.3.0/24")
+        );
+    }
+}

@@ -1,0 +1,306 @@
+//! Real kubelet nodes (kubelet + containerd + runc) on the local cluster:
+//! start, pods, the kubelet API's authentication, stop, and nothing left on
+//! the host afterwards, also when a run on real nodes is interrupted.
+//!
+//! Needs root and the node components (`make node`); the control plane is
+//! found as for the other tests (DRA_E2E_BINARIES_DIR, else the cache).
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, AttachParams, DeleteParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use tokio::io::AsyncReadExt as _;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_dra-e2e"))
+}
+
+/// What a node made on the host, named from its cgroup root
+/// (`/dra-e2e-<run>-<i>`, also the network namespace's name).
+fn host_traces(stem: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if Path::new("/run/netns").join(stem).exists() {
+        found.push(format!("network namespace {stem}"));
+    }
+    for h in ["cpu", "memory", "pids", "cpuset", "systemd", "freezer"] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join(stem);
+        if d.exists() {
+            found.push(format!("cgroup {}", d.display()));
+        }
+    }
+    for dir in [
+        "/var/lib/kubelet",
+        "/var/lib/cni",
+        "/run/containerd",
+        "/etc/cni",
+        "/var/log/pods",
+    ] {
+        if Path::new(dir).exists() {
+            found.push(format!("host path {dir}"));
+        }
+    }
+    found
+}
+
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) && !cmd.contains("cargo") {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+async fn exec(pods: &Api<Pod>, pod: &str, cmd: &[&str]) -> String {
+    let mut attached = pods
+        .exec(pod, cmd.to_vec(), &AttachParams::default().stderr(false))
+        .await
+        .expect("exec through the API server and the kubelet");
+    let mut out = String::new();
+    attached
+        .stdout()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    attached.join().await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothing() {
+    let cluster = LocalCluster::start(LocalClusterOptions::default())
+        .await
+        .expect("local control plane");
+    let options = RealNodesOptions {
+        runner: Some(bin()),
+        ..RealNodesOptions::new(1)
+    };
+    let mut nodes = RealNodes::start(&cluster, &options)
+        .await
+        .expect("one real node");
+    let node = &nodes.nodes()[0];
+    let (name, node_ip, stem) = (
+        node.name.clone(),
+        node.net.node_ip,
+        node.cgroup_root.clone(),
+    );
+    let stem = stem.trim_start_matches('/').to_owned();
+    let dir = cluster.dir().to_owned();
+    let client = cluster.client();
+
+    // The Node registered itself with the address the kubelet serves on.
+    let n = Api::<Node>::all(client.clone()).get(&name).await.unwrap();
+    let addresses = n.status.unwrap().addresses.unwrap();
+    assert!(
+        addresses
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address == node_ip.to_string()),
+        "{addresses:?}"
+    );
+
+    // No anonymous kubelet API: the CA-verified TLS handshake works, the
+    // request without credentials is refused.
+    let mut anonymous = kube::Config::new(format!("https://{node_ip}:10250").parse().unwrap());
+    anonymous.root_cert = Some(vec![cluster.pki().ca_der.clone()]);
+    let anonymous = kube::Client::try_from(anonymous).unwrap();
+    let refused = anonymous
+        .request_text(http::Request::get("/pods").body(Vec::new()).unwrap())
+        .await
+        .expect_err("the kubelet answered an anonymous request");
+    assert!(
+        refused.to_string().contains("401") || refused.to_string().contains("Unauthorized"),
+        "{refused}"
+    );
+
+    // A pod runs the imported busybox image; exec and logs go through the
+    // API server's client certificate and the kubelet's webhook authorizer.
+    let ns = "real-node-test";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "busy" },
+        "spec": {
+            "containers": [{
+                "name": "c",
+                "image": dra_e2e::images::BUSYBOX_IMAGE,
+                "command": ["sh", "-c", "echo started; trap exit TERM; while true; do sleep 1; done"],
+                "env": [{ "name": "MARKER", "value": "from-the-pod-spec" }],
+            }],
+            "terminationGracePeriodSeconds": 5,
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        await_condition(pods.clone(), "busy", conditions::is_pod_running()),
+    )
+    .await
+    .expect("pod busy running in time")
+    .unwrap();
+    assert_eq!(
+        exec(&pods, "busy", &["sh", "-c", "echo $MARKER"])
+            .await
+            .trim(),
+        "from-the-pod-spec"
+    );
+    let logs = pods.logs("busy", &Default::default()).await.unwrap();
+    assert!(logs.contains("started"), "{logs}");
+    pods.delete("busy", &DeleteParams::default()).await.unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        await_condition(pods.clone(), "busy", conditions::is_deleted("")),
+    )
+    .await
+    .expect("pod busy gone in time")
+    .unwrap();
+
+    // The checks below can see what a node leaves: while it runs, they do.
+    let running = host_traces(&stem);
+    assert!(
+        running.iter().any(|t| t.starts_with("network")),
+        "{running:?}"
+    );
+    assert!(
+        running.iter().any(|t| t.starts_with("cgroup")),
+        "{running:?}"
+    );
+    let left = tokio::task::spawn_blocking(move || nodes.stop())
+        .await
+        .unwrap();
+    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(host_traces(&stem), Vec::<String>::new());
+    assert_eq!(
+        processes_mentioning(&dir.join("real").to_string_lossy()),
+        Vec::<String>::new()
+    );
+    cluster.stop().await.unwrap();
+}
+
+/// The runner on one real node, interrupted while its scenario's pod runs
+/// with a prepared claim.
+#[test]
+fn interrupted_run_on_a_real_node_leaves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home.path())
+        // HOME is the test's; the node components stay where the build put them.
+        .env(
+            "DRA_E2E_NODE_BINARIES_DIR",
+            dra_e2e::real_node::binaries::NodeBinariesDir::locate(None).dir,
+        )
+        .args([
+            "--cluster",
+            "local",
+            "--node-kind",
+            "real",
+            "--nodes",
+            "1",
+            "--features",
+        ])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interrupt"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stem = wait_until_pod_runs(home.path(), &mut child);
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    let t = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stem = stem.unwrap_or_else(|| panic!("the scenario's pod never ran on the real node\n{t}"));
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("interrupted"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert!(!t.contains("left behind on the host"), "{t}");
+    assert_eq!(host_traces(&stem), Vec::<String>::new(), "{t}");
+    assert_eq!(
+        processes_mentioning(&home.path().to_string_lossy()),
+        Vec::<String>::new()
+    );
+    let dirs: Vec<_> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("dra-e2e-"))
+        .map(|e| e.path())
+        .collect();
+    assert!(dirs.is_empty(), "temp dirs left: {dirs:?}");
+}
+
+/// Waits until pod tester-1 of the run runs on its real node; returns the
+/// node's cgroup root stem. None if the run ended first.
+fn wait_until_pod_runs(home: &Path, child: &mut std::process::Child) -> Option<String> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        let cluster_dir = std::fs::read_dir(home)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("dra-e2e-"))
+            });
+        if let Some(dir) = cluster_dir
+            && let Ok(kubelet) = std::fs::read_to_string(dir.join("real/0/kubelet.yaml"))
+            && dir.join("kubeconfig").exists()
+        {
+            let running = rt.block_on(async {
+                let Ok(kc) = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")) else {
+                    return false;
+                };
+                let Ok(config) =
+                    kube::Config::from_custom_kubeconfig(kc, &Default::default()).await
+                else {
+                    return false;
+                };
+                let Ok(client) = kube::Client::try_from(config) else {
+                    return false;
+                };
+                let Ok(list) = Api::<Pod>::all(client).list(&Default::default()).await else {
+                    return false;
+                };
+                list.items.iter().any(|p| {
+                    p.metadata.name.as_deref() == Some("tester-1")
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+            });
+            if running {
+                let config: serde_json::Value = serde_json::from_str(&kubelet).unwrap();
+                return config["cgroupRoot"]
+                    .as_str()
+                    .map(|s| s.trim_start_matches('/').to_owned());
+            }
+        }
+        // No event tells a test process that another process's pod started.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    None
+}
