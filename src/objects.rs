@@ -17,9 +17,20 @@ pub const INLINE_CLAIM: &str = "my-inline-claim";
 pub const EXTERNAL_POD_CLAIM: &str = "resource-claim";
 /// Name of the first container of test pods.
 pub const CONTAINER: &str = "with-resource";
-/// Image of test containers. Simulated nodes never pull it; on a real cluster it
-/// only has to sleep.
-pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// Image of test containers, upstream's default test image (e2epod's
+/// `GetDefaultTestImage`): it has `sh` for the containers' scripts and `env`
+/// for reading a container's env by exec. Simulated nodes never pull it.
+pub const TEST_IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
+/// The script of test containers without a command, upstream's
+/// `e2epod.InfiniteSleepCommand`: it runs until the container is stopped and
+/// exits at once on SIGTERM, so deleting a pod does not wait out the grace
+/// period. Simulated nodes know it runs until deleted.
+pub const SLEEP_UNTIL_TERMINATED: &str = "trap exit TERM; while true; do sleep 1; done";
+/// The env entry upstream's init container checks: the default claim config
+/// `{"a":"b"}` as the test driver passes it to containers.
+pub const DEFAULT_USER_ENV: &str = "user_a=b";
+/// Name of the init container of test pods.
+pub const INIT_CONTAINER: &str = "init";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
@@ -243,8 +254,15 @@ pub struct PodShape {
     pub containers_use_claims: bool,
     /// `container name -> (pod claim, request)` overrides; `None` request means all.
     pub container_claims: BTreeMap<usize, Vec<(String, Option<String>)>>,
-    pub init_container: bool,
-    /// A `sh -c` script for every regular container.
+    /// An init container (named [`INIT_CONTAINER`], with the claims of the
+    /// first container) whose script prints its env and then fails unless
+    /// the env has every one of these `key=value` entries, as upstream's
+    /// "supports init containers" does with `env | grep user_a=b`: the pod
+    /// only starts when the entries reached the init container. `None`: no
+    /// init container.
+    pub init_container: Option<Vec<String>>,
+    /// A `sh -c` script for every regular container; without one they run
+    /// [`SLEEP_UNTIL_TERMINATED`].
     pub command: Option<String>,
     pub restart_policy: String,
     pub node_name: Option<String>,
@@ -267,7 +285,7 @@ impl PodShape {
             containers: 1,
             containers_use_claims: true,
             container_claims: BTreeMap::new(),
-            init_container: false,
+            init_container: None,
             command: None,
             restart_policy: "Never".to_owned(),
             node_name: None,
@@ -325,7 +343,7 @@ impl PodShape {
                 .collect(),
             PodClaims::None => Vec::new(),
         };
-        let container = |i: usize, name: String, command: Option<&str>| {
+        let container = |i: usize, name: String, command: &str| {
             let claims: Vec<Value> = match self.container_claims.get(&i) {
                 Some(list) => list
                     .iter()
@@ -341,7 +359,8 @@ impl PodShape {
             };
             let mut c = json!({
                 "name": name,
-                "image": PAUSE_IMAGE,
+                "image": TEST_IMAGE,
+                "command": ["/bin/sh", "-c", command],
                 "securityContext": {
                     "allowPrivilegeEscalation": false,
                     "capabilities": { "drop": ["ALL"] },
@@ -364,22 +383,20 @@ impl PodShape {
                 c["resources"]["limits"] = Value::Object(limits.clone());
                 c["resources"]["requests"] = Value::Object(limits);
             }
-            if let Some(cmd) = command {
-                c["image"] = json!("registry.k8s.io/e2e-test-images/busybox:1.37.0-1");
-                c["command"] = json!(["sh", "-c", cmd]);
-            }
             c
         };
+        let command = self.command.as_deref().unwrap_or(SLEEP_UNTIL_TERMINATED);
         let containers: Vec<Value> = (0..self.containers)
-            .map(|i| container(i, Self::container_name(i), self.command.as_deref()))
+            .map(|i| container(i, Self::container_name(i), command))
             .collect();
         let mut spec = json!({
             "restartPolicy": self.restart_policy,
             "containers": containers,
             "resourceClaims": resource_claims,
         });
-        if self.init_container {
-            spec["initContainers"] = json!([container(0, "init".to_owned(), Some("true"))]);
+        if let Some(entries) = &self.init_container {
+            let script = env_check_script(entries)?;
+            spec["initContainers"] = json!([container(0, INIT_CONTAINER.to_owned(), &script)]);
         }
         if let Some(n) = &self.node_name {
             spec["nodeName"] = json!(n);
@@ -397,6 +414,30 @@ impl PodShape {
                     "metadata": { "name": self.name }, "spec": spec }),
         )
     }
+}
+
+/// The init container's script: print the env (so its log shows what the
+/// container saw, which is all that is left to read once it exited), then
+/// exit 0 only if every entry is a whole line of it. Entries are quoted for
+/// the shell; an entry must look like `key=value` on one line.
+pub fn env_check_script(entries: &[String]) -> Result<String, ObjectError> {
+    let mut script = String::from("env");
+    for (i, entry) in entries.iter().enumerate() {
+        if !entry.contains('=') || entry.starts_with('=') || entry.contains('\n') {
+            return Err(ObjectError::Invalid(format!(
+                "init container env check {entry:?}: expected one `key=value` entry"
+            )));
+        }
+        script.push_str(if i == 0 { "; " } else { " && " });
+        script.push_str("env | grep -qxF ");
+        script.push_str(&shell_quote(entry));
+    }
+    Ok(script)
+}
+
+/// `word` as one single-quoted shell word.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// Replaces `${name}` placeholders in a manifest written in a feature file.
@@ -465,6 +506,58 @@ mod tests {
             pod["spec"]["containers"][1]["resources"]["claims"][0]["name"],
             "my-inline-claim"
         );
+    }
+
+    #[test]
+    fn containers_run_upstreams_test_image_and_scripts() {
+        let mut shape = PodShape::new("p");
+        shape.containers = 2;
+        let pod = serde_json::to_value(shape.build().unwrap()).unwrap();
+        for c in pod["spec"]["containers"].as_array().unwrap() {
+            assert_eq!(
+                c["image"],
+                "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+            );
+            assert_eq!(
+                c["command"],
+                json!([
+                    "/bin/sh",
+                    "-c",
+                    "trap exit TERM; while true; do sleep 1; done"
+                ])
+            );
+        }
+        assert!(pod["spec"].get("initContainers").is_none());
+
+        shape.command = Some("exit 3".into());
+        shape.init_container = Some(vec![DEFAULT_USER_ENV.into(), "admin_x=y".into()]);
+        shape.claims = PodClaims::External(vec!["c".into()]);
+        let pod = serde_json::to_value(shape.build().unwrap()).unwrap();
+        assert_eq!(pod["spec"]["containers"][1]["command"][2], "exit 3");
+        let init = &pod["spec"]["initContainers"][0];
+        assert_eq!(init["name"], "init");
+        assert_eq!(init["image"], TEST_IMAGE);
+        assert_eq!(
+            init["command"],
+            json!([
+                "/bin/sh",
+                "-c",
+                "env; env | grep -qxF 'user_a=b' && env | grep -qxF 'admin_x=y'"
+            ])
+        );
+        assert_eq!(init["resources"]["claims"][0]["name"], "resource-claim");
+    }
+
+    #[test]
+    fn env_check_scripts_quote_and_validate() {
+        assert_eq!(env_check_script(&[]).unwrap(), "env");
+        assert_eq!(
+            env_check_script(&["k='v' $x".into()]).unwrap(),
+            r#"env; env | grep -qxF 'k='\''v'\'' $x'"#
+        );
+        for bad in ["novalue", "=v", "k=a\nb"] {
+            assert!(env_check_script(&[bad.into()]).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
-                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Optional table | option | value |: containers, containers use the claims, init container, command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Containers run upstream's busybox test image; without `command` they sleep until stopped (exiting at once on SIGTERM). Optional table | option | value |: containers, containers use the claims, init container (`yes`: an init container `init` with the first container's claims whose script prints its env and fails unless it has `user_a=b`, as upstream's; or `\"k=v\", ...`: check those entries instead), command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
                 example: "When pod \"tester-1\" with an inline claim is created",
             },
             Entry {
@@ -169,7 +169,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then every container|container \"<c>\"|init container \"<c>\" of pod \"<name>\" has env \"<k=v>\"[ and \"<k=v>\"]",
-                description: "The container's environment contains the entries.",
+                description: "The container's environment contains the entries: `env` run by exec in a running container (on simulated nodes, the env the node gave it). An init container must have exited 0 (its own script checked the entries it was built with); the env it printed to its log is then compared, since an exited container cannot be exec'd.",
                 example: "Then every container of pod \"tester-1\" has env \"admin_x=y\" and \"user_a=b\"",
             },
             Entry {

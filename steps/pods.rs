@@ -51,7 +51,15 @@ fn apply_options(
                     .with_context(|| format!("containers: {value:?} is not a number"))?
             }
             "containers use the claims" => shape.containers_use_claims = yes(&value)?,
-            "init container" => shape.init_container = yes(&value)?,
+            // `yes`: upstream's check of the default claim config; a list
+            // of "k=v" entries: those instead.
+            "init container" => {
+                shape.init_container = if value.starts_with('"') {
+                    Some(quoted_list(&value))
+                } else {
+                    yes(&value)?.then(|| vec![objects::DEFAULT_USER_ENV.to_owned()])
+                }
+            }
             "command" => shape.command = Some(value),
             "restart policy" => shape.restart_policy = value,
             "node" => {
@@ -609,24 +617,104 @@ async fn containers_of(w: &World, pod: &str, which: &str) -> anyhow::Result<Vec<
         .unwrap_or_default())
 }
 
+/// Fails unless every wanted entry is a line of `env`.
+fn check_env(what: &str, pod: &str, want: &[String], env: &[String]) -> anyhow::Result<()> {
+    let missing: Vec<&String> = want.iter().filter(|kv| !env.contains(kv)).collect();
+    if !missing.is_empty() {
+        bail!(
+            "{what} of pod {pod}: expected env to contain {missing:?}; its DRA env is {:?}",
+            driver_env(env)
+        );
+    }
+    Ok(())
+}
+
+/// What an init container's status says about its run: `Done` once it
+/// exited 0 (or, for a sidecar, runs), `Fail` once it exited otherwise.
+fn init_container_check(p: Option<&Pod>, pod: &str, container: &str) -> Check<()> {
+    let Some(p) = p else {
+        return Check::Pending("pod does not exist".into());
+    };
+    let spec = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container));
+    let Some(spec) = spec else {
+        return Check::Fail(format!("pod {pod} has no init container {container}"));
+    };
+    let sidecar = spec.restart_policy.as_deref() == Some("Always");
+    let status = p
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container));
+    let Some(status) = status else {
+        return Check::Pending(format!(
+            "no status of init container {container} yet; {}",
+            describe_pod(Some(p))
+        ));
+    };
+    let state = status.state.clone().unwrap_or_default();
+    let command: Vec<&String> = spec.command.iter().chain(&spec.args).flatten().collect();
+    let failed = |t: &k8s_openapi::api::core::v1::ContainerStateTerminated| {
+        Check::Fail(format!(
+            "init container {container} of pod {pod} exited with code {} ({}{}); the pod \
+             builder's init script fails when its env lacks an entry it checks; command: {command:?}",
+            t.exit_code,
+            t.reason.clone().unwrap_or_default(),
+            t.message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default(),
+        ))
+    };
+    match (&state.terminated, &state.running, &status.last_state) {
+        (Some(t), _, _) if t.exit_code == 0 => Check::Done(()),
+        (Some(t), _, _) => failed(t),
+        (None, Some(_), _) if sidecar => Check::Done(()),
+        // Restarting after a failure (restart policy Always or OnFailure).
+        (None, None, Some(last)) if last.terminated.as_ref().is_some_and(|t| t.exit_code != 0) => {
+            failed(last.terminated.as_ref().expect("checked"))
+        }
+        _ => Check::Pending(format!(
+            "init container {container}: {}",
+            serde_json::to_string(&state).unwrap_or_default()
+        )),
+    }
+}
+
 #[then(
     regex = r#"^(every container|container "[^"]+"|init container "[^"]+") of pod "([^"]+)" has env (".+")$"#
 )]
 async fn has_env(w: &mut World, which: String, pod: String, list: String) -> Result<(), String> {
     run(async {
-        wait_pod(w, &pod, PodState::Running).await.or_else(|e| {
-            if which.starts_with("init") { Ok(()) } else { Err(e) }
-        })?;
         let want = quoted_list(&list);
+        if let Some(init) = which.strip_prefix("init container ") {
+            let c = quoted_list(init).into_iter().next().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+            wait::object(
+                &api,
+                &pod,
+                &format!("init container {c} of pod {pod} to complete"),
+                POD_TIMEOUT,
+                |p| init_container_check(p, &pod, &c),
+            )
+            .await?;
+            // An init container that exited cannot be exec'd. Its exit code 0
+            // already says its own script found the entries the pod was built
+            // with (`init container` option) inside the container. The
+            // entries listed here are compared with the env it ran with: on a
+            // node with a container runtime, what its script printed to its
+            // log before checking (container_env reads that log for an exited
+            // init container); on a simulated node, the env the node gave it.
+            let env = env_of(w, &pod, &c).await?;
+            return check_env(&format!("init container {c}"), &pod, &want, &env);
+        }
+        wait_pod(w, &pod, PodState::Running).await?;
         for c in containers_of(w, &pod, &which).await? {
             let env = env_of(w, &pod, &c).await?;
-            let missing: Vec<&String> = want.iter().filter(|kv| !env.contains(kv)).collect();
-            if !missing.is_empty() {
-                bail!(
-                    "container {c} of pod {pod}: expected env to contain {missing:?}; its DRA env is {:?}",
-                    driver_env(&env)
-                );
-            }
+            check_env(&format!("container {c}"), &pod, &want, &env)?;
         }
         Ok(())
     })

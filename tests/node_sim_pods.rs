@@ -9,7 +9,7 @@ mod node_sim_support;
 use std::time::Duration;
 
 use dra_e2e::node_sim::NodeEventKind;
-use dra_e2e::objects::{PodClaims, PodShape};
+use dra_e2e::objects::{self, PodClaims, PodShape};
 use dra_e2e::plugin::NodeApi;
 use dra_e2e::proto::method;
 use k8s_openapi::api::core::v1::Pod;
@@ -477,7 +477,7 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
     let mut shape = PodShape::new("completes");
     shape.claims = PodClaims::External(vec!["done-claim".into()]);
     shape.command = Some("sleep 0.5; exit 0".into());
-    shape.init_container = true;
+    shape.init_container = Some(vec![objects::DEFAULT_USER_ENV.into()]);
     create_pod(&env.client, ns, &shape.build().unwrap()).await;
     let done = wait_for(&pods, "completes", "pod succeeded", phase_is("Succeeded"))
         .await
@@ -508,6 +508,31 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
     assert_eq!(
         (term.exit_code, term.reason.as_deref()),
         (0, Some("Completed"))
+    );
+
+    // An init container whose env check fails (the claim config gives
+    // `user_a=b`, not `user_a=c`) exits 1, like busybox's grep, and under
+    // Never the pod fails without starting its regular containers.
+    driver.create_claim("check-claim").await;
+    let mut shape = PodShape::new("init-check");
+    shape.claims = PodClaims::External(vec!["check-claim".into()]);
+    shape.init_container = Some(vec!["user_a=c".into()]);
+    create_pod(&env.client, ns, &shape.build().unwrap()).await;
+    let failed = wait_for(&pods, "init-check", "pod failed", phase_is("Failed"))
+        .await
+        .unwrap();
+    let st = failed.status.unwrap();
+    let init = st.init_container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(init.exit_code, 1);
+    let main = st.container_statuses.unwrap()[0].state.clone().unwrap();
+    assert!(
+        main.running.is_none() && main.terminated.is_none(),
+        "{main:?}"
     );
 
     // Failing command under Never: Failed with the exit code.
@@ -559,10 +584,10 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
             .any(|c| c.name == claim)
     );
 
-    for p in ["completes", "fails", "restarts"] {
+    for p in ["completes", "init-check", "fails", "restarts"] {
         pods.delete(p, &DeleteParams::default()).await.unwrap();
     }
-    for p in ["completes", "fails", "restarts"] {
+    for p in ["completes", "init-check", "fails", "restarts"] {
         wait_for(&pods, p, "pod deleted", |o: Option<&Pod>| o.is_none()).await;
     }
 }

@@ -325,14 +325,17 @@ impl PodWorker {
             let cdi_env = specs
                 .env_for(&ids)
                 .map_err(|e| format!("Error: CDI device injection failed: {e}"))?;
+            let env = merge_env(spec_env, cdi_env);
             Ok(ContainerPlan {
                 name: c.name.clone(),
                 image: c.image.clone().unwrap_or_default(),
+                // Scripts that check the env (`env | grep ...`) see this env.
                 behaviour: command::behaviour(
                     c.command.as_deref().unwrap_or_default(),
                     c.args.as_deref().unwrap_or_default(),
+                    &env,
                 ),
-                env: merge_env(spec_env, cdi_env),
+                env,
                 sidecar,
             })
         };
