@@ -4,6 +4,8 @@
 # directory. Parts already built are not rebuilt.
 #
 #   kubelet                       k8s.io/kubernetes/cmd/kubelet (hack/k8s, shares the control plane's Go cache)
+#   sampledeviceplugin            k8s.io/kubernetes/test/images/sample-device-plugin (the image of upstream's
+#                                 device-plugin scenarios; the runner writes it into every real node)
 #   containerd, containerd-shim-runc-v2, ctr   github.com/containerd/containerd/v2 (hack/containerd)
 #   runc, CNI plugins, busybox-static, iptables  Debian packages
 #
@@ -62,6 +64,14 @@ else
   log "building kubelet $KUBE_VERSION (about 3 min on 2 cores when the control plane's Go cache is warm)"
   timed_build kubelet bash -c 'cd "$1/k8s" && go build -trimpath -ldflags "$2" -o "$3/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet' _ "$here" "$(kube_ldflags)" "$out"
   mv "$out/kubelet.tmp" "$out/kubelet"
+fi
+
+if [[ -x "$out/sampledeviceplugin" ]]; then
+  log "sampledeviceplugin $KUBE_VERSION already built"
+else
+  log "building sampledeviceplugin $KUBE_VERSION (seconds after kubelet)"
+  timed_build sampledeviceplugin bash -c 'cd "$1/k8s" && go build -trimpath -ldflags "-s -w" -o "$2/sampledeviceplugin.tmp" k8s.io/kubernetes/test/images/sample-device-plugin' _ "$here" "$out"
+  mv "$out/sampledeviceplugin.tmp" "$out/sampledeviceplugin"
 fi
 
 cd_ldf="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"

@@ -26,6 +26,8 @@ use super::{Entry, ImageError, ImageSpec, libs};
 /// The sandbox image pods get (`objects::PAUSE_IMAGE` names it too).
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// The busybox image upstream's DRA tests run their containers from.
+pub const SAMPLE_DEVICE_PLUGIN_IMAGE: &str =
+    "registry.k8s.io/e2e-test-images/sample-device-plugin:1.7";
 pub const BUSYBOX_IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
 /// Where the proxy image carries the program, on `PATH`.
 pub const PROXY_PROGRAM_PATH: &str = "/usr/local/bin/dra-e2e";
@@ -96,6 +98,20 @@ pub fn pause(busybox: &Path) -> ImageSpec {
     spec.entries
         .push(Entry::file("/pause", 0o755, PAUSE_SCRIPT.as_bytes()));
     spec.entrypoint = vec!["/pause".into()];
+    spec
+}
+
+/// Upstream's sample device plugin image (`registry.k8s.io/e2e-test-images/
+/// sample-device-plugin`): its static Go program as entrypoint, as upstream's
+/// Dockerfile has it.
+pub fn sample_device_plugin(program: &Path) -> ImageSpec {
+    let mut spec = ImageSpec::new(SAMPLE_DEVICE_PLUGIN_IMAGE);
+    spec.entries = vec![
+        Entry::host_file("/sampledeviceplugin", 0o755, program),
+        Entry::dir("/tmp", 0o1777),
+        Entry::dir("/var/run/cdi", 0o755),
+    ];
+    spec.entrypoint = vec!["/sampledeviceplugin".into(), "-alsologtostderr".into()];
     spec
 }
 

@@ -25,8 +25,17 @@ pub const KUBELET: &str = "kubelet";
 pub const CONTAINERD: &str = "containerd";
 pub const CONTAINERD_SHIM: &str = "containerd-shim-runc-v2";
 pub const CTR: &str = "ctr";
+/// Upstream's sample device plugin (`test/images/sample-device-plugin`), the
+/// program of the image upstream's device-plugin scenarios run.
+pub const SAMPLE_DEVICE_PLUGIN: &str = "sampledeviceplugin";
 /// The programs `hack/build-node.sh` builds.
-pub const BUILT: [&str; 4] = [KUBELET, CONTAINERD, CONTAINERD_SHIM, CTR];
+pub const BUILT: [&str; 5] = [
+    KUBELET,
+    CONTAINERD,
+    CONTAINERD_SHIM,
+    CTR,
+    SAMPLE_DEVICE_PLUGIN,
+];
 
 /// Where Debian's containernetworking-plugins puts the CNI plugins.
 pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
@@ -171,6 +180,7 @@ pub struct NodeBinaries {
     pub containerd: PathBuf,
     pub shim: PathBuf,
     pub ctr: PathBuf,
+    pub sample_device_plugin: PathBuf,
     pub runc: PathBuf,
     pub cni_bin_dir: PathBuf,
     pub busybox: PathBuf,
@@ -271,6 +281,7 @@ impl NodeBinariesDir {
             containerd: self.dir.join(CONTAINERD),
             shim: self.dir.join(CONTAINERD_SHIM),
             ctr: self.dir.join(CTR),
+            sample_device_plugin: self.dir.join(SAMPLE_DEVICE_PLUGIN),
             dir: self.dir,
             runc: runc.unwrap_or_default(),
             cni_bin_dir: at_root(CNI_BIN_DIR),

@@ -226,6 +226,10 @@ fn builtin_archives(
         ("pause.tar", crate::images::builtin::pause(busybox)),
         ("busybox.tar", crate::images::builtin::busybox(busybox)?),
         (
+            "sample-device-plugin.tar",
+            crate::images::builtin::sample_device_plugin(&binaries.sample_device_plugin),
+        ),
+        (
             "proxy.tar",
             crate::images::builtin::proxy(&proxy_image(), runner, busybox)?,
         ),
