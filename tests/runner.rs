@@ -437,3 +437,25 @@ fn readme_example_uses_only_defined_steps() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// A driver whose plugin the kubelet never registered: its setup fails, and
+/// teardown deletes its node slices itself instead of waiting for a wipe that
+/// no kubelet would ever do (it waited out 120 s and left the slices).
+#[test]
+fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
+    let home = tempfile::tempdir().unwrap();
+    let o = local_run(home.path(), "unregistered", &[])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("did not register the plugin"), "{t}");
+    assert!(t.contains("0 passed, 1 failed"), "{t}");
+    assert!(!t.contains("teardown(s) failed"), "{t}");
+    assert!(
+        !t.contains("to be removed"),
+        "teardown waited for a wipe\n{t}"
+    );
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert_nothing_left(home.path(), &t);
+}

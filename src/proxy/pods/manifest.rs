@@ -390,6 +390,18 @@ mod tests {
         }
     }
 
+    /// The spec files must land where the node's runtime reads them; a
+    /// runtime configured for another directory never sees `/var/run/cdi`.
+    #[test]
+    fn cdi_specs_go_where_the_runtime_reads_them() {
+        let mut s = spec();
+        s.cdi_host_dir = "/var/lib/cdi".into();
+        let pod = s.replica_set().spec.template.unwrap().spec.unwrap();
+        let volumes = pod.volumes.unwrap();
+        let cdi = volumes.iter().find(|v| v.name == "cdi-dir").unwrap();
+        assert_eq!(cdi.host_path.as_ref().unwrap().path, "/var/lib/cdi");
+    }
+
     #[test]
     fn default_image_is_hostpathplugin() {
         let s = ProxyPodsSpec::new("ns", "d.k8s.io", vec!["n".into()]);
