@@ -53,9 +53,11 @@ kind-up: ## create the kind cluster from kind.yaml and side-load the proxy image
 kind-down: ## delete the kind cluster
 	$(KIND) delete cluster --name $(KIND_CLUSTER)
 
-bench: controlplane ## benchmarks: local cluster start-up, and the whole local suite with timings (BENCH_FLAGS=--profile=dev skips the optimised build)
+bench: controlplane node ## benchmarks: local cluster and real node start-up, the whole suite on simulated and on real nodes with timings (BENCH_FLAGS=--profile=dev skips the optimised build)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench local_cluster_startup
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench real_node_startup
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --timings $(ARGS)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --timings $(ARGS)
 
 ci: ## what CI runs
 	.ci/run

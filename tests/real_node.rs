@@ -268,8 +268,15 @@ fn wait_until_pod_runs(home: &Path, child: &mut std::process::Child) -> Option<S
                 p.file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with("dra-e2e-"))
             });
+        let kubelet_config = cluster_dir.as_ref().and_then(|d| {
+            std::fs::read_dir(d.join("real"))
+                .ok()?
+                .flatten()
+                .map(|e| e.path().join("kubelet.yaml"))
+                .find(|p| p.exists())
+        });
         if let Some(dir) = cluster_dir
-            && let Ok(kubelet) = std::fs::read_to_string(dir.join("real/0/kubelet.yaml"))
+            && let Some(Ok(kubelet)) = kubelet_config.map(std::fs::read_to_string)
             && dir.join("kubeconfig").exists()
         {
             let running = rt.block_on(async {

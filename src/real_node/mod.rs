@@ -128,7 +128,8 @@ impl RealNodes {
                 name,
                 net::NodeNet::plan(&run_id, i, range),
                 format!("/dra-e2e-{run_id}-{i}"),
-                cluster.dir().join("real").join(i.to_string()),
+                // Unique per start: nodes may be started again on one cluster.
+                cluster.dir().join("real").join(format!("{run_id}-{i}")),
                 cluster.pki(),
                 &shared,
             )

@@ -254,20 +254,20 @@ impl RealNode {
     /// its network namespace and link, its cgroups, host mounts of its files.
     pub fn leftovers(&self) -> Vec<String> {
         let mut left = Vec::new();
-        if let Some((_, ns)) = self.init {
-            // The kernel takes a moment to finish killing a namespace.
+        // Process 1's end kills every process of its PID namespace, and the
+        // kernel lets it go only once they are all gone; so the node left a
+        // process exactly when its process 1 still runs. (Scanning /proc for
+        // the namespace's inode would race: inode numbers are reused at once
+        // by namespaces made elsewhere.)
+        if let Some((pid, ns)) = self.init {
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            let mut pids = processes_in_pid_namespace(ns);
-            while !pids.is_empty() && std::time::Instant::now() < deadline {
+            while still_runs(pid, ns) && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
-                pids = processes_in_pid_namespace(ns);
             }
-            for pid in pids {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if still_runs(pid, ns) {
                 left.push(format!(
-                    "process {pid} of node {} ({})",
-                    self.name,
-                    stat.trim()
+                    "process 1 of node {} (pid {pid}) and its namespace",
+                    self.name
                 ));
             }
         }
@@ -340,20 +340,14 @@ fn parse_ns_inode(link: &str) -> Option<u64> {
     link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
 }
 
-fn processes_in_pid_namespace(ns: u64) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/ns/pid"))
-                .ok()
-                .and_then(|l| parse_ns_inode(&l.to_string_lossy()))
-                == Some(ns)
-        })
-        .collect()
+/// Whether `pid` is still a process in PID namespace `ns`.
+fn still_runs(pid: u32, ns: u64) -> bool {
+    let in_ns = std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .and_then(|l| parse_ns_inode(&l.to_string_lossy()))
+        == Some(ns);
+    // A zombie has no namespace link left to read, so this is a live one.
+    in_ns
 }
 
 /// Writes the node's credentials and configuration files; returns process

@@ -1,0 +1,83 @@
+//! Start-up and stop time of real kubelet nodes (kubelet + containerd + runc)
+//! on a running local control plane: image archives written, namespaces,
+//! containerd with the images imported, kubelet, Node Ready — for one node
+//! and for two at once.
+//!
+//! `make bench`, or `cargo bench --bench real_node_startup`. Runs:
+//! `DRA_E2E_BENCH_RUNS` (default 3). Needs root and `make node`.
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+
+fn main() {
+    let runs: usize = std::env::var("DRA_E2E_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(3);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let cluster = match LocalCluster::start(LocalClusterOptions::default()).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("real_node_startup: {e}");
+                std::process::exit(1);
+            }
+        };
+        for count in [1, 2] {
+            let mut starts = Vec::new();
+            let mut stops = Vec::new();
+            for run in 0..runs {
+                let options = RealNodesOptions {
+                    runner: Some(PathBuf::from(env!("CARGO_BIN_EXE_dra-e2e"))),
+                    ..RealNodesOptions::new(count)
+                };
+                let t = Instant::now();
+                let mut nodes = match RealNodes::start(&cluster, &options).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        eprintln!("real_node_startup: {e:#}");
+                        std::process::exit(1);
+                    }
+                };
+                let start = t.elapsed();
+                let t = Instant::now();
+                let left = tokio::task::spawn_blocking(move || nodes.stop())
+                    .await
+                    .expect("stopping the nodes");
+                let stop = t.elapsed();
+                if !left.is_empty() {
+                    eprintln!("real_node_startup: left behind: {}", left.join(", "));
+                    std::process::exit(1);
+                }
+                println!(
+                    "real_node_startup {count} node(s) run {}/{runs}: start to Ready {:.2}s, stop {:.2}s",
+                    run + 1,
+                    start.as_secs_f64(),
+                    stop.as_secs_f64()
+                );
+                starts.push(start);
+                stops.push(stop);
+            }
+            println!(
+                "real_node_startup {count} node(s): start to Ready median {:.2}s, stop median {:.2}s",
+                median(&starts).as_secs_f64(),
+                median(&stops).as_secs_f64()
+            );
+        }
+        if let Err(e) = cluster.stop().await {
+            eprintln!("real_node_startup: stopping the cluster: {e}");
+        }
+    });
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
