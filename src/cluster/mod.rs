@@ -590,6 +590,27 @@ impl Cluster {
         Ok(found)
     }
 
+    /// Resolves, with what happened, when a process the run cannot do without
+    /// exits: a control-plane component or a real node (the local cluster
+    /// only; a real cluster's health is its own). Pending forever otherwise.
+    pub fn first_death(&self) -> impl std::future::Future<Output = String> + use<> {
+        let mut vitals = Vec::new();
+        if let Kind::Local(l) = &self.kind {
+            if let Ok(c) = l.cluster.lock()
+                && let Some(c) = c.as_ref()
+            {
+                vitals.extend(c.vitals());
+            }
+            if let Some(real) = &l.real
+                && let Ok(n) = real.nodes.lock()
+                && let Some(n) = n.as_ref()
+            {
+                vitals.extend(n.nodes().iter().filter_map(|n| n.vital()));
+            }
+        }
+        local::Vital::first_exit(vitals)
+    }
+
     /// Second Ctrl-C: kill the local cluster's processes without waiting.
     pub fn kill_now(&self) {
         if let Kind::Local(l) = &self.kind {

@@ -206,6 +206,20 @@ impl RealNode {
             .join("\n")
     }
 
+    /// Process 1 of the node, watched during a run: it ends when containerd
+    /// or the kubelet dies, and says which in its log.
+    pub fn vital(&self) -> Option<crate::cluster::local::Vital> {
+        let p = self.process.as_ref()?;
+        Some(crate::cluster::local::Vital {
+            what: format!("real node {}", self.name),
+            exit: p.exit_watch(),
+            logs: ["node-init", "containerd", "kubelet"]
+                .iter()
+                .map(|l| self.dir.join(format!("{l}.log")))
+                .collect(),
+        })
+    }
+
     pub fn kubelet_log(&self) -> PathBuf {
         self.dir.join("kubelet.log")
     }
