@@ -420,7 +420,7 @@ mod tests {
         }
         .verify_with(None, root.path())
         .unwrap_err();
-        assert_eq!(err.built, [CONTAINERD, CONTAINERD_SHIM]);
+        assert_eq!(err.built, [CONTAINERD, CONTAINERD_SHIM, SAMPLE_DEVICE_PLUGIN]);
         let host: Vec<_> = err
             .host
             .iter()
