@@ -68,6 +68,13 @@ impl RealNodes {
         options: &RealNodesOptions,
     ) -> anyhow::Result<RealNodes> {
         use anyhow::Context as _;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            anyhow::bail!(
+                "real nodes need root (they make namespaces, mounts, cgroups and links); \
+                 run as root, or use --node-kind simulated"
+            );
+        }
         let binaries = binaries::NodeBinaries::find(None)?;
         let ip_forward_before = net::ip_forward();
         let image_dir = cluster.dir().join("images");
