@@ -1,4 +1,5 @@
 use std::ffi::OsString;
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 fn init_tracing(default: &str) {
@@ -7,6 +8,8 @@ fn init_tracing(default: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, not in CI logs or files.
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
@@ -39,7 +42,7 @@ fn main() -> ExitCode {
         Ok(0) => ExitCode::SUCCESS,
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", dra_e2e::runner::preflight::error_message(&e));
             ExitCode::FAILURE
         }
     }

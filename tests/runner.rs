@@ -459,3 +459,373 @@ fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     assert_nothing_left(home.path(), &t);
 }
+
+// ---- A run that tests nothing does not pass; bad input gets one clear error.
+
+/// A kubeconfig that points nowhere: a run reaching for the cluster fails
+/// on it, so a test passing with it shows the run stopped before.
+const NO_CLUSTER: [&str; 4] = ["--cluster", "kubeconfig", "--kubeconfig", "/nonexistent"];
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_tag_expression_selecting_nothing_fails_unless_allowed() {
+    let home = tempfile::tempdir().unwrap();
+    let none = "@DynamicResourceAllocation and not @DynamicResourceAllocation";
+    let o = isolated(home.path())
+        .args(NO_CLUSTER)
+        .args(["--tags", none])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(&format!(
+            "error: no scenario to run: --tags '{none}' selects none of the"
+        )),
+        "{t}"
+    );
+    assert!(t.contains("--allow-empty"), "{t}");
+    assert!(!t.contains("kubeconfig"), "reached for the cluster\n{t}");
+    let o = isolated(home.path())
+        .args(["--list", "--tags", none])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // An empty shard may be fine for a CI matrix; no cluster is needed then.
+    let o = isolated(home.path())
+        .args(NO_CLUSTER)
+        .args(["--tags", none, "--allow-empty"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("0 passed, 0 failed"), "{t}");
+}
+
+#[test]
+fn paths_matching_no_feature_file_fail() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .args(NO_CLUSTER)
+        .args(["--input", "no-such-dir/*.feature"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert_eq!(
+        stderr(&o).trim(),
+        "error: --input no-such-dir/*.feature: the glob matches no feature file"
+    );
+    // A glob that matches: its scenarios, once each.
+    let o = isolated(home.path())
+        .args(["--list", "--input", "tests/fixtures/runner/*.feature"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("\n4 scenarios"), "{t}");
+    let o = isolated(home.path())
+        .args(NO_CLUSTER)
+        .arg("--features")
+        .arg(fixtures("no-features"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("no feature files found in"), "{t}");
+}
+
+#[test]
+fn unknown_tags_on_the_command_line_are_reported() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .args([
+            "--list",
+            "--tags",
+            "not @Typo and @DynamicResourceAllocation",
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        stderr(&o).starts_with("error: --tags: unknown tag @Typo "),
+        "{t}"
+    );
+    // Known tags, with colons, are fine.
+    let o = isolated(home.path())
+        .args(["--list", "--tags", "@FeatureGate:DRADeviceTaints"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn concurrency_zero_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .args(NO_CLUSTER)
+        .args(["--concurrency", "0"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        stderr(&o).starts_with("error: --concurrency 0 would never start a scenario"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_run_where_every_scenario_was_skipped_fails_unless_allowed() {
+    let home = tempfile::tempdir().unwrap();
+    let o = local_run(home.path(), "all-skipped", &[]).output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 0 failed, 1 skipped"), "{t}");
+    assert!(
+        t.contains("no scenario ran: all 1 selected scenarios were skipped"),
+        "{t}"
+    );
+    assert_nothing_left(home.path(), &t);
+    let o = local_run(home.path(), "all-skipped", &["--allow-empty"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert_nothing_left(home.path(), &t);
+}
+
+#[test]
+fn a_gherkin_syntax_error_says_where_and_why_once() {
+    let home = tempfile::tempdir().unwrap();
+    let want =
+        "tests/fixtures/syntax-error/broken.feature:8:5: `Blah` starts with no Gherkin keyword";
+    let o = isolated(home.path())
+        .args(NO_CLUSTER)
+        .args(["--features", "tests/fixtures/syntax-error"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains(want), "{t}");
+    assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
+    let o = isolated(home.path())
+        .args(["check", "tests/fixtures/syntax-error"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains(want), "{t}");
+    assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
+}
+
+#[test]
+fn a_missing_kubeconfig_says_its_cause_once() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path()).args(NO_CLUSTER).output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert_eq!(
+        stderr(&o).trim(),
+        "error: reading kubeconfig /nonexistent: No such file or directory (os error 2)"
+    );
+}
+
+/// A plain HTTP server on loopback that answers every request with
+/// `status` and `body`; returns its URL.
+fn http_server(status: &str, content_type: &str, body: String) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let response = response.clone();
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = conn.write_all(response.as_bytes());
+            });
+        }
+    });
+    url
+}
+
+fn kubeconfig_for(home: &Path, server: &str) -> PathBuf {
+    let kc = home.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{ server: '{server}' }}\n\
+             users:\n- name: u\n  user: {{ token: wrong }}\ncontexts:\n- name: x\n  context: {{ cluster: c, user: u }}\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    kc
+}
+
+#[test]
+fn an_unauthorised_kubeconfig_says_check_the_credentials() {
+    let home = tempfile::tempdir().unwrap();
+    let status = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+    let server = http_server("401 Unauthorized", "application/json", status.to_owned());
+    let kc = kubeconfig_for(home.path(), &server);
+    let o = isolated(home.path())
+        .args([
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{t}");
+    assert!(
+        err.contains(&format!(
+            "the API server at {server}/ answered 401 Unauthorized: check the credentials"
+        )),
+        "{t}"
+    );
+    assert!(!err.contains("Status {"), "a Debug dump\n{t}");
+}
+
+#[test]
+fn a_server_that_is_not_kubernetes_gives_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let page: String = (0..80)
+        .map(|i| format!("<p>line {i} of a web page</p>\n"))
+        .collect();
+    let page = format!("<html><body>\n{page}</body></html>\n");
+    for status in ["404 Not Found", "200 OK"] {
+        let server = http_server(status, "text/html", page.clone());
+        let kc = kubeconfig_for(home.path(), &server);
+        let o = isolated(home.path())
+            .args([
+                "--cluster",
+                "kubeconfig",
+                "--kubeconfig",
+                kc.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        let err = stderr(&o);
+        assert_eq!(err.trim().lines().count(), 1, "{status}\n{t}");
+        assert!(
+            err.contains(&format!("{server}/ is not a Kubernetes API server")),
+            "{status}\n{t}"
+        );
+        assert!(!err.contains("<p>"), "{status}\n{t}");
+    }
+}
+
+#[test]
+fn report_and_artifact_paths_are_checked_before_the_cluster_starts() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let cases = [
+        (
+            "--junit",
+            home.path().join("missing/junit.xml"),
+            "does not exist",
+        ),
+        ("--cucumber-json", home.path().to_owned(), "is a directory"),
+        ("--artifacts", file.join("artifacts"), "is not a directory"),
+    ];
+    for (option, path, why) in cases {
+        // No control-plane binaries: reaching for the cluster would fail on those.
+        let o = isolated(home.path())
+            .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
+            .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
+            .arg(option)
+            .arg(&path)
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        let err = stderr(&o);
+        assert!(
+            err.starts_with(&format!("error: {option} {}", path.display())),
+            "{t}"
+        );
+        assert!(err.contains(why), "{t}");
+        assert!(!t.contains("starting the local cluster"), "{t}");
+    }
+}
+
+#[test]
+fn a_temp_dir_too_long_for_unix_sockets_is_refused_up_front() {
+    let home = tempfile::tempdir().unwrap();
+    // 40 characters in all, as a CI runner's TMPDIR may be.
+    let pad = 40usize.saturating_sub(home.path().as_os_str().len() + 1);
+    let tmp = home.path().join("t".repeat(pad.max(1)));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let o = isolated(home.path())
+        .env("TMPDIR", &tmp)
+        .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
+        .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(&format!("error: TMPDIR {} (", tmp.display())),
+        "{t}"
+    );
+    assert!(err.contains("use a TMPDIR of at most 24 bytes"), "{t}");
+    assert!(!t.contains("starting the local cluster"), "{t}");
+}
+
+#[test]
+fn check_checks_every_path_given() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .args(["check", "features"])
+        .arg(fixtures("misspelt"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("undefined step: And a drvier"), "{t}");
+}
+
+#[test]
+fn no_colour_codes_when_stderr_is_not_a_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    let kc = kubeconfig_for(home.path(), "https://127.0.0.1:9");
+    let o = isolated(home.path())
+        .env("RUST_LOG", "debug")
+        .args([
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(err.lines().count() > 1, "no log lines to check\n{err}");
+    assert!(!err.contains('\u{1b}'), "{err}");
+}

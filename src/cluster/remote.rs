@@ -38,7 +38,10 @@ impl RemoteEnv {
     pub async fn connect(opts: &ConnectOptions) -> anyhow::Result<RemoteEnv> {
         let config = match &opts.kubeconfig {
             Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
+                // Read here so that a missing file is said once, plainly.
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                let kc = kube::config::Kubeconfig::from_yaml(&text)
                     .with_context(|| format!("reading kubeconfig {}", path.display()))?;
                 kube::Config::from_custom_kubeconfig(kc, &Default::default())
                     .await
@@ -54,10 +57,17 @@ impl RemoteEnv {
         quick.read_timeout = Some(Duration::from_secs(10));
         let probe =
             kube::Client::try_from(quick).context("building a client for the kubeconfig")?;
-        let version = tokio::time::timeout(Duration::from_secs(15), probe.apiserver_version())
+        // The body is parsed here: the client's own parse logs a body that
+        // is not JSON (an HTML page) in full.
+        let request = http::Request::get("/version")
+            .body(Vec::new())
+            .context("building GET /version")?;
+        let text = tokio::time::timeout(Duration::from_secs(15), probe.request_text(request))
             .await
             .map_err(|_| anyhow::anyhow!("the API server at {server} did not answer within 15s"))?
-            .with_context(|| format!("cannot reach the API server at {server}"))?;
+            .map_err(|e| probe_error(&server, e))?;
+        let version: k8s_openapi::apimachinery::pkg::version::Info = serde_json::from_str(&text)
+            .map_err(|e| probe_error(&server, kube::Error::SerdeError(e)))?;
         let groups = probe.list_api_group_resources("resource.k8s.io/v1").await;
         if groups.is_err() {
             bail!(
@@ -75,6 +85,49 @@ impl RemoteEnv {
             proxy_image: opts.proxy_image.clone(),
             cdi_dir: opts.cdi_dir.clone(),
         })
+    }
+}
+
+/// One line for a failed `GET /version`: what the server answered and what
+/// to do, not the client's Debug dump or an HTML page.
+fn probe_error(server: &str, e: kube::Error) -> anyhow::Error {
+    match e {
+        kube::Error::Api(status) => {
+            let code = status.code;
+            let reason = http::StatusCode::from_u16(code)
+                .ok()
+                .and_then(|c| c.canonical_reason())
+                .unwrap_or("");
+            if code == 401 {
+                anyhow::anyhow!(
+                    "the API server at {server} answered 401 Unauthorized: check the credentials \
+                     (token, client certificate) of the kubeconfig's user"
+                )
+            } else if code == 403 {
+                anyhow::anyhow!(
+                    "the API server at {server} answered 403 Forbidden: the kubeconfig's user may \
+                     not read /version; check its permissions"
+                )
+            } else if status.reason == "Failed to parse error data" {
+                // The body is not a Kubernetes Status: not an API server.
+                anyhow::anyhow!(
+                    "{server} is not a Kubernetes API server: GET /version answered {code} \
+                     {reason} with a body that is not a Kubernetes Status"
+                )
+            } else {
+                anyhow::anyhow!(
+                    "the API server at {server} answered GET /version with {code} {reason}: {}",
+                    status.message
+                )
+            }
+        }
+        kube::Error::SerdeError(_) => anyhow::anyhow!(
+            "{server} is not a Kubernetes API server: its answer to GET /version is not \
+             Kubernetes version JSON"
+        ),
+        other => {
+            anyhow::Error::new(other).context(format!("cannot reach the API server at {server}"))
+        }
     }
 }
 

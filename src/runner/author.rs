@@ -23,26 +23,33 @@ pub fn steps() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Checks feature files without a cluster; returns the exit code.
+/// Checks feature files without a cluster (every path given, `features`
+/// when none is); returns the exit code.
 pub fn check(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
-    let path = args
-        .first()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("features"));
-    let parsed = match features::parse_all(&path) {
-        Ok(p) => p,
-        Err(errors) => {
-            for e in errors {
-                eprintln!("{e}");
-            }
-            return Ok(1);
+    let mut paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
+    if paths.is_empty() {
+        paths.push(PathBuf::from("features"));
+    }
+    let mut parsed = Vec::new();
+    let mut errors = Vec::new();
+    for path in &paths {
+        match features::parse_all(path) {
+            Ok(p) => parsed.extend(p),
+            Err(e) => errors.extend(e),
         }
-    };
+    }
+    if !errors.is_empty() {
+        for e in &errors {
+            eprintln!("{e}");
+        }
+        return Ok(1);
+    }
     let problems = features::check(&parsed, &World::collection());
     for p in &problems {
         eprintln!("{p}");
     }
     let scenarios = features::scenarios(&parsed).len();
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     if problems.is_empty() {
         println!(
             "{} feature files, {scenarios} scenarios: every step is defined once, every tag is known",
@@ -50,7 +57,7 @@ pub fn check(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
         );
         Ok(0)
     } else {
-        eprintln!("{} problem(s) in {}", problems.len(), path.display());
+        eprintln!("{} problem(s) in {}", problems.len(), shown.join(", "));
         Ok(1)
     }
 }

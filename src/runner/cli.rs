@@ -27,6 +27,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub list: bool,
 
+    /// Accept a run that tests nothing (no scenario selected, or every one
+    /// skipped) as a success, e.g. for CI shards that may be empty.
+    #[arg(long)]
+    pub allow_empty: bool,
+
     /// Cluster to run against.
     #[arg(long, value_enum, default_value = "auto", value_name = "KIND")]
     pub cluster: ClusterChoice,
@@ -112,7 +117,7 @@ pub struct RunArgs {
 pub const SUBCOMMANDS_HELP: &str = "\
 Other commands:
   dra-e2e steps                 print the step catalogue (patterns, descriptions, examples)
-  dra-e2e check [PATH]          check feature files for undefined/ambiguous steps and unknown tags
+  dra-e2e check [PATH...]       check feature files for undefined/ambiguous steps and unknown tags
   dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C
   dra-e2e proxy-agent ...       the socket proxy agent used inside proxy pods and by the local cluster
 

@@ -202,21 +202,125 @@ pub fn mark_skipped(env: &Environment, mut feature: gherkin::Feature) -> gherkin
 pub enum FeatureError {
     #[error("no feature files found in {0} (pass --features PATH)")]
     NoFeatures(PathBuf),
-    #[error("reading features from {path}: {source}")]
+    #[error("--input {0}: the glob matches no feature file")]
+    NoInput(String),
+    /// The io error is part of the message, not a separate cause, so that
+    /// it is said once.
+    #[error("reading features from {path}: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
 }
 
+/// `path:line:col: reason` for a Gherkin syntax error, with the offending
+/// line quoted; gherkin's own message is only "Could not parse feature file".
+pub fn describe_parse_error(e: &gherkin::ParseFileError) -> FeatureError {
+    match e {
+        gherkin::ParseFileError::Reading { path, source } => FeatureError::Read {
+            path: path.clone(),
+            error: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        gherkin::ParseFileError::Parsing {
+            path,
+            error,
+            source,
+        } => {
+            // The position and the expected tokens are private fields;
+            // their Display is `Error at LINE:COL: {"token", ...}`. The
+            // position is where the parser gave up, often lines after the
+            // culprit, so a known culprit is looked up in the text instead.
+            let shown = source.to_string();
+            let rest = shown.strip_prefix("Error at ").unwrap_or(&shown);
+            let (pos, expected) = rest.split_once(": ").unwrap_or((rest, ""));
+            let (line, col) = pos.split_once(':').unwrap_or((pos, "?"));
+            let (mut line, mut col) = (line.to_owned(), col.to_owned());
+            let src = std::fs::read_to_string(path).unwrap_or_default();
+            let find = |pred: &dyn Fn(&str) -> bool| {
+                src.lines().enumerate().find_map(|(i, l)| {
+                    let t = l.trim_start();
+                    pred(t).then(|| (i + 1, l.len() - t.len() + 1))
+                })
+            };
+            let reason = match error {
+                Some(gherkin::EnvError::UnknownKeyword(k)) => {
+                    let k = k.lines().next().unwrap_or_default().trim().to_owned();
+                    if let Some((l, c)) = find(&|t: &str| !k.is_empty() && t.starts_with(&k)) {
+                        (line, col) = (l.to_string(), c.to_string());
+                    }
+                    if k.starts_with("\"\"\"") || k.starts_with("```") {
+                        format!("doc string `{k}` is not closed")
+                    } else {
+                        format!(
+                            "`{k}` starts with no Gherkin keyword (Feature, Rule, Background, \
+                             Scenario, Scenario Outline, Examples, Given, When, Then, And, But, *)"
+                        )
+                    }
+                }
+                Some(gherkin::EnvError::InconsistentCellCount(rows)) => {
+                    let width = rows.first().map(Vec::len).unwrap_or_default();
+                    match rows.iter().find(|r| r.len() != width) {
+                        Some(bad) => {
+                            let cells = |t: &str| -> Vec<String> {
+                                let t = t.trim();
+                                let inner = t.strip_prefix('|').and_then(|t| t.strip_suffix('|'));
+                                inner
+                                    .map(|i| i.split('|').map(|c| c.trim().to_owned()).collect())
+                                    .unwrap_or_default()
+                            };
+                            if let Some((l, c)) = find(&|t: &str| cells(t) == *bad) {
+                                (line, col) = (l.to_string(), c.to_string());
+                            }
+                            format!(
+                                "table row has {} cells, the table's first row has {width}",
+                                bad.len()
+                            )
+                        }
+                        None => "table rows have different numbers of cells".to_owned(),
+                    }
+                }
+                Some(env) => env.to_string(),
+                None => {
+                    let text = line
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|n| src.lines().nth(n.checked_sub(1)?))
+                        .map(|l| l.trim().to_owned())
+                        .unwrap_or_default();
+                    let mut tokens: Vec<&str> = expected
+                        .trim_matches(|c| c == '{' || c == '}')
+                        .split(", ")
+                        .map(|t| t.trim_matches('"'))
+                        .filter(|t| !t.is_empty())
+                        .collect();
+                    tokens.sort_unstable();
+                    tokens.dedup();
+                    let mut r = if text.is_empty() {
+                        "unexpected end of a line or of the file".to_owned()
+                    } else {
+                        format!("unexpected `{text}`")
+                    };
+                    if !tokens.is_empty() {
+                        r.push_str(&format!(" (expected {})", tokens.join(" or ")));
+                    }
+                    r
+                }
+            };
+            FeatureError::Parse {
+                path: PathBuf::from(format!("{}:{line}:{col}", path.display())),
+                message: reason,
+            }
+        }
+    }
+}
+
 /// Feature files under `path` (a file or a directory), sorted.
 pub fn feature_files(path: &Path) -> Result<Vec<PathBuf>, FeatureError> {
-    let meta = std::fs::metadata(path).map_err(|source| FeatureError::Read {
+    let meta = std::fs::metadata(path).map_err(|error| FeatureError::Read {
         path: path.to_owned(),
-        source,
+        error,
     })?;
     let mut files = Vec::new();
     if meta.is_file() {
@@ -224,15 +328,15 @@ pub fn feature_files(path: &Path) -> Result<Vec<PathBuf>, FeatureError> {
     } else {
         let mut stack = vec![path.to_owned()];
         while let Some(dir) = stack.pop() {
-            let entries = std::fs::read_dir(&dir).map_err(|source| FeatureError::Read {
+            let entries = std::fs::read_dir(&dir).map_err(|error| FeatureError::Read {
                 path: dir.clone(),
-                source,
+                error,
             })?;
             for entry in entries {
                 let p = entry
-                    .map_err(|source| FeatureError::Read {
+                    .map_err(|error| FeatureError::Read {
                         path: dir.clone(),
-                        source,
+                        error,
                     })?
                     .path();
                 if p.is_dir() {
@@ -264,10 +368,7 @@ pub fn parse_all(path: &Path) -> Result<Vec<gherkin::Feature>, Vec<FeatureError>
                     message: e.to_string(),
                 }),
             },
-            Err(e) => errors.push(FeatureError::Parse {
-                path: file,
-                message: e.to_string(),
-            }),
+            Err(e) => errors.push(describe_parse_error(&e)),
         }
     }
     if errors.is_empty() {
@@ -275,6 +376,92 @@ pub fn parse_all(path: &Path) -> Result<Vec<gherkin::Feature>, Vec<FeatureError>
     } else {
         Err(errors)
     }
+}
+
+/// The features to run: the files cucumber's `--input GLOB` matches when it
+/// is given (`input` is the glob as typed), otherwise those under every
+/// `--features` path. Every file is parsed once, here; an empty match is an
+/// error.
+pub fn load(
+    paths: &[PathBuf],
+    input: Option<&str>,
+    input_cli: &cucumber::parser::basic::Cli,
+) -> Result<Vec<gherkin::Feature>, Vec<FeatureError>> {
+    let Some(glob) = input else {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        for path in paths {
+            match parse_all(path) {
+                Ok(f) => out.extend(f),
+                Err(e) => errors.extend(e),
+            }
+        }
+        return if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(errors)
+        };
+    };
+    use cucumber::Parser as _;
+    use futures::{FutureExt as _, StreamExt as _};
+    // The basic parser's stream is a ready iterator: it never waits.
+    let results: Vec<_> = cucumber::parser::Basic::new()
+        .parse(".", input_cli.clone())
+        .collect::<Vec<_>>()
+        .now_or_never()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(f) => out.push(f),
+            Err(cucumber::parser::Error::Parsing(e)) => errors.push(describe_parse_error(&e)),
+            Err(cucumber::parser::Error::ExampleExpansion(e)) => errors.push(FeatureError::Parse {
+                path: PathBuf::from(glob),
+                message: e.to_string(),
+            }),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    if out.is_empty() {
+        return Err(vec![FeatureError::NoInput(glob.to_owned())]);
+    }
+    Ok(out)
+}
+
+/// Tags in a `--tags` expression that no scenario in `features` carries and
+/// the suite does not know: typos, as `dra-e2e check` reports them in files.
+pub fn unknown_expression_tags(
+    op: &gherkin::tagexpr::TagOperation,
+    features: &[gherkin::Feature],
+) -> Vec<String> {
+    use gherkin::tagexpr::TagOperation as Op;
+    fn walk<'a>(op: &'a Op, out: &mut Vec<&'a str>) {
+        match op {
+            Op::And(a, b) | Op::Or(a, b) => {
+                walk(a, out);
+                walk(b, out);
+            }
+            Op::Not(a) => walk(a, out),
+            Op::Tag(t) => out.push(t),
+        }
+    }
+    let mut tags = Vec::new();
+    walk(op, &mut tags);
+    let used: std::collections::HashSet<String> = scenarios(features)
+        .into_iter()
+        .flat_map(|s| s.tags)
+        .collect();
+    let mut unknown: Vec<String> = tags
+        .into_iter()
+        .map(|t| t.trim_start_matches('@'))
+        .filter(|t| !tag_is_known(t) && !used.contains(*t))
+        .map(|t| format!("@{t}"))
+        .collect();
+    unknown.dedup();
+    unknown
 }
 
 /// One scenario with where it is and its effective tags.
@@ -390,4 +577,52 @@ pub fn check<W>(
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_error(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.feature");
+        std::fs::write(&path, text).unwrap();
+        let errors = parse_all(&path).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        let shown = errors[0].to_string();
+        shown
+            .strip_prefix(&path.display().to_string())
+            .unwrap_or(&shown)
+            .to_owned()
+    }
+
+    #[test]
+    fn syntax_errors_say_line_column_and_reason() {
+        let e = parse_error("Feature: x\n  Scenario: y\n    Given a\n  Blah blah\n    Then b\n");
+        assert!(
+            e.starts_with(":4:3: `Blah` starts with no Gherkin keyword"),
+            "{e}"
+        );
+        let e = parse_error("Featur: x\n  Scenario: y\n    Given a\n");
+        assert!(e.starts_with(":1:1: `Featur: x` starts with"), "{e}");
+        let e = parse_error(
+            "Feature: x\n  Scenario: y\n    Given a\n      | a | b |\n      | c |\n    Then b\n",
+        );
+        assert_eq!(
+            e,
+            ":5:7: table row has 1 cells, the table's first row has 2"
+        );
+        let e =
+            parse_error("Feature: x\n  Scenario: z\n    Given a\n    \"\"\"\n    unterminated\n");
+        assert_eq!(e, ":4:5: doc string `\"\"\"` is not closed");
+    }
+
+    #[test]
+    fn expression_tags_unknown_to_suite_and_files() {
+        let op: gherkin::tagexpr::TagOperation =
+            "@DynamicResourceAllocation and not @Typo and not @FeatureGate:X"
+                .parse()
+                .unwrap();
+        assert_eq!(unknown_expression_tags(&op, &[]), vec!["@Typo".to_owned()]);
+    }
 }

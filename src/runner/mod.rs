@@ -2,6 +2,7 @@
 pub mod author;
 pub mod cli;
 pub mod features;
+pub mod preflight;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -55,29 +56,36 @@ impl Buffer {
     }
 }
 
-/// Parses features and marks the scenarios the cluster cannot run.
+/// Hands cucumber the features the runner already parsed, marking the
+/// scenarios the cluster cannot run.
 struct SkipParser {
-    inner: cucumber::parser::Basic,
     env: features::Environment,
 }
 
-/// Every `--features` path, in order.
-impl cucumber::Parser<Vec<std::path::PathBuf>> for SkipParser {
+impl cucumber::Parser<Vec<cucumber::gherkin::Feature>> for SkipParser {
     type Cli = cucumber::parser::basic::Cli;
     type Output =
         futures::stream::BoxStream<'static, cucumber::parser::Result<cucumber::gherkin::Feature>>;
 
-    fn parse(self, input: Vec<std::path::PathBuf>, cli: Self::Cli) -> Self::Output {
+    fn parse(self, input: Vec<cucumber::gherkin::Feature>, _: Self::Cli) -> Self::Output {
         use futures::StreamExt as _;
-        let Self { inner, env } = self;
+        let Self { env } = self;
         futures::stream::iter(input)
-            .flat_map(move |path| inner.clone().parse(path, cli.clone()))
-            .map(move |f| f.map(|f| features::mark_skipped(&env, f)))
+            .map(move |f| Ok(features::mark_skipped(&env, f)))
             .boxed()
     }
 }
 
-fn parse_opts() -> Opts {
+/// Options as typed where the parsed form does not show them.
+#[derive(Default)]
+struct Typed {
+    /// cucumber's `--input GLOB`.
+    input: Option<String>,
+    /// `--tags EXPR` (or `CUCUMBER_FILTER_TAGS`).
+    tags: Option<String>,
+}
+
+fn parse_opts() -> (Opts, Typed) {
     const ABOUT: &str = "Runs Gherkin scenarios that test Kubernetes Dynamic Resource \
                          Allocation against a local cluster (default) or a real one.";
     let cmd = Opts::command()
@@ -86,37 +94,108 @@ fn parse_opts() -> Opts {
         .long_about(ABOUT)
         .after_help(cli::SUBCOMMANDS_HELP);
     let matches = cmd.get_matches();
+    let raw = |id: &str| {
+        matches
+            .try_get_raw(id)
+            .ok()
+            .flatten()
+            .and_then(|mut v| v.next())
+            .map(|v| v.to_string_lossy().into_owned())
+    };
+    let typed = Typed {
+        input: raw("input"),
+        tags: raw("tags"),
+    };
     match Opts::from_arg_matches(&matches) {
-        Ok(o) => o,
+        Ok(o) => (o, typed),
         Err(e) => e.exit(),
     }
 }
 
-/// All features under `paths`, or one error listing every file that failed.
-fn parse_features(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<cucumber::gherkin::Feature>> {
-    let mut parsed = Vec::new();
-    let mut errors = Vec::new();
-    for path in paths {
-        match features::parse_all(path) {
-            Ok(f) => parsed.extend(f),
-            Err(errs) => errors.extend(errs.iter().map(ToString::to_string)),
-        }
-    }
-    if errors.is_empty() {
-        Ok(parsed)
-    } else {
-        Err(anyhow::anyhow!("{}", errors.join("\n")))
+/// The features to run (see [`features::load`]), or one error listing
+/// every problem.
+fn load_features(opts: &Opts, typed: &Typed) -> anyhow::Result<Vec<cucumber::gherkin::Feature>> {
+    features::load(&opts.custom.features, typed.input.as_deref(), &opts.parser).map_err(|errs| {
+        anyhow::anyhow!(
+            "{}",
+            errs.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })
+}
+
+/// What the run reads its scenarios from, for messages.
+fn source_description(opts: &Opts, typed: &Typed) -> String {
+    match &typed.input {
+        Some(glob) => format!("--input {glob}"),
+        None => opts
+            .custom
+            .features
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
-fn list(opts: &Opts) -> anyhow::Result<()> {
-    let parsed = parse_features(&opts.custom.features)?;
-    let mut n = 0;
-    for s in features::scenarios(&parsed) {
-        if !features::selected(opts.tags_filter.as_ref(), opts.re_filter.as_ref(), &s) {
-            continue;
+/// The scenarios `--tags` / `--name` select.
+fn selection(opts: &Opts, parsed: &[cucumber::gherkin::Feature]) -> Vec<features::ScenarioRef> {
+    features::scenarios(parsed)
+        .into_iter()
+        .filter(|s| features::selected(opts.tags_filter.as_ref(), opts.re_filter.as_ref(), s))
+        .collect()
+}
+
+/// Refuses options that would make the run test nothing or hang, and tags
+/// that are typos; returns the selected scenarios.
+fn check_selection(
+    opts: &Opts,
+    parsed: &[cucumber::gherkin::Feature],
+) -> anyhow::Result<Vec<features::ScenarioRef>> {
+    if opts.runner.concurrency == Some(0) {
+        anyhow::bail!("--concurrency 0 would never start a scenario; give 1 or more");
+    }
+    if let Some(op) = &opts.tags_filter {
+        let unknown = features::unknown_expression_tags(op, parsed);
+        if !unknown.is_empty() {
+            let (s, it) = if unknown.len() > 1 {
+                ("s", "them")
+            } else {
+                ("", "it")
+            };
+            anyhow::bail!(
+                "--tags: unknown tag{s} {} (no scenario has {it} and the suite does not know {it}; \
+                 the README's Tags section lists the tags)",
+                unknown.join(", ")
+            );
         }
-        n += 1;
+    }
+    Ok(selection(opts, parsed))
+}
+
+/// The message of a run that selected no scenario.
+fn nothing_selected(opts: &Opts, typed: &Typed, total: usize) -> String {
+    let filter = match (&typed.tags, &opts.re_filter) {
+        (Some(t), _) => format!("--tags '{t}'"),
+        (None, Some(re)) => format!("--name '{}'", re.as_str()),
+        (None, None) => {
+            return format!(
+                "no scenario to run: {} holds none (pass --allow-empty to accept an empty run)",
+                source_description(opts, typed)
+            );
+        }
+    };
+    format!(
+        "no scenario to run: {filter} selects none of the {total} scenarios in {} \
+         (pass --allow-empty to accept an empty run)",
+        source_description(opts, typed)
+    )
+}
+
+fn list(selected: &[features::ScenarioRef]) {
+    for s in selected {
         let tags: Vec<String> = s.tags.iter().map(|t| format!("@{t}")).collect();
         println!(
             "{}:{}  {}{}  {}",
@@ -130,23 +209,67 @@ fn list(opts: &Opts) -> anyhow::Result<()> {
             tags.join(" ")
         );
     }
-    println!("{n} scenarios");
+    println!("{} scenarios", selected.len());
+}
+
+/// Report and artifact paths are usable, and the local cluster's sockets
+/// fit in the temp dir: checked before anything starts.
+fn check_outputs_and_host(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.junit {
+        preflight::check_output_file("--junit", p)?;
+    }
+    if let Some(p) = &args.cucumber_json {
+        preflight::check_output_file("--cucumber-json", p)?;
+    }
+    preflight::check_output_dir("--artifacts", &args.artifacts)?;
+    let local = match args.cluster {
+        cli::ClusterChoice::Local => true,
+        cli::ClusterChoice::Kubeconfig => false,
+        cli::ClusterChoice::Auto => {
+            !crate::cluster::remote::kubeconfig_configured(args.kubeconfig.as_deref())
+        }
+    };
+    if local && args.node_kind == crate::cluster::NodeKind::Simulated {
+        preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
+    }
     Ok(())
 }
 
 /// Runs the selected scenarios; returns the process exit code.
 pub async fn run() -> anyhow::Result<i32> {
-    let opts = parse_opts();
+    let (opts, typed) = parse_opts();
+    // Fail on malformed feature files and empty selections before starting
+    // anything expensive.
+    let parsed = load_features(&opts, &typed)?;
+    let selected = check_selection(&opts, &parsed)?;
+    let allow_empty = opts.custom.allow_empty;
     if opts.custom.list {
-        list(&opts)?;
+        list(&selected);
+        if selected.is_empty() && !allow_empty {
+            anyhow::bail!(
+                "{}",
+                nothing_selected(&opts, &typed, features::scenarios(&parsed).len())
+            );
+        }
         return Ok(0);
     }
-    // Fail on malformed feature files before starting anything expensive.
-    parse_features(&opts.custom.features)?;
+    if selected.is_empty() {
+        let message = nothing_selected(&opts, &typed, features::scenarios(&parsed).len());
+        if !allow_empty {
+            anyhow::bail!("{message}");
+        }
+        println!(
+            "{}",
+            message.replace(" (pass --allow-empty to accept an empty run)", "")
+        );
+        println!("0 passed, 0 failed (--allow-empty)");
+        return Ok(0);
+    }
     let args = opts.custom.clone();
+    check_outputs_and_host(&args)?;
     let connect = ConnectOptions::from_args(&args);
     let cluster = Arc::new(Cluster::connect(&connect).await?);
-    let result = run_on(opts, args, cluster.clone()).await;
+    let result = run_on(opts, args, parsed, cluster.clone()).await;
     let left = cluster.shutdown().await;
     if !left.is_empty() {
         println!("leak check: left behind on the host: {}", left.join(", "));
@@ -155,7 +278,12 @@ pub async fn run() -> anyhow::Result<i32> {
     result
 }
 
-async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Result<i32> {
+async fn run_on(
+    opts: Opts,
+    args: RunArgs,
+    parsed: Vec<cucumber::gherkin::Feature>,
+    cluster: Arc<Cluster>,
+) -> anyhow::Result<i32> {
     let env = cluster.environment().await?;
     eprintln!("dra-e2e: {}", cluster.describe());
 
@@ -211,10 +339,7 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
     let junit = Buffer::default();
     let json = Buffer::default();
     let cucumber = World::cucumber::<std::path::PathBuf>()
-        .with_parser(SkipParser {
-            inner: cucumber::parser::Basic::new(),
-            env,
-        })
+        .with_parser(SkipParser { env })
         .with_writer(
             writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
                 .summarized()
@@ -229,7 +354,7 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
         .with_cli(opts);
 
     let started = Instant::now();
-    let run = cucumber.run(args.features.clone());
+    let run = cucumber.run(parsed);
     let mut run = std::pin::pin!(run);
     let deadline = tokio::time::sleep(args.deadline);
     tokio::select! {
@@ -288,8 +413,29 @@ async fn run_on(opts: Opts, args: RunArgs, cluster: Arc<Cluster>) -> anyhow::Res
         println!("{teardown_failures} scenario teardown(s) failed; see the messages above");
     }
     println!("{}", report::summary_line(&records));
+    let ran = records
+        .values()
+        .filter(|r| r.outcome != report::Outcome::Skipped)
+        .count();
+    let empty = ran == 0 && !interrupt.is_cancelled();
+    if empty {
+        println!(
+            "no scenario ran: all {} selected scenarios were skipped{}",
+            records.len(),
+            if args.allow_empty {
+                " (--allow-empty)"
+            } else {
+                "; a run that tests nothing fails (pass --allow-empty to accept it)"
+            }
+        );
+    }
     Ok(
-        if failed == 0 && teardown_failures == 0 && !leaked && !interrupt.is_cancelled() {
+        if failed == 0
+            && teardown_failures == 0
+            && !leaked
+            && !interrupt.is_cancelled()
+            && (!empty || args.allow_empty)
+        {
             0
         } else {
             1
