@@ -167,8 +167,9 @@ fn no_cluster_at_all_says_how_to_get_one() {
         .unwrap();
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
-    assert!(t.contains("make controlplane"), "{t}");
+    assert_eq!(t.matches("make controlplane").count(), 1, "said once\n{t}");
     assert!(t.contains("--kubeconfig"), "{t}");
+    assert!(!t.contains("starting the local cluster"), "{t}");
 }
 
 /// Processes whose command line mentions `dir` (the run's private temp dir).

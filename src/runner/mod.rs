@@ -83,6 +83,8 @@ struct Typed {
     input: Option<String>,
     /// `--tags EXPR` (or `CUCUMBER_FILTER_TAGS`).
     tags: Option<String>,
+    /// `--binaries-dir` came from its environment variable.
+    binaries_dir_from_env: bool,
 }
 
 fn parse_opts() -> (Opts, Typed) {
@@ -105,6 +107,8 @@ fn parse_opts() -> (Opts, Typed) {
     let typed = Typed {
         input: raw("input"),
         tags: raw("tags"),
+        binaries_dir_from_env: matches.value_source("binaries_dir")
+            == Some(clap::parser::ValueSource::EnvVariable),
     };
     match Opts::from_arg_matches(&matches) {
         Ok(o) => (o, typed),
@@ -214,7 +218,7 @@ fn list(selected: &[features::ScenarioRef]) {
 
 /// Report and artifact paths are usable, and the local cluster's sockets
 /// fit in the temp dir: checked before anything starts.
-fn check_outputs_and_host(args: &RunArgs) -> anyhow::Result<()> {
+fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
     if let Some(p) = &args.junit {
         preflight::check_output_file("--junit", p)?;
     }
@@ -229,8 +233,21 @@ fn check_outputs_and_host(args: &RunArgs) -> anyhow::Result<()> {
             !crate::cluster::remote::kubeconfig_configured(args.kubeconfig.as_deref())
         }
     };
-    if local && args.node_kind == crate::cluster::NodeKind::Simulated {
-        preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
+    if local {
+        if args.node_kind == crate::cluster::NodeKind::Simulated {
+            preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
+        }
+        // The hint to build them belongs to this error only.
+        // Found from the environment variable, it is said to be.
+        let explicit = args
+            .binaries_dir
+            .as_deref()
+            .filter(|_| !typed.binaries_dir_from_env);
+        if let Err(missing) = crate::cluster::local::Binaries::find(explicit) {
+            anyhow::bail!(
+                "{missing}; or run against a real cluster with --cluster kubeconfig --kubeconfig FILE"
+            );
+        }
     }
     Ok(())
 }
@@ -266,7 +283,7 @@ pub async fn run() -> anyhow::Result<i32> {
         return Ok(0);
     }
     let args = opts.custom.clone();
-    check_outputs_and_host(&args)?;
+    check_outputs_and_host(&args, &typed)?;
     let connect = ConnectOptions::from_args(&args);
     let cluster = Arc::new(Cluster::connect(&connect).await?);
     let result = run_on(opts, args, parsed, cluster.clone()).await;
