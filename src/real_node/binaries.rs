@@ -420,7 +420,10 @@ mod tests {
         }
         .verify_with(None, root.path())
         .unwrap_err();
-        assert_eq!(err.built, [CONTAINERD, CONTAINERD_SHIM, SAMPLE_DEVICE_PLUGIN]);
+        assert_eq!(
+            err.built,
+            [CONTAINERD, CONTAINERD_SHIM, SAMPLE_DEVICE_PLUGIN]
+        );
         let host: Vec<_> = err
             .host
             .iter()
