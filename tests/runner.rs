@@ -639,18 +639,23 @@ fn a_missing_kubeconfig_says_its_cause_once() {
 /// A plain HTTP server on loopback that answers every request with
 /// `status` and `body`; returns its URL.
 fn http_server(status: &str, content_type: &str, body: String) -> String {
+    let (status, content_type) = (status.to_owned(), content_type.to_owned());
+    http_server_by_path(move |_| (status.clone(), content_type.clone(), body.clone()))
+}
+
+/// A plain HTTP server on loopback whose answer to a request for a path is
+/// `answer(path)`: status line, content type and body; returns its URL.
+fn http_server_by_path(
+    answer: impl Fn(&str) -> (String, String, String) + Send + Sync + 'static,
+) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
-         connection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let answer = std::sync::Arc::new(answer);
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
-            let response = response.clone();
+            let answer = answer.clone();
             std::thread::spawn(move || {
                 let mut seen = Vec::new();
                 let mut buf = [0u8; 4096];
@@ -660,6 +665,14 @@ fn http_server(status: &str, content_type: &str, body: String) -> String {
                         Ok(n) => seen.extend_from_slice(&buf[..n]),
                     }
                 }
+                let head = String::from_utf8_lossy(&seen).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let (status, content_type, body) = answer(&path);
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{body}",
+                    body.len()
+                );
                 let _ = conn.write_all(response.as_bytes());
             });
         }
@@ -707,6 +720,41 @@ fn an_unauthorised_kubeconfig_says_check_the_credentials() {
         "{t}"
     );
     assert!(!err.contains("Status {"), "a Debug dump\n{t}");
+}
+
+/// An API server that shows its version to anyone but refuses the user
+/// everything else: said as such, not as "does not serve resource.k8s.io/v1".
+#[test]
+fn a_user_forbidden_the_api_groups_is_told_so() {
+    let home = tempfile::tempdir().unwrap();
+    let server = http_server_by_path(|path| {
+        if path == "/version" {
+            let v = r#"{"major":"1","minor":"35","gitVersion":"v1.35.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
+            ("200 OK".into(), "application/json".into(), v.into())
+        } else {
+            let s = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#;
+            ("403 Forbidden".into(), "application/json".into(), s.into())
+        }
+    });
+    let kc = kubeconfig_for(home.path(), &server);
+    let o = isolated(home.path())
+        .args([
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert_eq!(
+        stderr(&o).trim(),
+        format!(
+            "error: the API server at {server}/ answered 403 Forbidden: the kubeconfig's user may \
+             not read the API groups; check its permissions"
+        )
+    );
 }
 
 #[test]

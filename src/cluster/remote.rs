@@ -69,6 +69,19 @@ impl RemoteEnv {
         let version: k8s_openapi::apimachinery::pkg::version::Info = serde_json::from_str(&text)
             .map_err(|e| probe_error(&server, kube::Error::SerdeError(e)))?;
         let groups = probe.list_api_group_resources("resource.k8s.io/v1").await;
+        // /version is open to anonymous users; the API groups are not.
+        if let Err(kube::Error::Api(status)) = &groups
+            && (status.code == 401 || status.code == 403)
+        {
+            let who = if status.code == 401 {
+                "401 Unauthorized: check the credentials (token, client certificate) of the \
+                 kubeconfig's user"
+            } else {
+                "403 Forbidden: the kubeconfig's user may not read the API groups; check its \
+                 permissions"
+            };
+            bail!("the API server at {server} answered {who}");
+        }
         if groups.is_err() {
             bail!(
                 "the cluster at {server} (Kubernetes {}) does not serve resource.k8s.io/v1; DRA scenarios need Kubernetes 1.34 or newer",
