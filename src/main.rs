@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Ok(0) => ExitCode::SUCCESS,
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            eprintln!("error: {}", dra_e2e::runner::preflight::error_message(&e));
+            eprintln!("error: {}", dra_e2e::report::error_message(&e));
             ExitCode::FAILURE
         }
     }

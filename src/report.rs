@@ -195,9 +195,38 @@ pub fn write_artifact(dir: &Path, name: &str, content: &str) -> std::io::Result<
     Ok(path)
 }
 
+/// An error and its causes on one line, each cause said once: a cause whose
+/// text its parent already includes (`reading X: {source}` with the same
+/// source attached) is not repeated.
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_are_said_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        #[derive(Debug, thiserror::Error)]
+        #[error("reading x: {0}")]
+        struct Twice(#[source] std::io::Error);
+        let e = anyhow::Error::new(Twice(io)).context("loading");
+        let m = error_message(&e);
+        assert_eq!(m, "loading: reading x: entity not found");
+    }
 
     fn rec(outcome: Outcome, secs: u64) -> Record {
         Record {

@@ -1,6 +1,5 @@
 //! Checks made before the cluster starts, so that a mistake in the options
-//! costs a second, not a cluster start and a run; and the one-line form of
-//! an error chain.
+//! costs a second, not a cluster start and a run.
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
@@ -115,24 +114,6 @@ pub fn check_output_dir(option: &str, path: &Path) -> anyhow::Result<()> {
     probe_writable(option, path, existing)
 }
 
-/// An error and its causes on one line, each cause said once: a cause whose
-/// text its parent already includes (`reading X: {source}` with the same
-/// source attached) is not repeated.
-pub fn error_message(e: &anyhow::Error) -> String {
-    let mut msg = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || msg.contains(&text) {
-            continue;
-        }
-        if !msg.is_empty() {
-            msg.push_str(": ");
-        }
-        msg.push_str(&text);
-    }
-    msg
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,17 +169,6 @@ mod tests {
         let e = check_temp_dir(Path::new(&long), 2).unwrap_err().to_string();
         assert!(e.contains(&long), "{e}");
         assert!(e.contains(&format!("at most {}", ok.len())), "{e}");
-    }
-
-    #[test]
-    fn causes_are_said_once() {
-        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
-        #[derive(Debug, thiserror::Error)]
-        #[error("reading x: {0}")]
-        struct Twice(#[source] std::io::Error);
-        let e = anyhow::Error::new(Twice(io)).context("loading");
-        let m = error_message(&e);
-        assert_eq!(m, "loading: reading x: entity not found");
     }
 
     #[test]
