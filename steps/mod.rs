@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
 use crate::driver::Driver;
+use crate::driver::sockets::Broken;
 use crate::report::Outcomes;
 
 /// What every scenario of a run shares. Set once by the runner before the run.
@@ -98,7 +99,70 @@ pub struct World {
     pub teardown_timings: Vec<(&'static str, Duration)>,
 }
 
+tokio::task_local! {
+    /// The broken signals of the drivers the running step's scenario has.
+    static WATCHED: Watched;
+}
+
+/// What [`run`] races a step against: the scenario's drivers breaking. The
+/// step body adds them through the [`World`] it uses ([`World::client`],
+/// [`World::driver`]), so every step that touches the scenario fails as soon
+/// as one of its drivers breaks, with the reason, instead of running into a
+/// timeout.
+#[derive(Clone, Default)]
+struct Watched {
+    signals: Arc<std::sync::Mutex<Vec<Broken>>>,
+    added: Arc<tokio::sync::Notify>,
+}
+
+impl Watched {
+    fn add(&self, signals: impl Iterator<Item = Broken>) {
+        let mut list = self.signals.lock().unwrap_or_else(|e| e.into_inner());
+        let before = list.len();
+        for s in signals {
+            if !list.iter().any(|known| known.same(&s)) {
+                list.push(s);
+            }
+        }
+        if list.len() > before {
+            self.added.notify_one();
+        }
+    }
+
+    /// Resolves with the first reason any watched signal reports.
+    async fn first_broken(&self) -> String {
+        loop {
+            let added = self.added.notified();
+            tokio::pin!(added);
+            added.as_mut().enable();
+            let list = self
+                .signals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(reason) = list.iter().find_map(Broken::reason) {
+                return reason;
+            }
+            if list.is_empty() {
+                added.await;
+                continue;
+            }
+            let any = futures::future::select_all(list.iter().map(|b| Box::pin(b.wait())));
+            tokio::select! {
+                (reason, _, _) = any => return reason,
+                _ = added => {}
+            }
+        }
+    }
+}
+
 impl World {
+    /// Makes the running step fail as soon as one of the scenario's drivers
+    /// breaks (see [`run`]).
+    fn watch_drivers(&self) {
+        let _ = WATCHED.try_with(|w| w.add(self.drivers.iter().map(|(_, d)| d.broken())));
+    }
+
     fn driver_index(&self, label: &str) -> Option<usize> {
         self.drivers
             .iter()
@@ -110,6 +174,7 @@ impl World {
     /// The driver with `label`; `""` means "the driver": the unnamed one, or
     /// else the scenario's first.
     pub fn driver(&self, label: &str) -> anyhow::Result<&Driver> {
+        self.watch_drivers();
         match self.driver_index(label) {
             Some(i) => Ok(&self.drivers[i].1),
             None => Err(self.no_driver(label)),
@@ -117,6 +182,7 @@ impl World {
     }
 
     pub fn driver_mut(&mut self, label: &str) -> anyhow::Result<&mut Driver> {
+        self.watch_drivers();
         match self.driver_index(label) {
             Some(i) => Ok(&mut self.drivers[i].1),
             None => Err(self.no_driver(label)),
@@ -169,6 +235,7 @@ impl World {
 
     /// The admin client, once the scenario's namespace is ready.
     pub fn client(&self) -> anyhow::Result<kube::Client> {
+        self.watch_drivers();
         if let Some(e) = &self.setup_error {
             anyhow::bail!("the scenario could not be set up: {e}");
         }
@@ -206,7 +273,9 @@ impl World {
 }
 
 /// Runs a step body with the step timeout and the run's interrupt, and turns
-/// its error into the message cucumber reports.
+/// its error into the message cucumber reports. A driver of the scenario that
+/// breaks meanwhile (a proxy agent died) ends the step at once with the
+/// reason.
 pub async fn run<T>(
     fut: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> Result<T, String> {
@@ -215,7 +284,11 @@ pub async fn run<T>(
         return Err("the run was interrupted; not starting this step".to_owned());
     }
     let progress = crate::wait::Progress::default();
-    let fut = crate::wait::with_progress(progress.clone(), fut);
+    let watched = Watched::default();
+    let fut = WATCHED.scope(
+        watched.clone(),
+        crate::wait::with_progress(progress.clone(), fut),
+    );
     tokio::select! {
         r = tokio::time::timeout(ctx.step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
@@ -226,6 +299,10 @@ pub async fn run<T>(
                 progress.last().map(|p| format!(" ({p})")).unwrap_or_default()
             )),
         },
+        reason = watched.first_broken() => Err(format!(
+            "{reason}{}",
+            progress.last().map(|p| format!(" (the step was {p})")).unwrap_or_default()
+        )),
         _ = ctx.interrupt.cancelled() => Err("the run was interrupted (Ctrl-C or --deadline)".to_owned()),
     }
 }

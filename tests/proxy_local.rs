@@ -194,11 +194,7 @@ async fn stop_leaves_no_process_socket_or_connection() {
     let plugin = Plugin::default();
     let server = plugin.serve(incoming);
     let agent = socket.local_agent().unwrap();
-    let (pid, port, path) = (
-        agent.pid(),
-        agent.tcp_addr().port(),
-        socket.path().to_owned(),
-    );
+    let (pid, port, path) = (agent.pid, agent.tcp_addr.port(), socket.path().to_owned());
     socket
         .pool()
         .wait_for(|s| s.waiting == 10, WAIT)

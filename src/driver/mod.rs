@@ -19,7 +19,7 @@ use crate::plugin::{
 };
 use crate::wait::{self, Check};
 use slices::{DeviceSpec, Publisher, Taint};
-use sockets::{HostProvider, NodeHost, Stopper};
+use sockets::{Broken, BrokenSender, HostProvider, NodeHost, Stopper};
 
 /// The devices a driver offers.
 #[derive(Debug, Clone)]
@@ -115,6 +115,10 @@ pub enum DriverError {
     Wait(#[source] wait::WaitError, String),
     #[error("driver {driver}: {message}")]
     Other { driver: String, message: String },
+    /// The driver can no longer reach the kubelet (see [`Driver::broken`]);
+    /// the reason names the driver.
+    #[error("{0}")]
+    Broken(String),
 }
 
 struct NodeInstance {
@@ -154,6 +158,8 @@ pub struct Driver {
     instance_uid: String,
     /// Time of each teardown phase, for `make bench`.
     pub teardown_timings: Vec<(&'static str, Duration)>,
+    /// Set when one of its served sockets fails for good.
+    broken: BrokenSender,
 }
 
 impl std::fmt::Debug for Driver {
@@ -200,6 +206,7 @@ impl Driver {
             unregistered: Vec::new(),
             instance_uid: format!("{:08x}", rand::random::<u32>()),
             teardown_timings: Vec::new(),
+            broken: BrokenSender::default(),
         }
     }
 
@@ -244,6 +251,44 @@ impl Driver {
         kube::Client::try_from(config).map_err(self.kube_err("building the plugin's client"))
     }
 
+    /// Fires when the plugin can no longer be reached on one of its nodes
+    /// (a proxy agent died), with a reason naming driver, node and socket.
+    /// Steps race their waits against it.
+    pub fn broken(&self) -> Broken {
+        self.broken.subscribe()
+    }
+
+    /// Runs `fut` unless the driver breaks first.
+    async fn unless_broken<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, DriverError>>,
+    ) -> Result<T, DriverError> {
+        let broken = self.broken();
+        tokio::select! {
+            r = fut => r,
+            reason = broken.wait() => Err(DriverError::Broken(reason)),
+        }
+    }
+
+    /// Reports the failures of a socket served on `node` as this driver
+    /// being broken.
+    fn watch_socket(&self, node: &str, incoming: crate::conn::Incoming) -> crate::conn::Incoming {
+        let broken = self.broken.clone();
+        let who = if self.options.instance_suffix.is_empty() {
+            format!("driver {} on node {node}", self.name)
+        } else {
+            format!(
+                "driver {} (instance {}) on node {node}",
+                self.name, self.options.instance_suffix
+            )
+        };
+        sockets::report_failures(incoming, move |e| {
+            let reason = format!("{who}: {e}");
+            tracing::error!("{reason}");
+            broken.report(reason);
+        })
+    }
+
     /// Prepared claims of the plugin on `node`.
     pub fn prepared(&self, node: &str) -> Option<&Prepared> {
         self.prepared.get(node)
@@ -274,19 +319,23 @@ impl Driver {
         }
         // Pods created right after setup must see every node's devices, or the
         // scheduler decides on a partial view.
-        self.wait_published(Duration::from_secs(60)).await?;
+        self.unless_broken(self.wait_published(Duration::from_secs(60)))
+            .await?;
         if self.options.with_kubelet {
             for node in &nodes {
                 if let Some(inst) = self.instances.get(node) {
-                    inst.plugin
-                        .wait_registered(Duration::from_secs(60))
-                        .await
-                        .map_err(|e| DriverError::Other {
-                            driver: self.name.clone(),
-                            message: format!(
-                                "the kubelet on node {node} did not register the plugin: {e}"
-                            ),
-                        })?;
+                    let registered = async {
+                        inst.plugin
+                            .wait_registered(Duration::from_secs(60))
+                            .await
+                            .map_err(|e| DriverError::Other {
+                                driver: self.name.clone(),
+                                message: format!(
+                                    "the kubelet on node {node} did not register the plugin: {e}"
+                                ),
+                            })
+                    };
+                    self.unless_broken(registered).await?;
                 }
             }
         }
@@ -402,12 +451,14 @@ impl Driver {
                 .map_err(|e| DriverError::Socket(e, self.name.clone()))?
                 .into_parts();
             stoppers.push(s1);
+            let dra_in = self.watch_socket(node, dra_in);
             let (reg_in, s2) = host
                 .serve(node, &reg_path)
                 .await
                 .map_err(|e| DriverError::Socket(e, self.name.clone()))?
                 .into_parts();
             stoppers.push(s2);
+            let reg_in = self.watch_socket(node, reg_in);
             (dra_in, reg_in)
         } else {
             (

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::StreamExt as _;
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 
 use crate::conn::Incoming;
 use crate::node_files::NodeFiles;
@@ -46,6 +48,84 @@ impl Stopper {
         if let Some(f) = self.0 {
             f.await;
         }
+    }
+}
+
+/// Passes a served socket's connections on and hands its errors to
+/// `on_failure` instead. A proxied socket's source yields an error only when
+/// it can never deliver a connection again (its agent died), so each error
+/// means "this socket is broken" and a server must not see it.
+pub fn report_failures(
+    incoming: Incoming,
+    on_failure: impl Fn(std::io::Error) + Send + 'static,
+) -> Incoming {
+    Box::pin(incoming.filter_map(move |item| {
+        let item = match item {
+            Ok(conn) => Some(Ok(conn)),
+            Err(e) => {
+                on_failure(e);
+                None
+            }
+        };
+        futures::future::ready(item)
+    }))
+}
+
+/// The sending side of a [`Broken`] signal; the first reason reported sticks.
+#[derive(Debug, Clone)]
+pub struct BrokenSender(Arc<watch::Sender<Option<String>>>);
+
+impl Default for BrokenSender {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(None)))
+    }
+}
+
+impl BrokenSender {
+    /// Records `reason` unless an earlier one was; true if it was recorded.
+    pub fn report(&self, reason: String) -> bool {
+        self.0.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(reason);
+            true
+        })
+    }
+
+    pub fn subscribe(&self) -> Broken {
+        Broken(self.0.subscribe())
+    }
+}
+
+/// Whether (and why) something a scenario relies on broke for good, such as
+/// a plugin socket whose proxy agent died. Waits race against it so that a
+/// scenario fails at once with the reason instead of running into a timeout.
+#[derive(Debug, Clone)]
+pub struct Broken(watch::Receiver<Option<String>>);
+
+impl Broken {
+    /// The reason, if it broke.
+    pub fn reason(&self) -> Option<String> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves with the reason once it broke; never if it does not.
+    pub async fn wait(&self) -> String {
+        let mut rx = self.0.clone();
+        let reason = match rx.wait_for(Option::is_some).await {
+            Ok(r) => r.clone(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(r) => r,
+            None => futures::future::pending().await,
+        }
+    }
+
+    /// Both observe the same signal.
+    pub fn same(&self, other: &Broken) -> bool {
+        self.0.same_channel(&other.0)
     }
 }
 
@@ -130,6 +210,27 @@ pub fn socket_paths(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_first_failure_of_a_socket_breaks_it_and_never_reaches_the_server() {
+        use std::io;
+        let sender = BrokenSender::default();
+        let broken = sender.subscribe();
+        assert_eq!(broken.reason(), None);
+        let items: Vec<io::Result<crate::conn::Conn>> = vec![
+            Err(io::Error::other("agent for a.sock died")),
+            Err(io::Error::other("agent for b.sock died")),
+        ];
+        let s = sender.clone();
+        let incoming = report_failures(Box::pin(futures::stream::iter(items)), move |e| {
+            s.report(format!("node n: {e}"));
+        });
+        let passed: Vec<_> = incoming.collect().await;
+        assert!(passed.is_empty(), "errors are not passed on");
+        assert_eq!(broken.wait().await, "node n: agent for a.sock died");
+        assert!(broken.same(&sender.subscribe()));
+        assert!(!broken.same(&BrokenSender::default().subscribe()));
+    }
 
     #[test]
     fn default_and_rolling_names() {

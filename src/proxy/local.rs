@@ -1,23 +1,34 @@
 //! The agent as a local subprocess, for the local cluster's simulated nodes.
+use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use super::agent::READY_PREFIX;
+
+/// The running executable as the kernel holds it. Executing this path starts
+/// the very image this process runs, even after a rebuild unlinked or replaced
+/// the file it was started from (`current_exe()` would then name a path that
+/// is gone, or a different binary).
+pub const SELF_EXE: &str = "/proc/self/exe";
 
 /// How to run one local agent.
 #[derive(Debug, Clone)]
 pub struct LocalAgentConfig {
     /// The dra-e2e executable; `proxy-agent` is its subcommand.
     pub program: PathBuf,
+    /// What the agent sees as its `argv[0]` (by default `program`).
+    pub arg0: Option<std::ffi::OsString>,
     /// The unix socket the agent creates.
     pub socket: PathBuf,
     /// Where the agent's TCP side listens; port 0 lets the agent pick a free
@@ -30,16 +41,22 @@ pub struct LocalAgentConfig {
 }
 
 impl LocalAgentConfig {
-    /// An agent for `socket` run from the current executable, listening on a
-    /// free loopback port.
+    /// An agent for `socket` run from the current executable ([`SELF_EXE`]),
+    /// listening on a free loopback port. Its `argv[0]` is the path the
+    /// runner was started from, for `ps`.
     pub fn new(socket: impl Into<PathBuf>) -> Result<Self, LocalAgentError> {
-        let program = std::env::current_exe().map_err(LocalAgentError::CurrentExe)?;
-        Ok(Self::with_program(program, socket))
+        let mut config = Self::with_program(SELF_EXE, socket);
+        config.arg0 = std::env::current_exe()
+            .ok()
+            .map(|p| p.into_os_string())
+            .or_else(|| std::env::args_os().next());
+        Ok(config)
     }
 
     pub fn with_program(program: impl Into<PathBuf>, socket: impl Into<PathBuf>) -> Self {
         Self {
             program: program.into(),
+            arg0: None,
             socket: socket.into(),
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             ready_timeout: Duration::from_secs(10),
@@ -94,18 +111,74 @@ pub enum LocalAgentError {
     },
 }
 
+/// How a local agent ended.
+#[derive(Debug, Clone)]
+pub struct AgentExit {
+    pub socket: PathBuf,
+    pub pid: u32,
+    /// The exit status, or why it could not be read.
+    pub status: Result<ExitStatus, String>,
+    /// The runner ended it (stop, kill or drop); otherwise it died on its own
+    /// or someone else killed it.
+    pub requested: bool,
+    /// The agent's last lines on stderr.
+    pub stderr_tail: Vec<String>,
+}
+
+impl std::fmt::Display for AgentExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = match &self.status {
+            Ok(s) => s.to_string(),
+            Err(e) => format!("status unknown: {e}"),
+        };
+        write!(
+            f,
+            "the proxy agent for socket {} (pid {}) ",
+            self.socket.display(),
+            self.pid
+        )?;
+        if self.requested {
+            return write!(f, "stopped ({status})");
+        }
+        write!(
+            f,
+            "exited unexpectedly ({status}); the kubelet's connections to that socket no longer reach the plugin"
+        )?;
+        // A signal says it all; a failure exit usually explains itself last.
+        let signalled = matches!(&self.status, Ok(s) if std::os::unix::process::ExitStatusExt::signal(s).is_some());
+        if !signalled && !self.stderr_tail.is_empty() {
+            write!(f, "; its last output: {}", self.stderr_tail.join(" | "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Lines of stderr kept for the exit report.
+const STDERR_TAIL: usize = 5;
+
+/// What the runner asks of a running agent.
+#[derive(Debug)]
+enum Ctl {
+    Term,
+    Kill,
+}
+
 /// A running `dra-e2e proxy-agent` subprocess.
 ///
-/// It dies with the runner (`PR_SET_PDEATHSIG`). [`LocalAgent::stop`] ends it
-/// cleanly; dropping it kills it and removes the socket file.
+/// A task owns the child process and notices its exit the moment it happens:
+/// [`LocalAgent::unexpected_exit`] resolves when the agent ends without the
+/// runner asking. It dies with the runner (`PR_SET_PDEATHSIG`).
+/// [`LocalAgent::stop`] ends it cleanly; dropping it kills it and removes the
+/// socket file.
 #[derive(Debug)]
 pub struct LocalAgent {
-    child: Option<Child>,
     pid: u32,
     socket: PathBuf,
     tcp_addr: SocketAddr,
     stop_timeout: Duration,
-    output: Vec<JoinHandle<()>>,
+    control: Option<mpsc::UnboundedSender<Ctl>>,
+    exit: watch::Receiver<Option<AgentExit>>,
+    reaper: Option<JoinHandle<()>>,
 }
 
 impl LocalAgent {
@@ -113,6 +186,9 @@ impl LocalAgent {
     pub async fn start(config: LocalAgentConfig) -> Result<LocalAgent, LocalAgentError> {
         let socket = config.socket.clone();
         let mut cmd = Command::new(&config.program);
+        if let Some(arg0) = &config.arg0 {
+            cmd.arg0(arg0);
+        }
         cmd.arg("proxy-agent")
             .arg("--endpoint")
             .arg(&config.socket)
@@ -121,6 +197,9 @@ impl LocalAgent {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
+            // Killed with its handle, even when a runtime shuts down with the
+            // task that watches it.
+            .kill_on_drop(true)
             // Its own process group: a terminal's Ctrl-C reaches the runner,
             // which then stops agents in teardown order.
             .process_group(0);
@@ -213,22 +292,41 @@ impl LocalAgent {
                 }
             }));
         }
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
         if let Some(err) = stderr {
             let s = socket.clone();
+            let tail = tail.clone();
             output.push(tokio::spawn(async move {
                 let mut lines = BufReader::new(err).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     debug!(socket = %s.display(), "agent: {line}");
+                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    if tail.len() == STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
                 }
             }));
         }
+        let (control, control_rx) = mpsc::unbounded_channel();
+        let (exit_tx, exit) = watch::channel(None);
+        let reaper = tokio::spawn(reap(
+            child,
+            pid,
+            socket.clone(),
+            control_rx,
+            output,
+            tail,
+            exit_tx,
+        ));
         Ok(LocalAgent {
-            child: Some(child),
             pid,
             socket,
             tcp_addr,
             stop_timeout: config.stop_timeout,
-            output,
+            control: Some(control),
+            exit,
+            reaper: Some(reaper),
         })
     }
 
@@ -245,67 +343,149 @@ impl LocalAgent {
         self.pid
     }
 
+    /// How the agent ended, once it has.
+    pub fn exited(&self) -> Option<AgentExit> {
+        self.exit.borrow().clone()
+    }
+
+    /// Resolves when the agent exits without the runner asking for it (a
+    /// crash, a kill from outside); never resolves if the runner ends it.
+    /// Independent of `self`, so a pool can watch it.
+    pub fn unexpected_exit(&self) -> impl Future<Output = AgentExit> + Send + 'static {
+        let mut rx = self.exit.clone();
+        async move {
+            match wait_exit(&mut rx).await {
+                Some(exit) if !exit.requested => exit,
+                _ => futures::future::pending().await,
+            }
+        }
+    }
+
     /// TERM, wait, KILL if it lingers, then remove the socket file (a killed
-    /// agent leaves it behind).
+    /// agent leaves it behind). An agent that already died is only cleaned up.
     pub async fn stop(mut self) -> Result<(), LocalAgentError> {
-        if let Some(mut child) = self.child.take() {
-            let stop_err = |source| LocalAgentError::Stop {
-                socket: self.socket.clone(),
-                source,
-            };
-            if let Ok(pid) = i32::try_from(self.pid)
-                && pid > 0
-                && child.try_wait().map_err(stop_err)?.is_none()
-            {
-                // SAFETY: plain kill(2) on our own, not yet reaped child.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-            }
-            match tokio::time::timeout(self.stop_timeout, child.wait()).await {
-                Ok(status) => {
-                    let status = status.map_err(stop_err)?;
-                    debug!(socket = %self.socket.display(), %status, "local proxy agent exited");
-                }
-                Err(_) => {
-                    warn!(socket = %self.socket.display(), timeout = ?self.stop_timeout, "agent ignored TERM; killing it");
-                    child.kill().await.map_err(stop_err)?;
-                }
-            }
-        }
-        for task in self.output.drain(..) {
-            let _ = task.await;
-        }
+        let exit = self.end(Ctl::Term).await?;
+        debug!(socket = %self.socket.display(), "local proxy agent: {exit}");
         remove_socket(&self.socket)
     }
 
     /// SIGKILL, as a crash would: the socket file stays behind.
     pub async fn kill(mut self) -> Result<ExitStatus, LocalAgentError> {
-        let Some(mut child) = self.child.take() else {
-            return Err(LocalAgentError::Stop {
-                socket: self.socket.clone(),
-                source: io::Error::other("already stopped"),
-            });
-        };
-        let stop_err = |source| LocalAgentError::Stop {
+        let exit = self.end(Ctl::Kill).await?;
+        exit.status.map_err(|e| LocalAgentError::Stop {
             socket: self.socket.clone(),
-            source,
+            source: io::Error::other(e),
+        })
+    }
+
+    async fn end(&mut self, how: Ctl) -> Result<AgentExit, LocalAgentError> {
+        let stop_err = |e: &str| LocalAgentError::Stop {
+            socket: self.socket.clone(),
+            source: io::Error::other(e.to_owned()),
         };
-        child.kill().await.map_err(stop_err)?;
-        let status = child.wait().await.map_err(stop_err)?;
-        for task in self.output.drain(..) {
-            let _ = task.await;
+        let control = self
+            .control
+            .take()
+            .ok_or_else(|| stop_err("already stopped"))?;
+        let term = matches!(how, Ctl::Term);
+        let _ = control.send(how);
+        let mut rx = self.exit.clone();
+        let mut exit = tokio::time::timeout(self.stop_timeout, wait_exit(&mut rx)).await;
+        if exit.is_err() && term {
+            warn!(socket = %self.socket.display(), timeout = ?self.stop_timeout, "agent ignored TERM; killing it");
+            let _ = control.send(Ctl::Kill);
+            exit = tokio::time::timeout(self.stop_timeout, wait_exit(&mut rx)).await;
         }
-        Ok(status)
+        if let Some(reaper) = self.reaper.take() {
+            let _ = reaper.await;
+        }
+        match exit {
+            Ok(Some(exit)) => Ok(exit),
+            Ok(None) => Err(stop_err("the task watching the agent ended early")),
+            Err(_) => Err(stop_err("the agent did not exit after SIGKILL")),
+        }
     }
 }
 
 impl Drop for LocalAgent {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // tokio reaps the orphaned child in the background.
-            let _ = child.start_kill();
+        // Closing the control channel makes the reaper kill the agent.
+        if self.control.take().is_some() {
             let _ = std::fs::remove_file(&self.socket);
         }
     }
+}
+
+async fn wait_exit(rx: &mut watch::Receiver<Option<AgentExit>>) -> Option<AgentExit> {
+    rx.wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|e| e.clone())
+}
+
+/// Owns the agent process until it exits, then publishes how it ended.
+#[allow(clippy::too_many_arguments)]
+async fn reap(
+    mut child: Child,
+    pid: u32,
+    socket: PathBuf,
+    mut control: mpsc::UnboundedReceiver<Ctl>,
+    output: Vec<JoinHandle<()>>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    exit: watch::Sender<Option<AgentExit>>,
+) {
+    let mut requested = false;
+    let mut control_open = true;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            ctl = control.recv(), if control_open => match ctl {
+                Some(Ctl::Term) => {
+                    requested = true;
+                    if let Ok(pid) = i32::try_from(pid)
+                        && pid > 0
+                    {
+                        // SAFETY: kill(2) on our own child, not reaped yet:
+                        // only this task waits for it.
+                        unsafe { libc::kill(pid, libc::SIGTERM) };
+                    }
+                }
+                Some(Ctl::Kill) => {
+                    requested = true;
+                    let _ = child.start_kill();
+                }
+                None => {
+                    // The LocalAgent was dropped.
+                    control_open = false;
+                    requested = true;
+                    let _ = child.start_kill();
+                }
+            },
+        }
+    };
+    // The pipes close with the process; drain them so the report has its
+    // last words.
+    for task in output {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    let report = AgentExit {
+        socket,
+        pid,
+        status: status.map_err(|e| e.to_string()),
+        requested,
+        stderr_tail: tail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect(),
+    };
+    if requested {
+        debug!("{report}");
+    } else {
+        warn!("{report}");
+    }
+    exit.send_replace(Some(report));
 }
 
 fn remove_socket(socket: &Path) -> Result<(), LocalAgentError> {
@@ -377,6 +557,16 @@ async fn spawn_from_long_lived_thread(mut cmd: Command) -> io::Result<Child> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_run_the_image_of_this_process_not_a_path() {
+        let config = LocalAgentConfig::new("/tmp/x.sock").unwrap();
+        assert_eq!(config.program, Path::new(SELF_EXE));
+        assert!(config.arg0.is_some());
+        let explicit = LocalAgentConfig::with_program("/opt/dra-e2e", "/tmp/x.sock");
+        assert_eq!(explicit.program, Path::new("/opt/dra-e2e"));
+        assert_eq!(explicit.arg0, None);
+    }
 
     #[test]
     fn ready_line_gives_the_bound_address() {

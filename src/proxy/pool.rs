@@ -10,6 +10,11 @@
 //! byte. That way the pool itself notices connections that die unused (EOF,
 //! port-forward error) and replaces them, and the server never sits on an idle
 //! connection that a handshake or header-read timeout could cut.
+//!
+//! Whoever owns the far end (the agent process) reports its loss through
+//! [`PreDialled::far_end`]: the [`Incoming`] then yields an error saying why,
+//! so whoever serves the socket learns at once that kubelet connections are
+//! lost, instead of seeing nothing arrive.
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -71,6 +76,10 @@ pub struct PoolStats {
     pub waiting: usize,
     /// Connections handed out and not yet closed.
     pub in_use: usize,
+    /// Times the far end was lost (see [`FarEnd::lost`]).
+    pub far_end_lost: u64,
+    /// Why the far end was lost the last time.
+    pub broken: Option<String>,
 }
 
 /// Controls a running pool; its connections come out of the [`Incoming`]
@@ -151,6 +160,18 @@ impl PreDialled {
         self.shared.stats.borrow().clone()
     }
 
+    /// Why the far end was lost the last time, if it was.
+    pub fn broken(&self) -> Option<String> {
+        self.shared.stats.borrow().broken.clone()
+    }
+
+    /// A handle for the owner of the far end to report its loss.
+    pub fn far_end(&self) -> FarEnd {
+        FarEnd {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// A receiver that sees every change of the stats.
     pub fn subscribe(&self) -> watch::Receiver<PoolStats> {
         self.shared.stats.subscribe()
@@ -203,13 +224,34 @@ impl Drop for PreDialled {
     }
 }
 
+/// Reports the loss of a pool's far end (see [`PreDialled::far_end`]).
+#[derive(Debug, Clone)]
+pub struct FarEnd {
+    shared: Arc<Shared>,
+}
+
+impl FarEnd {
+    /// The far end was lost (an agent process exited): the pool's
+    /// [`Incoming`] yields an error with `reason`, once per call, after the
+    /// connections already handed over. Dialling goes on, so a far end that
+    /// comes back at the same address is used again.
+    pub fn lost(&self, reason: String) {
+        warn!("kubelet connections are lost: {reason}");
+        self.shared.stats.send_modify(|s| {
+            s.far_end_lost += 1;
+            s.broken = Some(reason);
+        });
+        self.shared.ready_notify.notify_one();
+    }
+}
+
 fn incoming(shared: Arc<Shared>, cancel: CancellationToken) -> Incoming {
     // Dropping the stream means the server stopped: stop the pool with it.
     let guard = cancel.clone().drop_guard();
     Box::pin(futures::stream::unfold(
-        (shared, cancel, guard),
-        |(shared, cancel, guard)| async move {
-            let conn = loop {
+        (shared, cancel, guard, 0u64),
+        |(shared, cancel, guard, mut reported)| async move {
+            let item = loop {
                 let notified = shared.ready_notify.notified();
                 tokio::pin!(notified);
                 // Registered before looking, so a push in between is not missed.
@@ -220,14 +262,23 @@ fn incoming(shared: Arc<Shared>, cancel: CancellationToken) -> Incoming {
                     .unwrap_or_else(|e| e.into_inner())
                     .pop_front();
                 if let Some(conn) = next {
-                    break conn;
+                    break Ok(conn);
+                }
+                let (lost, reason) = {
+                    let stats = shared.stats.borrow();
+                    (stats.far_end_lost, stats.broken.clone())
+                };
+                if lost > reported {
+                    reported = lost;
+                    let reason = reason.unwrap_or_else(|| "the far end was lost".to_owned());
+                    break Err(io::Error::new(io::ErrorKind::NotConnected, reason));
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => return None,
                     _ = notified => {}
                 }
             };
-            Some((Ok(conn), (shared, cancel, guard)))
+            Some((item, (shared, cancel, guard, reported)))
         },
     ))
 }

@@ -2,13 +2,16 @@
 //! the pre-dialled pool feeding the runner's server.
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use tracing::info;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
 
 use super::exec_agent::ExecAgent;
 use super::local::{LocalAgent, LocalAgentConfig, LocalAgentError};
 use super::pods::{ProxyPod, ProxyPodsError};
-use super::pool::{PoolConfig, PoolStats, PreDialled};
+use super::pool::{FarEnd, PoolConfig, PoolStats, PreDialled};
 use super::portforward::PortForward;
 use super::transport::TcpTransport;
 use crate::conn::Incoming;
@@ -23,8 +26,68 @@ pub enum ProxyError {
 
 #[derive(Debug)]
 enum Agent {
-    Local(LocalAgent),
+    Local(Supervised),
     Exec(ExecAgent),
+}
+
+/// What is known of the local agent currently serving a socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalAgentInfo {
+    pub pid: u32,
+    pub tcp_addr: std::net::SocketAddr,
+    /// Agents that exited unexpectedly before this one.
+    pub restarts: u32,
+}
+
+/// A local agent watched by a task: an unexpected exit is reported to the
+/// pool at once, then the agent is started again on the same port, so the
+/// kubelet can still reach the plugin for what cleanup needs (unprepare).
+#[derive(Debug)]
+struct Supervised {
+    info: watch::Receiver<LocalAgentInfo>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Option<LocalAgent>>>,
+}
+
+/// Pause between attempts to start a replacement agent.
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
+async fn supervise(
+    mut agent: LocalAgent,
+    config: LocalAgentConfig,
+    far_end: FarEnd,
+    info: watch::Sender<LocalAgentInfo>,
+    mut stop: oneshot::Receiver<()>,
+) -> Option<LocalAgent> {
+    let config = config.listen_on(agent.tcp_addr());
+    loop {
+        let exit = agent.unexpected_exit();
+        tokio::select! {
+            _ = &mut stop => return Some(agent),
+            exit = exit => far_end.lost(exit.to_string()),
+        }
+        // The dead agent's socket file goes with its handle; a new one takes
+        // its place.
+        drop(agent);
+        agent = loop {
+            match LocalAgent::start(config.clone()).await {
+                Ok(a) => break a,
+                Err(e) => {
+                    warn!(socket = %config.socket.display(), error = %e, "restarting the proxy agent")
+                }
+            }
+            tokio::select! {
+                _ = &mut stop => return None,
+                _ = tokio::time::sleep(RESTART_PAUSE) => {}
+            }
+        };
+        info!(socket = %config.socket.display(), pid = agent.pid(), "proxy agent restarted after an unexpected exit");
+        info.send_modify(|i| {
+            i.pid = agent.pid();
+            i.tcp_addr = agent.tcp_addr();
+            i.restarts += 1;
+        });
+    }
 }
 
 /// A plugin socket on a node whose connections reach the runner.
@@ -41,19 +104,34 @@ pub struct ProxiedSocket {
 
 impl ProxiedSocket {
     /// Local cluster: an agent subprocess creates the socket and listens on
-    /// loopback; the pool dials it over TCP.
+    /// loopback; the pool dials it over TCP. If the agent exits without being
+    /// stopped, the pool reports it at once: the [`Incoming`] yields an error
+    /// naming the socket, the agent's pid and its exit status. The agent is
+    /// then started again on the same port, for the cleanup that follows.
     pub async fn local(
-        agent: LocalAgentConfig,
+        config: LocalAgentConfig,
         pool: PoolConfig,
     ) -> Result<(ProxiedSocket, Incoming), ProxyError> {
-        let agent = LocalAgent::start(agent).await?;
+        let agent = LocalAgent::start(config.clone()).await?;
         let transport = Arc::new(TcpTransport::new(agent.tcp_addr()));
         let (pool, incoming) = PreDialled::start(transport, pool);
+        let path = agent.socket().to_owned();
+        let (info_tx, info) = watch::channel(LocalAgentInfo {
+            pid: agent.pid(),
+            tcp_addr: agent.tcp_addr(),
+            restarts: 0,
+        });
+        let (stop, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(supervise(agent, config, pool.far_end(), info_tx, stop_rx));
         Ok((
             ProxiedSocket {
-                path: agent.socket().to_owned(),
+                path,
                 pool,
-                agent: Agent::Local(agent),
+                agent: Agent::Local(Supervised {
+                    info,
+                    stop: Some(stop),
+                    task: Some(task),
+                }),
             },
             incoming,
         ))
@@ -100,11 +178,28 @@ impl ProxiedSocket {
         self.pool.stats()
     }
 
-    /// The local agent, if this socket is served by one.
-    pub fn local_agent(&self) -> Option<&LocalAgent> {
+    /// The local agent serving the socket now, if it is served by one.
+    pub fn local_agent(&self) -> Option<LocalAgentInfo> {
         match &self.agent {
-            Agent::Local(a) => Some(a),
+            Agent::Local(a) => Some(a.info.borrow().clone()),
             Agent::Exec(_) => None,
+        }
+    }
+
+    /// Waits until a local agent serves the socket with `cond` holding for
+    /// it, at most `deadline`; the last info seen on timeout.
+    pub async fn wait_local_agent(
+        &self,
+        cond: impl Fn(&LocalAgentInfo) -> bool,
+        deadline: Duration,
+    ) -> Result<LocalAgentInfo, Option<LocalAgentInfo>> {
+        let Agent::Local(a) = &self.agent else {
+            return Err(None);
+        };
+        let mut rx = a.info.clone();
+        match tokio::time::timeout(deadline, rx.wait_for(|i| cond(i))).await {
+            Ok(Ok(i)) => Ok(i.clone()),
+            _ => Err(Some(a.info.borrow().clone())),
         }
     }
 
@@ -113,7 +208,18 @@ impl ProxiedSocket {
     pub async fn stop(self) -> Result<(), ProxyError> {
         self.pool.shutdown().await;
         match self.agent {
-            Agent::Local(a) => a.stop().await?,
+            Agent::Local(mut a) => {
+                if let Some(stop) = a.stop.take() {
+                    let _ = stop.send(());
+                }
+                let agent = match a.task.take() {
+                    Some(task) => task.await.ok().flatten(),
+                    None => None,
+                };
+                if let Some(agent) = agent {
+                    agent.stop().await?;
+                }
+            }
             Agent::Exec(a) => a.stop().await?,
         }
         info!(socket = %self.path.display(), "proxied socket stopped");

@@ -1,0 +1,193 @@
+//! The runner binary and its local proxy agents end to end: a killed agent
+//! fails its scenario at once with the agent named, and agents still start
+//! after the runner's executable file was replaced mid-run.
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_dra-e2e")
+}
+
+fn fixtures(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `program` on its own local cluster with one node, on a fixture directory;
+/// no kubeconfig in reach, temp files under `home`.
+fn local_run(program: &Path, home: &Path, fixture: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(program);
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env_remove("DRA_E2E_AGENT")
+        .env("TMPDIR", home)
+        .args(["--cluster", "local", "--nodes", "1", "--features"])
+        .arg(fixtures(fixture))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Collects a child's stdout and stderr in the background.
+fn outputs(child: &mut Child) -> impl FnOnce() -> String + use<> {
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    move || format!("{}\n{}", out.join().unwrap(), err.join().unwrap())
+}
+
+/// Processes whose command line mentions `dir`, with their pids.
+fn processes_under(dir: &Path) -> Vec<(i32, String)> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&needle) {
+                found.push((pid, cmd));
+            }
+        }
+    }
+    found
+}
+
+fn assert_nothing_left(home: &Path, t: &str) {
+    let left: Vec<_> = std::fs::read_dir(home)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("dra-e2e-"))
+        .collect();
+    assert!(left.is_empty(), "temp dirs left: {left:?}\n{t}");
+    let procs = processes_under(home);
+    assert!(procs.is_empty(), "processes left: {procs:?}\n{t}");
+}
+
+/// SIGKILL of the agent serving the plugin's DRA socket while the scenario
+/// waits for its pod: the scenario fails within seconds with the agent named
+/// (driver, node, socket), not after the pod wait's 300 s, and teardown still
+/// removes everything.
+#[test]
+fn a_killed_agent_fails_its_scenario_at_once_and_teardown_cleans_up() {
+    let home = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let mut child = local_run(Path::new(bin()), home.path(), "agent-killed", &[])
+        .spawn()
+        .unwrap();
+    let output = outputs(&mut child);
+    // The agent of the DRA socket: its command line names `proxy-agent` and
+    // the socket in the run's temp dir.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let agent = loop {
+        let found = processes_under(home.path())
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains("proxy-agent") && cmd.contains("/dra.sock"));
+        if found.is_some() || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            break found;
+        }
+        // No event tells a test process that another process started.
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let Some((pid, cmd)) = agent else {
+        let _ = child.kill();
+        panic!("no agent process showed up\n{}", output());
+    };
+    // Setup has a few steps left (registration, class, pod); the failure must
+    // name the agent wherever it lands, but the point is the pod wait.
+    std::thread::sleep(Duration::from_secs(5));
+    let killed = Instant::now();
+    // SAFETY: kill(2) on a pid just read from /proc; a test-only process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "{cmd}");
+    let status = child.wait().unwrap();
+    let after_kill = killed.elapsed();
+    let t = output();
+    assert_eq!(status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 1 failed"), "{t}");
+    let line = t
+        .lines()
+        .find(|l| l.contains("exited unexpectedly"))
+        .unwrap_or_else(|| panic!("no failure names the agent\n{t}"));
+    let socket = cmd
+        .split_whitespace()
+        .skip_while(|w| *w != "--endpoint")
+        .nth(1)
+        .unwrap();
+    for part in [
+        ".k8s.io on node ",
+        "the proxy agent for socket ",
+        socket,
+        &format!("(pid {pid})"),
+        "SIGKILL",
+    ] {
+        assert!(line.contains(part), "{part:?} missing in {line:?}\n{t}");
+    }
+    assert!(
+        t.contains("the step was waiting for pod tester-1 to be running"),
+        "the failure did not end the pod wait\n{t}"
+    );
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    // Loose bounds, not a benchmark: the pod wait alone would take 300 s.
+    assert!(
+        after_kill < Duration::from_secs(120),
+        "{after_kill:?} from the kill to the end of the run\n{t}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(400),
+        "{:?} for the whole run\n{t}",
+        started.elapsed()
+    );
+    assert_nothing_left(home.path(), &t);
+}
+
+/// A rebuild relinks the runner's executable mid-run: agents started after
+/// that still run the runner's own image, not the path it was started from.
+#[test]
+fn agents_start_after_the_runner_binary_was_replaced() {
+    let home = tempfile::tempdir().unwrap();
+    let copy_dir = home.path().join("bin");
+    std::fs::create_dir(&copy_dir).unwrap();
+    let copy = copy_dir.join("dra-e2e");
+    std::fs::copy(bin(), &copy).unwrap();
+    let mut child = local_run(
+        &copy,
+        home.path(),
+        "runner",
+        &["--name", "an inline claim reaches the container"],
+    )
+    .spawn()
+    .unwrap();
+    let output = outputs(&mut child);
+    // spawn() returns once the copy is executing; the driver (and its agents)
+    // start only after the local cluster is up.
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&copy, "#!/bin/sh\necho 'not the runner' >&2\nexit 97\n").unwrap();
+    let mut perms = std::fs::metadata(&copy).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&copy, perms).unwrap();
+    let status = child.wait().unwrap();
+    let t = output();
+    assert_eq!(status.code(), Some(0), "{t}");
+    assert!(t.contains("1 passed, 0 failed"), "{t}");
+    assert!(!t.contains("not the runner"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    std::fs::remove_dir_all(&copy_dir).unwrap();
+    assert_nothing_left(home.path(), &t);
+}
