@@ -1,7 +1,7 @@
 //! The runner binary and its local proxy agents end to end: a killed agent
 //! fails its scenario at once with the agent named, and agents still start
 //! after the runner's executable file was replaced mid-run.
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,6 +42,30 @@ fn outputs(child: &mut Child) -> impl FnOnce() -> String + use<> {
         let mut s = String::new();
         let _ = out.read_to_string(&mut s);
         s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    move || format!("{}\n{}", out.join().unwrap(), err.join().unwrap())
+}
+
+/// Like [`outputs`], and also passes each stdout line to `lines` as it comes.
+fn streamed_outputs(
+    child: &mut Child,
+    lines: std::sync::mpsc::Sender<String>,
+) -> impl FnOnce() -> String + use<> {
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in out.lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
     });
     let err = std::thread::spawn(move || {
         let mut s = String::new();
@@ -92,10 +116,25 @@ fn a_killed_agent_fails_its_scenario_at_once_and_teardown_cleans_up() {
     let mut child = local_run(Path::new(bin()), home.path(), "agent-killed", &[])
         .spawn()
         .unwrap();
-    let output = outputs(&mut child);
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let output = streamed_outputs(&mut child, lines_tx);
+    // The scenario reports each step as it finishes: once the pod is created,
+    // the next step waits for it (and the claim can never be prepared).
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let waiting = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) if l.contains("pod \"tester-1\" with an inline claim is created") => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    if !waiting {
+        let _ = child.kill();
+        panic!("the scenario never reached its pod wait\n{}", output());
+    }
     // The agent of the DRA socket: its command line names `proxy-agent` and
     // the socket in the run's temp dir.
-    let deadline = Instant::now() + Duration::from_secs(240);
     let agent = loop {
         let found = processes_under(home.path())
             .into_iter()
@@ -110,9 +149,8 @@ fn a_killed_agent_fails_its_scenario_at_once_and_teardown_cleans_up() {
         let _ = child.kill();
         panic!("no agent process showed up\n{}", output());
     };
-    // Setup has a few steps left (registration, class, pod); the failure must
-    // name the agent wherever it lands, but the point is the pod wait.
-    std::thread::sleep(Duration::from_secs(5));
+    // A moment for the wait to start (it would end the scenario either way).
+    std::thread::sleep(Duration::from_secs(1));
     let killed = Instant::now();
     // SAFETY: kill(2) on a pid just read from /proc; a test-only process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "{cmd}");
