@@ -1,10 +1,11 @@
 //! Device health on a simulated node: the node streams it from plugins that
 //! advertise `v1alpha1.DRAResourceHealth` and reports it in the pod's
-//! `containerStatuses[].allocatedResourcesStatus`; plugins without the
-//! service get no stream and their devices stay `Unknown`.
+//! `containerStatuses[].allocatedResourcesStatus` (devices by their CDI
+//! device ID, as the kubelet does); plugins without the service get no
+//! stream and their devices stay `Unknown`.
 mod node_sim_support;
 
-use dra_e2e::node_sim::{DeviceHealthStatus, NodeEventKind};
+use dra_e2e::node_sim::{DeviceHealthStatus, NodeEventKind, SimNode};
 use dra_e2e::objects::{PodClaims, PodShape};
 use dra_e2e::plugin::{DeviceHealth, HealthApi, HealthStatus, NodeApi};
 use dra_e2e::proto::method;
@@ -69,6 +70,24 @@ async fn allocated_device(api: &Api<ResourceClaim>, claim: &str) -> (String, Str
     (r.driver.clone(), r.pool.clone(), r.device.clone())
 }
 
+/// The resource ID the node reports for the only device of `claim`, as the
+/// kubelet does: the device's first CDI device ID. Checks that the plugin
+/// prepared the allocated `(pool, device)`.
+fn resource_id(node: &SimNode, ns: &str, claim: &str, pool: &str, device: &str) -> String {
+    let prepared = node.prepared_claims();
+    let c = prepared
+        .iter()
+        .find(|c| c.namespace == ns && c.name == claim)
+        .unwrap_or_else(|| panic!("claim {ns}/{claim} not prepared: {prepared:?}"));
+    assert_eq!(c.devices.len(), 1, "{c:?}");
+    let d = &c.devices[0];
+    assert_eq!(
+        (d.pool_name.as_str(), d.device_name.as_str()),
+        (pool, device)
+    );
+    d.cdi_device_ids.first().cloned().expect("a CDI device ID")
+}
+
 /// Waits until both containers of `pod` report `health` and `message` for
 /// device `id`.
 async fn wait_reported(
@@ -113,7 +132,7 @@ async fn device_health_in_pod_status() {
     wait_for(&pods, "health-pod", "pod running", is_running).await;
     let (d, pool, device) = allocated_device(&claims, "health-claim").await;
     assert_eq!(d, driver.name);
-    let id = format!("{d}/{pool}/{device}");
+    let id = resource_id(node, &ns, "health-claim", &pool, &device);
 
     // Offered both, the node streams through the newest.
     driver
@@ -172,7 +191,8 @@ async fn device_health_in_pod_status() {
         })
         .await
         .expect("health change journaled");
-    assert!(event.to_string().contains(&id), "{event}");
+    let device_ref = format!("{d}/{pool}/{device}");
+    assert!(event.to_string().contains(&device_ref), "{event}");
     let known = node.device_health();
     assert!(
         known.iter().any(|h| h.driver == driver.name
@@ -194,7 +214,7 @@ async fn device_health_in_pod_status() {
     old.create_claim("old-claim").await;
     create_pod(&env.client, &ns_old, &health_pod("old-pod", "old-claim")).await;
     wait_for(&pods_old, "old-pod", "pod running", is_running).await;
-    let (d, pool_old, device_old) = allocated_device(&claims_old, "old-claim").await;
+    let (_, pool_old, device_old) = allocated_device(&claims_old, "old-claim").await;
     old.calls
         .wait_count(NODE, method::HEALTH_V1ALPHA1_WATCH, 1, DEADLINE)
         .await
@@ -206,7 +226,7 @@ async fn device_health_in_pod_status() {
         health: HealthStatus::Unhealthy,
         message: "fan failure".to_owned(),
     });
-    let id_old = format!("{d}/{pool_old}/{device_old}");
+    let id_old = resource_id(node, &ns_old, "old-claim", &pool_old, &device_old);
     wait_reported(
         &pods_old,
         "old-pod",
@@ -230,8 +250,8 @@ async fn device_health_in_pod_status() {
     )
     .await;
     wait_for(&pods_off, "plain-pod", "pod running", is_running).await;
-    let (d, pool_off, device_off) = allocated_device(&claims_off, "plain-claim").await;
-    let id_off = format!("{d}/{pool_off}/{device_off}");
+    let (_, pool_off, device_off) = allocated_device(&claims_off, "plain-claim").await;
+    let id_off = resource_id(node, &ns_off, "plain-claim", &pool_off, &device_off);
     wait_reported(&pods_off, "plain-pod", &id_off, "Unknown", None).await;
     assert_eq!(plain.calls.count(NODE, method::HEALTH_V1ALPHA1_WATCH), 0);
     assert_eq!(plain.calls.count(NODE, method::HEALTH_V1_WATCH), 0);

@@ -18,14 +18,32 @@ pub enum CdiError {
     },
     #[error("invalid CDI device ID {0:?}: want <vendor>/<class>=<name>")]
     InvalidId(String),
-    #[error("unresolvable CDI device {id}: no spec of kind {kind} in {dir} has it{}", problems_suffix(.problems))]
+    /// Worded as the CDI library of container runtimes words it;
+    /// [`CdiError::detail`] adds where the node looked.
+    #[error("unresolvable CDI devices {}", .ids.join(", "))]
     Unresolvable {
-        id: String,
-        kind: String,
+        /// Every requested ID no spec defines (malformed ones included, which
+        /// a runtime cannot find either), in request order.
+        ids: Vec<String>,
         dir: PathBuf,
         /// Spec files that could not be read or parsed, which may explain why.
         problems: Vec<String>,
     },
+}
+
+impl CdiError {
+    /// The error with what a runtime would not say: where the node looked
+    /// and which spec files it could not read.
+    pub fn detail(&self) -> String {
+        match self {
+            CdiError::Unresolvable { dir, problems, .. } => format!(
+                "{self}: no spec in {} defines them{}",
+                dir.display(),
+                problems_suffix(problems)
+            ),
+            other => other.to_string(),
+        }
+    }
 }
 
 fn problems_suffix(problems: &[String]) -> String {
@@ -109,12 +127,17 @@ impl CdiSpecs {
 
     /// The environment a container gets from the given CDI device IDs, in
     /// injection order: for each device, its spec's global edits (once per
-    /// spec) and then the device's own edits.
+    /// spec) and then the device's own edits. Fails, naming every one of
+    /// them, if some ID is not defined by any spec.
     pub fn env_for(&self, ids: &[String]) -> Result<Vec<(String, String)>, CdiError> {
         let mut env = Vec::new();
         let mut specs_applied = HashSet::new();
+        let mut unresolved = Vec::new();
         for id in ids {
-            let (kind, name) = parse_device_id(id)?;
+            let Ok((kind, name)) = parse_device_id(id) else {
+                unresolved.push(id.clone());
+                continue;
+            };
             let found = self.specs.iter().enumerate().find_map(|(i, (_, spec))| {
                 (spec.kind == kind)
                     .then(|| spec.devices.iter().find(|d| d.name == name))
@@ -122,12 +145,8 @@ impl CdiSpecs {
                     .map(|d| (i, spec, d))
             });
             let Some((index, spec, device)) = found else {
-                return Err(CdiError::Unresolvable {
-                    id: id.clone(),
-                    kind: kind.to_owned(),
-                    dir: self.dir.clone(),
-                    problems: self.problems.clone(),
-                });
+                unresolved.push(id.clone());
+                continue;
             };
             if specs_applied.insert(index)
                 && let Some(edits) = &spec.container_edits
@@ -137,6 +156,13 @@ impl CdiSpecs {
             if let Some(edits) = &device.container_edits {
                 env.extend(edits.env.iter().map(|e| split_env(e)));
             }
+        }
+        if !unresolved.is_empty() {
+            return Err(CdiError::Unresolvable {
+                ids: unresolved,
+                dir: self.dir.clone(),
+                problems: self.problems.clone(),
+            });
         }
         Ok(env)
     }
@@ -231,15 +257,19 @@ mod tests {
         assert_eq!(env, pairs(&[("GLOBAL", "1"), ("gpu", "0"), ("gpu", "0")]));
 
         let err = specs
-            .env_for(&["drv.k8s.io/test=claim-missing".into()])
+            .env_for(&[
+                "drv.k8s.io/test=claim-missing".into(),
+                "drv.k8s.io/test=claim-uid1-req".into(),
+                "no-equals".into(),
+            ])
             .unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("unresolvable CDI device drv.k8s.io/test=claim-missing"));
-        assert!(msg.contains("broken.json"), "{msg}");
-        assert!(matches!(
-            specs.env_for(&["no-equals".into()]),
-            Err(CdiError::InvalidId(_))
-        ));
+        assert_eq!(
+            err.to_string(),
+            "unresolvable CDI devices drv.k8s.io/test=claim-missing, no-equals"
+        );
+        let detail = err.detail();
+        assert!(detail.starts_with(&err.to_string()), "{detail}");
+        assert!(detail.contains("broken.json"), "{detail}");
     }
 
     #[test]

@@ -20,22 +20,9 @@ pub struct ClaimInfo {
     /// UIDs of the pods on this node that use it.
     pub pods: BTreeSet<String>,
     pub prepared: bool,
-    /// Devices by driver, once prepared.
+    /// Devices by driver, once prepared; health in pod status is reported
+    /// for these.
     pub devices: BTreeMap<String, Vec<PreparedDevice>>,
-    /// The claim's allocation results, in the claim's order; health in pod
-    /// status is reported for these.
-    pub allocated: Vec<AllocatedDevice>,
-}
-
-/// One result of a claim's allocation (`status.allocation.devices.results`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllocatedDevice {
-    /// The request it was allocated for; `<request>/<subrequest>` for a
-    /// request with alternatives.
-    pub request: String,
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
 }
 
 /// A claim prepared on a node, per driver, for the runner.
@@ -186,7 +173,6 @@ mod tests {
                 ("b".to_string(), vec![dev(&[], "b/y=1")]),
             ]
             .into(),
-            allocated: Vec::new(),
         }
     }
 

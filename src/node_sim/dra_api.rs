@@ -190,12 +190,15 @@ fn check_keys<'a>(
 /// A failed call, before the response could be looked at.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    #[error("{method}: {}", status_text(.status))]
+    /// `method` is the full gRPC path; the message names the method only,
+    /// as the kubelet's does.
+    #[error("{}: {}", short_method(.method), status_text(.status))]
     Status {
         method: &'static str,
         status: tonic::Status,
     },
-    #[error("{method}: no answer within {timeout:?}")]
+    /// Worded as gRPC words a call whose deadline (`timeout`) passed.
+    #[error("{}: rpc error: code = DeadlineExceeded desc = context deadline exceeded", short_method(.method))]
     Timeout {
         method: &'static str,
         timeout: Duration,

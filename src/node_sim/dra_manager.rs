@@ -9,26 +9,34 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
-use super::claims::{AllocatedDevice, ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
-use super::dra_api::{CallError, ClaimRef, ResponseError, validate_prepare, validate_unprepare};
+use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
+use super::dra_api::{
+    CallError, ClaimRef, PreparedDevice, ResponseError, validate_prepare, validate_unprepare,
+};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
 
-/// Why preparing or unpreparing failed; the message becomes the pod event.
+/// Why preparing or unpreparing failed; worded as the kubelet words it, the
+/// message becomes the pod event.
 #[derive(Debug, thiserror::Error)]
 pub enum DraError {
+    /// `claim` is the claim's name.
     #[error("fetch ResourceClaim {claim}: {source}")]
     GetClaim {
         claim: String,
         #[source]
         source: kube::Error,
     },
+    /// `claim` and `pod` are `<namespace>/<name>`.
     #[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
     NotOwner { claim: String, pod: String },
-    #[error(
-        "pod {pod} is not allowed to use ResourceClaim {claim}: it is not reserved for the pod"
-    )]
-    NotReserved { claim: String, pod: String },
+    #[error("pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} ({claim_uid})")]
+    NotReserved {
+        pod: String,
+        pod_uid: String,
+        claim: String,
+        claim_uid: String,
+    },
     #[error("ResourceClaim {claim} is not allocated")]
     NotAllocated { claim: String },
     #[error(
@@ -37,13 +45,14 @@ pub enum DraError {
     OldClaimExists { claim: String, old_uid: String },
     #[error("DRA driver {driver} is not registered")]
     DriverNotRegistered { driver: String },
-    #[error("{driver}: {source}")]
+    /// The driver's name is not part of the kubelet's message.
+    #[error("{source}")]
     Call {
         driver: String,
         #[source]
         source: CallError,
     },
-    #[error("{driver}: {source}")]
+    #[error("{source}")]
     Response {
         driver: String,
         #[source]
@@ -179,14 +188,14 @@ impl DraManager {
 
         // Validation pass: nothing in the cache changes until all claims pass.
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
-        let mut checked: Vec<(ClaimRef, BTreeSet<String>, Vec<AllocatedDevice>)> = Vec::new();
+        let mut checked: Vec<(ClaimRef, BTreeSet<String>)> = Vec::new();
         for pc in claims.values() {
             let cname = format!("{ns}/{}", pc.name);
             let claim = api
                 .get(&pc.name)
                 .await
                 .map_err(|source| DraError::GetClaim {
-                    claim: cname.clone(),
+                    claim: pc.name.clone(),
                     source,
                 })?;
             if pc.from_template
@@ -208,8 +217,10 @@ impl DraManager {
                 .any(|r| r.uid == pod_uid);
             if !reserved {
                 return Err(DraError::NotReserved {
-                    claim: cname,
-                    pod: pname,
+                    pod: pod.name_any(),
+                    pod_uid: pod_uid.clone(),
+                    claim: pc.name.clone(),
+                    claim_uid: claim.uid().unwrap_or_default(),
                 });
             }
             let Some(alloc) = status.and_then(|s| s.allocation.as_ref()) else {
@@ -221,15 +232,6 @@ impl DraManager {
                 .and_then(|d| d.results.as_deref())
                 .unwrap_or_default();
             let drivers: BTreeSet<String> = results.iter().map(|r| r.driver.clone()).collect();
-            let allocated: Vec<AllocatedDevice> = results
-                .iter()
-                .map(|r| AllocatedDevice {
-                    request: r.request.clone(),
-                    driver: r.driver.clone(),
-                    pool: r.pool.clone(),
-                    device: r.device.clone(),
-                })
-                .collect();
             for d in &drivers {
                 if !self.plugins.is_registered(d) {
                     return Err(DraError::DriverNotRegistered { driver: d.clone() });
@@ -242,7 +244,6 @@ impl DraManager {
                     uid: claim.uid().unwrap_or_default(),
                 },
                 drivers,
-                allocated,
             ));
         }
 
@@ -251,7 +252,7 @@ impl DraManager {
             .lock(
                 checked
                     .iter()
-                    .map(|(c, _, _)| (c.namespace.clone(), c.name.clone())),
+                    .map(|(c, _)| (c.namespace.clone(), c.name.clone())),
             )
             .await;
 
@@ -260,7 +261,7 @@ impl DraManager {
         let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
         {
             let mut infos = self.cache.infos();
-            for (claim, drivers, allocated) in &checked {
+            for (claim, drivers) in &checked {
                 let key = (claim.namespace.clone(), claim.name.clone());
                 let info = infos.entry(key).or_insert_with(|| ClaimInfo {
                     claim: claim.clone(),
@@ -268,11 +269,10 @@ impl DraManager {
                     pods: BTreeSet::new(),
                     prepared: false,
                     devices: BTreeMap::new(),
-                    allocated: allocated.clone(),
                 });
                 if info.claim.uid != claim.uid {
                     return Err(DraError::OldClaimExists {
-                        claim: format!("{}/{}", claim.namespace, claim.name),
+                        claim: claim.name.clone(),
                         old_uid: info.claim.uid.clone(),
                     });
                 }
@@ -318,7 +318,7 @@ impl DraManager {
 
         {
             let mut infos = self.cache.infos();
-            for (claim, _, _) in &checked {
+            for (claim, _) in &checked {
                 let key = (claim.namespace.clone(), claim.name.clone());
                 if let Some(info) = infos.get_mut(&key)
                     && !info.prepared
@@ -468,9 +468,9 @@ impl DraManager {
         ids
     }
 
-    /// The allocated devices of `pod`'s claims that are prepared on this node
-    /// for it, by pod claim name (the names containers refer to).
-    pub fn claim_devices(&self, pod: &Pod) -> BTreeMap<String, Vec<AllocatedDevice>> {
+    /// The devices prepared for `pod`'s claims on this node, by pod claim
+    /// name, each with its driver (drivers in name order).
+    pub fn claim_devices(&self, pod: &Pod) -> BTreeMap<String, Vec<(String, PreparedDevice)>> {
         let ns = pod.namespace().unwrap_or_default();
         let pod_uid = pod.uid().unwrap_or_default();
         // A pod claim whose claim is not created yet is not prepared either.
@@ -480,8 +480,14 @@ impl DraManager {
             .into_iter()
             .filter_map(|(pod_claim, pc)| {
                 let info = infos.get(&(ns.clone(), pc.name))?;
-                (info.prepared && info.pods.contains(&pod_uid))
-                    .then(|| (pod_claim, info.allocated.clone()))
+                (info.prepared && info.pods.contains(&pod_uid)).then(|| {
+                    let devices = info
+                        .devices
+                        .iter()
+                        .flat_map(|(driver, ds)| ds.iter().map(|d| (driver.clone(), d.clone())))
+                        .collect();
+                    (pod_claim, devices)
+                })
             })
             .collect()
     }

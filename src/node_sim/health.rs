@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tracing::{debug, info};
 
-use super::claims::AllocatedDevice;
+use super::dra_api::PreparedDevice;
 use super::journal::{Journal, NodeEventKind};
 use crate::proto::health::v1alpha1::{
     self as pb, NodeWatchResourcesRequest, NodeWatchResourcesResponse,
@@ -335,26 +335,26 @@ async fn open_stream(api: HealthApi, channel: Channel) -> Result<Reports, tonic:
     })
 }
 
-/// `allocatedResourcesStatus` of one container: an entry per claim reference
-/// in its `resources.claims` whose claim is prepared on this node
-/// (`devices` maps pod claim names to their allocated devices). The entry is
-/// named `claim:<pod claim>`, or `claim:<pod claim>/<request>` when the
-/// reference names a request, which then limits the devices to those
-/// allocated for that request or its subrequests (`<request>/<sub>`).
-/// Devices are listed once each, in allocation order, as
-/// `<driver>/<pool>/<device>`.
+/// `allocatedResourcesStatus` of one regular container, as the kubelet
+/// builds it: an entry per claim reference in its `resources.claims` whose
+/// claim is prepared on this node (`devices` maps pod claim names to the
+/// devices the plugins prepared for the claim, with their drivers), named
+/// `claim:<pod claim>` or `claim:<pod claim>/<request>`. Every entry lists
+/// all prepared devices of the claim, whatever request the reference names;
+/// a device is identified by its first CDI device ID, or as
+/// `<driver>/<pool>/<device>` when it has none. Entries without devices are
+/// left out; a device is listed once per entry.
 pub fn container_resources_status(
     references: &[ContainerClaim],
-    devices: &BTreeMap<String, Vec<AllocatedDevice>>,
+    devices: &BTreeMap<String, Vec<(String, PreparedDevice)>>,
     health: &HealthSnapshot,
 ) -> Vec<ResourceStatus> {
     let mut out = Vec::new();
     for reference in references {
-        let Some(allocated) = devices.get(&reference.name) else {
+        let Some(prepared) = devices.get(&reference.name) else {
             continue;
         };
-        let request = reference.request.as_deref().filter(|r| !r.is_empty());
-        let name = match request {
+        let name = match reference.request.as_deref().filter(|r| !r.is_empty()) {
             Some(r) => format!("claim:{}/{r}", reference.name),
             None => format!("claim:{}", reference.name),
         };
@@ -364,31 +364,24 @@ pub fn container_resources_status(
             continue;
         }
         let mut resources: Vec<ResourceHealth> = Vec::new();
-        for d in allocated {
-            let serves = match request {
-                None => true,
-                Some(r) => {
-                    d.request == r
-                        || d.request
-                            .strip_prefix(r)
-                            .is_some_and(|rest| rest.starts_with('/'))
-                }
-            };
-            if !serves {
-                continue;
-            }
-            let id = format!("{}/{}/{}", d.driver, d.pool, d.device);
-            // A shared device can be allocated for several requests; the
-            // API server wants each resource ID once per entry.
+        for (driver, d) in prepared {
+            let id = d
+                .cdi_device_ids
+                .first()
+                .cloned()
+                .unwrap_or_else(|| format!("{driver}/{}/{}", d.pool_name, d.device_name));
             if resources.iter().any(|r| r.resource_id == id) {
                 continue;
             }
-            let entry = health.get(&d.driver, &d.pool, &d.device);
+            let entry = health.get(driver, &d.pool_name, &d.device_name);
             resources.push(ResourceHealth {
                 resource_id: id,
                 health: Some(entry.health.as_str().to_owned()),
                 message: Some(entry.message).filter(|m| !m.is_empty()),
             });
+        }
+        if resources.is_empty() {
+            continue;
         }
         out.push(ResourceStatus {
             name,
@@ -403,13 +396,17 @@ mod tests {
     use super::*;
     use crate::proto::health::v1alpha1::{DeviceHealth, DeviceIdentifier};
 
-    fn dev(request: &str, driver: &str, pool: &str, device: &str) -> AllocatedDevice {
-        AllocatedDevice {
-            request: request.into(),
-            driver: driver.into(),
-            pool: pool.into(),
-            device: device.into(),
-        }
+    fn dev(driver: &str, pool: &str, device: &str, cdi: Option<&str>) -> (String, PreparedDevice) {
+        (
+            driver.into(),
+            PreparedDevice {
+                request_names: vec!["some-request".into()],
+                pool_name: pool.into(),
+                device_name: device.into(),
+                cdi_device_ids: cdi.into_iter().map(Into::into).collect(),
+                share_id: None,
+            },
+        )
     }
 
     fn reference(name: &str, request: Option<&str>) -> ContainerClaim {
@@ -449,21 +446,32 @@ mod tests {
 
     #[test]
     fn container_status_per_claim_reference() {
-        let devices: BTreeMap<String, Vec<AllocatedDevice>> = [
+        let devices: BTreeMap<String, Vec<(String, PreparedDevice)>> = [
             (
                 "gpu".to_string(),
                 vec![
-                    dev("a", "d.example.com", "pool-1", "dev-0"),
-                    dev("b/small", "d.example.com", "pool-1", "dev-1"),
-                    dev("bb", "d.example.com", "pool-1", "dev-2"),
-                    // Shared device, allocated for two requests.
-                    dev("bb", "d.example.com", "pool-1", "dev-0"),
+                    dev(
+                        "d.example.com",
+                        "pool-1",
+                        "dev-0",
+                        Some("d.example.com/gpu=a"),
+                    ),
+                    dev("d.example.com", "pool-1", "dev-1", None),
+                    // The same CDI device for two devices: listed once.
+                    dev(
+                        "d.example.com",
+                        "pool-1",
+                        "dev-2",
+                        Some("d.example.com/gpu=a"),
+                    ),
                 ],
             ),
             (
                 "nic".to_string(),
-                vec![dev("r", "n.example.com", "pool-2", "eth0")],
+                vec![dev("n.example.com", "pool-2", "eth0", None)],
             ),
+            // Prepared without devices: no entry.
+            ("empty".to_string(), vec![]),
         ]
         .into();
         let mut health = HealthSnapshot::default();
@@ -484,33 +492,26 @@ mod tests {
             reference("gpu", None),
             reference("gpu", Some("b")),
             reference("nic", Some("")),
+            reference("empty", None),
             // Not prepared on this node (or not needed): no entry.
             reference("other", None),
         ];
         let got = container_resources_status(&refs, &devices, &health);
+        let all_gpus = Some(vec![
+            resource("d.example.com/gpu=a", "Unhealthy", Some("ECC errors")),
+            resource("d.example.com/pool-1/dev-1", "Healthy", None),
+        ]);
         assert_eq!(
             got,
             vec![
                 ResourceStatus {
                     name: "claim:gpu".into(),
-                    resources: Some(vec![
-                        resource(
-                            "d.example.com/pool-1/dev-0",
-                            "Unhealthy",
-                            Some("ECC errors")
-                        ),
-                        resource("d.example.com/pool-1/dev-1", "Healthy", None),
-                        resource("d.example.com/pool-1/dev-2", "Unknown", None),
-                    ]),
+                    resources: all_gpus.clone(),
                 },
-                // "bb" is not a subrequest of "b".
+                // A request does not narrow the list.
                 ResourceStatus {
                     name: "claim:gpu/b".into(),
-                    resources: Some(vec![resource(
-                        "d.example.com/pool-1/dev-1",
-                        "Healthy",
-                        None
-                    )]),
+                    resources: all_gpus,
                 },
                 ResourceStatus {
                     name: "claim:nic".into(),
@@ -523,7 +524,11 @@ mod tests {
 
     #[test]
     fn the_api_spelling_of_resource_status() {
-        let devices = [("c".to_string(), vec![dev("req", "d.example.com", "p", "x")])].into();
+        let devices = [(
+            "c".to_string(),
+            vec![dev("d.example.com", "p", "x", Some("d.example.com/t=x"))],
+        )]
+        .into();
         let mut health = HealthSnapshot::default();
         health.set(
             "d.example.com",
@@ -536,7 +541,7 @@ mod tests {
             serde_json::to_value(&got).unwrap(),
             serde_json::json!([{
                 "name": "claim:c/req",
-                "resources": [{"resourceID": "d.example.com/p/x", "health": "Unhealthy", "message": "hot"}],
+                "resources": [{"resourceID": "d.example.com/t=x", "health": "Unhealthy", "message": "hot"}],
             }])
         );
     }

@@ -56,6 +56,13 @@ pub enum NodeEventKind {
         container: String,
         exit_code: i32,
     },
+    /// The runtime could not create the container (a CDI device it cannot
+    /// resolve); `error` says why in more detail than the pod status.
+    ContainerCreateFailed {
+        pod: String,
+        container: String,
+        error: String,
+    },
     PodFinished {
         pod: String,
         phase: String,
@@ -149,6 +156,14 @@ impl fmt::Display for NodeEventKind {
             } => write!(
                 f,
                 "container {container} of pod {pod} exited with {exit_code}"
+            ),
+            ContainerCreateFailed {
+                pod,
+                container,
+                error,
+            } => write!(
+                f,
+                "could not create container {container} of pod {pod}: {error}"
             ),
             PodFinished { pod, phase } => write!(f, "pod {pod} finished: {phase}"),
             PodDeleted { pod } => write!(f, "pod {pod} deleted"),

@@ -23,10 +23,15 @@
 //! * **Pods** bound to the node: claims are resolved, checked (reserved for
 //!   the pod, drivers registered, no stale claim of the same name) and
 //!   prepared with one `NodePrepareResources` per driver before any container
-//!   starts. Failures produce `FailedPrepareDynamicResources` events and are
-//!   retried with backoff. Containers get their literal spec env plus the CDI
-//!   `containerEdits.env` of the devices mapped to them, read from the spec
-//!   files in the node's `cdi/` directory.
+//!   starts. Failures produce `FailedPrepareDynamicResources` events worded
+//!   as the kubelet words them and are retried with backoff. Containers get
+//!   their literal spec env plus the CDI `containerEdits.env` of the devices
+//!   mapped to them, read from the spec files in the node's `cdi/` directory
+//!   when the pod's containers are planned (after prepare) and again for
+//!   every restart. A CDI device no spec defines keeps its container waiting
+//!   in `CreateContainerError` ("failed to create containerd container: CDI
+//!   device injection failed: unresolvable CDI devices ...", as containerd
+//!   reports it) with a `Failed` warning event, retried with backoff.
 //! * **Teardown**: when a pod is deleted or finishes, its claims that no
 //!   other pod on the node uses are unprepared (batched per driver) before
 //!   the final status is written or the deletion is finished (grace period 0,
@@ -37,41 +42,74 @@
 //!   `v1alpha1.DRAResourceHealth` get a `NodeWatchResources` stream for as
 //!   long as they are registered, reopened [`SimNodeConfig::health_retry`]
 //!   after it fails or ends. Each report replaces what the node knows about
-//!   the driver's devices; messages are cut to 1024 bytes. While a pod's
-//!   claims are prepared, each container status carries
-//!   `allocatedResourcesStatus`: per entry of the container's
-//!   `resources.claims`, `claim:<pod claim>` (or `claim:<pod claim>/<request>`)
-//!   with one `{resourceID: "<driver>/<pool>/<device>", health, message}` per
-//!   allocated device of that claim (or request); unreported devices are
-//!   `Unknown`. A health change rewrites the status of running pods at once.
+//!   the driver's devices; messages are cut to 1024 bytes. Once a pod's
+//!   claims are prepared, each regular container's status carries
+//!   `allocatedResourcesStatus` as the kubelet builds it: per entry of the
+//!   container's `resources.claims`, `claim:<pod claim>` (or
+//!   `claim:<pod claim>/<request>`) listing every device prepared for that
+//!   claim as `{resourceID, health, message}`, the resource ID being the
+//!   device's first CDI device ID (else `<driver>/<pool>/<device>`);
+//!   unreported devices are `Unknown`. A health change rewrites the status
+//!   of running pods at once; a finished pod's final status keeps the last
+//!   value.
 //! * **Slice wiping**: all ResourceSlices with `spec.nodeName=<node>` are
 //!   deleted at start; a driver's node slices are deleted
 //!   [`SimNodeConfig::wipe_delay`] after its last connected plugin went away,
 //!   unless one comes back in time. Slices without `nodeName` are never
 //!   touched.
 //!
+//! # What the API server sees
+//!
+//! Pod status and events follow what a kubelet v1.37 with containerd
+//! reports for the same pod (`tests/differential.rs` runs the same pods on a
+//! simulated and a real node and compares them field by field):
+//!
+//! * conditions `PodReadyToStartContainers`, `Initialized`, `Ready`,
+//!   `ContainersReady` in that order, each with the pod's generation as
+//!   `observedGeneration` (so are the scheduler's conditions, and
+//!   `status.observedGeneration`), and with the kubelet's reasons and
+//!   messages (`PodSandboxNotReady`, `ContainersNotInitialized`,
+//!   `ContainersNotReady` "containers with unready status: [...]",
+//!   `PodCompleted`, `PodFailed`) written as a whole, so none outlives its
+//!   state. A pod without init containers is `Initialized` from the start;
+//!   the sandbox (and the pod IP) exists once the claims are prepared.
+//! * container statuses with `volumeMounts` from the spec; once a container
+//!   was created, its `user.linux` (the security context's user and group,
+//!   else root) and its `resources.claims`; a completed init container is
+//!   `ready`; a crash-looping one waits in `CrashLoopBackOff` with the
+//!   kubelet's message and keeps its last instance's ID.
+//! * events on the pod's containers (`involvedObject.fieldPath`): `Pulled`
+//!   (the image is always "already present on machine"), `Created`,
+//!   `Started`, `BackOff`, `Failed`, and `Killing` when the pod is deleted
+//!   while they run; a repeated event bumps its count.
+//!
 //! # What containers do
 //!
 //! A container runs until its pod is deleted, except when its command line
-//! (`command` followed by `args`) is one of these, directly or as
-//! `sh -c "<script>"` (also `bash`/`ash`/`dash`, `-ec`-style flags):
+//! (`command` followed by `args`) is one of these scripts, directly or as
+//! `sh -c "<script>"` (also `bash`/`ash`/`dash`, `-ec`-style flags); see
+//! [`container_behaviour`]:
 //!
-//! | command | effect |
+//! | script | effect |
 //! |---|---|
-//! | `true` | exits 0 at once |
-//! | `false` | exits 1 at once |
-//! | `exit N` | exits N at once |
-//! | `sleep N` | exits 0 after N seconds (fractions and `s`/`m`/`h`/`d` suffixes allowed) |
-//! | `sleep N; exit M` | exits M after N seconds |
+//! | `true`, `:` / `false` | status 0 / 1 at once |
+//! | `exit N`, `exit` | the container exits with N (the last status) |
+//! | `sleep N` | status 0 after N seconds (fractions, `s`/`m`/`h`/`d` suffixes) |
+//! | `env` | status 0 (its output is not simulated) |
+//! | `env \| grep [-qsxF] [-e] PATTERN` | status 0 if a line of the container's env (spec env plus CDI env) matches, else 1 |
+//! | `trap exit TERM; while true; do sleep 1; done` | runs until deleted (the pod builder's default) |
 //!
-//! Such statements may be chained with `;`, newlines, `&&` and `||` with
-//! shell meaning. Anything else (`sleep infinity`, loops, other programs, an
-//! image's own entrypoint) runs until deletion. An exited container is
-//! restarted by the pod's `restartPolicy` (`Always`, `OnFailure`: with a short
-//! doubling delay and `restartCount` incremented; `Never`: the pod ends
-//! `Succeeded` or `Failed`). Init containers run one after the other before
-//! the regular ones; init containers with `restartPolicy: Always` are
-//! sidecars that keep running.
+//! These may be chained with `;`, newlines, `&&` and `||` with shell meaning;
+//! words may be single- or double-quoted (without expansions). A script that
+//! ends without `exit` exits with the last status. Anything else (variables,
+//! redirections, loops, other programs, an image's own entrypoint) runs
+//! until deletion. An exited container is restarted by the pod's
+//! `restartPolicy` (`Always`, `OnFailure`): the first time at once, then
+//! after a doubling delay ([`SimNodeConfig::restart_backoff`]) spent in
+//! `CrashLoopBackOff`, with `restartCount` incremented per new instance;
+//! `Never`: the pod ends `Succeeded` or `Failed`. Init containers run one
+//! after the other before the regular ones; init containers with
+//! `restartPolicy: Always` are sidecars that keep running.
 mod backoff;
 mod cdi;
 mod claims;
@@ -163,7 +201,9 @@ pub struct SimNodeConfig {
     pub call_timeout: Duration,
     /// Retries of failed prepares, unprepares and pod deletions.
     pub retry: Backoff,
-    /// Delay before an exited container restarts, doubling per restart.
+    /// Delay before an exited container restarts (after the first restart,
+    /// which comes at once), doubling per restart; it also spaces out
+    /// attempts to create containers the runtime could not create.
     pub restart_backoff: Backoff,
     /// How often claims of vanished pods are looked for.
     pub reconcile_period: Duration,

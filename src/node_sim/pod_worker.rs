@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Container, Event, ObjectReference, Pod, ResourceStatus};
+use k8s_openapi::api::core::v1::{
+    Container, Event, LinuxContainerUser, ObjectReference, Pod, ResourceStatus, VolumeMountStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
@@ -17,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
-use super::cdi::{CdiSpecs, merge_env};
+use super::cdi::{CdiError, CdiSpecs, merge_env};
 use super::command;
-use super::containers::{Change, ContainerPlan, PodRuntime, RestartPolicy};
+use super::containers::{Change, ContainerPlan, CreateError, PodRuntime, RestartPolicy};
 use super::dra_manager::{DraManager, PrepareOutcome};
 use super::health::{HealthStore, container_resources_status};
 use super::journal::{Journal, NodeEventKind};
@@ -97,13 +99,103 @@ pub struct PodWorker {
     runtime: Option<PodRuntime>,
     pod_ip: Option<String>,
     started: Option<jiff::Timestamp>,
-    /// The last event written for this pod: reason, message, object name, count.
-    last_event: Option<(String, String, String, i32)>,
+    /// Events written for this pod, by type, reason, message and field
+    /// path: the event's name and count, so a repeat bumps the count.
+    events: HashMap<EventKey, (String, i32)>,
     /// Changes with device health, when the node reports it.
     health_rx: Option<watch::Receiver<u64>>,
     /// The `allocatedResourcesStatus` of the last status written, so a
     /// health change rewrites only pods it affects.
     written_health: ResourcesStatus,
+    /// The last `allocatedResourcesStatus` while the pod's claims were
+    /// prepared: the kubelet keeps unprepared claims a while (tombstones),
+    /// so a finished pod's final status still lists its devices.
+    tombstone: ResourcesStatus,
+}
+
+/// `(type, reason, message, fieldPath)` of an event.
+type EventKey = (String, String, String, String);
+
+/// `spec.containers{<name>}` or `spec.initContainers{<name>}`: the part of
+/// the pod a container event is about.
+fn field_path(pod: &Pod, container: &str) -> String {
+    let init = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.name == container);
+    if init {
+        format!("spec.initContainers{{{container}}}")
+    } else {
+        format!("spec.containers{{{container}}}")
+    }
+}
+
+/// The identity of a container's process: the security context's user and
+/// group (container over pod), else root as in an image without a `USER`;
+/// its groups are the primary one, the pod's `fsGroup` and
+/// `supplementalGroups` (group memberships inside the image are unknown).
+fn container_user(pod: &Pod, c: &Container) -> LinuxContainerUser {
+    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let sc = c.security_context.as_ref();
+    let uid = sc
+        .and_then(|s| s.run_as_user)
+        .or_else(|| pod_sc.and_then(|s| s.run_as_user))
+        .unwrap_or(0);
+    let gid = sc
+        .and_then(|s| s.run_as_group)
+        .or_else(|| pod_sc.and_then(|s| s.run_as_group))
+        .unwrap_or(0);
+    let mut groups = vec![gid];
+    let extra = pod_sc.and_then(|s| s.fs_group).into_iter().chain(
+        pod_sc
+            .and_then(|s| s.supplemental_groups.clone())
+            .unwrap_or_default(),
+    );
+    for g in extra {
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    LinuxContainerUser {
+        uid,
+        gid,
+        supplemental_groups: Some(groups),
+    }
+}
+
+/// `volumeMounts` of a container's status: its spec's mounts; a read-only
+/// mount is not recursively read-only unless the spec asks for it.
+fn volume_mount_statuses(c: &Container) -> Vec<VolumeMountStatus> {
+    c.volume_mounts
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            let read_only = m.read_only.unwrap_or(false);
+            VolumeMountStatus {
+                name: m.name.clone(),
+                mount_path: m.mount_path.clone(),
+                read_only: read_only.then_some(true),
+                recursive_read_only: read_only.then(|| {
+                    match m.recursive_read_only.as_deref() {
+                        Some("Enabled") => "Enabled",
+                        _ => "Disabled",
+                    }
+                    .to_owned()
+                }),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// `containers with <what> status: [a b]`, as the kubelet lists containers
+/// in condition messages.
+fn containers_message(what: &str, names: &[String]) -> String {
+    format!("containers with {what} status: [{}]", names.join(" "))
 }
 
 fn is_deleting(pod: &Pod) -> bool {
@@ -141,15 +233,21 @@ impl PodWorker {
             runtime: None,
             pod_ip: None,
             started: None,
-            last_event: None,
+            events: HashMap::new(),
             health_rx: ctx.health.as_ref().map(|h| h.subscribe()),
             written_health: ResourcesStatus::new(),
+            tombstone: ResourcesStatus::new(),
             ctx,
         }
     }
 
     fn key(&self) -> String {
         format!("{}/{}", self.ns, self.name)
+    }
+
+    /// `<name>_<namespace>(<uid>)`, as the kubelet names pods in messages.
+    fn pod_ref(&self) -> String {
+        format!("{}_{}({})", self.name, self.ns, self.uid)
     }
 
     fn current(&self) -> Option<Arc<Pod>> {
@@ -231,6 +329,7 @@ impl PodWorker {
                     }
                     RunningWake::Pod(Wake::Timer) => {
                         let now = Instant::now();
+                        self.replan_due(&pod, now);
                         if let Some(rt) = self.runtime.as_mut() {
                             let changes = rt.advance(now);
                             self.apply_changes(&pod, changes).await;
@@ -244,8 +343,7 @@ impl PodWorker {
                 self.finished(&pod).await;
                 return;
             }
-            if self.pod_ip.is_none() {
-                self.pod_ip = Some(self.ctx.ips.allocate().to_string());
+            if self.started.is_none() {
                 self.started = Some(jiff::Timestamp::now());
                 self.write_status(&pod).await;
             }
@@ -253,20 +351,17 @@ impl PodWorker {
                 _ = self.cancel.cancelled() => return,
                 r = self.ctx.dra.prepare_pod(&pod) => r,
             };
-            let failure = match outcome {
-                Ok(PrepareOutcome::Prepared) => match self.build_runtime(&pod) {
-                    Ok(rt) => {
-                        self.runtime = Some(rt);
-                        let changes = self
-                            .runtime
-                            .as_mut()
-                            .map(|rt| rt.start(Instant::now()))
-                            .unwrap_or_default();
-                        self.apply_changes(&pod, changes).await;
-                        continue;
-                    }
-                    Err(msg) => ("Failed", msg),
-                },
+            let (reason, message) = match outcome {
+                Ok(PrepareOutcome::Prepared) => {
+                    // The sandbox: the pod gets its IP once its resources
+                    // are prepared.
+                    self.pod_ip = Some(self.ctx.ips.allocate().to_string());
+                    let mut rt = self.build_runtime(&pod);
+                    let changes = rt.start(Instant::now());
+                    self.runtime = Some(rt);
+                    self.apply_changes(&pod, changes).await;
+                    continue;
+                }
                 Ok(PrepareOutcome::Waiting(why)) => {
                     debug!(pod = %self.key(), reason = %why, "waiting before prepare");
                     if let Wake::Stop = self.wait(None).await {
@@ -281,15 +376,17 @@ impl PodWorker {
                     });
                     (
                         "FailedPrepareDynamicResources",
-                        format!("Failed to prepare dynamic resources: {e}"),
+                        format!(
+                            "Failed to prepare dynamic resources: prepare dynamic resources: {e}"
+                        ),
                     )
                 }
             };
             // Expected in many scenarios (injected failures, drivers without a
             // kubelet plugin); the Warning event and the journal carry it, so
             // the runner's default output stays quiet.
-            info!(pod = %self.key(), reason = failure.0, message = %failure.1, "pod cannot start yet");
-            self.event(&pod, "Warning", failure.0, failure.1).await;
+            info!(pod = %self.key(), reason, message = %message, "pod cannot start yet");
+            self.event(&pod, "", "Warning", reason, message).await;
             // Retry after the backoff, or sooner when the pod changed in a
             // way that can make a difference.
             let deadline = Instant::now() + delays.next_delay();
@@ -307,67 +404,144 @@ impl PodWorker {
         }
     }
 
-    /// Plans every container: command, spec env and CDI env.
-    fn build_runtime(&self, pod: &Pod) -> Result<PodRuntime, String> {
-        let specs = CdiSpecs::load(&self.ctx.cdi_dir)
-            .map_err(|e| format!("Error: CDI device injection failed: {e}"))?;
-        let plan = |c: &Container, sidecar: bool| -> Result<ContainerPlan, String> {
-            let spec_env: Vec<(String, String)> = c
-                .env
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                // Only literal values: there is nothing to resolve references against.
-                .filter(|e| e.value_from.is_none())
-                .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
-                .collect();
-            let ids = self.ctx.dra.container_cdi_ids(pod, c);
-            let cdi_env = specs
-                .env_for(&ids)
-                .map_err(|e| format!("Error: CDI device injection failed: {e}"))?;
-            let env = merge_env(spec_env, cdi_env);
-            Ok(ContainerPlan {
-                name: c.name.clone(),
-                image: c.image.clone().unwrap_or_default(),
-                // Scripts that check the env (`env | grep ...`) see this env.
-                behaviour: command::behaviour(
-                    c.command.as_deref().unwrap_or_default(),
-                    c.args.as_deref().unwrap_or_default(),
-                    &env,
-                ),
-                env,
-                sidecar,
-            })
+    /// Plans one container: command, spec env and CDI env, as the runtime
+    /// would create it now. A CDI device the runtime cannot resolve makes a
+    /// plan whose creation fails, worded as containerd words it.
+    fn plan_container(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        specs: &Result<CdiSpecs, CdiError>,
+    ) -> ContainerPlan {
+        let spec_env: Vec<(String, String)> = c
+            .env
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            // Only literal values: there is nothing to resolve references against.
+            .filter(|e| e.value_from.is_none())
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect();
+        let ids = self.ctx.dra.container_cdi_ids(pod, c);
+        let cdi_env = match specs {
+            Ok(specs) => specs.env_for(&ids),
+            Err(e) => Err(CdiError::ReadDir {
+                dir: self.ctx.cdi_dir.clone(),
+                source: std::io::Error::other(e.to_string()),
+            }),
         };
+        let runtime_error = |e: String| {
+            format!("failed to create containerd container: CDI device injection failed: {e}")
+        };
+        let (cdi_env, create_error) = match cdi_env {
+            Ok(env) => (env, None),
+            Err(e) => (
+                Vec::new(),
+                Some(CreateError {
+                    message: runtime_error(e.to_string()),
+                    detail: runtime_error(e.detail()),
+                }),
+            ),
+        };
+        let env = merge_env(spec_env, cdi_env);
+        let mut plan = ContainerPlan::new(
+            c.name.clone(),
+            c.image.clone().unwrap_or_default(),
+            // Scripts that check the env (`env | grep ...`) see this env.
+            command::behaviour(
+                c.command.as_deref().unwrap_or_default(),
+                c.args.as_deref().unwrap_or_default(),
+                &env,
+            ),
+        );
+        plan.env = env;
+        plan.sidecar = c.restart_policy.as_deref() == Some("Always");
+        plan.create_error = create_error;
+        plan.volume_mounts = volume_mount_statuses(c);
+        plan.user = container_user(pod, c);
+        plan.claims = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.claims.clone())
+            .unwrap_or_default();
+        plan
+    }
+
+    /// Plans every container and the pod's runtime.
+    fn build_runtime(&self, pod: &Pod) -> PodRuntime {
+        let specs = CdiSpecs::load(&self.ctx.cdi_dir);
         let spec = pod.spec.clone().unwrap_or_default();
         let init = spec
             .init_containers
             .as_deref()
             .unwrap_or_default()
             .iter()
-            .map(|c| plan(c, c.restart_policy.as_deref() == Some("Always")))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|c| self.plan_container(pod, c, &specs))
+            .collect();
         let main = spec
             .containers
             .iter()
-            .map(|c| plan(c, false))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(PodRuntime::new(
+            .map(|c| self.plan_container(pod, c, &specs))
+            .collect();
+        PodRuntime::new(
             &self.uid,
+            &self.pod_ref(),
             init,
             main,
             RestartPolicy::parse(spec.restart_policy.as_deref()),
             self.ctx.restart_delay.initial,
             self.ctx.restart_delay.max,
-        ))
+        )
     }
 
-    /// Records container changes and reports them, unless the pod just
-    /// finished: then the status waits until its claims are unprepared.
+    /// Plans anew the containers about to be created again, since the
+    /// runtime resolves their CDI devices for every new container.
+    fn replan_due(&mut self, pod: &Pod, now: Instant) {
+        let Some(names) = self.runtime.as_ref().map(|rt| rt.creations_due(now)) else {
+            return;
+        };
+        if names.is_empty() {
+            return;
+        }
+        let specs = CdiSpecs::load(&self.ctx.cdi_dir);
+        let spec = pod.spec.clone().unwrap_or_default();
+        let containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers);
+        let plans: Vec<ContainerPlan> = containers
+            .filter(|c| names.contains(&c.name))
+            .map(|c| self.plan_container(pod, c, &specs))
+            .collect();
+        if let Some(rt) = self.runtime.as_mut() {
+            for plan in plans {
+                rt.replan(plan);
+            }
+        }
+    }
+
+    /// Records container changes and reports them as the kubelet does
+    /// (events, then status), unless the pod just finished: then the status
+    /// waits until its claims are unprepared.
     async fn apply_changes(&mut self, pod: &Pod, changes: Vec<Change>) {
         if changes.is_empty() {
             return;
         }
+        let image = |name: &str| {
+            let spec = pod.spec.as_ref();
+            spec.into_iter()
+                .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
+                .find(|c| c.name == name)
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default()
+        };
+        let pulled = |name: &str| {
+            format!(
+                "Container image \"{}\" already present on machine and can be accessed by the pod",
+                image(name)
+            )
+        };
         for c in &changes {
             match c {
                 Change::Started {
@@ -380,6 +554,13 @@ impl PodWorker {
                         container: container.clone(),
                         restart_count: *restart_count,
                     });
+                    let at = field_path(pod, container);
+                    self.event(pod, &at, "Normal", "Pulled", pulled(container))
+                        .await;
+                    self.event(pod, &at, "Normal", "Created", "Container created".into())
+                        .await;
+                    self.event(pod, &at, "Normal", "Started", "Container started".into())
+                        .await;
                 }
                 Change::Exited {
                     container,
@@ -391,6 +572,32 @@ impl PodWorker {
                         container: container.clone(),
                         exit_code: *exit_code,
                     });
+                }
+                Change::CreateFailed { container, error } => {
+                    // Expected in scenarios about broken CDI specs; the
+                    // journal has the details.
+                    info!(pod = %self.key(), container, error = %error.detail, "creating container failed");
+                    self.ctx
+                        .journal
+                        .record(NodeEventKind::ContainerCreateFailed {
+                            pod: self.key(),
+                            container: container.clone(),
+                            error: error.detail.clone(),
+                        });
+                    let at = field_path(pod, container);
+                    self.event(pod, &at, "Normal", "Pulled", pulled(container))
+                        .await;
+                    let message = format!("Error: {}", error.message);
+                    self.event(pod, &at, "Warning", "Failed", message).await;
+                }
+                Change::BackOff { container, delay } => {
+                    debug!(pod = %self.key(), container, ?delay, "container waits before restarting");
+                    let at = field_path(pod, container);
+                    let message = format!(
+                        "Back-off restarting failed container {container} in pod {}",
+                        self.pod_ref()
+                    );
+                    self.event(pod, &at, "Warning", "BackOff", message).await;
                 }
             }
         }
@@ -450,6 +657,18 @@ impl PodWorker {
     /// Deletion requested: containers stop at once, claims are unprepared,
     /// then the deletion is finished with grace period 0.
     async fn terminate(&mut self) {
+        let running = self
+            .runtime
+            .as_ref()
+            .map(|rt| rt.running())
+            .unwrap_or_default();
+        if let Some(pod) = self.current() {
+            for (container, _) in running {
+                let at = field_path(&pod, &container);
+                let message = format!("Stopping container {container}");
+                self.event(&pod, &at, "Normal", "Killing", message).await;
+            }
+        }
         self.stop_containers();
         if !self.unprepare_until_done().await {
             return;
@@ -513,28 +732,24 @@ impl PodWorker {
         }
     }
 
-    /// The health of the devices allocated to each container's claims, for
-    /// claims prepared on this node.
-    fn resources_status(&self, pod: &Pod) -> ResourcesStatus {
+    /// The health of the devices prepared for each regular container's
+    /// claims (the kubelet reports none for init containers). Once the
+    /// claims are unprepared, the last value stands, as the kubelet's
+    /// tombstoned claims keep it for a finished pod.
+    fn resources_status(&mut self, pod: &Pod) -> ResourcesStatus {
         let mut out = ResourcesStatus::new();
         let Some(health) = &self.ctx.health else {
             return out;
         };
         let devices = self.ctx.dra.claim_devices(pod);
         if devices.is_empty() {
-            return out;
+            return self.tombstone.clone();
         }
         let snapshot = health.snapshot();
         let Some(spec) = pod.spec.as_ref() else {
             return out;
         };
-        let containers = spec
-            .init_containers
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .chain(&spec.containers);
-        for c in containers {
+        for c in &spec.containers {
             let references = c
                 .resources
                 .as_ref()
@@ -545,6 +760,7 @@ impl PodWorker {
                 out.insert(c.name.clone(), status);
             }
         }
+        self.tombstone = out.clone();
         out
     }
 
@@ -568,11 +784,71 @@ impl PodWorker {
         }
     }
 
+    /// The pod status as the kubelet generates it, as a strategic merge
+    /// patch. Conditions are written whole (a field they no longer have is
+    /// set to null, or the API server would keep a stale reason), in the
+    /// kubelet's order; every condition, the scheduler's too, gets the pod
+    /// generation as `observedGeneration`.
     fn status_patch(&self, pod: &Pod, resources: &ResourcesStatus) -> serde_json::Value {
         let rt = self.runtime.as_ref();
-        let (phase, initialized, ready, started) = match rt {
-            Some(rt) => (rt.phase(), rt.initialized(), rt.ready(), true),
-            None => ("Pending", false, false, false),
+        let spec = pod.spec.clone().unwrap_or_default();
+        let init_specs = spec.init_containers.clone().unwrap_or_default();
+        let generation = pod.metadata.generation;
+        let done = rt.and_then(|r| r.finished());
+        let phase = rt.map_or("Pending", |r| r.phase());
+
+        // (status, reason, message) of each kubelet condition.
+        type Cond = (bool, Option<&'static str>, Option<String>);
+        let sandbox: Cond = match (rt, done) {
+            (Some(_), None) => (true, None, None),
+            (Some(_), Some(_)) => (
+                false,
+                Some("PodSandboxNotReady"),
+                Some("pod sandbox is not ready".into()),
+            ),
+            (None, _) => (
+                false,
+                Some("PodSandboxNotReady"),
+                Some("no pod sandbox exists".into()),
+            ),
+        };
+        let incomplete = |names: Vec<String>| -> Cond {
+            (
+                false,
+                Some("ContainersNotInitialized"),
+                Some(containers_message("incomplete", &names)),
+            )
+        };
+        let initialized: Cond = match rt {
+            _ if done == Some(true) => (true, Some("PodCompleted"), None),
+            Some(rt) if rt.initialized() => (true, None, None),
+            Some(rt) => incomplete(rt.init_incomplete()),
+            None if init_specs.is_empty() => (true, None, None),
+            None => incomplete(init_specs.iter().map(|c| c.name.clone()).collect()),
+        };
+        let containers_ready: Cond = match done {
+            Some(true) => (false, Some("PodCompleted"), None),
+            Some(false) => (false, Some("PodFailed"), None),
+            None => {
+                let unready = match rt {
+                    Some(rt) => rt.unready(),
+                    None => init_specs
+                        .iter()
+                        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+                        .chain(&spec.containers)
+                        .map(|c| c.name.clone())
+                        .collect(),
+                };
+                if unready.is_empty() {
+                    (true, None, None)
+                } else {
+                    (
+                        false,
+                        Some("ContainersNotReady"),
+                        Some(containers_message("unready", &unready)),
+                    )
+                }
+            }
         };
         let existing = pod
             .status
@@ -580,7 +856,7 @@ impl PodWorker {
             .and_then(|s| s.conditions.as_deref())
             .unwrap_or_default();
         let now = jiff::Timestamp::now();
-        let cond = |ty: &str, ok: bool, reason: Option<&str>| {
+        let cond = |ty: &str, (ok, reason, message): Cond| {
             let status = if ok { "True" } else { "False" };
             // Keep the transition time while the status stays the same.
             let since = existing
@@ -588,29 +864,41 @@ impl PodWorker {
                 .find(|c| c.type_ == ty && c.status == status)
                 .and_then(|c| c.last_transition_time.clone())
                 .unwrap_or(Time(now));
-            let mut c = json!({"type": ty, "status": status, "lastTransitionTime": since});
-            if let Some(r) = reason.filter(|_| !ok) {
-                c["reason"] = json!(r);
+            let mut c = json!({
+                "type": ty, "status": status, "lastTransitionTime": since,
+                "reason": reason, "message": message,
+            });
+            if let Some(g) = generation {
+                c["observedGeneration"] = json!(g);
             }
             c
         };
-        let done = rt.is_some_and(|r| r.finished().is_some());
-        let not_ready_reason = if done {
-            "PodCompleted"
-        } else {
-            "ContainersNotReady"
-        };
+        const OWN: [&str; 4] = [
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+        ];
+        let mut conditions = vec![
+            cond(OWN[0], sandbox),
+            cond(OWN[1], initialized),
+            cond(OWN[2], containers_ready.clone()),
+            cond(OWN[3], containers_ready),
+        ];
+        if let Some(g) = generation {
+            for c in existing.iter().filter(|c| !OWN.contains(&c.type_.as_str())) {
+                conditions.push(json!({"type": c.type_, "observedGeneration": g}));
+            }
+        }
         let mut status = json!({
             "phase": phase,
             "hostIP": self.ctx.host_ip,
             "hostIPs": [{"ip": self.ctx.host_ip}],
-            "conditions": [
-                cond("PodReadyToStartContainers", started && !done, None),
-                cond("Initialized", initialized, Some(if done { "PodCompleted" } else { "ContainersNotInitialized" })),
-                cond("ContainersReady", ready, Some(not_ready_reason)),
-                cond("Ready", ready, Some(not_ready_reason)),
-            ],
+            "conditions": conditions,
         });
+        if let Some(g) = generation {
+            status["observedGeneration"] = json!(g);
+        }
         if let Some(ip) = &self.pod_ip {
             status["podIP"] = json!(ip);
             status["podIPs"] = json!([{"ip": ip}]);
@@ -618,7 +906,6 @@ impl PodWorker {
         if let Some(t) = self.started {
             status["startTime"] = json!(Time(t));
         }
-        let spec = pod.spec.clone().unwrap_or_default();
         match rt {
             Some(rt) => {
                 let (init, main) = rt.statuses();
@@ -627,32 +914,31 @@ impl PodWorker {
             }
             None => {
                 let waiting = |c: &Container, reason: &str| {
-                    json!({
+                    let mut s = json!({
                         "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
                         "ready": false, "started": false, "restartCount": 0,
                         "state": {"waiting": {"reason": reason}},
-                    })
+                    });
+                    let mounts = volume_mount_statuses(c);
+                    if !mounts.is_empty() {
+                        s["volumeMounts"] = json!(mounts);
+                    }
+                    s
                 };
-                let init: Vec<_> = spec
-                    .init_containers
-                    .as_deref()
-                    .unwrap_or_default()
+                let init: Vec<_> = init_specs
                     .iter()
                     .map(|c| waiting(c, "PodInitializing"))
                     .collect();
-                let has_init = !init.is_empty();
+                let main_reason = if init.is_empty() {
+                    "ContainerCreating"
+                } else {
+                    "PodInitializing"
+                };
                 status["initContainerStatuses"] = json!(init);
                 status["containerStatuses"] = json!(
                     spec.containers
                         .iter()
-                        .map(|c| waiting(
-                            c,
-                            if has_init {
-                                "PodInitializing"
-                            } else {
-                                "ContainerCreating"
-                            }
-                        ))
+                        .map(|c| waiting(c, main_reason))
                         .collect::<Vec<_>>()
                 );
             }
@@ -673,14 +959,26 @@ impl PodWorker {
         json!({ "status": status })
     }
 
-    /// Writes an event on the pod; a repeat of the last one bumps its count.
-    async fn event(&mut self, pod: &Pod, type_: &str, reason: &str, message: String) {
+    /// Writes an event about the pod (or, with `field_path`, one of its
+    /// containers), aggregated like the kubelet's recorder does: a repeat of
+    /// an earlier event bumps that event's count.
+    async fn event(
+        &mut self,
+        pod: &Pod,
+        field_path: &str,
+        type_: &str,
+        reason: &str,
+        message: String,
+    ) {
         let api: Api<Event> = Api::namespaced(self.ctx.client.clone(), &self.ns);
         let now = Time(jiff::Timestamp::now());
-        if let Some((r, m, name, count)) = &mut self.last_event
-            && r == reason
-            && *m == message
-        {
+        let key: EventKey = (
+            type_.to_owned(),
+            reason.to_owned(),
+            message.clone(),
+            field_path.to_owned(),
+        );
+        if let Some((name, count)) = self.events.get_mut(&key) {
             *count += 1;
             let patch = json!({"count": *count, "lastTimestamp": now});
             match api
@@ -705,10 +1003,10 @@ impl PodWorker {
                 namespace: Some(self.ns.clone()),
                 uid: Some(self.uid.clone()),
                 resource_version: pod.resource_version(),
-                ..Default::default()
+                field_path: Some(field_path.to_owned()).filter(|p| !p.is_empty()),
             },
             reason: Some(reason.into()),
-            message: Some(message.clone()),
+            message: Some(message),
             type_: Some(type_.into()),
             count: Some(1),
             first_timestamp: Some(now.clone()),
@@ -722,7 +1020,9 @@ impl PodWorker {
             ..Default::default()
         };
         match api.create(&PostParams::default(), &ev).await {
-            Ok(_) => self.last_event = Some((reason.into(), message, name, 1)),
+            Ok(_) => {
+                self.events.insert(key, (name, 1));
+            }
             Err(e) => warn!(pod = %self.key(), error = %e, "writing event failed"),
         }
     }
