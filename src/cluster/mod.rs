@@ -67,6 +67,9 @@ impl ConnectOptions {
     }
 }
 
+/// How long a simulated node may take to stop at the end of a run.
+const SIM_NODE_STOP: Duration = Duration::from_secs(20);
+
 /// DRA feature gates on by default in Kubernetes 1.37 (beta or GA).
 pub const DEFAULT_ON_GATES: &[&str] = &[
     "DynamicResourceAllocation",
@@ -656,9 +659,16 @@ impl Cluster {
                 .write()
                 .map(|mut n| std::mem::take(&mut *n))
                 .unwrap_or_default();
+            // Bounded: a node deletes its Node object on the way out, which
+            // never answers when the control plane has died.
             for n in nodes {
-                if let Err(e) = n.stop().await {
-                    eprintln!("dra-e2e: stopping simulated node: {e}");
+                let name = n.name().to_owned();
+                match tokio::time::timeout(SIM_NODE_STOP, n.stop()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => eprintln!("dra-e2e: stopping simulated node {name}: {e}"),
+                    Err(_) => eprintln!(
+                        "dra-e2e: simulated node {name} did not stop within {SIM_NODE_STOP:?}; leaving it to the cluster's end"
+                    ),
                 }
             }
             let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());

@@ -6,7 +6,7 @@ pub mod preflight;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches};
@@ -295,6 +295,10 @@ pub async fn run() -> anyhow::Result<i32> {
     result
 }
 
+/// How long running scenarios get to tear down after a component the
+/// cluster needs has died.
+const DEAD_CLUSTER_TEARDOWN: Duration = Duration::from_secs(60);
+
 async fn run_on(
     opts: Opts,
     args: RunArgs,
@@ -374,6 +378,8 @@ async fn run_on(
     let run = cucumber.run(parsed);
     let mut run = std::pin::pin!(run);
     let deadline = tokio::time::sleep(args.deadline);
+    let death = cluster.first_death();
+    let mut died = None;
     tokio::select! {
         _ = &mut run => {},
         _ = deadline => {
@@ -383,6 +389,20 @@ async fn run_on(
             );
             interrupt.cancel();
             run.await;
+        }
+        what = death => {
+            // Nothing can pass without it: start no scenario, end the running
+            // ones, and give their teardown a bounded time (an API server
+            // that is gone would make every cleanup call wait).
+            eprintln!("\ndra-e2e: {what}\ndra-e2e: the cluster cannot work without it; stopping the run");
+            interrupt.cancel();
+            if tokio::time::timeout(DEAD_CLUSTER_TEARDOWN, run).await.is_err() {
+                eprintln!(
+                    "dra-e2e: teardown did not finish within {}; the cluster's processes and files go with it",
+                    humantime::format_duration(DEAD_CLUSTER_TEARDOWN)
+                );
+            }
+            died = Some(what.lines().next().unwrap_or_default().to_owned());
         }
     }
     signals.abort();
@@ -398,10 +418,15 @@ async fn run_on(
         std::fs::write(path, json.take())
             .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
     }
-    cluster.wait_namespaces_gone(&run_id).await;
-    // With --keep-on-failure, kept scenarios are expected to remain.
+    if died.is_none() {
+        cluster.wait_namespaces_gone(&run_id).await;
+    }
+    // With --keep-on-failure, kept scenarios are expected to remain. With a
+    // dead control plane nothing can be listed; its objects go with it.
     let mut leaked = false;
-    if !args.keep_on_failure {
+    if let Some(what) = &died {
+        println!("leak check skipped: {what}");
+    } else if !args.keep_on_failure {
         match cluster.leftovers(&ctx.outcomes.namespaces()).await {
             Ok(left) if left.is_empty() => println!("leak check: nothing left behind"),
             Ok(left) => {
@@ -430,6 +455,9 @@ async fn run_on(
         println!("{teardown_failures} scenario teardown(s) failed; see the messages above");
     }
     println!("{}", report::summary_line(&records));
+    if let Some(what) = &died {
+        println!("the run stopped early: {what}");
+    }
     let ran = records
         .values()
         .filter(|r| r.outcome != report::Outcome::Skipped)
