@@ -292,7 +292,8 @@ pub async fn run<T>(
     tokio::select! {
         r = tokio::time::timeout(ctx.step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(format!("{e:#}")),
+            // Each cause once: several errors quote their source already.
+            Ok(Err(e)) => Err(crate::report::error_message(&e)),
             Err(_) => Err(format!(
                 "the step did not finish within --step-timeout {}{}",
                 humantime::format_duration(ctx.step_timeout),

@@ -311,3 +311,73 @@ fn wait_until_pod_runs(home: &Path, child: &mut std::process::Child) -> Option<S
     }
     None
 }
+
+/// Ctrl-C while the real nodes start: the half-made node's namespaces,
+/// link and cgroups go with the rest.
+#[test]
+fn interrupt_while_real_nodes_start_leaves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home.path())
+        .env(
+            "DRA_E2E_NODE_BINARIES_DIR",
+            dra_e2e::real_node::binaries::NodeBinariesDir::locate(None).dir,
+        )
+        .args([
+            "--cluster",
+            "local",
+            "--node-kind",
+            "real",
+            "--nodes",
+            "1",
+            "--features",
+        ])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interrupt"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut stem = None;
+    while stem.is_none() && Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        stem = std::fs::read_dir(home.path())
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_dir(e.path().join("real")).ok())
+            .flatten()
+            .flatten()
+            .find_map(|e| std::fs::read_to_string(e.path().join("kubelet.yaml")).ok())
+            .and_then(|k| {
+                let v: serde_json::Value = serde_json::from_str(&k).ok()?;
+                Some(v["cgroupRoot"].as_str()?.trim_start_matches('/').to_owned())
+            });
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    let t = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stem = stem.unwrap_or_else(|| panic!("no real node started\n{t}"));
+    assert_eq!(o.status.code(), Some(130), "{t}");
+    assert_eq!(host_traces(&stem), Vec::<String>::new(), "{t}");
+    assert_eq!(
+        processes_mentioning(&home.path().to_string_lossy()),
+        Vec::<String>::new()
+    );
+    let dirs: Vec<_> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("dra-e2e-"))
+        .map(|e| e.path())
+        .collect();
+    assert!(dirs.is_empty(), "temp dirs left: {dirs:?}");
+}

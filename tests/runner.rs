@@ -941,3 +941,36 @@ fn a_dead_api_server_ends_the_run_quickly_and_says_so() {
     );
     assert!(took < Duration::from_secs(180), "took {took:?}\n{t}");
 }
+
+/// Ctrl-C while the local cluster starts stops it and removes its temp dir
+/// (the runner used to die and leave PKI, kubeconfig and etcd data).
+#[test]
+fn interrupt_during_cluster_start_up_leaves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = local_run(home.path(), "interrupt", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The API server is starting once its log exists.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let starting = loop {
+        let found = walk(home.path())
+            .iter()
+            .any(|p| p.ends_with("logs/kube-apiserver.log"));
+        if found || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    let t = text(&o);
+    assert!(starting, "the cluster never started\n{t}");
+    assert_eq!(o.status.code(), Some(130), "{t}");
+    assert!(t.contains("interrupted while starting the cluster"), "{t}");
+    assert_nothing_left(home.path(), &t);
+}

@@ -197,12 +197,11 @@ impl Cluster {
             "dra-e2e: starting the local cluster ({} {kind} nodes)...",
             opts.nodes
         );
-        let cluster = local::LocalCluster::start(options).await.map_err(|e| {
-            anyhow::anyhow!(
-                "{e}\n(no cluster from --kubeconfig/KUBECONFIG either: pass --cluster kubeconfig \
-                 --kubeconfig FILE for a real cluster, or build the local one with `make controlplane`)"
-            )
-        })?;
+        // Missing binaries are reported (with how to build them) before the
+        // cluster starts; any other failure says what failed, once.
+        let cluster = local::LocalCluster::start(options)
+            .await
+            .map_err(|e| anyhow::Error::new(e).context("starting the local cluster"))?;
         let client = cluster.client();
         let config = cluster.kube_config();
         let mut pids: Vec<u32> = cluster.components().iter().map(|c| c.pid).collect();

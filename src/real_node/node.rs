@@ -92,12 +92,13 @@ impl RealNode {
         std::fs::create_dir_all(&dir)
             .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
         net.create().map_err(|e| err(e.to_string()))?;
-        // From here on, a failure undoes the network and cgroups.
-        let undo = |message: String| {
-            net.remove();
-            cgroups::remove(&cgroup_root);
-            err(message)
+        // From here on, a failure, or this future dropped half-way (Ctrl-C
+        // during start-up), undoes the network and cgroups.
+        let mut guard = SetupGuard {
+            net: Some(net.clone()),
+            cgroup_root: cgroup_root.clone(),
         };
+        let undo = |message: String| err(message);
         cgroups::create(&cgroup_root).map_err(|e| undo(e.to_string()))?;
         let relay = ApiRelay::start(
             SocketAddr::new(net.host_ip.into(), shared.api_port),
@@ -139,6 +140,7 @@ impl RealNode {
         )
         .map_err(|e| undo(format!("starting nsenter/unshare (util-linux): {e}")))?;
         let init = init_of(process.pid()).await;
+        guard.net = None;
         Ok(RealNode {
             name,
             net,
@@ -299,6 +301,21 @@ impl RealNode {
             }
         }
         left
+    }
+}
+
+/// Removes a half-made node's network and cgroups unless disarmed.
+struct SetupGuard {
+    net: Option<NodeNet>,
+    cgroup_root: String,
+}
+
+impl Drop for SetupGuard {
+    fn drop(&mut self) {
+        if let Some(net) = self.net.take() {
+            net.remove();
+            cgroups::remove(&self.cgroup_root);
+        }
     }
 }
 

@@ -285,64 +285,31 @@ pub async fn run() -> anyhow::Result<i32> {
     let args = opts.custom.clone();
     check_outputs_and_host(&args, &typed)?;
     let connect = ConnectOptions::from_args(&args);
-    let cluster = Arc::new(Cluster::connect(&connect).await?);
-    let result = run_on(opts, args, parsed, cluster.clone()).await;
-    let left = cluster.shutdown().await;
-    if !left.is_empty() {
-        println!("leak check: left behind on the host: {}", left.join(", "));
-        return Ok(1);
-    }
-    result
-}
-
-/// How long running scenarios get to tear down after a component the
-/// cluster needs has died.
-const DEAD_CLUSTER_TEARDOWN: Duration = Duration::from_secs(60);
-
-async fn run_on(
-    opts: Opts,
-    args: RunArgs,
-    parsed: Vec<cucumber::gherkin::Feature>,
-    cluster: Arc<Cluster>,
-) -> anyhow::Result<i32> {
-    let env = cluster.environment().await?;
-    eprintln!("dra-e2e: {}", cluster.describe());
-
+    // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
+    // meets the default action (which would kill the runner and leave its
+    // temp dir, and a real node's links and cgroups, behind).
+    let mut signals = Signals::install()?;
+    let cluster = tokio::select! {
+        c = Cluster::connect(&connect) => Arc::new(c?),
+        // Dropping the start cleans up what it had started.
+        _ = signals.next() => {
+            eprintln!("\ndra-e2e: interrupted while starting the cluster; stopped it");
+            return Ok(130);
+        }
+    };
     let interrupt = CancellationToken::new();
-    let run_id = format!("{:x}", rand::random::<u32>());
-    steps::install(steps::Context {
-        cluster: cluster.clone(),
-        step_timeout: args.step_timeout,
-        artifacts: args.artifacts.clone(),
-        keep_on_failure: args.keep_on_failure,
-        interrupt: interrupt.clone(),
-        outcomes: report::Outcomes::default(),
-        run_id: run_id.clone(),
-    })
-    .map_err(anyhow::Error::msg)?;
-    let ctx = steps::context()?;
-
-    // First Ctrl-C: stop starting scenarios, tear down running ones, write
-    // reports. Second: stop the local cluster at once and exit.
-    // The signal streams are made once, before the task starts: a stream
-    // made per iteration would miss a second Ctrl-C that arrives while the
-    // first is being handled.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let signals = {
+    let (count_tx, count) = tokio::sync::watch::channel(0u32);
+    // First signal: stop starting scenarios, tear down running ones, write
+    // reports; after the scenarios, end the wait for namespaces. Second: stop
+    // the cluster at once and exit.
+    let handler = {
         let interrupt = interrupt.clone();
         let cluster = cluster.clone();
         tokio::spawn(async move {
             let mut n = 0;
-            loop {
-                let got = tokio::select! {
-                    r = sigint.recv() => r.is_some(),
-                    r = sigterm.recv() => r.is_some(),
-                };
-                if !got {
-                    return;
-                }
+            while signals.next().await {
                 n += 1;
+                let _ = count_tx.send(n);
                 if n == 1 {
                     interrupt.cancel();
                     eprintln!(
@@ -356,6 +323,67 @@ async fn run_on(
             }
         })
     };
+    let result = run_on(opts, args, parsed, cluster.clone(), interrupt, count).await;
+    let left = cluster.shutdown().await;
+    handler.abort();
+    if !left.is_empty() {
+        println!("leak check: left behind on the host: {}", left.join(", "));
+        return Ok(1);
+    }
+    result
+}
+
+/// SIGINT and SIGTERM, made once: a stream made per wait would miss a
+/// signal that arrives while the previous one is being handled.
+struct Signals {
+    sigint: tokio::signal::unix::Signal,
+    sigterm: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            sigint: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            sigterm: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    /// The next signal; false when no more can come.
+    async fn next(&mut self) -> bool {
+        tokio::select! {
+            r = self.sigint.recv() => r.is_some(),
+            r = self.sigterm.recv() => r.is_some(),
+        }
+    }
+}
+
+/// How long running scenarios get to tear down after a component the
+/// cluster needs has died.
+const DEAD_CLUSTER_TEARDOWN: Duration = Duration::from_secs(60);
+
+async fn run_on(
+    opts: Opts,
+    args: RunArgs,
+    parsed: Vec<cucumber::gherkin::Feature>,
+    cluster: Arc<Cluster>,
+    interrupt: CancellationToken,
+    mut signal_count: tokio::sync::watch::Receiver<u32>,
+) -> anyhow::Result<i32> {
+    let env = cluster.environment().await?;
+    eprintln!("dra-e2e: {}", cluster.describe());
+
+    let run_id = format!("{:x}", rand::random::<u32>());
+    steps::install(steps::Context {
+        cluster: cluster.clone(),
+        step_timeout: args.step_timeout,
+        artifacts: args.artifacts.clone(),
+        keep_on_failure: args.keep_on_failure,
+        interrupt: interrupt.clone(),
+        outcomes: report::Outcomes::default(),
+        run_id: run_id.clone(),
+    })
+    .map_err(anyhow::Error::msg)?;
+    let ctx = steps::context()?;
 
     let junit = Buffer::default();
     let json = Buffer::default();
@@ -405,7 +433,6 @@ async fn run_on(
             died = Some(what.lines().next().unwrap_or_default().to_owned());
         }
     }
-    signals.abort();
     let wall = started.elapsed();
 
     let records = ctx.outcomes.snapshot();
@@ -419,7 +446,12 @@ async fn run_on(
             .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
     }
     if died.is_none() {
-        cluster.wait_namespaces_gone(&run_id).await;
+        // A signal from here on cuts the wait short.
+        signal_count.mark_unchanged();
+        tokio::select! {
+            _ = cluster.wait_namespaces_gone(&run_id) => {}
+            _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
+        }
     }
     // With --keep-on-failure, kept scenarios are expected to remain. With a
     // dead control plane nothing can be listed; its objects go with it.
