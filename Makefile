@@ -9,7 +9,7 @@ BINARIES = $$(hack/build-controlplane.sh)
 NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
 
-.PHONY: help build test fmt lint controlplane node bench e2e-local e2e-real e2e kind-up kind-down check ci
+.PHONY: help build test fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -58,6 +58,10 @@ bench: controlplane node ## benchmarks: local cluster and real node start-up, th
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench real_node_startup
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --timings $(ARGS)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --timings $(ARGS)
+
+SOAK_RUNS ?= 10
+soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once
+	DRA_E2E_BINARIES_DIR=$(BINARIES) hack/soak.sh $(SOAK_RUNS) $(ARGS)
 
 ci: ## what CI runs
 	.ci/run
