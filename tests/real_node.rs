@@ -62,6 +62,44 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
+/// The runner on its own local cluster with one real node, on the
+/// interrupt fixture, in a private HOME and TMPDIR.
+fn real_run(home: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home)
+        // HOME is the test's; the node components stay where the build put them.
+        .env(
+            "DRA_E2E_NODE_BINARIES_DIR",
+            dra_e2e::real_node::binaries::NodeBinariesDir::locate(None).dir,
+        )
+        .args([
+            "--cluster",
+            "local",
+            "--node-kind",
+            "real",
+            "--nodes",
+            "1",
+            "--features",
+        ])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interrupt"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn assert_no_temp_dirs(home: &Path) {
+    let dirs: Vec<_> = std::fs::read_dir(home)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("dra-e2e-"))
+        .map(|e| e.path())
+        .collect();
+    assert!(dirs.is_empty(), "temp dirs left: {dirs:?}");
+}
+
 async fn exec(pods: &Api<Pod>, pod: &str, cmd: &[&str]) -> String {
     let mut attached = pods
         .exec(pod, cmd.to_vec(), &AttachParams::default().stderr(false))
@@ -200,30 +238,7 @@ async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothin
 #[test]
 fn interrupted_run_on_a_real_node_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HOME", home.path())
-        .env_remove("KUBECONFIG")
-        .env("TMPDIR", home.path())
-        // HOME is the test's; the node components stay where the build put them.
-        .env(
-            "DRA_E2E_NODE_BINARIES_DIR",
-            dra_e2e::real_node::binaries::NodeBinariesDir::locate(None).dir,
-        )
-        .args([
-            "--cluster",
-            "local",
-            "--node-kind",
-            "real",
-            "--nodes",
-            "1",
-            "--features",
-        ])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interrupt"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = real_run(home.path()).spawn().unwrap();
     let stem = wait_until_pod_runs(home.path(), &mut child);
     // SAFETY: signalling our own child.
     unsafe {
@@ -245,13 +260,7 @@ fn interrupted_run_on_a_real_node_leaves_nothing() {
         processes_mentioning(&home.path().to_string_lossy()),
         Vec::<String>::new()
     );
-    let dirs: Vec<_> = std::fs::read_dir(home.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("dra-e2e-"))
-        .map(|e| e.path())
-        .collect();
-    assert!(dirs.is_empty(), "temp dirs left: {dirs:?}");
+    assert_no_temp_dirs(home.path());
 }
 
 /// Waits until pod tester-1 of the run runs on its real node; returns the
@@ -317,29 +326,7 @@ fn wait_until_pod_runs(home: &Path, child: &mut std::process::Child) -> Option<S
 #[test]
 fn interrupt_while_real_nodes_start_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HOME", home.path())
-        .env_remove("KUBECONFIG")
-        .env("TMPDIR", home.path())
-        .env(
-            "DRA_E2E_NODE_BINARIES_DIR",
-            dra_e2e::real_node::binaries::NodeBinariesDir::locate(None).dir,
-        )
-        .args([
-            "--cluster",
-            "local",
-            "--node-kind",
-            "real",
-            "--nodes",
-            "1",
-            "--features",
-        ])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interrupt"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = real_run(home.path()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut stem = None;
     while stem.is_none() && Instant::now() < deadline && child.try_wait().unwrap().is_none() {
@@ -373,11 +360,5 @@ fn interrupt_while_real_nodes_start_leaves_nothing() {
         processes_mentioning(&home.path().to_string_lossy()),
         Vec::<String>::new()
     );
-    let dirs: Vec<_> = std::fs::read_dir(home.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("dra-e2e-"))
-        .map(|e| e.path())
-        .collect();
-    assert!(dirs.is_empty(), "temp dirs left: {dirs:?}");
+    assert_no_temp_dirs(home.path());
 }

@@ -44,24 +44,8 @@ while :; do sleep 2147483647 & s=$!; wait $s; done\n";
 /// The applet names `busybox --list` prints, `busybox` itself excluded.
 pub fn busybox_applets(busybox: &Path) -> Result<Vec<String>, ImageError> {
     let command = format!("{} --list", busybox.display());
-    let out = Command::new(busybox)
-        .arg("--list")
-        .output()
-        .map_err(|e| ImageError::Command {
-            command: command.clone(),
-            detail: e.to_string(),
-        })?;
-    if !out.status.success() {
-        return Err(ImageError::Command {
-            command,
-            detail: format!(
-                "{}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
-    }
-    let applets: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let listed = super::stdout_of(Command::new(busybox).arg("--list"), command.clone())?;
+    let applets: Vec<String> = listed
         .lines()
         .map(str::trim)
         .filter(|a| !a.is_empty() && *a != "busybox" && !a.contains('/'))

@@ -53,25 +53,8 @@ pub fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, ImageError> {
         return Ok(Vec::new());
     };
     let command = format!("{} --list {}", loader.display(), exe.display());
-    let out = Command::new(&loader)
-        .arg("--list")
-        .arg(exe)
-        .output()
-        .map_err(|e| ImageError::Command {
-            command: command.clone(),
-            detail: e.to_string(),
-        })?;
-    if !out.status.success() {
-        return Err(ImageError::Command {
-            command,
-            detail: format!(
-                "{}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
-    }
-    let mut libs = parse_list(exe, &String::from_utf8_lossy(&out.stdout))?;
+    let listed = super::stdout_of(Command::new(&loader).arg("--list").arg(exe), command)?;
+    let mut libs = parse_list(exe, &listed)?;
     if !libs.contains(&loader) {
         libs.push(loader);
     }

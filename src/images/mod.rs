@@ -163,6 +163,30 @@ pub struct ArchiveInfo {
     pub diff_id: String,
 }
 
+/// Runs `cmd` (described as `command` in errors) and returns its stdout;
+/// failing to start it or a non-zero exit is an [`ImageError::Command`]
+/// quoting its stderr.
+pub(crate) fn stdout_of(
+    cmd: &mut std::process::Command,
+    command: String,
+) -> Result<String, ImageError> {
+    let out = cmd.output().map_err(|e| ImageError::Command {
+        command: command.clone(),
+        detail: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(ImageError::Command {
+            command,
+            detail: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Writing or describing an image failed; every variant names the image and,
 /// where there is one, the file.
 #[derive(Debug, thiserror::Error)]

@@ -98,19 +98,18 @@ impl RealNode {
             net: Some(net.clone()),
             cgroup_root: cgroup_root.clone(),
         };
-        let undo = |message: String| err(message);
-        cgroups::create(&cgroup_root).map_err(|e| undo(e.to_string()))?;
+        cgroups::create(&cgroup_root).map_err(|e| err(e.to_string()))?;
         let relay = ApiRelay::start(
             SocketAddr::new(net.host_ip.into(), shared.api_port),
             SocketAddr::new(Ipv4Addr::LOCALHOST.into(), shared.api_port),
         )
         .await
-        .map_err(|e| undo(format!("relaying the API server to {}: {e}", net.host_ip)))?;
-        let plan = write_files(&name, &net, &cgroup_root, &dir, pki, shared).map_err(&undo)?;
+        .map_err(|e| err(format!("relaying the API server to {}: {e}", net.host_ip)))?;
+        let plan = write_files(&name, &net, &cgroup_root, &dir, pki, shared).map_err(&err)?;
         let plan_path = dir.join("init.json");
-        let plan_json = serde_json::to_string_pretty(&plan).map_err(|e| undo(e.to_string()))?;
+        let plan_json = serde_json::to_string_pretty(&plan).map_err(|e| err(e.to_string()))?;
         std::fs::write(&plan_path, plan_json)
-            .map_err(|e| undo(format!("writing {}: {e}", plan_path.display())))?;
+            .map_err(|e| err(format!("writing {}: {e}", plan_path.display())))?;
 
         // nsenter joins the node's network namespace and execs unshare, which
         // makes the PID and mount namespaces and forks process 1. If the
@@ -138,7 +137,7 @@ impl RealNode {
             args,
             &dir.join("node-init.log"),
         )
-        .map_err(|e| undo(format!("starting nsenter/unshare (util-linux): {e}")))?;
+        .map_err(|e| err(format!("starting nsenter/unshare (util-linux): {e}")))?;
         let init = init_of(process.pid()).await;
         guard.net = None;
         Ok(RealNode {
@@ -372,13 +371,12 @@ fn parse_ns_inode(link: &str) -> Option<u64> {
 }
 
 /// Whether `pid` is still a process in PID namespace `ns`.
+/// A zombie has no namespace link left to read, so a match is a live process.
 fn still_runs(pid: u32, ns: u64) -> bool {
-    let in_ns = std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+    std::fs::read_link(format!("/proc/{pid}/ns/pid"))
         .ok()
         .and_then(|l| parse_ns_inode(&l.to_string_lossy()))
-        == Some(ns);
-    // A zombie has no namespace link left to read, so this is a live one.
-    in_ns
+        == Some(ns)
 }
 
 /// Writes the node's credentials and configuration files; returns process
