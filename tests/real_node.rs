@@ -62,9 +62,9 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
-/// The runner on its own local cluster with one real node, on the
-/// interrupt fixture, in a private HOME and TMPDIR.
-fn real_run(home: &Path) -> Command {
+/// The runner on its own local cluster with one real node, on a fixture
+/// directory, in a private HOME and TMPDIR.
+fn real_run(home: &Path, fixture: &str) -> Command {
     let mut c = Command::new(bin());
     c.current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("HOME", home)
@@ -84,7 +84,11 @@ fn real_run(home: &Path) -> Command {
             "1",
             "--features",
         ])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interrupt"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(fixture),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
@@ -238,7 +242,7 @@ async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothin
 #[test]
 fn interrupted_run_on_a_real_node_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = real_run(home.path()).spawn().unwrap();
+    let mut child = real_run(home.path(), "interrupt").spawn().unwrap();
     let stem = wait_until_pod_runs(home.path(), &mut child);
     // SAFETY: signalling our own child.
     unsafe {
@@ -326,7 +330,7 @@ fn wait_until_pod_runs(home: &Path, child: &mut std::process::Child) -> Option<S
 #[test]
 fn interrupt_while_real_nodes_start_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = real_run(home.path()).spawn().unwrap();
+    let mut child = real_run(home.path(), "interrupt").spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut stem = None;
     while stem.is_none() && Instant::now() < deadline && child.try_wait().unwrap().is_none() {
@@ -359,6 +363,125 @@ fn interrupt_while_real_nodes_start_leaves_nothing() {
     assert_eq!(
         processes_mentioning(&home.path().to_string_lossy()),
         Vec::<String>::new()
+    );
+    assert_no_temp_dirs(home.path());
+}
+
+/// The parent of a process, as the host sees it.
+fn parent_of(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` descends from `ancestor` (a real node's processes descend
+/// from the runner through its `node-init`).
+fn descends_from(mut pid: i32, ancestor: i32) -> bool {
+    while let Some(parent) = parent_of(pid) {
+        if parent == ancestor {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
+}
+
+/// SIGKILL of the agent that an exec runs in the proxy pod for the plugin's
+/// DRA socket, while the scenario waits for its pod: as with local agents,
+/// the scenario fails within seconds naming the agent's socket, pod and node
+/// (not after the pod wait's 300 s), and teardown still cleans up through the
+/// agent the exec loop starts again.
+#[test]
+fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
+    use std::io::{BufRead, BufReader, Read};
+    let home = tempfile::tempdir().unwrap();
+    let mut child = real_run(home.path(), "agent-killed").spawn().unwrap();
+    let runner = child.id() as i32;
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    // The scenario reports each step as it finishes: once the pod is created,
+    // the next step waits for it (its claim can never be prepared).
+    let mut out = String::new();
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        out.push_str(&line);
+        if line.contains("pod \"tester-1\" with an inline claim is created") {
+            break;
+        }
+        line.clear();
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let agent = loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: i32 = e.file_name().to_string_lossy().parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            (cmd.contains("proxy-agent") && cmd.contains("/dra.sock") && descends_from(pid, runner))
+                .then_some((pid, cmd))
+        });
+        if found.is_some() || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            break found;
+        }
+        // No event tells a test process that another process started.
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let killed = Instant::now();
+    if let Some((pid, _)) = &agent {
+        // SAFETY: kill(2) on a pid just read from /proc, a descendant of the
+        // runner this test started.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    let _ = stdout.read_to_string(&mut out);
+    let status = child.wait().unwrap();
+    let after_kill = killed.elapsed();
+    let t = format!("{out}\n{}", err.join().unwrap());
+    let (_, cmd) = agent.unwrap_or_else(|| panic!("no exec agent of the run showed up\n{t}"));
+    assert_eq!(status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 1 failed"), "{t}");
+    let failure = t
+        .lines()
+        .find(|l| l.contains("exited unexpectedly"))
+        .unwrap_or_else(|| panic!("no failure names the agent\n{t}"));
+    let socket = cmd
+        .split_whitespace()
+        .skip_while(|w| *w != "--endpoint")
+        .nth(1)
+        .unwrap();
+    for part in [
+        "the proxy agent for socket ",
+        socket,
+        " in pod ",
+        " on node ",
+    ] {
+        assert!(
+            failure.contains(part),
+            "{part:?} missing in {failure:?}\n{t}"
+        );
+    }
+    // The step that failed is the pod wait (line 13 of the fixture).
+    assert!(
+        t.contains("Defined: tests/fixtures/agent-killed/killed.feature:13:5"),
+        "the failure did not end the pod wait\n{t}"
+    );
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    // Loose, not a benchmark: the pod wait alone would take 300 s.
+    assert!(
+        after_kill < Duration::from_secs(150),
+        "{after_kill:?} from the kill to the end of the run\n{t}"
     );
     assert_no_temp_dirs(home.path());
 }

@@ -286,70 +286,181 @@ fn interrupted_run_tears_down_and_leaves_nothing() {
     assert_nothing_left(home.path(), &t);
 }
 
+/// A run whose stderr lines a test can wait for while it goes on.
+struct Watched {
+    child: std::process::Child,
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Watched {
+    fn spawn(mut c: Command) -> Watched {
+        use std::io::{BufRead, BufReader, Read};
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let err = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in stderr.lines().map_while(Result::ok) {
+                all.push_str(&line);
+                all.push('\n');
+                let _ = lines_tx.send(line);
+            }
+            all
+        });
+        Watched {
+            child,
+            out,
+            err,
+            lines,
+        }
+    }
+
+    /// Waits for a line on stderr containing `needle`; false when the run
+    /// ended or `within` passed first.
+    fn wait_line(&self, needle: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn sigint(&self) {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGINT);
+        }
+    }
+
+    /// Waits for the run to end: its exit code and all it printed.
+    fn finish(mut self) -> (Option<i32>, String) {
+        let status = self.child.wait().unwrap();
+        let t = format!("{}\n{}", self.out.join().unwrap(), self.err.join().unwrap());
+        (status.code(), t)
+    }
+}
+
+/// Children die with the runner (PDEATHSIG), a moment after it.
+fn assert_nothing_left_soon(home: &Path, t: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !processes_under(home).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_nothing_left(home, t);
+}
+
 /// The first Ctrl-C starts a teardown that cannot finish (unprepare is
 /// stalled); the second stops everything at once.
 #[test]
 fn second_interrupt_stops_at_once_and_leaves_nothing() {
-    use std::io::{BufRead, BufReader, Read};
-    use std::sync::mpsc;
-
     let home = tempfile::tempdir().unwrap();
-    let mut child = local_run(home.path(), "interrupt-twice", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let (lines_tx, lines) = mpsc::channel::<String>();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let err = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in stderr.lines().map_while(Result::ok) {
-            all.push_str(&line);
-            all.push('\n');
-            let _ = lines_tx.send(line);
-        }
-        all
-    });
-    // Wait for a line on stderr containing `needle`, or the deadline.
-    let wait_line = |needle: &str, deadline: Instant| loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(l) if l.contains(needle) => return true,
-            Ok(_) => {}
-            Err(_) => return false,
-        }
-    };
-    let prepared = wait_until_prepared(home.path(), &mut child);
-    let sigint = |c: &std::process::Child| {
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGINT);
-        }
-    };
-    sigint(&child);
-    let tearing_down = wait_line(
-        "tearing down running scenarios",
-        Instant::now() + Duration::from_secs(60),
-    );
-    sigint(&child);
-    let status = child.wait().unwrap();
-    let t = format!("{}\n{}", out.join().unwrap(), err.join().unwrap());
+    let mut run = Watched::spawn(local_run(home.path(), "interrupt-twice", &[]));
+    let prepared = wait_until_prepared(home.path(), &mut run.child);
+    run.sigint();
+    let tearing_down = run.wait_line("tearing down running scenarios", Duration::from_secs(60));
+    run.sigint();
+    let (code, t) = run.finish();
     assert!(prepared, "the scenario never prepared its claim\n{t}");
     assert!(tearing_down, "the first Ctrl-C started no teardown\n{t}");
-    assert_eq!(status.code(), Some(130), "{t}");
+    assert_eq!(code, Some(130), "{t}");
     assert!(t.contains("stopping now"), "{t}");
-    // Children die with the runner (PDEATHSIG), a moment after it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !processes_under(home.path()).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert_nothing_left_soon(home.path(), &t);
+}
+
+/// After the scenarios, a first Ctrl-C ends the wait for a namespace that
+/// would not go (its object's finalizer is never removed); the leak check
+/// still names it and the run fails.
+#[test]
+fn interrupt_after_the_scenarios_ends_the_wait_for_namespaces() {
+    let home = tempfile::tempdir().unwrap();
+    let run = Watched::spawn(local_run(home.path(), "held-namespace", &[]));
+    let waiting = run.wait_line("waiting for the run's namespaces", Duration::from_secs(240));
+    let signalled = Instant::now();
+    run.sigint();
+    let (code, t) = run.finish();
+    let took = signalled.elapsed();
+    assert!(waiting, "the run never waited for its namespaces\n{t}");
+    assert!(t.contains("1 passed, 0 failed"), "{t}");
+    assert!(t.contains("not waiting for the namespaces to go"), "{t}");
+    assert!(
+        t.contains("leak check: left behind: Namespace dra-e2e-"),
+        "{t}"
+    );
+    assert_eq!(code, Some(1), "{t}");
+    // Loose: the namespace wait alone is two minutes.
+    assert!(took < Duration::from_secs(90), "took {took:?}\n{t}");
     assert_nothing_left(home.path(), &t);
+}
+
+/// After the scenarios, a second Ctrl-C (during the leak check or the
+/// cluster's stop, which follow the first) stops the cluster and exits at
+/// once.
+#[test]
+fn second_interrupt_after_the_scenarios_exits_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let run = Watched::spawn(local_run(home.path(), "held-namespace", &[]));
+    let waiting = run.wait_line("waiting for the run's namespaces", Duration::from_secs(240));
+    run.sigint();
+    // Two signals sent back to back arrive as one.
+    let stopped_waiting = run.wait_line("not waiting for the namespaces", Duration::from_secs(60));
+    let signalled = Instant::now();
+    run.sigint();
+    let (code, t) = run.finish();
+    let took = signalled.elapsed();
+    assert!(waiting, "the run never waited for its namespaces\n{t}");
+    assert!(
+        stopped_waiting,
+        "the first Ctrl-C did not end the wait\n{t}"
+    );
+    assert_eq!(code, Some(130), "{t}");
+    assert!(t.contains("stopping now"), "{t}");
+    assert!(took < Duration::from_secs(30), "took {took:?}\n{t}");
+    assert_nothing_left_soon(home.path(), &t);
+}
+
+/// The run's ending as a whole has a deadline: a namespace that never goes
+/// does not hold the run past `--teardown-timeout`; the cluster is stopped at
+/// once and the run fails, leaving nothing on the host.
+#[test]
+fn the_runs_ending_is_bounded_by_the_teardown_timeout() {
+    let home = tempfile::tempdir().unwrap();
+    let run = Watched::spawn(local_run(
+        home.path(),
+        "held-namespace",
+        &["--teardown-timeout", "5s"],
+    ));
+    let waiting = run.wait_line("waiting for the run's namespaces", Duration::from_secs(240));
+    let since = Instant::now();
+    let (code, t) = run.finish();
+    let took = since.elapsed();
+    assert!(waiting, "the run never waited for its namespaces\n{t}");
+    assert_eq!(code, Some(1), "{t}");
+    assert!(
+        t.contains(
+            "leak check skipped: the run's teardown did not finish within 5s (--teardown-timeout)"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("stopping the cluster at once"), "{t}");
+    // Loose: without the deadline the namespace wait alone is two minutes.
+    assert!(took < Duration::from_secs(60), "took {took:?}\n{t}");
+    assert_nothing_left_soon(home.path(), &t);
 }
 
 /// Waits until the run is mid-scenario: its claim is prepared once a CDI

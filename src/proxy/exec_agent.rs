@@ -11,6 +11,7 @@ use tracing::{Instrument, debug, info, warn};
 
 use super::exec::{ExecTarget, exec_capture};
 use super::pods::{AgentKind, ProxyPod, ProxyPodsError};
+use super::pool::FarEnd;
 
 /// A run that lasted this long resets the restart backoff.
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(300);
@@ -84,21 +85,31 @@ impl std::fmt::Debug for ExecAgent {
 }
 
 impl ExecAgent {
-    /// Starts the exec loop in the background. Fails only if the socket path
-    /// is too long for the pod's agent.
+    /// Starts the exec loop in the background. An exec session that ends
+    /// without being stopped (the agent in the pod exited or was killed) is
+    /// reported to `far_end` at once, then the agent is started again for
+    /// the cleanup that follows. Fails only if the socket path is too long
+    /// for the pod's agent.
     pub fn start(
         client: kube::Client,
         pod: &ProxyPod,
         socket: &str,
         port: u16,
+        far_end: FarEnd,
     ) -> Result<ExecAgent, ProxyPodsError> {
         check_socket_path(pod.agent, socket)?;
         let target = pod.exec_target();
         let command = pod.agent.command(socket, port);
         let cancel = CancellationToken::new();
         let span = tracing::info_span!("agent", pod = %target.pod, node = %pod.node, port);
+        let session = Session {
+            target: target.clone(),
+            node: pod.node.clone(),
+            socket: socket.to_owned(),
+            command,
+        };
         let task = tokio::spawn(
-            supervise(client.clone(), target.clone(), command, cancel.clone()).instrument(span),
+            supervise(client.clone(), session, far_end, cancel.clone()).instrument(span),
         );
         Ok(ExecAgent {
             client,
@@ -138,22 +149,46 @@ impl Drop for ExecAgent {
     }
 }
 
+/// What one agent exec runs, and where, for messages.
+struct Session {
+    target: ExecTarget,
+    node: String,
+    socket: String,
+    command: Vec<String>,
+}
+
+impl Session {
+    /// Why the kubelet's connections stopped reaching the plugin.
+    fn lost(&self, how: &str) -> String {
+        format!(
+            "the proxy agent for socket {} in pod {}/{} on node {} exited unexpectedly ({how}); \
+             the kubelet's connections to that socket no longer reach the plugin",
+            self.socket, self.target.namespace, self.target.pod, self.node
+        )
+    }
+}
+
 async fn supervise(
     client: kube::Client,
-    target: ExecTarget,
-    command: Vec<String>,
+    session: Session,
+    far_end: FarEnd,
     cancel: CancellationToken,
 ) {
-    let api: Api<Pod> = Api::namespaced(client, &target.namespace);
+    let api: Api<Pod> = Api::namespaced(client, &session.target.namespace);
     let mut backoff = Backoff::default();
     loop {
         let started = Instant::now();
         let outcome = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = run_once(&api, &target, &command) => r,
+            r = run_once(&api, &session.target, &session.command) => r,
         };
         match outcome {
-            Ok(status) => warn!(%status, "agent exec ended; restarting"),
+            // The session was up: the agent ended under the plugin's feet.
+            Ok(status) => {
+                warn!(%status, "agent exec ended; restarting");
+                far_end.lost(session.lost(&status));
+            }
+            // Not started (yet): the pool's dialling tells when it works.
             Err(e) => warn!(error = %e, "agent exec failed; restarting"),
         }
         if started.elapsed() >= BACKOFF_RESET_AFTER {

@@ -138,7 +138,8 @@ impl ProxiedSocket {
     }
 
     /// Real cluster: the agent runs by exec in `pod` on a fresh pod port, and
-    /// the pool dials it through port-forward.
+    /// the pool dials it through port-forward. An exec session that ends
+    /// without being stopped is reported as the local agent's exit is.
     pub async fn remote(
         client: kube::Client,
         pod: &ProxyPod,
@@ -146,15 +147,15 @@ impl ProxiedSocket {
         pool: PoolConfig,
     ) -> Result<(ProxiedSocket, Incoming), ProxyError> {
         let port = pod.allocate_port();
-        let agent = ExecAgent::start(client.clone(), pod, socket, port)?;
         let transport = Arc::new(PortForward::new(
-            client,
+            client.clone(),
             pod.namespace.clone(),
             pod.name.clone(),
             pod.container.clone(),
             port,
         ));
         let (pool, incoming) = PreDialled::start(transport, pool);
+        let agent = ExecAgent::start(client, pod, socket, port, pool.far_end())?;
         Ok((
             ProxiedSocket {
                 path: PathBuf::from(socket),

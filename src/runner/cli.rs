@@ -105,6 +105,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "2h")]
     pub deadline: Duration,
 
+    /// Limit of the run's ending, from the moment its scenarios are done or
+    /// told to stop: the running scenarios' teardown, the wait for their
+    /// namespaces, the leak check and stopping the cluster. When it passes,
+    /// the cluster is stopped at once and the run fails.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "5m")]
+    pub teardown_timeout: Duration,
+
     /// Local cluster: keep its processes' files after the run and print where they are.
     #[arg(long)]
     pub keep_cluster_files: bool,

@@ -323,14 +323,28 @@ pub async fn run() -> anyhow::Result<i32> {
             }
         })
     };
-    let result = run_on(opts, args, parsed, cluster.clone(), interrupt, count).await;
-    let left = cluster.shutdown().await;
+    let ended = run_on(opts, args, parsed, cluster.clone(), interrupt, count).await;
+    // Stopping the cluster belongs to the run's ending and its deadline; a
+    // run that failed before its scenarios gets the default one.
+    let ending = match &ended {
+        Ok(e) => e.ending,
+        Err(_) => Ending::start(DEFAULT_TEARDOWN_TIMEOUT),
+    };
+    let left = match ending.within(cluster.shutdown()).await {
+        Ok(left) => left,
+        Err(overrun) => {
+            eprintln!("dra-e2e: {overrun}; stopping the cluster at once");
+            cluster.kill_now();
+            handler.abort();
+            return ended.map(|_| 1);
+        }
+    };
     handler.abort();
     if !left.is_empty() {
         println!("leak check: left behind on the host: {}", left.join(", "));
         return Ok(1);
     }
-    result
+    ended.map(|e| e.code)
 }
 
 /// SIGINT and SIGTERM, made once: a stream made per wait would miss a
@@ -358,8 +372,71 @@ impl Signals {
 }
 
 /// How long running scenarios get to tear down after a component the
-/// cluster needs has died.
+/// cluster needs has died (within the run's teardown deadline).
 const DEAD_CLUSTER_TEARDOWN: Duration = Duration::from_secs(60);
+
+/// `--teardown-timeout`'s default, for runs that fail before their scenarios.
+const DEFAULT_TEARDOWN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The deadline of the run's ending (`--teardown-timeout`): it starts when
+/// the scenarios are done or told to stop, and bounds everything after.
+#[derive(Debug, Clone, Copy)]
+struct Ending {
+    by: tokio::time::Instant,
+    limit: Duration,
+}
+
+/// The run's ending went past its deadline.
+#[derive(Debug)]
+struct Overrun(Duration);
+
+impl std::fmt::Display for Overrun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the run's teardown did not finish within {} (--teardown-timeout)",
+            humantime::format_duration(self.0)
+        )
+    }
+}
+
+impl Ending {
+    fn start(limit: Duration) -> Self {
+        Ending {
+            by: tokio::time::Instant::now() + limit,
+            limit,
+        }
+    }
+
+    async fn within<F: std::future::Future>(&self, f: F) -> Result<F::Output, Overrun> {
+        tokio::time::timeout_at(self.by, f)
+            .await
+            .map_err(|_| Overrun(self.limit))
+    }
+
+    /// What is left of the deadline, at most `cap`.
+    fn left(&self, cap: Duration) -> Duration {
+        self.by
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(cap)
+    }
+}
+
+/// Why the scenarios ended before all of them had run.
+enum Stop {
+    /// `--deadline` passed.
+    Deadline,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// A component the cluster needs died; its first line.
+    Died(String),
+}
+
+/// What the run's scenarios ended with.
+struct Ended {
+    code: i32,
+    ending: Ending,
+}
 
 async fn run_on(
     opts: Opts,
@@ -367,8 +444,8 @@ async fn run_on(
     parsed: Vec<cucumber::gherkin::Feature>,
     cluster: Arc<Cluster>,
     interrupt: CancellationToken,
-    mut signal_count: tokio::sync::watch::Receiver<u32>,
-) -> anyhow::Result<i32> {
+    signal_count: tokio::sync::watch::Receiver<u32>,
+) -> anyhow::Result<Ended> {
     let env = cluster.environment().await?;
     eprintln!("dra-e2e: {}", cluster.describe());
 
@@ -403,37 +480,13 @@ async fn run_on(
         .with_cli(opts);
 
     let started = Instant::now();
-    let run = cucumber.run(parsed);
-    let mut run = std::pin::pin!(run);
-    let deadline = tokio::time::sleep(args.deadline);
-    let death = cluster.first_death();
-    let mut died = None;
-    tokio::select! {
-        _ = &mut run => {},
-        _ = deadline => {
-            eprintln!(
-                "dra-e2e: --deadline {} passed; tearing down running scenarios",
-                humantime::format_duration(args.deadline)
-            );
-            interrupt.cancel();
-            run.await;
-        }
-        what = death => {
-            // Nothing can pass without it: start no scenario, end the running
-            // ones, and give their teardown a bounded time (an API server
-            // that is gone would make every cleanup call wait).
-            eprintln!("\ndra-e2e: {what}\ndra-e2e: the cluster cannot work without it; stopping the run");
-            interrupt.cancel();
-            if tokio::time::timeout(DEAD_CLUSTER_TEARDOWN, run).await.is_err() {
-                eprintln!(
-                    "dra-e2e: teardown did not finish within {}; the cluster's processes and files go with it",
-                    humantime::format_duration(DEAD_CLUSTER_TEARDOWN)
-                );
-            }
-            died = Some(what.lines().next().unwrap_or_default().to_owned());
-        }
-    }
+    let (stop, ending) =
+        scenarios(cucumber.run(parsed).map(drop), &args, &cluster, &interrupt).await;
     let wall = started.elapsed();
+    let died = match &stop {
+        Some(Stop::Died(what)) => Some(what.clone()),
+        _ => None,
+    };
 
     let records = ctx.outcomes.snapshot();
     if let Some(path) = &args.junit {
@@ -445,32 +498,24 @@ async fn run_on(
         std::fs::write(path, json.take())
             .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
     }
-    if died.is_none() {
-        // A signal from here on cuts the wait short.
-        signal_count.mark_unchanged();
-        tokio::select! {
-            _ = cluster.wait_namespaces_gone(&run_id) => {}
-            _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
+    let leaked = match &died {
+        // With a dead control plane nothing can be listed; its objects go
+        // with it.
+        Some(what) => {
+            println!("leak check skipped: {what}");
+            false
         }
-    }
-    // With --keep-on-failure, kept scenarios are expected to remain. With a
-    // dead control plane nothing can be listed; its objects go with it.
-    let mut leaked = false;
-    if let Some(what) = &died {
-        println!("leak check skipped: {what}");
-    } else if !args.keep_on_failure {
-        match cluster.leftovers(&ctx.outcomes.namespaces()).await {
-            Ok(left) if left.is_empty() => println!("leak check: nothing left behind"),
-            Ok(left) => {
-                leaked = true;
-                println!("leak check: left behind: {}", left.join(", "));
+        None => match ending
+            .within(after_scenarios(&cluster, &args, &run_id, ctx, signal_count))
+            .await
+        {
+            Ok(leaked) => leaked,
+            Err(overrun) => {
+                println!("leak check skipped: {overrun}");
+                true
             }
-            Err(e) => {
-                leaked = true;
-                println!("leak check failed: {e:#}");
-            }
-        }
-    }
+        },
+    };
 
     for line in report::skip_summary(&records) {
         println!("{line}");
@@ -494,7 +539,7 @@ async fn run_on(
         .values()
         .filter(|r| r.outcome != report::Outcome::Skipped)
         .count();
-    let empty = ran == 0 && !interrupt.is_cancelled();
+    let empty = ran == 0 && stop.is_none();
     if empty {
         println!(
             "no scenario ran: all {} selected scenarios were skipped{}",
@@ -506,16 +551,104 @@ async fn run_on(
             }
         );
     }
-    Ok(
-        if failed == 0
-            && teardown_failures == 0
-            && !leaked
-            && !interrupt.is_cancelled()
-            && (!empty || args.allow_empty)
-        {
-            0
-        } else {
-            1
-        },
-    )
+    let passed = failed == 0
+        && teardown_failures == 0
+        && !leaked
+        && stop.is_none()
+        && (!empty || args.allow_empty);
+    Ok(Ended {
+        code: if passed { 0 } else { 1 },
+        ending,
+    })
+}
+
+/// Runs the scenarios until they are done or something stops them; a stop
+/// starts no new scenario and gives the running ones a bounded teardown.
+/// Returns why they stopped early, if they did, and the ending's deadline,
+/// which starts here.
+async fn scenarios(
+    run: impl std::future::Future<Output = ()>,
+    args: &RunArgs,
+    cluster: &Cluster,
+    interrupt: &CancellationToken,
+) -> (Option<Stop>, Ending) {
+    let mut run = std::pin::pin!(run);
+    let stop = tokio::select! {
+        _ = &mut run => None,
+        _ = tokio::time::sleep(args.deadline) => Some(Stop::Deadline),
+        // The signal handler has said so already.
+        _ = interrupt.cancelled() => Some(Stop::Interrupted),
+        what = cluster.first_death() => Some(Stop::Died(what)),
+    };
+    let ending = Ending::start(args.teardown_timeout);
+    let Some(stop) = stop else {
+        return (None, ending);
+    };
+    // A dead component makes every cleanup call wait: its teardown gets
+    // less time than the ending allows.
+    let cap = match &stop {
+        Stop::Deadline => {
+            eprintln!(
+                "dra-e2e: --deadline {} passed; tearing down running scenarios",
+                humantime::format_duration(args.deadline)
+            );
+            args.teardown_timeout
+        }
+        Stop::Interrupted => args.teardown_timeout,
+        Stop::Died(what) => {
+            eprintln!(
+                "\ndra-e2e: {what}\ndra-e2e: the cluster cannot work without it; stopping the run"
+            );
+            DEAD_CLUSTER_TEARDOWN
+        }
+    };
+    interrupt.cancel();
+    let bound = ending.left(cap);
+    if tokio::time::timeout(bound, run).await.is_err() {
+        eprintln!(
+            "dra-e2e: the running scenarios' teardown did not finish within {}; the cluster's processes and files go with it",
+            humantime::format_duration(bound)
+        );
+    }
+    let stop = match stop {
+        Stop::Died(what) => Stop::Died(what.lines().next().unwrap_or_default().to_owned()),
+        other => other,
+    };
+    (Some(stop), ending)
+}
+
+/// After the scenarios: wait for their namespaces to go (a signal cuts the
+/// wait short), then check nothing is left. True when something was.
+async fn after_scenarios(
+    cluster: &Cluster,
+    args: &RunArgs,
+    run_id: &str,
+    ctx: &steps::Context,
+    mut signal_count: tokio::sync::watch::Receiver<u32>,
+) -> bool {
+    // A signal from here on cuts the wait short.
+    signal_count.mark_unchanged();
+    eprintln!("dra-e2e: waiting for the run's namespaces to go (Ctrl-C stops waiting)");
+    tokio::select! {
+        _ = cluster.wait_namespaces_gone(run_id) => {}
+        _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
+    }
+    // With --keep-on-failure, kept scenarios are expected to remain.
+    if args.keep_on_failure {
+        return false;
+    }
+    match cluster.leftovers(&ctx.outcomes.namespaces()).await {
+        Ok(left) if left.is_empty() => {
+            println!("leak check: nothing left behind");
+            false
+        }
+        Ok(left) => {
+            println!("leak check: left behind: {}", left.join(", "));
+            true
+        }
+        Err(e) => {
+            println!("leak check failed: {e:#}");
+            true
+        }
+    }
 }
