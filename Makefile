@@ -9,7 +9,7 @@ BINARIES = $$(hack/build-controlplane.sh)
 NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
 
-.PHONY: help build test fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci
+.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -23,7 +23,10 @@ controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into t
 node: ## build kubelet + containerd for real nodes into the cache, install runc, CNI plugins, busybox, iptables (prints the dir)
 	hack/build-node.sh
 
-test: controlplane node ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes)
+test-tools: ## install what the tests use besides the runner (xmllint, for the JUnit schema)
+	hack/test-tools.sh
+
+test: controlplane node test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test -- --test-threads=2
 
 fmt: ## format the code

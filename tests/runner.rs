@@ -199,6 +199,101 @@ fn assert_nothing_left(tmp: &Path, t: &str) {
     assert!(procs.is_empty(), "processes left: {procs:?}");
 }
 
+/// The JUnit report is valid against the schema CI tools read (xmllint) and
+/// reads back with a JUnit parser as what happened: a suite per feature
+/// with the run's properties, cases named by title with the feature as
+/// classname, failures naming their first failing step and its error with the
+/// step log in the body, skips with their reason.
+fn check_junit(path: &Path) {
+    let xml = std::fs::read_to_string(path).unwrap();
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemas/junit.xsd");
+    let lint = Command::new("xmllint")
+        .args(["--noout", "--schema"])
+        .arg(&schema)
+        .arg(path)
+        .output()
+        .expect("xmllint (Debian's libxml2-utils) runs");
+    assert!(lint.status.success(), "{}\n{xml}", text(&lint));
+
+    let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
+    assert_eq!(suites.suites.len(), 1, "{xml}");
+    let suite = &suites.suites[0];
+    assert_eq!(suite.name, "runner outcomes");
+    assert_eq!(
+        (suite.tests, suite.failures, suite.skipped),
+        (4, 2, 1),
+        "{xml}"
+    );
+    let props = &suite.properties.hashmap;
+    assert_eq!(
+        props.get("nodes.ready").map(String::as_str),
+        Some("1"),
+        "{xml}"
+    );
+    assert!(props["kubernetes.version"].starts_with("v1."), "{xml}");
+    assert!(
+        props["cluster"].starts_with("local cluster with 1 simulated nodes"),
+        "{xml}"
+    );
+    assert!(
+        props["feature-gates"].contains("DynamicResourceAllocation"),
+        "{xml}"
+    );
+    let case = |name: &str| {
+        suite
+            .cases
+            .iter()
+            .find(|c| c.original_name == name)
+            .unwrap_or_else(|| panic!("no case {name:?}\n{xml}"))
+    };
+    for c in &suite.cases {
+        assert_eq!(c.classname.as_deref(), Some("runner outcomes"), "{xml}");
+        assert!(
+            !c.name.contains(".feature"),
+            "no path in the name: {}",
+            c.name
+        );
+    }
+    assert!(
+        case("an inline claim reaches the container")
+            .status
+            .is_success()
+    );
+    let junit_parser::TestStatus::Failure(f) = &case("fails on purpose").status else {
+        panic!("fails on purpose did not fail\n{xml}");
+    };
+    assert_eq!(f.failure_type, "StepFailed");
+    assert!(
+        f.message
+            .starts_with("Then every container of pod \"tester-1\" has env \"user_a=not-b\": "),
+        "{}",
+        f.message
+    );
+    assert!(f.message.contains("(artifacts: "), "{}", f.message);
+    assert!(f.text.contains("[passed] Given 1 ready node"), "{}", f.text);
+    assert!(
+        f.text.contains("[FAILED] Then every container"),
+        "{}",
+        f.text
+    );
+    let junit_parser::TestStatus::Failure(typo) = &case("has a typo").status else {
+        panic!("has a typo did not fail\n{xml}");
+    };
+    assert!(
+        typo.message
+            .starts_with("And a drvier with 1 device per node: "),
+        "{}",
+        typo.message
+    );
+    let junit_parser::TestStatus::Skipped(s) = &case("needs more nodes").status else {
+        panic!("needs more nodes was not skipped\n{xml}");
+    };
+    assert_eq!(
+        s.message,
+        "needs at least 5 ready schedulable nodes, the cluster has 1"
+    );
+}
+
 #[test]
 fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
@@ -224,13 +319,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
         "{t}"
     );
     assert!(t.contains("leak check: nothing left behind"), "{t}");
-    let xml = std::fs::read_to_string(&junit).unwrap();
-    assert_eq!(xml.matches("<testcase").count(), 4, "{xml}");
-    assert!(xml.contains("Scenario: has a typo"), "{xml}");
-    assert!(xml.contains("Scenario: fails on purpose"), "{xml}");
-    assert!(xml.contains("user_a=not-b"), "{xml}");
-    assert!(xml.contains("(artifacts: "), "{xml}");
-    assert!(xml.contains("<skipped"), "{xml}");
+    check_junit(&junit);
     let dirs: Vec<_> = std::fs::read_dir(&artifacts)
         .unwrap()
         .flatten()
@@ -522,7 +611,13 @@ fn passing_run_exits_zero_with_a_clean_junit_report() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(xml.matches("<testcase").count(), 1, "{xml}");
     assert!(
-        xml.contains("Scenario: an inline claim reaches the container: tests/fixtures/runner/outcomes.feature:7:3"),
+        xml.contains(
+            "<testcase name=\"an inline claim reaches the container\" classname=\"runner outcomes\""
+        ),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("tests/fixtures/runner/outcomes.feature:7"),
         "{xml}"
     );
     assert!(!xml.contains("<failure"), "{xml}");

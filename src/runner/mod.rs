@@ -24,13 +24,13 @@ type Opts = cucumber::cli::Opts<
     cucumber::parser::basic::Cli,
     cucumber::runner::basic::Cli,
     cucumber::cli::Compose<
-        cucumber::cli::Compose<writer::basic::Cli, writer::junit::Cli>,
+        cucumber::cli::Compose<writer::basic::Cli, cucumber::cli::Empty>,
         cucumber::cli::Empty,
     >,
     RunArgs,
 >;
 
-/// A JUnit/JSON sink the runner can read back after the run.
+/// A report sink the runner can read back after the run.
 #[derive(Clone, Default)]
 struct Buffer(Arc<Mutex<Vec<u8>>>);
 
@@ -462,14 +462,15 @@ async fn run_on(
     .map_err(anyhow::Error::msg)?;
     let ctx = steps::context()?;
 
-    let junit = Buffer::default();
+    let properties = run_properties(&cluster, &env).await;
+    let collector = report::collect::Collector::default();
     let json = Buffer::default();
     let cucumber = World::cucumber::<std::path::PathBuf>()
         .with_parser(SkipParser { env })
         .with_writer(
             writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
                 .summarized()
-                .tee::<World, _>(writer::JUnit::for_tee(junit.clone(), 0))
+                .tee::<World, _>(collector.clone())
                 .tee::<World, _>(writer::Json::for_tee(json.clone()))
                 .normalized(),
         )
@@ -490,8 +491,8 @@ async fn run_on(
 
     let records = ctx.outcomes.snapshot();
     if let Some(path) = &args.junit {
-        let xml = String::from_utf8_lossy(&junit.take()).into_owned();
-        std::fs::write(path, report::annotate_junit(&xml, &records))
+        let xml = report::junit::render(&collector.snapshot(), &records, &properties);
+        std::fs::write(path, xml)
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }
     if let Some(path) = &args.cucumber_json {
@@ -560,6 +561,41 @@ async fn run_on(
         code: if passed { 0 } else { 1 },
         ending,
     })
+}
+
+/// What the reports say about the run: the cluster, its version, its nodes
+/// and gates.
+async fn run_properties(cluster: &Cluster, env: &features::Environment) -> Vec<(String, String)> {
+    let version = match cluster.client().apiserver_version().await {
+        Ok(v) => v.git_version,
+        Err(e) => format!("unknown ({e})"),
+    };
+    vec![
+        (
+            "dra-e2e.version".to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        ),
+        ("cluster".to_owned(), cluster.describe()),
+        ("kubernetes.version".to_owned(), version),
+        (
+            "kubelet.version".to_owned(),
+            env.kubelet_version
+                .map(|(a, b)| format!("{a}.{b}"))
+                .unwrap_or_else(|| "unknown".to_owned()),
+        ),
+        ("nodes.ready".to_owned(), env.ready_nodes.to_string()),
+        (
+            "nodes.container-runtime".to_owned(),
+            env.container_runtime.to_string(),
+        ),
+        (
+            "feature-gates".to_owned(),
+            env.enabled_gates
+                .as_ref()
+                .map(|g| g.join(","))
+                .unwrap_or_else(|| "unknown (not a local cluster)".to_owned()),
+        ),
+    ]
 }
 
 /// Runs the scenarios until they are done or something stops them; a stop

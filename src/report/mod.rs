@@ -1,5 +1,8 @@
-//! Scenario outcomes, the closing summary line, timing figures, and the
-//! artifacts of failed scenarios.
+//! Scenario outcomes, the closing summary line, timing figures, the
+//! artifacts of failed scenarios, and the reports written from them.
+pub mod collect;
+pub mod junit;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -18,6 +21,23 @@ pub struct ScenarioId {
     pub path: String,
     pub line: usize,
     pub name: String,
+}
+
+impl ScenarioId {
+    pub fn of(
+        feature: &cucumber::gherkin::Feature,
+        scenario: &cucumber::gherkin::Scenario,
+    ) -> Self {
+        ScenarioId {
+            path: feature
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            line: scenario.position.line,
+            name: scenario.name.clone(),
+        }
+    }
 }
 
 impl std::fmt::Display for ScenarioId {
@@ -283,85 +303,5 @@ mod tests {
             slug("Must retry: NodePrepare/Resources!"),
             "must-retry-nodeprepare-resources"
         );
-    }
-}
-
-/// Adds "artifacts: DIR" to the failure message of each failed test case in a
-/// JUnit report. Test cases are matched by the `<path>:<line>:` their name ends
-/// with (cucumber prints paths relative to the working directory).
-pub fn annotate_junit(xml: &str, records: &BTreeMap<ScenarioId, Record>) -> String {
-    let cwd = std::env::current_dir()
-        .map(|d| format!("{}/", d.display()))
-        .unwrap_or_default();
-    let mut out = String::with_capacity(xml.len() + 256);
-    let mut rest = xml;
-    while let Some(start) = rest.find("<testcase ") {
-        let (before, case) = rest.split_at(start);
-        out.push_str(before);
-        let end = case[1..]
-            .find("<testcase ")
-            .map(|i| i + 1)
-            .unwrap_or(case.len());
-        let (mut case, tail) = case.split_at(end);
-        let name_end = case.find('>').unwrap_or(case.len());
-        let dir = records.iter().find_map(|(id, r)| {
-            let rel = id.path.strip_prefix(&cwd).unwrap_or(&id.path);
-            let needle = format!("{rel}:{}:", id.line);
-            (case[..name_end].contains(&needle))
-                .then_some(r.artifacts.as_ref())
-                .flatten()
-        });
-        if let (Some(dir), Some(f)) = (dir, case.find("<failure "))
-            && let Some(m) = case[f..].find("message=\"")
-        {
-            let at = f + m + "message=\"".len();
-            if let Some(close) = case[at..].find('"') {
-                out.push_str(&case[..at + close]);
-                out.push_str(&format!(
-                    " (artifacts: {})",
-                    xml_escape(&dir.display().to_string())
-                ));
-                case = &case[at + close..];
-            }
-        }
-        out.push_str(case);
-        rest = tail;
-    }
-    out.push_str(rest);
-    out
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-#[cfg(test)]
-mod junit_tests {
-    use super::*;
-
-    #[test]
-    fn failure_messages_get_the_artifacts_dir() {
-        let xml = "<testsuite><testcase name=\"Scenario: a: f.feature:3:3\"><failure type=\"Step Panicked\" message=\"boom\">x</failure></testcase><testcase name=\"Scenario: b: f.feature:9:3\">\n<failure message=\"bang\"/>\n</testcase>\n";
-        let mut m = BTreeMap::new();
-        m.insert(
-            ScenarioId {
-                path: "f.feature".into(),
-                line: 3,
-                name: "a".into(),
-            },
-            Record {
-                outcome: Outcome::Failed,
-                duration: Duration::ZERO,
-                teardown: vec![],
-                skip_reason: None,
-                artifacts: Some(PathBuf::from("art/a")),
-            },
-        );
-        let out = annotate_junit(xml, &m);
-        assert!(out.contains("message=\"boom (artifacts: art/a)\""), "{out}");
-        assert!(out.contains("message=\"bang\""), "{out}");
     }
 }
