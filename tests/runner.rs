@@ -1180,3 +1180,79 @@ fn interrupt_during_cluster_start_up_leaves_nothing() {
     assert!(t.contains("interrupted while starting the cluster"), "{t}");
     assert_nothing_left(home.path(), &t);
 }
+
+/// `--shard I/N` for I in 1..=N splits the selection: every scenario of the
+/// suite is listed by exactly one shard.
+#[test]
+fn shards_partition_the_selection() {
+    let home = tempfile::tempdir().unwrap();
+    let listed = |extra: &[&str]| -> Vec<String> {
+        let o = isolated(home.path())
+            .args(["--list", "--tags", "@DynamicResourceAllocation"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines()
+            .filter(|l| l.contains(".feature:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let all = listed(&[]);
+    let mut union: Vec<String> = (1..=3)
+        .flat_map(|i| listed(&["--shard", &format!("{i}/3")]))
+        .collect();
+    assert!(!all.is_empty());
+    union.sort();
+    let mut expected = all.clone();
+    expected.sort();
+    assert_eq!(
+        union, expected,
+        "the shards together list each scenario once"
+    );
+}
+
+/// The JUnit reports of N shard runs together name every scenario exactly
+/// once (outline rows included).
+#[test]
+fn shard_reports_together_name_every_scenario_once() {
+    let mut names = Vec::new();
+    for i in 1..=3 {
+        let home = tempfile::tempdir().unwrap();
+        let junit = home.path().join("junit.xml");
+        let o = local_run(
+            home.path(),
+            "shards",
+            &[
+                "--shard",
+                &format!("{i}/3"),
+                "--allow-empty",
+                "--junit",
+                junit.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{t}");
+        let xml = std::fs::read_to_string(&junit).unwrap_or_default();
+        let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
+        names.extend(
+            suites
+                .suites
+                .iter()
+                .flat_map(|s| &s.cases)
+                .map(|c| c.original_name.clone()),
+        );
+        assert_nothing_left(home.path(), &t);
+    }
+    names.sort();
+    let mut expected: Vec<String> = ["first", "second", "third", "fourth"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain((5..=8).map(|n| format!("by row [n={n}]")))
+        .collect();
+    expected.sort();
+    assert_eq!(names, expected);
+}

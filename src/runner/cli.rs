@@ -27,6 +27,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub list: bool,
 
+    /// Run only shard I of N of the selected scenarios (e.g. 2/4), for CI
+    /// matrices; a scenario's shard depends only on its own feature, title
+    /// and example row.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<super::shard::Shard>,
+
     /// Accept a run that tests nothing (no scenario selected, or every one
     /// skipped) as a success, e.g. for CI shards that may be empty.
     #[arg(long)]

@@ -3,6 +3,7 @@ pub mod author;
 pub mod cli;
 pub mod features;
 pub mod preflight;
+pub mod shard;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -181,6 +182,13 @@ fn check_selection(
 
 /// The message of a run that selected no scenario.
 fn nothing_selected(opts: &Opts, typed: &Typed, total: usize) -> String {
+    if let Some(shard) = opts.custom.shard {
+        return format!(
+            "no scenario to run: shard {shard} holds none of the selected scenarios in {} \
+             (pass --allow-empty to accept an empty run)",
+            source_description(opts, typed)
+        );
+    }
     let filter = match (&typed.tags, &opts.re_filter) {
         (Some(t), _) => format!("--tags '{t}'"),
         (None, Some(re)) => format!("--name '{}'", re.as_str()),
@@ -258,20 +266,32 @@ pub async fn run() -> anyhow::Result<i32> {
     // Fail on malformed feature files and empty selections before starting
     // anything expensive.
     let parsed = load_features(&opts, &typed)?;
-    let selected = check_selection(&opts, &parsed)?;
+    let mut selected = check_selection(&opts, &parsed)?;
+    let total = features::scenarios(&parsed).len();
+    // Tags are checked against every file; the shard only narrows the run.
+    let parsed = match opts.custom.shard {
+        Some(shard) => {
+            let all = selected.len();
+            let parsed = shard.apply(parsed);
+            selected = selection(&opts, &parsed);
+            eprintln!(
+                "dra-e2e: shard {shard}: {} of the {all} selected scenarios",
+                selected.len()
+            );
+            parsed
+        }
+        None => parsed,
+    };
     let allow_empty = opts.custom.allow_empty;
     if opts.custom.list {
         list(&selected);
         if selected.is_empty() && !allow_empty {
-            anyhow::bail!(
-                "{}",
-                nothing_selected(&opts, &typed, features::scenarios(&parsed).len())
-            );
+            anyhow::bail!("{}", nothing_selected(&opts, &typed, total));
         }
         return Ok(0);
     }
     if selected.is_empty() {
-        let message = nothing_selected(&opts, &typed, features::scenarios(&parsed).len());
+        let message = nothing_selected(&opts, &typed, total);
         if !allow_empty {
             anyhow::bail!("{message}");
         }
