@@ -23,7 +23,7 @@ controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into t
 node: ## build kubelet + containerd for real nodes into the cache, install runc, CNI plugins, busybox, iptables (prints the dir)
 	hack/build-node.sh
 
-test-tools: ## install what the tests use besides the runner (xmllint, for the JUnit schema)
+test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh
 
 test: controlplane node test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes)

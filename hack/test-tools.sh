@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Programs the tests use besides the runner's own: xmllint (Debian's
-# libxml2-utils) validates the JUnit report against tests/schemas/junit.xsd.
+# libxml2-utils) validates the JUnit report against tests/schemas/junit.xsd;
+# chromium opens the HTML report headless.
 # Installs what is missing when it can (root with apt-get), else says what to
 # install.
 set -euo pipefail
 declare -A packages=(
   [libxml2-utils]=xmllint
+  [chromium]=chromium
 )
 missing=()
 for p in "${!packages[@]}"; do

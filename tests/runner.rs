@@ -294,6 +294,77 @@ fn check_junit(path: &Path) {
     );
 }
 
+/// The HTML report, opened in a real headless browser (Debian's chromium):
+/// it lays out (the page's own check marks the body with the timeline's
+/// drawn width, its bars and the scenarios that take up space), shows the
+/// summary and the failure, links artifacts that exist, and loads nothing
+/// from elsewhere.
+fn check_html(path: &Path) {
+    let page = std::fs::read_to_string(path).unwrap();
+    for external in ["src=\"http", "href=\"http", "<link", "@import", "url("] {
+        assert!(
+            !page.contains(external),
+            "{external} in a self-contained page"
+        );
+    }
+    let o = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", path.display()))
+        .output()
+        .expect("chromium (Debian's chromium package) runs");
+    let dom = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rendered = dom
+        .split("data-rendered=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("the page never finished its layout check\n{}", text(&o)));
+    let field = |name: &str| -> u64 {
+        rendered
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in {rendered:?}"))
+    };
+    assert!(field("timeline-width") > 100, "{rendered}");
+    // Three scenarios ran (one was skipped): three bars, four scenarios listed.
+    assert_eq!(field("bars"), 3, "{rendered}");
+    assert_eq!(field("scenarios-shown"), 4, "{rendered}");
+    for shown in [
+        "1 passed",
+        "2 failed",
+        "1 skipped",
+        "Then every container of pod \"tester-1\" has env \"user_a=not-b\"",
+        "needs at least 5 ready schedulable nodes",
+    ] {
+        let shown = shown.replace('"', "&quot;");
+        assert!(
+            dom.contains(&shown) || dom.contains(&shown.replace("&quot;", "\"")),
+            "{shown} not shown"
+        );
+    }
+    let dir = path.parent().unwrap();
+    let links: Vec<&str> = dom
+        .split("href=\"")
+        .skip(1)
+        .filter_map(|l| l.split('"').next())
+        .filter(|l| l.ends_with("events.txt"))
+        .collect();
+    assert_eq!(
+        links.len(),
+        2,
+        "an events.txt per failed scenario: {links:?}"
+    );
+    for l in links {
+        assert!(dir.join(l).exists(), "{l} is not a file next to the report");
+    }
+}
+
 #[test]
 fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
@@ -307,6 +378,8 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
             junit.to_str().unwrap(),
             "--artifacts",
             artifacts.to_str().unwrap(),
+            "--html",
+            home.path().join("report.html").to_str().unwrap(),
         ],
     )
     .output()
@@ -320,6 +393,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     );
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     check_junit(&junit);
+    check_html(&home.path().join("report.html"));
     let dirs: Vec<_> = std::fs::read_dir(&artifacts)
         .unwrap()
         .flatten()

@@ -68,14 +68,10 @@ impl ScenarioLog {
             })
     }
 
-    /// The scenario's title, with the example where the title alone does not
-    /// tell an outline's rows apart.
-    pub fn title(&self) -> String {
-        let named = self
-            .example
-            .iter()
-            .all(|(_, v)| self.id.name.contains(v.as_str()));
-        if self.example.is_empty() || named {
+    /// The scenario's title with its outline's example row, for where the
+    /// title alone does not tell rows apart (see [`RunLog::titles`]).
+    pub fn title_with_example(&self) -> String {
+        if self.example.is_empty() {
             return self.id.name.clone();
         }
         let row: Vec<String> = self
@@ -124,6 +120,42 @@ pub struct RunLog {
     pub scenarios: Vec<ScenarioLog>,
     pub started: Option<SystemTime>,
     pub finished: Option<SystemTime>,
+}
+
+/// The (feature, title) pairs more than one scenario of the suite has, e.g.
+/// an outline whose title does not name its example; reports add the example
+/// row to those. Taken from every selected file, not only what ran, so a
+/// shard's report names a row as the others do.
+pub type SharedTitles = std::collections::BTreeSet<(String, String)>;
+
+/// The titles `scenarios` share, for [`RunLog::titles`].
+pub fn shared_titles<'a>(scenarios: impl Iterator<Item = (&'a str, &'a str)>) -> SharedTitles {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut shared = SharedTitles::new();
+    for (feature, name) in scenarios {
+        let key = (feature.to_owned(), name.to_owned());
+        if !seen.insert(key.clone()) {
+            shared.insert(key);
+        }
+    }
+    shared
+}
+
+impl RunLog {
+    /// Each scenario's title as reports show it: its own, or with its
+    /// example row where its title is shared (see [`SharedTitles`]).
+    pub fn titles(&self, shared: &SharedTitles) -> Vec<String> {
+        self.scenarios
+            .iter()
+            .map(|s| {
+                if shared.contains(&(s.feature.clone(), s.id.name.clone())) {
+                    s.title_with_example()
+                } else {
+                    s.id.name.clone()
+                }
+            })
+            .collect()
+    }
 }
 
 /// The cucumber writer that fills a [`RunLog`]; clone it to read the log.

@@ -7,30 +7,32 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use super::collect::{RunLog, ScenarioLog};
+use super::collect::{RunLog, ScenarioLog, SharedTitles};
 use super::{Outcome, Record, ScenarioId};
 
 /// Renders the report. `properties` describe the run (cluster, version,
 /// gates, nodes) and go on every suite, where the schema puts them.
 pub fn render(
     log: &RunLog,
+    shared: &SharedTitles,
     records: &BTreeMap<ScenarioId, Record>,
     properties: &[(String, String)],
 ) -> String {
     let hostname = hostname();
     // Features in the order their first scenario started.
-    let mut features: Vec<(&str, Vec<&ScenarioLog>)> = Vec::new();
-    for s in &log.scenarios {
+    let titles = log.titles(shared);
+    let mut features: Vec<(&str, Vec<(&ScenarioLog, &str)>)> = Vec::new();
+    for (s, title) in log.scenarios.iter().zip(&titles) {
         match features.iter_mut().find(|(f, _)| *f == s.feature) {
-            Some((_, list)) => list.push(s),
-            None => features.push((&s.feature, vec![s])),
+            Some((_, list)) => list.push((s, title)),
+            None => features.push((&s.feature, vec![(s, title)])),
         }
     }
     let cases: Vec<Vec<Case>> = features
         .iter()
         .map(|(_, list)| {
             list.iter()
-                .map(|s| Case::of(s, records.get(&s.id)))
+                .map(|(s, title)| Case::of(s, title, records.get(&s.id)))
                 .collect()
         })
         .collect();
@@ -53,11 +55,11 @@ pub fn render(
             .iter()
             .filter(|c| c.outcome == Outcome::Skipped)
             .count();
-        let started = list.iter().filter_map(|s| s.started).min();
-        let finished = list.iter().filter_map(|s| s.finished).max();
+        let started = list.iter().filter_map(|(s, _)| s.started).min();
+        let finished = list.iter().filter_map(|(s, _)| s.finished).max();
         let path = list
             .first()
-            .and_then(|s| s.feature_path.as_ref())
+            .and_then(|(s, _)| s.feature_path.as_ref())
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         let _ = writeln!(
@@ -102,7 +104,7 @@ struct Case {
 }
 
 impl Case {
-    fn of(s: &ScenarioLog, record: Option<&Record>) -> Case {
+    fn of(s: &ScenarioLog, title: &str, record: Option<&Record>) -> Case {
         let unfinished = s.finished.is_none();
         let failure = s.first_failure();
         // The runner's record decides (it knows skips and teardown); a
@@ -159,7 +161,7 @@ impl Case {
             }),
         };
         Case {
-            name: s.title(),
+            name: title.to_owned(),
             classname: s.feature.clone(),
             time: span(s.started, s.finished),
             outcome,
@@ -326,7 +328,12 @@ mod tests {
             scenarios: vec![s],
             ..Default::default()
         };
-        let xml = render(&log, &records, &[("cluster".into(), "local".into())]);
+        let xml = render(
+            &log,
+            &SharedTitles::new(),
+            &records,
+            &[("cluster".into(), "local".into())],
+        );
         assert!(
             xml.contains("name=\"retries &lt;prepare&gt;\" classname=\"kubelet\" time=\"1.500\""),
             "{xml}"
@@ -351,20 +358,33 @@ mod tests {
             vec![step("skipped: too few nodes", StepStatus::Skipped)],
         );
         s.example = vec![("api".into(), "v1beta1".into())];
+        let mut other = s.clone();
+        other.id.line = 10;
+        other.example = vec![("api".into(), "v1".into())];
+        let mut single = s.clone();
+        single.id.name = "alone".into();
         let mut records = BTreeMap::new();
         records.insert(
             s.id.clone(),
             record(Outcome::Skipped, Some("needs 5 nodes")),
         );
         let log = RunLog {
-            scenarios: vec![s],
+            scenarios: vec![s, other, single],
             ..Default::default()
         };
-        let xml = render(&log, &records, &[]);
+        let shared = crate::report::collect::shared_titles(
+            log.scenarios
+                .iter()
+                .map(|s| (s.feature.as_str(), s.id.name.as_str())),
+        );
+        let xml = render(&log, &shared, &records, &[]);
         assert!(
             xml.contains("<testcase name=\"runs [api=v1beta1]\""),
             "{xml}"
         );
+        assert!(xml.contains("<testcase name=\"runs [api=v1]\""), "{xml}");
+        // A title of its own needs no example.
+        assert!(xml.contains("<testcase name=\"alone\""), "{xml}");
         assert!(
             xml.contains("<skipped message=\"needs 5 nodes\"/>"),
             "{xml}"

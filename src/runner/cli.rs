@@ -78,6 +78,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
+    /// Write an HTML report: one self-contained file with the summary, a
+    /// timeline of the scenarios in concurrency lanes, and per scenario its
+    /// steps, failure and artifacts.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
     /// Write a Cucumber JSON report.
     #[arg(long = "cucumber-json", value_name = "FILE")]
     pub cucumber_json: Option<PathBuf>,

@@ -233,6 +233,9 @@ fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
     if let Some(p) = &args.cucumber_json {
         preflight::check_output_file("--cucumber-json", p)?;
     }
+    if let Some(p) = &args.html {
+        preflight::check_output_file("--html", p)?;
+    }
     preflight::check_output_dir("--artifacts", &args.artifacts)?;
     let local = match args.cluster {
         cli::ClusterChoice::Local => true,
@@ -267,7 +270,13 @@ pub async fn run() -> anyhow::Result<i32> {
     // anything expensive.
     let parsed = load_features(&opts, &typed)?;
     let mut selected = check_selection(&opts, &parsed)?;
-    let total = features::scenarios(&parsed).len();
+    let all_scenarios = features::scenarios(&parsed);
+    let total = all_scenarios.len();
+    let shared = report::collect::shared_titles(
+        all_scenarios
+            .iter()
+            .map(|s| (s.feature.as_str(), s.name.as_str())),
+    );
     // Tags are checked against every file; the shard only narrows the run.
     let parsed = match opts.custom.shard {
         Some(shard) => {
@@ -343,7 +352,16 @@ pub async fn run() -> anyhow::Result<i32> {
             }
         })
     };
-    let ended = run_on(opts, args, parsed, cluster.clone(), interrupt, count).await;
+    let ended = run_on(
+        opts,
+        args,
+        parsed,
+        shared,
+        cluster.clone(),
+        interrupt,
+        count,
+    )
+    .await;
     // Stopping the cluster belongs to the run's ending and its deadline; a
     // run that failed before its scenarios gets the default one.
     let ending = match &ended {
@@ -462,6 +480,7 @@ async fn run_on(
     opts: Opts,
     args: RunArgs,
     parsed: Vec<cucumber::gherkin::Feature>,
+    shared: report::collect::SharedTitles,
     cluster: Arc<Cluster>,
     interrupt: CancellationToken,
     signal_count: tokio::sync::watch::Receiver<u32>,
@@ -511,9 +530,15 @@ async fn run_on(
 
     let records = ctx.outcomes.snapshot();
     if let Some(path) = &args.junit {
-        let xml = report::junit::render(&collector.snapshot(), &records, &properties);
+        let xml = report::junit::render(&collector.snapshot(), &shared, &records, &properties);
         std::fs::write(path, xml)
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
+    }
+    if let Some(path) = &args.html {
+        let page =
+            report::html::render(&collector.snapshot(), &shared, &records, &properties, path);
+        std::fs::write(path, page)
+            .with_context(|| format!("writing the HTML report {}", path.display()))?;
     }
     if let Some(path) = &args.cucumber_json {
         std::fs::write(path, json.take())
