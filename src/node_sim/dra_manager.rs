@@ -10,11 +10,10 @@ use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
-use super::dra_api::{
-    CallError, ClaimRef, PreparedDevice, ResponseError, validate_prepare, validate_unprepare,
-};
+use super::dra_api::{CallError, ResponseError, validate_prepare, validate_unprepare};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
+use crate::proto::dra::{ClaimRef, PreparedDevice};
 
 /// Why preparing or unpreparing failed; worded as the kubelet words it, the
 /// message becomes the pod event.
@@ -295,7 +294,7 @@ impl DraManager {
                     })?;
             debug!(
                 driver,
-                method = client.service.prepare_method(),
+                method = client.api().prepare_method(),
                 claims = batch.len(),
                 "calling NodePrepareResources"
             );
@@ -404,7 +403,7 @@ impl DraManager {
             })?;
         debug!(
             driver,
-            method = client.service.unprepare_method(),
+            method = client.api().unprepare_method(),
             claims = batch.len(),
             "calling NodeUnprepareResources"
         );
