@@ -37,6 +37,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::node_files::NodeFiles;
+// The kubelet API's vocabulary, so that code configuring or inspecting a
+// plugin names it from one place.
 pub use crate::proto::dra::{ClaimRef, NodeApi, PreparedDevice, UnknownNodeApi};
 pub use crate::proto::health::{HealthApi, HealthStatus};
 

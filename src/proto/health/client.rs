@@ -1,14 +1,10 @@
 //! Opening a plugin's health stream in the version the node chose.
 use futures::StreamExt as _;
-use futures::stream::BoxStream;
 use tonic::Status;
 use tonic::transport::Channel;
 
-use super::messages::HealthReport;
+use super::messages::{HealthReport, HealthReports};
 use super::{HealthApi, v1, v1alpha1};
-
-/// An open `NodeWatchResources` stream, in neutral reports.
-pub type HealthReports = BoxStream<'static, Result<HealthReport, Status>>;
 
 /// Calls `NodeWatchResources` through `api`. The call has no deadline: the
 /// stream is meant to last.

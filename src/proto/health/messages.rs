@@ -1,6 +1,12 @@
 //! The health stream's messages as both versions mean them, and the
 //! conversions to and from each version's generated ones.
+use futures::stream::BoxStream;
+use tonic::Status;
+
 use super::{HealthStatus, v1, v1alpha1};
+
+/// An open `NodeWatchResources` stream, in neutral reports.
+pub type HealthReports = BoxStream<'static, Result<HealthReport, Status>>;
 
 /// One `NodeWatchResources` message: a driver's complete device list.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -10,8 +10,8 @@ mod client;
 mod messages;
 mod server;
 
-pub use client::{HealthReports, watch_health};
-pub use messages::{DeviceReport, HealthReport};
+pub use client::watch_health;
+pub use messages::{DeviceReport, HealthReport, HealthReports};
 pub use server::{HealthService, add_health_service};
 
 pub mod v1alpha1 {

@@ -6,7 +6,7 @@ use futures::stream::BoxStream;
 use tonic::service::RoutesBuilder;
 use tonic::{Request, Response, Status};
 
-use super::client::HealthReports;
+use super::messages::{HealthReport, HealthReports};
 use super::{HealthApi, v1, v1alpha1};
 
 /// The health service as a plugin implements it, whatever version the
@@ -37,7 +37,7 @@ pub fn add_health_service<S: HealthService>(
 struct Versioned<S>(Arc<S>);
 
 impl<S: HealthService> Versioned<S> {
-    fn stream<M: From<super::HealthReport>>(&self) -> BoxStream<'static, Result<M, Status>> {
+    fn stream<M: From<HealthReport>>(&self) -> BoxStream<'static, Result<M, Status>> {
         self.0.watch().map(|r| r.map(M::from)).boxed()
     }
 }
