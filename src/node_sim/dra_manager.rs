@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
-use super::dra_api::{CallError, ResponseError, validate_prepare, validate_unprepare};
+use super::dra_api::{CallError, DraClient, ResponseError, validate_prepare, validate_unprepare};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
 use crate::proto::dra::{ClaimRef, PreparedDevice};
@@ -57,6 +57,22 @@ pub enum DraError {
         #[source]
         source: ResponseError,
     },
+}
+
+impl DraError {
+    fn call(driver: &str) -> impl FnOnce(CallError) -> DraError + '_ {
+        move |source| DraError::Call {
+            driver: driver.to_owned(),
+            source,
+        }
+    }
+
+    fn response(driver: &str) -> impl FnOnce(ResponseError) -> DraError + '_ {
+        move |source| DraError::Response {
+            driver: driver.to_owned(),
+            source,
+        }
+    }
 }
 
 /// Whether a pod's claims are ready.
@@ -332,12 +348,7 @@ impl DraManager {
         driver: &str,
         batch: &[ClaimRef],
     ) -> Result<HashMap<String, Vec<PreparedDevice>>, DraError> {
-        let client = self
-            .plugins
-            .client(driver)
-            .ok_or_else(|| DraError::DriverNotRegistered {
-                driver: driver.to_owned(),
-            })?;
+        let client = self.client(driver)?;
         debug!(
             driver,
             method = client.api().prepare_method(),
@@ -347,14 +358,8 @@ impl DraManager {
         let response = client
             .prepare(batch, self.call_timeout)
             .await
-            .map_err(|source| DraError::Call {
-                driver: driver.to_owned(),
-                source,
-            })?;
-        validate_prepare(batch, response).map_err(|source| DraError::Response {
-            driver: driver.to_owned(),
-            source,
-        })
+            .map_err(DraError::call(driver))?;
+        validate_prepare(batch, response).map_err(DraError::response(driver))
     }
 
     /// Marks the checked claims prepared with the devices the drivers
@@ -432,13 +437,18 @@ impl DraManager {
         Ok(())
     }
 
-    async fn unprepare_batch(&self, driver: &str, batch: &[ClaimRef]) -> Result<(), DraError> {
-        let client = self
-            .plugins
+    /// The client calls to `driver` go through.
+    fn client(&self, driver: &str) -> Result<DraClient, DraError> {
+        self.plugins
             .client(driver)
             .ok_or_else(|| DraError::DriverNotRegistered {
                 driver: driver.to_owned(),
-            })?;
+            })
+    }
+
+    /// One `NodeUnprepareResources` to `driver`, checked.
+    async fn unprepare_batch(&self, driver: &str, batch: &[ClaimRef]) -> Result<(), DraError> {
+        let client = self.client(driver)?;
         debug!(
             driver,
             method = client.api().unprepare_method(),
@@ -448,14 +458,8 @@ impl DraManager {
         let response = client
             .unprepare(batch, self.call_timeout)
             .await
-            .map_err(|source| DraError::Call {
-                driver: driver.to_owned(),
-                source,
-            })?;
-        validate_unprepare(batch, response).map_err(|source| DraError::Response {
-            driver: driver.to_owned(),
-            source,
-        })
+            .map_err(DraError::call(driver))?;
+        validate_unprepare(batch, response).map_err(DraError::response(driver))
     }
 
     /// The CDI device IDs the runtime would inject into `container`: for each

@@ -138,29 +138,44 @@ impl PluginConfig {
         self
     }
 
+    /// The node APIs served, each once, in the configured order.
+    pub(crate) fn served_node_apis(&self) -> Vec<NodeApi> {
+        first_occurrences(&self.node_apis)
+    }
+
+    /// The health APIs served, each once, in the configured order.
+    pub(crate) fn served_health_apis(&self) -> Vec<HealthApi> {
+        first_occurrences(&self.health_apis)
+    }
+
     /// `PluginInfo.supported_versions` for this configuration.
     pub fn supported_versions(&self) -> Vec<String> {
-        let mut apis: Vec<NodeApi> = Vec::new();
-        for api in &self.node_apis {
-            if !apis.contains(api) {
-                apis.push(*api);
-            }
-        }
-        let mut versions: Vec<String> = if apis == [NodeApi::V1alpha4] {
-            vec![LEGACY_V1ALPHA4_VERSION.to_owned()]
+        let apis = self.served_node_apis();
+        let node_versions: Vec<&str> = if apis == [NodeApi::V1alpha4] {
+            vec![LEGACY_V1ALPHA4_VERSION]
         } else {
-            apis.iter()
-                .map(|a| a.registration_string().to_owned())
-                .collect()
+            apis.iter().map(|a| a.registration_string()).collect()
         };
-        for api in &self.health_apis {
-            let version = api.registration_string().to_owned();
-            if !versions.contains(&version) {
-                versions.push(version);
-            }
-        }
-        versions
+        let health_versions = self
+            .served_health_apis()
+            .into_iter()
+            .map(HealthApi::registration_string);
+        node_versions
+            .into_iter()
+            .chain(health_versions)
+            .map(str::to_owned)
+            .collect()
     }
+}
+
+fn first_occurrences<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(items.len());
+    for item in items {
+        if !out.contains(item) {
+            out.push(*item);
+        }
+    }
+    out
 }
 
 impl fmt::Debug for PluginConfig {

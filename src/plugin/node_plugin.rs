@@ -15,10 +15,10 @@ use super::health::{DeviceHealth, HealthFeed, HealthState};
 use super::prepared::{ClaimId, Prepared};
 use super::registration::{RegistrationService, RegistrationState, RegistrationStatus};
 use super::watch::WaitTimeout;
-use super::{Calls, NodeApi, PluginConfig, PluginError, ServerKind};
+use super::{Calls, PluginConfig, PluginError, ServerKind};
 use crate::conn::{Incoming, unix_incoming};
 use crate::proto::dra::add_node_service;
-use crate::proto::health::{HealthApi, add_health_service};
+use crate::proto::health::add_health_service;
 use crate::proto::pluginregistration::registration_server::RegistrationServer;
 
 /// A socket file this plugin created, identified by inode so that we never
@@ -206,12 +206,8 @@ impl NodePlugin {
         });
         let health = Arc::new(HealthState::default());
         let mut routes = RoutesBuilder::default();
-        let mut served: Vec<NodeApi> = Vec::new();
-        for api in &config.node_apis {
-            if served.contains(api) {
-                continue;
-            }
-            served.push(*api);
+        let served = config.served_node_apis();
+        for api in &served {
             add_node_service(&mut routes, *api, core.clone());
         }
         let feed = Arc::new(HealthFeed {
@@ -221,12 +217,8 @@ impl NodePlugin {
             interval: config.health_interval,
             shutdown: shutdown.clone(),
         });
-        let mut health_served: Vec<HealthApi> = Vec::new();
-        for api in &config.health_apis {
-            if health_served.contains(api) {
-                continue;
-            }
-            health_served.push(*api);
+        let health_served = config.served_health_apis();
+        for api in &health_served {
             add_health_service(&mut routes, *api, feed.clone());
         }
         info!(driver = %config.driver_name, node = %config.node_name, apis = ?served,

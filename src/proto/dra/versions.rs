@@ -7,6 +7,25 @@ use super::messages::{
 };
 use super::{v1, v1alpha4, v1beta1};
 
+/// Both requests of every version are just the list of claims.
+macro_rules! claims_request {
+    ($pb:ident :: $request:ident) => {
+        impl From<&[ClaimRef]> for $pb::$request {
+            fn from(claims: &[ClaimRef]) -> Self {
+                Self {
+                    claims: claims.iter().map(Into::into).collect(),
+                }
+            }
+        }
+
+        impl From<$pb::$request> for Vec<ClaimRef> {
+            fn from(request: $pb::$request) -> Self {
+                request.claims.into_iter().map(Into::into).collect()
+            }
+        }
+    };
+}
+
 macro_rules! same_in_every_version {
     ($pb:ident) => {
         impl From<&ClaimRef> for $pb::Claim {
@@ -29,33 +48,8 @@ macro_rules! same_in_every_version {
             }
         }
 
-        impl From<&[ClaimRef]> for $pb::NodePrepareResourcesRequest {
-            fn from(claims: &[ClaimRef]) -> Self {
-                Self {
-                    claims: claims.iter().map(Into::into).collect(),
-                }
-            }
-        }
-
-        impl From<$pb::NodePrepareResourcesRequest> for Vec<ClaimRef> {
-            fn from(request: $pb::NodePrepareResourcesRequest) -> Self {
-                request.claims.into_iter().map(Into::into).collect()
-            }
-        }
-
-        impl From<&[ClaimRef]> for $pb::NodeUnprepareResourcesRequest {
-            fn from(claims: &[ClaimRef]) -> Self {
-                Self {
-                    claims: claims.iter().map(Into::into).collect(),
-                }
-            }
-        }
-
-        impl From<$pb::NodeUnprepareResourcesRequest> for Vec<ClaimRef> {
-            fn from(request: $pb::NodeUnprepareResourcesRequest) -> Self {
-                request.claims.into_iter().map(Into::into).collect()
-            }
-        }
+        claims_request!($pb::NodePrepareResourcesRequest);
+        claims_request!($pb::NodeUnprepareResourcesRequest);
 
         impl From<PrepareResponse> for $pb::NodePrepareResourcesResponse {
             fn from(response: PrepareResponse) -> Self {
