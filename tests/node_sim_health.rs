@@ -5,7 +5,7 @@
 //! stream and their devices stay `Unknown`.
 mod node_sim_support;
 
-use dra_e2e::node_sim::{DeviceHealthStatus, NodeEventKind, SimNode};
+use dra_e2e::node_sim::{NodeEventKind, SimNode};
 use dra_e2e::objects::{PodClaims, PodShape};
 use dra_e2e::plugin::{DeviceHealth, HealthApi, HealthStatus, NodeApi};
 use dra_e2e::proto::method;
@@ -186,7 +186,7 @@ async fn device_health_in_pod_status() {
     let event = node
         .wait_for_event(DEADLINE, |k| {
             matches!(k, NodeEventKind::DeviceHealth { device: dev, health, message, .. }
-                if *dev == device && *health == DeviceHealthStatus::Unhealthy
+                if *dev == device && *health == HealthStatus::Unhealthy
                     && message == "ECC error count exceeded")
         })
         .await
@@ -198,7 +198,7 @@ async fn device_health_in_pod_status() {
         known.iter().any(|h| h.driver == driver.name
             && h.pool == pool
             && h.device == device
-            && h.health == DeviceHealthStatus::Healthy),
+            && h.health == HealthStatus::Healthy),
         "{known:?}"
     );
 

@@ -12,13 +12,13 @@ use dra_e2e::plugin::{
     CallOutcome, Calls, ClaimId, ClaimRef, ClaimSource, ClaimSourceError, DeviceHealth, HealthApi,
     HealthStatus, NodeApi, NodePlugin, PluginConfig, RegistrationStatus,
 };
-use dra_e2e::proto::dra::{v1, v1alpha4, v1beta1};
-use dra_e2e::proto::health::v1alpha1 as health;
-use dra_e2e::proto::health::{convert, v1 as health_v1};
+use dra_e2e::proto::dra::{NodeClient, PreparedDevice};
+use dra_e2e::proto::health::{HealthReport, HealthReports, watch_health};
 use dra_e2e::proto::method;
 use dra_e2e::proto::pluginregistration::{
     InfoRequest, RegistrationStatus as PbStatus, registration_client::RegistrationClient,
 };
+use futures::StreamExt as _;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
@@ -212,94 +212,21 @@ async fn dial_dra_patient(node: &Node) -> Channel {
     dial_patient(KubeletSocket::Dra, &node.dra_socket()).await
 }
 
-#[derive(Debug, Clone, PartialEq)]
-struct DeviceView {
-    requests: Vec<String>,
-    pool: String,
-    device: String,
-    cdi_ids: Vec<String>,
-    share_id: Option<String>,
-}
-
 /// claim UID -> (devices, per-claim error)
-type PrepareView = BTreeMap<String, (Vec<DeviceView>, String)>;
+type PrepareView = BTreeMap<String, (Vec<PreparedDevice>, String)>;
 /// claim UID -> per-claim error
 type UnprepareView = BTreeMap<String, String>;
-
-macro_rules! call_version {
-    ($pb:ident, $client:expr, $claims:expr, prepare, |$d:ident| $share:expr) => {{
-        let request = $pb::NodePrepareResourcesRequest {
-            claims: $claims
-                .iter()
-                .map(|c| $pb::Claim {
-                    namespace: c.namespace.clone(),
-                    uid: c.uid.clone(),
-                    name: c.name.clone(),
-                })
-                .collect(),
-        };
-        let response = $client.node_prepare_resources(request).await?.into_inner();
-        Ok(response
-            .claims
-            .into_iter()
-            .map(|(uid, r)| {
-                let devices = r
-                    .devices
-                    .into_iter()
-                    .map(|$d| DeviceView {
-                        share_id: $share,
-                        requests: $d.request_names,
-                        pool: $d.pool_name,
-                        device: $d.device_name,
-                        cdi_ids: $d.cdi_device_ids,
-                    })
-                    .collect();
-                (uid, (devices, r.error))
-            })
-            .collect())
-    }};
-    ($pb:ident, $client:expr, $claims:expr, unprepare) => {{
-        let request = $pb::NodeUnprepareResourcesRequest {
-            claims: $claims
-                .iter()
-                .map(|c| $pb::Claim {
-                    namespace: c.namespace.clone(),
-                    uid: c.uid.clone(),
-                    name: c.name.clone(),
-                })
-                .collect(),
-        };
-        let response = $client
-            .node_unprepare_resources(request)
-            .await?
-            .into_inner();
-        Ok(response
-            .claims
-            .into_iter()
-            .map(|(uid, r)| (uid, r.error))
-            .collect())
-    }};
-}
 
 async fn prepare(
     api: NodeApi,
     channel: Channel,
     claims: &[ClaimRef],
 ) -> Result<PrepareView, tonic::Status> {
-    match api {
-        NodeApi::V1 => {
-            let mut c = v1::dra_plugin_client::DraPluginClient::new(channel);
-            call_version!(v1, c, claims, prepare, |d| d.share_id.clone())
-        }
-        NodeApi::V1beta1 => {
-            let mut c = v1beta1::dra_plugin_client::DraPluginClient::new(channel);
-            call_version!(v1beta1, c, claims, prepare, |d| None)
-        }
-        NodeApi::V1alpha4 => {
-            let mut c = v1alpha4::node_client::NodeClient::new(channel);
-            call_version!(v1alpha4, c, claims, prepare, |d| None)
-        }
-    }
+    let response = NodeClient::new(api, channel).prepare(claims).await?;
+    Ok(response
+        .into_iter()
+        .map(|(uid, r)| (uid, (r.devices, r.error)))
+        .collect())
 }
 
 async fn unprepare(
@@ -307,20 +234,25 @@ async fn unprepare(
     channel: Channel,
     claims: &[ClaimRef],
 ) -> Result<UnprepareView, tonic::Status> {
-    match api {
-        NodeApi::V1 => {
-            let mut c = v1::dra_plugin_client::DraPluginClient::new(channel);
-            call_version!(v1, c, claims, unprepare)
-        }
-        NodeApi::V1beta1 => {
-            let mut c = v1beta1::dra_plugin_client::DraPluginClient::new(channel);
-            call_version!(v1beta1, c, claims, unprepare)
-        }
-        NodeApi::V1alpha4 => {
-            let mut c = v1alpha4::node_client::NodeClient::new(channel);
-            call_version!(v1alpha4, c, claims, unprepare)
-        }
+    let response = NodeClient::new(api, channel).unprepare(claims).await?;
+    Ok(response.into_iter().collect())
+}
+
+/// Opens a health stream like the kubelet, expecting it to be served.
+async fn open_health(api: HealthApi, channel: Channel) -> HealthReports {
+    match watch_health(api, channel).await {
+        Ok(stream) => stream,
+        Err(status) => panic!("{api} health stream not opened: {status:?}"),
     }
+}
+
+/// (pool, device, health, message) of each device in a report.
+fn health_view(report: HealthReport) -> Vec<(String, String, HealthStatus, String)> {
+    report
+        .devices
+        .into_iter()
+        .map(|d| (d.pool, d.device, d.health, d.message))
+        .collect()
 }
 
 /// Like the kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus.
@@ -444,12 +376,9 @@ async fn plugin_offering_only_v1beta1_advertises_only_it_and_rejects_v1_calls() 
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unimplemented);
-    let mut health_client =
-        health::dra_resource_health_client::DraResourceHealthClient::new(channel.clone());
-    let err = health_client
-        .node_watch_resources(health::NodeWatchResourcesRequest {})
-        .await
-        .unwrap_err();
+    let Err(err) = watch_health(HealthApi::V1alpha1, channel.clone()).await else {
+        panic!("health served although not configured");
+    };
     assert_eq!(err.code(), tonic::Code::Unimplemented);
     assert!(plugin.prepared_claims().is_empty());
 
@@ -490,11 +419,11 @@ async fn prepare_and_unprepare_on_every_api_version() {
             (
                 "uid-1".to_owned(),
                 (
-                    vec![DeviceView {
-                        requests: vec!["my-request".into()],
-                        pool: "node-a".into(),
-                        device: "device-00".into(),
-                        cdi_ids: vec![format!("{DRIVER}/test=claim-uid-1-my-request")],
+                    vec![PreparedDevice {
+                        request_names: vec!["my-request".into()],
+                        pool_name: "node-a".into(),
+                        device_name: "device-00".into(),
+                        cdi_device_ids: vec![format!("{DRIVER}/test=claim-uid-1-my-request")],
                         share_id,
                     }],
                     String::new(),
@@ -503,11 +432,11 @@ async fn prepare_and_unprepare_on_every_api_version() {
             (
                 "uid-2".to_owned(),
                 (
-                    vec![DeviceView {
-                        requests: vec!["req".into()],
-                        pool: "node-a".into(),
-                        device: "device-01".into(),
-                        cdi_ids: vec![format!("{DRIVER}/test=claim-uid-2-req")],
+                    vec![PreparedDevice {
+                        request_names: vec!["req".into()],
+                        pool_name: "node-a".into(),
+                        device_name: "device-01".into(),
+                        cdi_device_ids: vec![format!("{DRIVER}/test=claim-uid-2-req")],
                         share_id: None,
                     }],
                     String::new(),
@@ -934,26 +863,10 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
     set("pool-a", "device-01", HealthStatus::Unhealthy, "fan");
     set("pool-a", "device-00", HealthStatus::Healthy, "");
 
-    let mut client = health::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_dra_patient(&node).await,
-    );
-    let mut stream = client
-        .node_watch_resources(health::NodeWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let view = |r: health::NodeWatchResourcesResponse| -> Vec<(String, String, i32, String)> {
-        r.devices
-            .into_iter()
-            .map(|d| {
-                let id = d.device.unwrap();
-                (id.pool_name, id.device_name, d.health, d.message)
-            })
-            .collect()
-    };
-    let first = view(stream.message().await.unwrap().unwrap());
-    let healthy = health::HealthStatus::Healthy as i32;
-    let unhealthy = health::HealthStatus::Unhealthy as i32;
+    let mut stream = open_health(HealthApi::V1alpha1, dial_dra_patient(&node).await).await;
+    let first = health_view(stream.next().await.unwrap().unwrap());
+    let healthy = HealthStatus::Healthy;
+    let unhealthy = HealthStatus::Unhealthy;
     assert_eq!(
         first,
         [
@@ -965,30 +878,23 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
     assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
 
     set("pool-a", "device-01", HealthStatus::Healthy, "fixed");
-    let second = view(stream.message().await.unwrap().unwrap());
+    let second = health_view(stream.next().await.unwrap().unwrap());
     assert_eq!(
         second[1],
         ("pool-a".into(), "device-01".into(), healthy, "fixed".into())
     );
 
     // The v1 service, on the same socket, sends the same list.
-    let mut v1_client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_dra_patient(&node).await,
-    );
-    let mut v1_stream = v1_client
-        .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let v1_report = v1_stream.message().await.unwrap().unwrap();
-    assert_eq!(view(convert(&v1_report).unwrap()), second);
+    let mut v1_stream = open_health(HealthApi::V1, dial_dra_patient(&node).await).await;
+    let v1_report = v1_stream.next().await.unwrap().unwrap();
+    assert_eq!(health_view(v1_report), second);
     assert_eq!(calls.count("node-a", method::HEALTH_V1_WATCH), 1);
     assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
 
     // Stopping ends the open streams instead of waiting for the kubelet.
     plugin.stop().await.unwrap();
-    assert!(matches!(stream.message().await, Ok(None) | Err(_)));
-    assert!(matches!(v1_stream.message().await, Ok(None) | Err(_)));
+    assert!(matches!(stream.next().await, None | Some(Err(_))));
+    assert!(matches!(v1_stream.next().await, None | Some(Err(_))));
 }
 
 #[tokio::test]
@@ -1009,13 +915,9 @@ async fn health_is_served_only_in_the_configured_versions() {
             "v1alpha1.DRAResourceHealth"
         ]
     );
-    let mut client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_dra_patient(&node).await,
-    );
-    let status = client
-        .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
-        .await
-        .unwrap_err();
+    let Err(status) = watch_health(HealthApi::V1, dial_dra_patient(&node).await).await else {
+        panic!("v1 health served although not configured");
+    };
     assert_eq!(status.code(), tonic::Code::Unimplemented, "{status:?}");
     plugin.stop().await.unwrap();
 }
@@ -1035,16 +937,9 @@ async fn health_stream_repeats_the_list_every_interval() {
         health: HealthStatus::Healthy,
         message: String::new(),
     });
-    let mut client = health::dra_resource_health_client::DraResourceHealthClient::new(
-        dial_dra_patient(&node).await,
-    );
-    let mut stream = client
-        .node_watch_resources(health::NodeWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = open_health(HealthApi::V1alpha1, dial_dra_patient(&node).await).await;
     for _ in 0..3 {
-        let report = stream.message().await.unwrap().unwrap();
+        let report = stream.next().await.unwrap().unwrap();
         assert_eq!(report.devices.len(), 1);
     }
     plugin.stop().await.unwrap();

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::OwnedMutexGuard;
 
-use super::dra_api::{ClaimRef, PreparedDevice};
+use crate::proto::dra::{ClaimRef, PreparedDevice};
 
 /// `(namespace, name)`: the kubelet keys its cache by name, which is what
 /// makes a re-created claim with a new UID collide with the old one.

@@ -1,98 +1,23 @@
-//! The DRA gRPC service of a plugin, independent of its API version: version
-//! choice at registration, the two calls, and the kubelet's response checks.
+//! The kubelet's side of a plugin's DRA service, whatever its API version:
+//! version choice at registration, the calls with their deadline, and the
+//! kubelet's response checks. The messages and versions are
+//! [`crate::proto::dra`]'s.
 use std::collections::HashMap;
-use std::fmt;
 use std::time::Duration;
 
-use tonic::transport::Channel;
+use crate::proto::dra::{
+    ClaimRef, NodeApi, NodeClient, PrepareResponse, PreparedDevice, UnprepareResponse,
+};
+use crate::proto::method;
 
-use crate::proto::{dra, method, service};
-
-/// A DRA service version a node can talk to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DraService {
-    V1,
-    V1Beta1,
-    /// The pre-1.34 API (proto package `v1alpha3`); only when enabled.
-    V1Alpha4,
-}
-
-impl DraService {
-    /// The string a plugin advertises in `supported_versions`.
-    pub fn registration_name(self) -> &'static str {
-        match self {
-            DraService::V1 => service::DRA_V1,
-            DraService::V1Beta1 => service::DRA_V1BETA1,
-            DraService::V1Alpha4 => service::DRA_V1ALPHA4,
-        }
-    }
-
-    pub fn prepare_method(self) -> &'static str {
-        match self {
-            DraService::V1 => method::V1_PREPARE,
-            DraService::V1Beta1 => method::V1BETA1_PREPARE,
-            DraService::V1Alpha4 => method::V1ALPHA4_PREPARE,
-        }
-    }
-
-    pub fn unprepare_method(self) -> &'static str {
-        match self {
-            DraService::V1 => method::V1_UNPREPARE,
-            DraService::V1Beta1 => method::V1BETA1_UNPREPARE,
-            DraService::V1Alpha4 => method::V1ALPHA4_UNPREPARE,
-        }
-    }
-}
-
-impl fmt::Display for DraService {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.registration_name())
-    }
-}
-
-/// Walks the plugin's list in the plugin's order and takes the first service
-/// this node supports, as the kubelet does. Entries for other services (health)
-/// are skipped.
-pub fn choose_service(plugin_versions: &[String], allow_v1alpha4: bool) -> Option<DraService> {
-    plugin_versions.iter().find_map(|v| match v.as_str() {
-        service::DRA_V1 => Some(DraService::V1),
-        service::DRA_V1BETA1 => Some(DraService::V1Beta1),
-        service::DRA_V1ALPHA4 if allow_v1alpha4 => Some(DraService::V1Alpha4),
-        _ => None,
-    })
-}
-
-/// The claim triple the kubelet sends; the plugin reads the claim itself.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClaimRef {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl fmt::Display for ClaimRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{} ({})", self.namespace, self.name, self.uid)
-    }
-}
-
-/// One device a plugin prepared for a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PreparedDevice {
-    /// Requests this device serves; empty means all of the claim's requests.
-    pub request_names: Vec<String>,
-    pub pool_name: String,
-    pub device_name: String,
-    pub cdi_device_ids: Vec<String>,
-    /// Only the v1 API carries it.
-    pub share_id: Option<String>,
-}
-
-/// The per-claim part of a prepare response, before validation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawPrepareResult {
-    pub devices: Vec<PreparedDevice>,
-    pub error: String,
+/// Walks the plugin's list in the plugin's order and takes the first API
+/// this node supports, as the kubelet does. Entries for other services
+/// (health) are skipped; v1alpha4 only when the node enables it.
+pub fn choose_service(plugin_versions: &[String], allow_v1alpha4: bool) -> Option<NodeApi> {
+    plugin_versions
+        .iter()
+        .filter_map(|v| NodeApi::from_registration_string(v))
+        .find(|api| *api != NodeApi::V1alpha4 || allow_v1alpha4)
 }
 
 /// What is wrong with a response, in the kubelet's words where it has some.
@@ -118,7 +43,7 @@ fn short_method(full: &'static str) -> &'static str {
 /// no unknown UIDs, no per-claim errors. Returns the devices by claim UID.
 pub fn validate_prepare(
     requested: &[ClaimRef],
-    mut response: HashMap<String, RawPrepareResult>,
+    mut response: PrepareResponse,
 ) -> Result<HashMap<String, Vec<PreparedDevice>>, ResponseError> {
     let m = short_method(method::V1_PREPARE);
     check_keys(m, requested, response.keys())?;
@@ -142,7 +67,7 @@ pub fn validate_prepare(
 /// Checks an unprepare response like [`validate_prepare`].
 pub fn validate_unprepare(
     requested: &[ClaimRef],
-    response: HashMap<String, String>,
+    response: UnprepareResponse,
 ) -> Result<(), ResponseError> {
     let m = short_method(method::V1_UNPREPARE);
     check_keys(m, requested, response.keys())?;
@@ -209,135 +134,25 @@ fn status_text(s: &tonic::Status) -> String {
     format!("rpc error: code = {:?} desc = {}", s.code(), s.message())
 }
 
-/// One connected DRA service of one plugin.
+/// One connected DRA service of one plugin, called with a deadline per call
+/// (the kubelet uses 45 s).
 #[derive(Debug, Clone)]
-pub struct DraClient {
-    pub service: DraService,
-    pub channel: Channel,
-}
-
-macro_rules! claims_for {
-    ($module:path, $claims:expr) => {{
-        use $module as m;
-        $claims
-            .iter()
-            .map(|c| m::Claim {
-                namespace: c.namespace.clone(),
-                uid: c.uid.clone(),
-                name: c.name.clone(),
-            })
-            .collect::<Vec<_>>()
-    }};
-}
+pub struct DraClient(pub NodeClient);
 
 impl DraClient {
-    /// `NodePrepareResources` with all `claims`, limited to `timeout` (the
-    /// kubelet uses 45 s).
+    pub fn api(&self) -> NodeApi {
+        self.0.api
+    }
+
+    /// `NodePrepareResources` with all `claims`; the results by claim UID,
+    /// not checked yet.
     pub async fn prepare(
         &self,
         claims: &[ClaimRef],
         timeout: Duration,
-    ) -> Result<HashMap<String, RawPrepareResult>, CallError> {
-        let method = self.service.prepare_method();
-        let call = async {
-            let ch = self.channel.clone();
-            match self.service {
-                DraService::V1 => {
-                    let mut c = dra::v1::dra_plugin_client::DraPluginClient::new(ch);
-                    let req = dra::v1::NodePrepareResourcesRequest {
-                        claims: claims_for!(dra::v1, claims),
-                    };
-                    let resp = c.node_prepare_resources(req).await?.into_inner();
-                    Ok(resp
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| {
-                            let devices = r
-                                .devices
-                                .into_iter()
-                                .map(|d| PreparedDevice {
-                                    request_names: d.request_names,
-                                    pool_name: d.pool_name,
-                                    device_name: d.device_name,
-                                    cdi_device_ids: d.cdi_device_ids,
-                                    share_id: d.share_id,
-                                })
-                                .collect();
-                            (
-                                uid,
-                                RawPrepareResult {
-                                    devices,
-                                    error: r.error,
-                                },
-                            )
-                        })
-                        .collect())
-                }
-                DraService::V1Beta1 => {
-                    let mut c = dra::v1beta1::dra_plugin_client::DraPluginClient::new(ch);
-                    let req = dra::v1beta1::NodePrepareResourcesRequest {
-                        claims: claims_for!(dra::v1beta1, claims),
-                    };
-                    let resp = c.node_prepare_resources(req).await?.into_inner();
-                    Ok(resp
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| {
-                            let devices = r
-                                .devices
-                                .into_iter()
-                                .map(|d| PreparedDevice {
-                                    request_names: d.request_names,
-                                    pool_name: d.pool_name,
-                                    device_name: d.device_name,
-                                    cdi_device_ids: d.cdi_device_ids,
-                                    share_id: None,
-                                })
-                                .collect();
-                            (
-                                uid,
-                                RawPrepareResult {
-                                    devices,
-                                    error: r.error,
-                                },
-                            )
-                        })
-                        .collect())
-                }
-                DraService::V1Alpha4 => {
-                    let mut c = dra::v1alpha4::node_client::NodeClient::new(ch);
-                    let req = dra::v1alpha4::NodePrepareResourcesRequest {
-                        claims: claims_for!(dra::v1alpha4, claims),
-                    };
-                    let resp = c.node_prepare_resources(req).await?.into_inner();
-                    Ok(resp
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| {
-                            let devices = r
-                                .devices
-                                .into_iter()
-                                .map(|d| PreparedDevice {
-                                    request_names: d.request_names,
-                                    pool_name: d.pool_name,
-                                    device_name: d.device_name,
-                                    cdi_device_ids: d.cdi_device_ids,
-                                    share_id: None,
-                                })
-                                .collect();
-                            (
-                                uid,
-                                RawPrepareResult {
-                                    devices,
-                                    error: r.error,
-                                },
-                            )
-                        })
-                        .collect())
-                }
-            }
-        };
-        with_timeout(method, timeout, call).await
+    ) -> Result<PrepareResponse, CallError> {
+        let method = self.api().prepare_method();
+        with_timeout(method, timeout, self.0.prepare(claims)).await
     }
 
     /// `NodeUnprepareResources` with all `claims`; per-claim errors by UID.
@@ -345,50 +160,9 @@ impl DraClient {
         &self,
         claims: &[ClaimRef],
         timeout: Duration,
-    ) -> Result<HashMap<String, String>, CallError> {
-        let method = self.service.unprepare_method();
-        let call = async {
-            let ch = self.channel.clone();
-            match self.service {
-                DraService::V1 => {
-                    let mut c = dra::v1::dra_plugin_client::DraPluginClient::new(ch);
-                    let req = dra::v1::NodeUnprepareResourcesRequest {
-                        claims: claims_for!(dra::v1, claims),
-                    };
-                    let resp = c.node_unprepare_resources(req).await?.into_inner();
-                    Ok(resp
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.error))
-                        .collect())
-                }
-                DraService::V1Beta1 => {
-                    let mut c = dra::v1beta1::dra_plugin_client::DraPluginClient::new(ch);
-                    let req = dra::v1beta1::NodeUnprepareResourcesRequest {
-                        claims: claims_for!(dra::v1beta1, claims),
-                    };
-                    let resp = c.node_unprepare_resources(req).await?.into_inner();
-                    Ok(resp
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.error))
-                        .collect())
-                }
-                DraService::V1Alpha4 => {
-                    let mut c = dra::v1alpha4::node_client::NodeClient::new(ch);
-                    let req = dra::v1alpha4::NodeUnprepareResourcesRequest {
-                        claims: claims_for!(dra::v1alpha4, claims),
-                    };
-                    let resp = c.node_unprepare_resources(req).await?.into_inner();
-                    Ok(resp
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.error))
-                        .collect())
-                }
-            }
-        };
-        with_timeout(method, timeout, call).await
+    ) -> Result<UnprepareResponse, CallError> {
+        let method = self.api().unprepare_method();
+        with_timeout(method, timeout, self.0.unprepare(claims)).await
     }
 }
 
@@ -407,6 +181,7 @@ async fn with_timeout<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::dra::PrepareResult;
 
     fn claim(uid: &str) -> ClaimRef {
         ClaimRef {
@@ -416,8 +191,8 @@ mod tests {
         }
     }
 
-    fn ok_result(dev: &str) -> RawPrepareResult {
-        RawPrepareResult {
+    fn ok_result(dev: &str) -> PrepareResult {
+        PrepareResult {
             devices: vec![PreparedDevice {
                 request_names: vec!["req".into()],
                 pool_name: "pool".into(),
@@ -434,26 +209,26 @@ mod tests {
         let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             choose_service(&v(&["v1.DRAPlugin", "v1beta1.DRAPlugin"]), false),
-            Some(DraService::V1)
+            Some(NodeApi::V1)
         );
         assert_eq!(
             choose_service(&v(&["v1beta1.DRAPlugin", "v1.DRAPlugin"]), false),
-            Some(DraService::V1Beta1)
+            Some(NodeApi::V1beta1)
         );
         assert_eq!(
             choose_service(
                 &v(&["v1alpha1.DRAResourceHealth", "v1beta1.DRAPlugin"]),
                 false
             ),
-            Some(DraService::V1Beta1)
+            Some(NodeApi::V1beta1)
         );
         assert_eq!(
             choose_service(&v(&["v1alpha3.NodeService", "v1.DRAPlugin"]), false),
-            Some(DraService::V1)
+            Some(NodeApi::V1)
         );
         assert_eq!(
             choose_service(&v(&["v1alpha3.NodeService", "v1.DRAPlugin"]), true),
-            Some(DraService::V1Alpha4)
+            Some(NodeApi::V1alpha4)
         );
         assert_eq!(choose_service(&v(&["1.0.0"]), true), None);
         assert_eq!(choose_service(&[], false), None);

@@ -10,11 +10,10 @@ use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
-use super::dra_api::{
-    CallError, ClaimRef, PreparedDevice, ResponseError, validate_prepare, validate_unprepare,
-};
+use super::dra_api::{CallError, DraClient, ResponseError, validate_prepare, validate_unprepare};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
+use crate::proto::dra::{ClaimRef, PreparedDevice};
 
 /// Why preparing or unpreparing failed; worded as the kubelet words it, the
 /// message becomes the pod event.
@@ -60,6 +59,22 @@ pub enum DraError {
     },
 }
 
+impl DraError {
+    fn call(driver: &str) -> impl FnOnce(CallError) -> DraError + '_ {
+        move |source| DraError::Call {
+            driver: driver.to_owned(),
+            source,
+        }
+    }
+
+    fn response(driver: &str) -> impl FnOnce(ResponseError) -> DraError + '_ {
+        move |source| DraError::Response {
+            driver: driver.to_owned(),
+            source,
+        }
+    }
+}
+
 /// Whether a pod's claims are ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrepareOutcome {
@@ -74,6 +89,13 @@ struct PodClaim {
     name: String,
     /// Generated from a template, so it must be owned by the pod.
     from_template: bool,
+}
+
+/// A claim that passed the kubelet's checks, with the drivers it uses.
+#[derive(Debug)]
+struct CheckedClaim {
+    claim: ClaimRef,
+    drivers: BTreeSet<String>,
 }
 
 /// The DRA part of one node.
@@ -159,20 +181,12 @@ impl DraManager {
             .filter(|n| !n.is_empty())
     }
 
-    /// Prepares all claims of `pod` that are not prepared on this node yet:
-    /// one `NodePrepareResources` per driver with all of them.
-    pub async fn prepare_pod(&self, pod: &Pod) -> Result<PrepareOutcome, DraError> {
-        let ns = pod.namespace().unwrap_or_default();
-        let pod_uid = pod.uid().unwrap_or_default();
-        let pname = pod_name(pod);
-        let mut claims = match Self::resolve(pod) {
-            Ok(c) => c,
-            Err(pc) => {
-                return Ok(PrepareOutcome::Waiting(format!(
-                    "ResourceClaim for pod claim {pc} not created yet"
-                )));
-            }
-        };
+    /// The claims `pod` needs on this node, by pod claim name, with the
+    /// implicit claim for extended resources under the empty name; `Err`
+    /// says what is not created yet.
+    fn claims_to_prepare(pod: &Pod) -> Result<BTreeMap<String, PodClaim>, String> {
+        let mut claims = Self::resolve(pod)
+            .map_err(|pc| format!("ResourceClaim for pod claim {pc} not created yet"))?;
         if let Some(name) = Self::extended_claim(pod) {
             claims.insert(
                 String::new(),
@@ -182,152 +196,41 @@ impl DraManager {
                 },
             );
         }
+        Ok(claims)
+    }
+
+    /// Prepares all claims of `pod` that are not prepared on this node yet:
+    /// one `NodePrepareResources` per driver with all of them.
+    pub async fn prepare_pod(&self, pod: &Pod) -> Result<PrepareOutcome, DraError> {
+        let claims = match Self::claims_to_prepare(pod) {
+            Ok(claims) => claims,
+            Err(why) => return Ok(PrepareOutcome::Waiting(why)),
+        };
         if claims.is_empty() {
             return Ok(PrepareOutcome::Prepared);
         }
-
-        // Validation pass: nothing in the cache changes until all claims pass.
-        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
-        let mut checked: Vec<(ClaimRef, BTreeSet<String>)> = Vec::new();
+        // Nothing in the cache changes until all claims pass.
+        let mut checked = Vec::with_capacity(claims.len());
         for pc in claims.values() {
-            let cname = format!("{ns}/{}", pc.name);
-            let claim = api
-                .get(&pc.name)
-                .await
-                .map_err(|source| DraError::GetClaim {
-                    claim: pc.name.clone(),
-                    source,
-                })?;
-            if pc.from_template
-                && !claim
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.uid == pod_uid)
-            {
-                return Err(DraError::NotOwner {
-                    claim: cname,
-                    pod: pname,
-                });
-            }
-            let status = claim.status.as_ref();
-            let reserved = status
-                .and_then(|s| s.reserved_for.as_deref())
-                .unwrap_or_default()
-                .iter()
-                .any(|r| r.uid == pod_uid);
-            if !reserved {
-                return Err(DraError::NotReserved {
-                    pod: pod.name_any(),
-                    pod_uid: pod_uid.clone(),
-                    claim: pc.name.clone(),
-                    claim_uid: claim.uid().unwrap_or_default(),
-                });
-            }
-            let Some(alloc) = status.and_then(|s| s.allocation.as_ref()) else {
-                return Err(DraError::NotAllocated { claim: cname });
-            };
-            let results = alloc
-                .devices
-                .as_ref()
-                .and_then(|d| d.results.as_deref())
-                .unwrap_or_default();
-            let drivers: BTreeSet<String> = results.iter().map(|r| r.driver.clone()).collect();
-            for d in &drivers {
-                if !self.plugins.is_registered(d) {
-                    return Err(DraError::DriverNotRegistered { driver: d.clone() });
-                }
-            }
-            checked.push((
-                ClaimRef {
-                    namespace: ns.clone(),
-                    name: pc.name.clone(),
-                    uid: claim.uid().unwrap_or_default(),
-                },
-                drivers,
-            ));
+            checked.push(self.check_claim(pod, pc).await?);
         }
-
         let _locks = self
             .cache
             .lock(
                 checked
                     .iter()
-                    .map(|(c, _)| (c.namespace.clone(), c.name.clone())),
+                    .map(|c| (c.claim.namespace.clone(), c.claim.name.clone())),
             )
             .await;
-
-        // Cache pass: reference the claims (so unprepare happens even if
-        // prepare never succeeds) and batch the unprepared ones per driver.
-        let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
-        {
-            let mut infos = self.cache.infos();
-            for (claim, drivers) in &checked {
-                let key = (claim.namespace.clone(), claim.name.clone());
-                let info = infos.entry(key).or_insert_with(|| ClaimInfo {
-                    claim: claim.clone(),
-                    drivers: drivers.clone(),
-                    pods: BTreeSet::new(),
-                    prepared: false,
-                    devices: BTreeMap::new(),
-                });
-                if info.claim.uid != claim.uid {
-                    return Err(DraError::OldClaimExists {
-                        claim: claim.name.clone(),
-                        old_uid: info.claim.uid.clone(),
-                    });
-                }
-                info.pods.insert(pod_uid.clone());
-                if !info.prepared {
-                    for d in &info.drivers {
-                        batches.entry(d.clone()).or_default().push(claim.clone());
-                    }
-                }
-            }
-        }
-
-        let mut results: HashMap<String, BTreeMap<String, Vec<_>>> = HashMap::new();
+        let batches = self.reference_claims(&pod.uid().unwrap_or_default(), &checked)?;
+        let mut devices: HashMap<String, BTreeMap<String, Vec<PreparedDevice>>> = HashMap::new();
         for (driver, batch) in &batches {
-            let client =
-                self.plugins
-                    .client(driver)
-                    .ok_or_else(|| DraError::DriverNotRegistered {
-                        driver: driver.clone(),
-                    })?;
-            debug!(
-                driver,
-                method = client.service.prepare_method(),
-                claims = batch.len(),
-                "calling NodePrepareResources"
-            );
-            let response = client
-                .prepare(batch, self.call_timeout)
-                .await
-                .map_err(|source| DraError::Call {
-                    driver: driver.clone(),
-                    source,
-                })?;
-            let devices =
-                validate_prepare(batch, response).map_err(|source| DraError::Response {
-                    driver: driver.clone(),
-                    source,
-                })?;
-            for (uid, devs) in devices {
-                results.entry(uid).or_default().insert(driver.clone(), devs);
+            for (uid, devs) in self.prepare_batch(driver, batch).await? {
+                devices.entry(uid).or_default().insert(driver.clone(), devs);
             }
         }
-
-        {
-            let mut infos = self.cache.infos();
-            for (claim, _) in &checked {
-                let key = (claim.namespace.clone(), claim.name.clone());
-                if let Some(info) = infos.get_mut(&key)
-                    && !info.prepared
-                {
-                    info.devices = results.remove(&claim.uid).unwrap_or_default();
-                    info.prepared = true;
-                }
-            }
-        }
+        self.store_devices(&checked, devices);
+        let pname = pod_name(pod);
         for (driver, batch) in batches {
             let names: Vec<String> = batch.iter().map(|c| c.to_string()).collect();
             info!(pod = %pname, driver, claims = ?names, "claims prepared");
@@ -338,6 +241,145 @@ impl DraManager {
             });
         }
         Ok(PrepareOutcome::Prepared)
+    }
+
+    /// Fetches one of `pod`'s claims and checks it as the kubelet does:
+    /// owned by the pod if generated for it, reserved for it, allocated, and
+    /// every driver it uses registered here.
+    async fn check_claim(&self, pod: &Pod, pc: &PodClaim) -> Result<CheckedClaim, DraError> {
+        let ns = pod.namespace().unwrap_or_default();
+        let pod_uid = pod.uid().unwrap_or_default();
+        let cname = format!("{ns}/{}", pc.name);
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        let claim = api
+            .get(&pc.name)
+            .await
+            .map_err(|source| DraError::GetClaim {
+                claim: pc.name.clone(),
+                source,
+            })?;
+        if pc.from_template
+            && !claim
+                .owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == pod_uid)
+        {
+            return Err(DraError::NotOwner {
+                claim: cname,
+                pod: pod_name(pod),
+            });
+        }
+        let status = claim.status.as_ref();
+        let reserved = status
+            .and_then(|s| s.reserved_for.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .any(|r| r.uid == pod_uid);
+        if !reserved {
+            return Err(DraError::NotReserved {
+                pod: pod.name_any(),
+                pod_uid,
+                claim: pc.name.clone(),
+                claim_uid: claim.uid().unwrap_or_default(),
+            });
+        }
+        let Some(alloc) = status.and_then(|s| s.allocation.as_ref()) else {
+            return Err(DraError::NotAllocated { claim: cname });
+        };
+        let results = alloc
+            .devices
+            .as_ref()
+            .and_then(|d| d.results.as_deref())
+            .unwrap_or_default();
+        let drivers: BTreeSet<String> = results.iter().map(|r| r.driver.clone()).collect();
+        if let Some(d) = drivers.iter().find(|d| !self.plugins.is_registered(d)) {
+            return Err(DraError::DriverNotRegistered { driver: d.clone() });
+        }
+        Ok(CheckedClaim {
+            claim: ClaimRef {
+                namespace: ns,
+                name: pc.name.clone(),
+                uid: claim.uid().unwrap_or_default(),
+            },
+            drivers,
+        })
+    }
+
+    /// References the claims for `pod_uid` in the cache (so unprepare
+    /// happens even if prepare never succeeds) and batches the unprepared
+    /// ones per driver. Fails, changing nothing more, on a claim the cache
+    /// knows with another UID.
+    fn reference_claims(
+        &self,
+        pod_uid: &str,
+        checked: &[CheckedClaim],
+    ) -> Result<BTreeMap<String, Vec<ClaimRef>>, DraError> {
+        let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
+        let mut infos = self.cache.infos();
+        for CheckedClaim { claim, drivers } in checked {
+            let key = (claim.namespace.clone(), claim.name.clone());
+            let info = infos.entry(key).or_insert_with(|| ClaimInfo {
+                claim: claim.clone(),
+                drivers: drivers.clone(),
+                pods: BTreeSet::new(),
+                prepared: false,
+                devices: BTreeMap::new(),
+            });
+            if info.claim.uid != claim.uid {
+                return Err(DraError::OldClaimExists {
+                    claim: claim.name.clone(),
+                    old_uid: info.claim.uid.clone(),
+                });
+            }
+            info.pods.insert(pod_uid.to_owned());
+            if !info.prepared {
+                for d in &info.drivers {
+                    batches.entry(d.clone()).or_default().push(claim.clone());
+                }
+            }
+        }
+        Ok(batches)
+    }
+
+    /// One `NodePrepareResources` to `driver`, checked; the devices by
+    /// claim UID.
+    async fn prepare_batch(
+        &self,
+        driver: &str,
+        batch: &[ClaimRef],
+    ) -> Result<HashMap<String, Vec<PreparedDevice>>, DraError> {
+        let client = self.client(driver)?;
+        debug!(
+            driver,
+            method = client.api().prepare_method(),
+            claims = batch.len(),
+            "calling NodePrepareResources"
+        );
+        let response = client
+            .prepare(batch, self.call_timeout)
+            .await
+            .map_err(DraError::call(driver))?;
+        validate_prepare(batch, response).map_err(DraError::response(driver))
+    }
+
+    /// Marks the checked claims prepared with the devices the drivers
+    /// returned (by claim UID, then driver); claims already prepared keep
+    /// theirs.
+    fn store_devices(
+        &self,
+        checked: &[CheckedClaim],
+        mut devices: HashMap<String, BTreeMap<String, Vec<PreparedDevice>>>,
+    ) {
+        let mut infos = self.cache.infos();
+        for CheckedClaim { claim, .. } in checked {
+            let key = (claim.namespace.clone(), claim.name.clone());
+            if let Some(info) = infos.get_mut(&key)
+                && !info.prepared
+            {
+                info.devices = devices.remove(&claim.uid).unwrap_or_default();
+                info.prepared = true;
+            }
+        }
     }
 
     /// Drops `pod_uid`'s references and unprepares the claims no other pod
@@ -395,30 +437,29 @@ impl DraManager {
         Ok(())
     }
 
-    async fn unprepare_batch(&self, driver: &str, batch: &[ClaimRef]) -> Result<(), DraError> {
-        let client = self
-            .plugins
+    /// The client calls to `driver` go through.
+    fn client(&self, driver: &str) -> Result<DraClient, DraError> {
+        self.plugins
             .client(driver)
             .ok_or_else(|| DraError::DriverNotRegistered {
                 driver: driver.to_owned(),
-            })?;
+            })
+    }
+
+    /// One `NodeUnprepareResources` to `driver`, checked.
+    async fn unprepare_batch(&self, driver: &str, batch: &[ClaimRef]) -> Result<(), DraError> {
+        let client = self.client(driver)?;
         debug!(
             driver,
-            method = client.service.unprepare_method(),
+            method = client.api().unprepare_method(),
             claims = batch.len(),
             "calling NodeUnprepareResources"
         );
         let response = client
             .unprepare(batch, self.call_timeout)
             .await
-            .map_err(|source| DraError::Call {
-                driver: driver.to_owned(),
-                source,
-            })?;
-        validate_unprepare(batch, response).map_err(|source| DraError::Response {
-            driver: driver.to_owned(),
-            source,
-        })
+            .map_err(DraError::call(driver))?;
+        validate_unprepare(batch, response).map_err(DraError::response(driver))
     }
 
     /// The CDI device IDs the runtime would inject into `container`: for each

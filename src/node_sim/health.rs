@@ -1,6 +1,6 @@
 //! Device health, as a kubelet with the `ResourceHealthStatus` gate streams it
-//! from DRA plugins (`v1alpha1.DRAResourceHealth/NodeWatchResources`) and
-//! reports it in `containerStatuses[].allocatedResourcesStatus`.
+//! from DRA plugins (`NodeWatchResources` of the newest health service version
+//! a plugin offers, `v1` or `v1alpha1`) and reports it in `containerStatuses[].allocatedResourcesStatus`.
 //!
 //! Every plugin whose `GetInfo` advertises the health service gets one stream
 //! for as long as it is registered. Each message is the driver's complete
@@ -8,7 +8,6 @@
 //! nobody reported are `Unknown`. A failed or ended stream is opened again
 //! after [`HealthStore::retry`] (the kubelet waits 5 s).
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -18,59 +17,19 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tracing::{debug, info};
 
-use super::dra_api::PreparedDevice;
 use super::journal::{Journal, NodeEventKind};
-use crate::proto::health::v1alpha1::{
-    self as pb, NodeWatchResourcesRequest, NodeWatchResourcesResponse,
-    dra_resource_health_client::DraResourceHealthClient,
-};
-use crate::proto::health::{HealthApi, convert, v1};
+use crate::proto::dra::PreparedDevice;
+use crate::proto::health::{HealthApi, HealthReport, HealthStatus, watch_health};
 use futures::StreamExt as _;
-use futures::stream::BoxStream;
 
 /// The kubelet cuts plugin messages to this length before they go into pod
 /// status, so a chatty driver cannot bloat the pod object.
 pub const MAX_MESSAGE_LEN: usize = 1024;
 
-/// The health of one device, with the spelling pod status uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum DeviceHealthStatus {
-    Healthy,
-    Unhealthy,
-    #[default]
-    Unknown,
-}
-
-impl DeviceHealthStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeviceHealthStatus::Healthy => "Healthy",
-            DeviceHealthStatus::Unhealthy => "Unhealthy",
-            DeviceHealthStatus::Unknown => "Unknown",
-        }
-    }
-
-    /// Values this node does not know (a newer plugin's enum) count as
-    /// unknown rather than as an error: the stream stays usable.
-    fn from_wire(value: i32) -> Self {
-        match pb::HealthStatus::try_from(value) {
-            Ok(pb::HealthStatus::Healthy) => DeviceHealthStatus::Healthy,
-            Ok(pb::HealthStatus::Unhealthy) => DeviceHealthStatus::Unhealthy,
-            Ok(pb::HealthStatus::Unknown) | Err(_) => DeviceHealthStatus::Unknown,
-        }
-    }
-}
-
-impl fmt::Display for DeviceHealthStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// What the node last heard about one device.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HealthEntry {
-    pub health: DeviceHealthStatus,
+    pub health: HealthStatus,
     pub message: String,
 }
 
@@ -80,7 +39,7 @@ pub struct ReportedHealth {
     pub driver: String,
     pub pool: String,
     pub device: String,
-    pub health: DeviceHealthStatus,
+    pub health: HealthStatus,
     pub message: String,
 }
 
@@ -124,22 +83,18 @@ pub fn truncate_message(message: &str) -> String {
     message[..end].to_owned()
 }
 
-/// The device list of one stream message; entries without a device
-/// identifier cannot be attributed to anything and are dropped, and a device
-/// listed twice takes its last entry.
-pub fn parse_report(response: NodeWatchResourcesResponse) -> DriverHealth {
-    response
+/// The device list of one stream message; a device listed twice takes its
+/// last entry.
+pub fn parse_report(report: HealthReport) -> DriverHealth {
+    report
         .devices
         .into_iter()
-        .filter_map(|d| {
-            let id = d.device?;
-            Some((
-                (id.pool_name, id.device_name),
-                HealthEntry {
-                    health: DeviceHealthStatus::from_wire(d.health),
-                    message: truncate_message(&d.message),
-                },
-            ))
+        .map(|d| {
+            let entry = HealthEntry {
+                health: d.health,
+                message: truncate_message(&d.message),
+            };
+            ((d.pool, d.device), entry)
         })
         .collect()
 }
@@ -269,7 +224,7 @@ pub async fn watch_plugin(
     loop {
         let opened = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = open_stream(api, channel()) => r,
+            r = watch_health(api, channel()) => r,
         };
         match opened {
             Ok(mut stream) => {
@@ -307,32 +262,6 @@ pub async fn watch_plugin(
             _ = tokio::time::sleep(store.retry()) => {}
         }
     }
-}
-
-type Reports = BoxStream<'static, Result<NodeWatchResourcesResponse, tonic::Status>>;
-
-/// Opens `NodeWatchResources` through `api`; v1 reports arrive as the
-/// (wire-identical) v1alpha1 messages the rest of the node works with.
-async fn open_stream(api: HealthApi, channel: Channel) -> Result<Reports, tonic::Status> {
-    Ok(match api {
-        HealthApi::V1alpha1 => DraResourceHealthClient::new(channel)
-            .node_watch_resources(NodeWatchResourcesRequest {})
-            .await?
-            .into_inner()
-            .boxed(),
-        HealthApi::V1 => v1::dra_resource_health_client::DraResourceHealthClient::new(channel)
-            .node_watch_resources(v1::NodeWatchResourcesRequest {})
-            .await?
-            .into_inner()
-            .map(|r| {
-                r.and_then(|report| {
-                    convert(&report).map_err(|e| {
-                        tonic::Status::internal(format!("undecodable v1 health report: {e}"))
-                    })
-                })
-            })
-            .boxed(),
-    })
 }
 
 /// `allocatedResourcesStatus` of one regular container, as the kubelet
@@ -394,7 +323,10 @@ pub fn container_resources_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::health::v1alpha1::{DeviceHealth, DeviceIdentifier};
+    use crate::proto::health::v1alpha1::{
+        self as pb, DeviceHealth, DeviceIdentifier, NodeWatchResourcesRequest,
+        NodeWatchResourcesResponse,
+    };
 
     fn dev(driver: &str, pool: &str, device: &str, cdi: Option<&str>) -> (String, PreparedDevice) {
         (
@@ -416,7 +348,7 @@ mod tests {
         }
     }
 
-    fn entry(health: DeviceHealthStatus, message: &str) -> HealthEntry {
+    fn entry(health: HealthStatus, message: &str) -> HealthEntry {
         HealthEntry {
             health,
             message: message.into(),
@@ -479,13 +411,13 @@ mod tests {
             "d.example.com",
             "pool-1",
             "dev-0",
-            entry(DeviceHealthStatus::Unhealthy, "ECC errors"),
+            entry(HealthStatus::Unhealthy, "ECC errors"),
         );
         health.set(
             "d.example.com",
             "pool-1",
             "dev-1",
-            entry(DeviceHealthStatus::Healthy, ""),
+            entry(HealthStatus::Healthy, ""),
         );
 
         let refs = [
@@ -534,7 +466,7 @@ mod tests {
             "d.example.com",
             "p",
             "x",
-            entry(DeviceHealthStatus::Unhealthy, "hot"),
+            entry(HealthStatus::Unhealthy, "hot"),
         );
         let got = container_resources_status(&[reference("c", Some("req"))], &devices, &health);
         assert_eq!(
@@ -561,18 +493,15 @@ mod tests {
                 wire("p", "a", pb::HealthStatus::Unhealthy as i32, "later"),
             ],
         };
-        let got = parse_report(report);
+        let got = parse_report(report.into());
         assert_eq!(got.len(), 3);
         let key = |d: &str| ("p".to_string(), d.to_string());
-        assert_eq!(
-            got[&key("a")],
-            entry(DeviceHealthStatus::Unhealthy, "later")
-        );
+        assert_eq!(got[&key("a")], entry(HealthStatus::Unhealthy, "later"));
         let b = &got[&key("b")];
-        assert_eq!(b.health, DeviceHealthStatus::Unhealthy);
+        assert_eq!(b.health, HealthStatus::Unhealthy);
         assert!(b.message.len() <= MAX_MESSAGE_LEN);
         assert_eq!(b.message.chars().count(), MAX_MESSAGE_LEN / 2);
-        assert_eq!(got[&key("c")].health, DeviceHealthStatus::Unknown);
+        assert_eq!(got[&key("c")].health, HealthStatus::Unknown);
 
         assert_eq!(truncate_message("short"), "short");
         let ascii = "x".repeat(MAX_MESSAGE_LEN + 10);
@@ -644,7 +573,7 @@ mod tests {
             };
             async move { tx.send(Ok(report)).await.unwrap() }
         };
-        let seen = |health: DeviceHealthStatus, message: &'static str| {
+        let seen = |health: HealthStatus, message: &'static str| {
             journal.wait_for(limit, move |k| {
                 matches!(k, NodeEventKind::DeviceHealth { driver, device, health: h, message: m, .. }
                     if driver == "d" && device == "x" && *h == health && m == message)
@@ -656,7 +585,7 @@ mod tests {
             .unwrap()
             .unwrap();
         send(pb::HealthStatus::Unhealthy, "hot").await;
-        assert!(seen(DeviceHealthStatus::Unhealthy, "hot").await.is_some());
+        assert!(seen(HealthStatus::Unhealthy, "hot").await.is_some());
 
         // The plugin ends the stream: the node opens a new one.
         feed.streams.lock().unwrap().clear();
@@ -665,10 +594,10 @@ mod tests {
             .unwrap()
             .unwrap();
         send(pb::HealthStatus::Healthy, "").await;
-        assert!(seen(DeviceHealthStatus::Healthy, "").await.is_some());
+        assert!(seen(HealthStatus::Healthy, "").await.is_some());
         assert_eq!(
             store.snapshot().get("d", "p", "x"),
-            entry(DeviceHealthStatus::Healthy, "")
+            entry(HealthStatus::Healthy, "")
         );
 
         cancel.cancel();
@@ -683,7 +612,7 @@ mod tests {
         let mut rx = store.subscribe();
         let live = CancellationToken::new();
         let key = |d: &str| ("p".to_string(), d.to_string());
-        let report = |items: &[(&str, DeviceHealthStatus, &str)]| -> DriverHealth {
+        let report = |items: &[(&str, HealthStatus, &str)]| -> DriverHealth {
             items
                 .iter()
                 .map(|(d, h, m)| (key(d), entry(*h, m)))
@@ -708,8 +637,8 @@ mod tests {
         store.replace(
             "d",
             report(&[
-                ("a", DeviceHealthStatus::Healthy, "ok"),
-                ("b", DeviceHealthStatus::Unknown, ""),
+                ("a", HealthStatus::Healthy, "ok"),
+                ("b", HealthStatus::Unknown, ""),
             ]),
             &live,
         );
@@ -718,15 +647,15 @@ mod tests {
         // "b" reported Unknown without a message is what the node assumed.
         assert_eq!(
             health_events(),
-            vec![("a".into(), DeviceHealthStatus::Healthy, "ok".into())]
+            vec![("a".into(), HealthStatus::Healthy, "ok".into())]
         );
 
         // The same report again changes nothing.
         store.replace(
             "d",
             report(&[
-                ("a", DeviceHealthStatus::Healthy, "ok"),
-                ("b", DeviceHealthStatus::Unknown, ""),
+                ("a", HealthStatus::Healthy, "ok"),
+                ("b", HealthStatus::Unknown, ""),
             ]),
             &live,
         );
@@ -734,44 +663,36 @@ mod tests {
         assert_eq!(health_events().len(), 1);
 
         // A report without "a" makes it Unknown: reports are complete lists.
-        store.replace(
-            "d",
-            report(&[("b", DeviceHealthStatus::Unhealthy, "bad")]),
-            &live,
-        );
+        store.replace("d", report(&[("b", HealthStatus::Unhealthy, "bad")]), &live);
         assert!(rx.has_changed().unwrap());
         let snap = store.snapshot();
         assert_eq!(snap.get("d", "p", "a"), HealthEntry::default());
         assert_eq!(
             snap.get("d", "p", "b"),
-            entry(DeviceHealthStatus::Unhealthy, "bad")
+            entry(HealthStatus::Unhealthy, "bad")
         );
         assert_eq!(
             health_events()[1..],
             [
-                ("a".into(), DeviceHealthStatus::Unknown, String::new()),
-                ("b".into(), DeviceHealthStatus::Unhealthy, "bad".into()),
+                ("a".into(), HealthStatus::Unknown, String::new()),
+                ("b".into(), HealthStatus::Unhealthy, "bad".into()),
             ]
         );
 
         // A stream of a removed plugin cannot write any more.
         let gone = CancellationToken::new();
         gone.cancel();
-        store.replace(
-            "d",
-            report(&[("b", DeviceHealthStatus::Healthy, "")]),
-            &gone,
-        );
+        store.replace("d", report(&[("b", HealthStatus::Healthy, "")]), &gone);
         assert_eq!(
             store.snapshot().get("d", "p", "b").health,
-            DeviceHealthStatus::Unhealthy
+            HealthStatus::Unhealthy
         );
 
         store.forget_driver("d");
         assert!(store.reported().is_empty());
         assert_eq!(
             health_events().last().cloned(),
-            Some(("b".into(), DeviceHealthStatus::Unknown, String::new()))
+            Some(("b".into(), HealthStatus::Unknown, String::new()))
         );
     }
 }

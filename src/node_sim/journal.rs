@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use super::health::DeviceHealthStatus;
+use crate::proto::health::HealthStatus;
 
 /// Entries kept per node; older ones are dropped.
 const CAPACITY: usize = 4096;
@@ -86,7 +86,7 @@ pub enum NodeEventKind {
         driver: String,
         pool: String,
         device: String,
-        health: DeviceHealthStatus,
+        health: HealthStatus,
         message: String,
     },
 }

@@ -144,10 +144,9 @@ pub use backoff::Backoff;
 pub use cdi::{CdiError, CdiSpecs};
 pub use claims::PreparedClaim;
 pub use command::{Behaviour, behaviour as container_behaviour};
-pub use dra_api::{DraService, PreparedDevice};
 pub use dra_manager::DraError;
 pub use error::NodeSimError;
-pub use health::{DeviceHealthStatus, ReportedHealth};
+pub use health::ReportedHealth;
 pub use journal::{NodeEvent, NodeEventKind};
 pub use plugins::PluginView;
 

@@ -13,10 +13,11 @@ use tonic::transport::Channel;
 use tracing::{Instrument, debug, info};
 
 use super::backoff::Backoff;
-use super::dra_api::{DraClient, DraService};
+use super::dra_api::DraClient;
 use super::health::{self, HealthStore};
 use super::journal::{Journal, NodeEventKind};
 use super::uds::{self, ConnCount};
+use crate::proto::dra::{NodeApi, NodeClient};
 use crate::proto::health::HealthApi;
 
 /// A driver became usable or unusable on this node.
@@ -32,7 +33,7 @@ pub struct PluginView {
     pub driver: String,
     pub endpoint: PathBuf,
     pub registration_socket: PathBuf,
-    pub service: DraService,
+    pub service: NodeApi,
     pub connected: bool,
     /// The health service version the node streams the plugin's device
     /// health through (the newest it advertised), if any.
@@ -44,7 +45,7 @@ struct Plugin {
     driver: String,
     endpoint: PathBuf,
     registration_socket: PathBuf,
-    service: DraService,
+    service: NodeApi,
     /// The health service version the node streams device health through,
     /// if the plugin advertises one.
     health: Option<HealthApi>,
@@ -69,10 +70,7 @@ impl Plugin {
     }
 
     fn client(&self) -> DraClient {
-        DraClient {
-            service: self.service,
-            channel: self.channel(),
-        }
+        DraClient(NodeClient::new(self.service, self.channel()))
     }
 }
 
@@ -144,7 +142,7 @@ impl PluginStore {
         driver: &str,
         endpoint: &Path,
         registration_socket: &Path,
-        service: DraService,
+        service: NodeApi,
         health: Option<HealthApi>,
         channel: Channel,
         conns: ConnCount,
@@ -172,11 +170,12 @@ impl PluginStore {
             list.push(plugin.clone());
             plugin
         };
-        info!(driver, endpoint = %endpoint.display(), %service, health = ?health, "plugin registered");
+        info!(driver, endpoint = %endpoint.display(), service = service.registration_string(), health = ?health,
+            "plugin registered");
         self.journal.record(NodeEventKind::PluginRegistered {
             driver: driver.to_owned(),
             endpoint: endpoint.display().to_string(),
-            service: service.to_string(),
+            service: service.registration_string().to_owned(),
         });
         let span = tracing::info_span!(parent: &self.span, "plugin_connection", driver,
             endpoint = %endpoint.display());

@@ -2,12 +2,15 @@
 //! run its containers, unprepare, write the final status or finish deletion.
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, Event, LinuxContainerUser, ObjectReference, Pod, ResourceStatus, VolumeMountStatus,
+    Container, Event, LinuxContainerUser, ObjectReference, Pod, PodSpec, ResourceStatus,
+    VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -18,11 +21,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::backoff::Backoff;
+use super::backoff::{Backoff, Delays};
 use super::cdi::{CdiError, CdiSpecs, merge_env};
 use super::command;
 use super::containers::{Change, ContainerPlan, CreateError, PodRuntime, RestartPolicy};
-use super::dra_manager::{DraManager, PrepareOutcome};
+use super::dra_manager::{DraError, DraManager, PrepareOutcome};
 use super::health::{HealthStore, container_resources_status};
 use super::journal::{Journal, NodeEventKind};
 
@@ -312,94 +315,124 @@ impl PodWorker {
                 self.terminate().await;
                 return;
             }
-            if let Some(rt) = &self.runtime {
-                if rt.finished().is_some() {
-                    self.finished(&pod).await;
-                    return;
-                }
-                let due = rt.next_due();
-                match self.wait_running(due).await {
-                    RunningWake::Pod(Wake::Stop) => return,
-                    RunningWake::Pod(Wake::Changed) => continue,
-                    RunningWake::Health => {
-                        if self.resources_status(&pod) != self.written_health {
-                            debug!(pod = %self.key(), "device health changed, rewriting status");
-                            self.write_status(&pod).await;
-                        }
-                    }
-                    RunningWake::Pod(Wake::Timer) => {
-                        let now = Instant::now();
-                        self.replan_due(&pod, now);
-                        if let Some(rt) = self.runtime.as_mut() {
-                            let changes = rt.advance(now);
-                            self.apply_changes(&pod, changes).await;
-                        }
-                    }
-                }
-                continue;
-            }
-            if matches!(api_phase(&pod), Some("Succeeded" | "Failed")) {
-                // Finished before this node (re)started; nothing runs.
-                self.finished(&pod).await;
+            let step = if self.runtime.is_some() {
+                self.tend_running(&pod).await
+            } else {
+                self.try_start(&pod, &mut delays).await
+            };
+            if step.is_break() {
                 return;
             }
-            if self.started.is_none() {
-                self.started = Some(jiff::Timestamp::now());
-                self.write_status(&pod).await;
+        }
+    }
+
+    /// One step of a pod whose containers were started: finish it, or wait
+    /// for the next container change, pod change or health change and act
+    /// on it.
+    async fn tend_running(&mut self, pod: &Pod) -> ControlFlow<()> {
+        let Some(rt) = &self.runtime else {
+            return ControlFlow::Continue(());
+        };
+        if rt.finished().is_some() {
+            self.finished(pod).await;
+            return ControlFlow::Break(());
+        }
+        let due = rt.next_due();
+        match self.wait_running(due).await {
+            RunningWake::Pod(Wake::Stop) => return ControlFlow::Break(()),
+            RunningWake::Pod(Wake::Changed) => {}
+            RunningWake::Health => {
+                if self.resources_status(pod) != self.written_health {
+                    debug!(pod = %self.key(), "device health changed, rewriting status");
+                    self.write_status(pod).await;
+                }
             }
-            let outcome = tokio::select! {
-                _ = self.cancel.cancelled() => return,
-                r = self.ctx.dra.prepare_pod(&pod) => r,
-            };
-            let (reason, message) = match outcome {
-                Ok(PrepareOutcome::Prepared) => {
-                    // The sandbox: the pod gets its IP once its resources
-                    // are prepared.
-                    self.pod_ip = Some(self.ctx.ips.allocate().to_string());
-                    let mut rt = self.build_runtime(&pod);
-                    let changes = rt.start(Instant::now());
-                    self.runtime = Some(rt);
-                    self.apply_changes(&pod, changes).await;
-                    continue;
+            RunningWake::Pod(Wake::Timer) => {
+                let now = Instant::now();
+                self.replan_due(pod, now);
+                if let Some(rt) = self.runtime.as_mut() {
+                    let changes = rt.advance(now);
+                    self.apply_changes(pod, changes).await;
                 }
-                Ok(PrepareOutcome::Waiting(why)) => {
-                    debug!(pod = %self.key(), reason = %why, "waiting before prepare");
-                    if let Wake::Stop = self.wait(None).await {
-                        return;
-                    }
-                    continue;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// One attempt to start a pod: prepare its claims, then give it its IP
+    /// and start its containers. A failed prepare is reported and retried
+    /// after the backoff in `delays`.
+    async fn try_start(&mut self, pod: &Pod, delays: &mut Delays) -> ControlFlow<()> {
+        if matches!(api_phase(pod), Some("Succeeded" | "Failed")) {
+            // Finished before this node (re)started; nothing runs.
+            self.finished(pod).await;
+            return ControlFlow::Break(());
+        }
+        if self.started.is_none() {
+            self.started = Some(jiff::Timestamp::now());
+            self.write_status(pod).await;
+        }
+        let outcome = tokio::select! {
+            _ = self.cancel.cancelled() => return ControlFlow::Break(()),
+            r = self.ctx.dra.prepare_pod(pod) => r,
+        };
+        match outcome {
+            Ok(PrepareOutcome::Prepared) => {
+                self.start_containers(pod).await;
+                ControlFlow::Continue(())
+            }
+            Ok(PrepareOutcome::Waiting(why)) => {
+                debug!(pod = %self.key(), reason = %why, "waiting before prepare");
+                match self.wait(None).await {
+                    Wake::Stop => ControlFlow::Break(()),
+                    _ => ControlFlow::Continue(()),
                 }
-                Err(e) => {
-                    self.ctx.journal.record(NodeEventKind::PrepareFailed {
-                        pod: self.key(),
-                        error: e.to_string(),
-                    });
-                    (
-                        "FailedPrepareDynamicResources",
-                        format!(
-                            "Failed to prepare dynamic resources: prepare dynamic resources: {e}"
-                        ),
-                    )
-                }
-            };
-            // Expected in many scenarios (injected failures, drivers without a
-            // kubelet plugin); the Warning event and the journal carry it, so
-            // the runner's default output stays quiet.
-            info!(pod = %self.key(), reason, message = %message, "pod cannot start yet");
-            self.event(&pod, "", "Warning", reason, message).await;
-            // Retry after the backoff, or sooner when the pod changed in a
-            // way that can make a difference.
-            let deadline = Instant::now() + delays.next_delay();
-            let before = prepare_inputs(&pod);
-            loop {
-                match self.wait(Some(deadline)).await {
-                    Wake::Stop => return,
-                    Wake::Timer => break,
-                    Wake::Changed => match self.current() {
-                        Some(p) if prepare_inputs(&p) == before => {}
-                        _ => break,
-                    },
-                }
+            }
+            Err(e) => {
+                self.prepare_failed(pod, e).await;
+                self.wait_to_retry_prepare(pod, delays.next_delay()).await
+            }
+        }
+    }
+
+    /// The sandbox: the pod gets its IP once its resources are prepared;
+    /// then its containers start.
+    async fn start_containers(&mut self, pod: &Pod) {
+        self.pod_ip = Some(self.ctx.ips.allocate().to_string());
+        let mut rt = self.build_runtime(pod);
+        let changes = rt.start(Instant::now());
+        self.runtime = Some(rt);
+        self.apply_changes(pod, changes).await;
+    }
+
+    async fn prepare_failed(&mut self, pod: &Pod, e: DraError) {
+        self.ctx.journal.record(NodeEventKind::PrepareFailed {
+            pod: self.key(),
+            error: e.to_string(),
+        });
+        let reason = "FailedPrepareDynamicResources";
+        let message =
+            format!("Failed to prepare dynamic resources: prepare dynamic resources: {e}");
+        // Expected in many scenarios (injected failures, drivers without a
+        // kubelet plugin); the Warning event and the journal carry it, so
+        // the runner's default output stays quiet.
+        info!(pod = %self.key(), reason, message = %message, "pod cannot start yet");
+        self.event(pod, "", "Warning", reason, message).await;
+    }
+
+    /// Waits `delay` before the next prepare, or less when the pod changed
+    /// in a way that can make a difference.
+    async fn wait_to_retry_prepare(&mut self, pod: &Pod, delay: Duration) -> ControlFlow<()> {
+        let deadline = Instant::now() + delay;
+        let before = prepare_inputs(pod);
+        loop {
+            match self.wait(Some(deadline)).await {
+                Wake::Stop => return ControlFlow::Break(()),
+                Wake::Timer => return ControlFlow::Continue(()),
+                Wake::Changed => match self.current() {
+                    Some(p) if prepare_inputs(&p) == before => {}
+                    _ => return ControlFlow::Continue(()),
+                },
             }
         }
     }
@@ -785,71 +818,46 @@ impl PodWorker {
     }
 
     /// The pod status as the kubelet generates it, as a strategic merge
-    /// patch. Conditions are written whole (a field they no longer have is
-    /// set to null, or the API server would keep a stale reason), in the
-    /// kubelet's order; every condition, the scheduler's too, gets the pod
-    /// generation as `observedGeneration`.
+    /// patch.
     fn status_patch(&self, pod: &Pod, resources: &ResourcesStatus) -> serde_json::Value {
         let rt = self.runtime.as_ref();
         let spec = pod.spec.clone().unwrap_or_default();
-        let init_specs = spec.init_containers.clone().unwrap_or_default();
         let generation = pod.metadata.generation;
-        let done = rt.and_then(|r| r.finished());
-        let phase = rt.map_or("Pending", |r| r.phase());
-
-        // (status, reason, message) of each kubelet condition.
-        type Cond = (bool, Option<&'static str>, Option<String>);
-        let sandbox: Cond = match (rt, done) {
-            (Some(_), None) => (true, None, None),
-            (Some(_), Some(_)) => (
-                false,
-                Some("PodSandboxNotReady"),
-                Some("pod sandbox is not ready".into()),
-            ),
-            (None, _) => (
-                false,
-                Some("PodSandboxNotReady"),
-                Some("no pod sandbox exists".into()),
-            ),
-        };
-        let incomplete = |names: Vec<String>| -> Cond {
-            (
-                false,
-                Some("ContainersNotInitialized"),
-                Some(containers_message("incomplete", &names)),
-            )
-        };
-        let initialized: Cond = match rt {
-            _ if done == Some(true) => (true, Some("PodCompleted"), None),
-            Some(rt) if rt.initialized() => (true, None, None),
-            Some(rt) => incomplete(rt.init_incomplete()),
-            None if init_specs.is_empty() => (true, None, None),
-            None => incomplete(init_specs.iter().map(|c| c.name.clone()).collect()),
-        };
-        let containers_ready: Cond = match done {
-            Some(true) => (false, Some("PodCompleted"), None),
-            Some(false) => (false, Some("PodFailed"), None),
-            None => {
-                let unready = match rt {
-                    Some(rt) => rt.unready(),
-                    None => init_specs
-                        .iter()
-                        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
-                        .chain(&spec.containers)
-                        .map(|c| c.name.clone())
-                        .collect(),
-                };
-                if unready.is_empty() {
-                    (true, None, None)
-                } else {
-                    (
-                        false,
-                        Some("ContainersNotReady"),
-                        Some(containers_message("unready", &unready)),
-                    )
-                }
+        let mut status = json!({
+            "phase": rt.map_or("Pending", |r| r.phase()),
+            "hostIP": self.ctx.host_ip,
+            "hostIPs": [{"ip": self.ctx.host_ip}],
+            "conditions": self.conditions(pod, &spec),
+        });
+        if let Some(g) = generation {
+            status["observedGeneration"] = json!(g);
+        }
+        if let Some(ip) = &self.pod_ip {
+            status["podIP"] = json!(ip);
+            status["podIPs"] = json!([{"ip": ip}]);
+        }
+        if let Some(t) = self.started {
+            status["startTime"] = json!(Time(t));
+        }
+        let (init, main) = match rt {
+            Some(rt) => {
+                let (init, main) = rt.statuses();
+                (json!(init), json!(main))
             }
+            None => waiting_container_statuses(&spec),
         };
+        status["initContainerStatuses"] = init;
+        status["containerStatuses"] = main;
+        add_resources_status(&mut status, resources);
+        json!({ "status": status })
+    }
+
+    /// The kubelet's conditions, written whole (a field they no longer have
+    /// is set to null, or the API server would keep a stale reason), in the
+    /// kubelet's order; every condition, the scheduler's too, gets the pod
+    /// generation as `observedGeneration`.
+    fn conditions(&self, pod: &Pod, spec: &PodSpec) -> Vec<serde_json::Value> {
+        let generation = pod.metadata.generation;
         let existing = pod
             .status
             .as_ref()
@@ -879,9 +887,10 @@ impl PodWorker {
             "Ready",
             "ContainersReady",
         ];
+        let containers_ready = self.containers_ready(spec);
         let mut conditions = vec![
-            cond(OWN[0], sandbox),
-            cond(OWN[1], initialized),
+            cond(OWN[0], self.sandbox_ready()),
+            cond(OWN[1], self.initialized(spec)),
             cond(OWN[2], containers_ready.clone()),
             cond(OWN[3], containers_ready),
         ];
@@ -890,73 +899,75 @@ impl PodWorker {
                 conditions.push(json!({"type": c.type_, "observedGeneration": g}));
             }
         }
-        let mut status = json!({
-            "phase": phase,
-            "hostIP": self.ctx.host_ip,
-            "hostIPs": [{"ip": self.ctx.host_ip}],
-            "conditions": conditions,
-        });
-        if let Some(g) = generation {
-            status["observedGeneration"] = json!(g);
+        conditions
+    }
+
+    /// `PodReadyToStartContainers`.
+    fn sandbox_ready(&self) -> Cond {
+        let rt = self.runtime.as_ref();
+        match (rt, rt.and_then(|r| r.finished())) {
+            (Some(_), None) => (true, None, None),
+            (Some(_), Some(_)) => (
+                false,
+                Some("PodSandboxNotReady"),
+                Some("pod sandbox is not ready".into()),
+            ),
+            (None, _) => (
+                false,
+                Some("PodSandboxNotReady"),
+                Some("no pod sandbox exists".into()),
+            ),
         }
-        if let Some(ip) = &self.pod_ip {
-            status["podIP"] = json!(ip);
-            status["podIPs"] = json!([{"ip": ip}]);
-        }
-        if let Some(t) = self.started {
-            status["startTime"] = json!(Time(t));
-        }
+    }
+
+    /// `Initialized`.
+    fn initialized(&self, spec: &PodSpec) -> Cond {
+        let rt = self.runtime.as_ref();
+        let init_specs = spec.init_containers.as_deref().unwrap_or_default();
+        let incomplete = |names: Vec<String>| -> Cond {
+            (
+                false,
+                Some("ContainersNotInitialized"),
+                Some(containers_message("incomplete", &names)),
+            )
+        };
         match rt {
-            Some(rt) => {
-                let (init, main) = rt.statuses();
-                status["initContainerStatuses"] = json!(init);
-                status["containerStatuses"] = json!(main);
-            }
-            None => {
-                let waiting = |c: &Container, reason: &str| {
-                    let mut s = json!({
-                        "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                        "ready": false, "started": false, "restartCount": 0,
-                        "state": {"waiting": {"reason": reason}},
-                    });
-                    let mounts = volume_mount_statuses(c);
-                    if !mounts.is_empty() {
-                        s["volumeMounts"] = json!(mounts);
-                    }
-                    s
-                };
-                let init: Vec<_> = init_specs
-                    .iter()
-                    .map(|c| waiting(c, "PodInitializing"))
-                    .collect();
-                let main_reason = if init.is_empty() {
-                    "ContainerCreating"
-                } else {
-                    "PodInitializing"
-                };
-                status["initContainerStatuses"] = json!(init);
-                status["containerStatuses"] = json!(
-                    spec.containers
-                        .iter()
-                        .map(|c| waiting(c, main_reason))
-                        .collect::<Vec<_>>()
-                );
-            }
+            _ if rt.and_then(|r| r.finished()) == Some(true) => (true, Some("PodCompleted"), None),
+            Some(rt) if rt.initialized() => (true, None, None),
+            Some(rt) => incomplete(rt.init_incomplete()),
+            None if init_specs.is_empty() => (true, None, None),
+            None => incomplete(init_specs.iter().map(|c| c.name.clone()).collect()),
         }
-        // The lists are written whole (they have no merge key), so a
-        // container without health entries simply has none any more.
-        for list in ["initContainerStatuses", "containerStatuses"] {
-            let Some(entries) = status[list].as_array_mut() else {
-                continue;
-            };
-            for entry in entries {
-                let name = entry["name"].as_str().unwrap_or_default();
-                if let Some(r) = resources.get(name) {
-                    entry["allocatedResourcesStatus"] = json!(r);
-                }
-            }
+    }
+
+    /// `ContainersReady`, and `Ready` alike.
+    fn containers_ready(&self, spec: &PodSpec) -> Cond {
+        let rt = self.runtime.as_ref();
+        match rt.and_then(|r| r.finished()) {
+            Some(true) => return (false, Some("PodCompleted"), None),
+            Some(false) => return (false, Some("PodFailed"), None),
+            None => {}
         }
-        json!({ "status": status })
+        let unready = match rt {
+            Some(rt) => rt.unready(),
+            None => spec
+                .init_containers
+                .iter()
+                .flatten()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+                .chain(&spec.containers)
+                .map(|c| c.name.clone())
+                .collect(),
+        };
+        if unready.is_empty() {
+            (true, None, None)
+        } else {
+            (
+                false,
+                Some("ContainersNotReady"),
+                Some(containers_message("unready", &unready)),
+            )
+        }
     }
 
     /// Writes an event about the pod (or, with `field_path`, one of its
@@ -1024,6 +1035,61 @@ impl PodWorker {
                 self.events.insert(key, (name, 1));
             }
             Err(e) => warn!(pod = %self.key(), error = %e, "writing event failed"),
+        }
+    }
+}
+
+/// `(status, reason, message)` of a kubelet condition.
+type Cond = (bool, Option<&'static str>, Option<String>);
+
+/// `initContainerStatuses` and `containerStatuses` of a pod whose
+/// containers were not created yet: all waiting, the regular ones for the
+/// init containers if there are any.
+fn waiting_container_statuses(spec: &PodSpec) -> (serde_json::Value, serde_json::Value) {
+    let waiting = |c: &Container, reason: &str| {
+        let mut s = json!({
+            "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+            "ready": false, "started": false, "restartCount": 0,
+            "state": {"waiting": {"reason": reason}},
+        });
+        let mounts = volume_mount_statuses(c);
+        if !mounts.is_empty() {
+            s["volumeMounts"] = json!(mounts);
+        }
+        s
+    };
+    let init: Vec<_> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| waiting(c, "PodInitializing"))
+        .collect();
+    let main_reason = if init.is_empty() {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let main: Vec<_> = spec
+        .containers
+        .iter()
+        .map(|c| waiting(c, main_reason))
+        .collect();
+    (json!(init), json!(main))
+}
+
+/// Puts each container's `allocatedResourcesStatus` into `status`. The
+/// lists are written whole (they have no merge key), so a container without
+/// health entries simply has none any more.
+fn add_resources_status(status: &mut serde_json::Value, resources: &ResourcesStatus) {
+    for list in ["initContainerStatuses", "containerStatuses"] {
+        let Some(entries) = status[list].as_array_mut() else {
+            continue;
+        };
+        for entry in entries {
+            let name = entry["name"].as_str().unwrap_or_default();
+            if let Some(r) = resources.get(name) {
+                entry["allocatedResourcesStatus"] = json!(r);
+            }
         }
     }
 }

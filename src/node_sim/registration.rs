@@ -18,12 +18,13 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, info, warn};
 
 use super::backoff::Backoff;
-use super::dra_api::{DraService, choose_service};
+use super::dra_api::choose_service;
 use super::error::NodeSimError;
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::{AddPluginError, PluginStore};
 use super::uds::{self, ConnCount, DialError};
 use crate::conn::authority::KubeletSocket;
+use crate::proto::dra::NodeApi;
 use crate::proto::health::HealthApi;
 use crate::proto::pluginregistration::registration_client::RegistrationClient;
 use crate::proto::pluginregistration::{InfoRequest, RegistrationStatus};
@@ -382,7 +383,7 @@ async fn register_once(
                 store.remove_by_socket(socket);
                 return Err(e);
             }
-            info!(driver, endpoint = %endpoint.display(), %service, "registration complete");
+            info!(driver, endpoint = %endpoint.display(), service = service.registration_string(), "registration complete");
             Ok(())
         }
         Err(e) => {
@@ -400,7 +401,7 @@ async fn accept(
     store: &Arc<PluginStore>,
     socket: &Path,
     info: crate::proto::pluginregistration::PluginInfo,
-) -> Result<(String, PathBuf, DraService), RegistrationError> {
+) -> Result<(String, PathBuf, NodeApi), RegistrationError> {
     if info.r#type != service::DRA_PLUGIN_TYPE {
         return Err(RegistrationError::UnsupportedType { ty: info.r#type });
     }
@@ -461,9 +462,9 @@ async fn notify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node_sim::dra_api::ClaimRef;
     use crate::node_sim::plugins::{PluginView, UsabilityChange};
     use crate::node_sim::test_plugin::TestPlugin;
+    use crate::proto::dra::ClaimRef;
 
     struct Harness {
         dir: tempfile::TempDir,
@@ -584,7 +585,7 @@ mod tests {
         let v = h.store.views();
         assert_eq!(v[0].driver, "a.example.com");
         assert_eq!(v[0].health, None);
-        assert_eq!(v[0].service, DraService::V1);
+        assert_eq!(v[0].service, NodeApi::V1);
         assert_eq!(v[0].endpoint, plugin.dra_socket);
         // The node adds the plugin before it acknowledges the registration.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -658,7 +659,7 @@ mod tests {
         spawn_watcher(&h, false);
         h.wait_views("registration", |v| v.len() == 1 && v[0].connected)
             .await;
-        assert_eq!(h.store.views()[0].service, DraService::V1Beta1);
+        assert_eq!(h.store.views()[0].service, NodeApi::V1beta1);
         // The health entry is no DRA version, but remembered.
         assert_eq!(h.store.views()[0].health, Some(HealthApi::V1alpha1));
         let client = h.store.client("b.example.com").unwrap();
@@ -729,7 +730,7 @@ mod tests {
         assert!(plugin.record().statuses.is_empty());
         *plugin.shared.fail_get_info.lock().unwrap() = false;
         h.wait_views("registration", |v| v.len() == 1).await;
-        assert_eq!(h.store.views()[0].service, DraService::V1Alpha4);
+        assert_eq!(h.store.views()[0].service, NodeApi::V1alpha4);
         plugin.stop().await;
         h.stop().await;
     }

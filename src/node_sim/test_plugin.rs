@@ -1,15 +1,18 @@
 //! A minimal DRA kubelet plugin for this module's tests: real gRPC servers on
 //! real unix sockets, recording what the node sends.
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
+use tonic::service::RoutesBuilder;
 use tonic::{Request, Response, Status};
 
 use crate::conn::unix_incoming;
-use crate::proto::dra::{v1, v1beta1};
+use crate::proto::dra::{
+    ClaimRef, NodeApi, NodeService, PrepareResponse, PreparedDevice, UnprepareResponse,
+    add_node_service,
+};
 use crate::proto::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
     registration_server::{Registration, RegistrationServer},
@@ -54,85 +57,44 @@ impl Registration for Shared {
     }
 }
 
-#[tonic::async_trait]
-impl v1::dra_plugin_server::DraPlugin for Shared {
-    async fn node_prepare_resources(
-        &self,
-        req: Request<v1::NodePrepareResourcesRequest>,
-    ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
-        let claims = req.into_inner().claims;
-        self.record.lock().unwrap().calls.push((
-            crate::proto::method::V1_PREPARE.into(),
-            claims.iter().map(|c| c.uid.clone()).collect(),
-        ));
-        let map = claims
-            .into_iter()
-            .map(|c| {
-                let dev = v1::Device {
-                    request_names: vec!["req".into()],
-                    pool_name: "pool".into(),
-                    device_name: "dev".into(),
-                    cdi_device_ids: vec![format!("{}/test=claim-{}", self.info.name, c.uid)],
-                    share_id: None,
-                };
-                (
-                    c.uid,
-                    v1::NodePrepareResourceResponse {
-                        devices: vec![dev],
-                        error: String::new(),
-                    },
-                )
-            })
-            .collect();
-        Ok(Response::new(v1::NodePrepareResourcesResponse {
-            claims: map,
-        }))
-    }
-
-    async fn node_unprepare_resources(
-        &self,
-        req: Request<v1::NodeUnprepareResourcesRequest>,
-    ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
-        let claims = req.into_inner().claims;
-        self.record.lock().unwrap().calls.push((
-            crate::proto::method::V1_UNPREPARE.into(),
-            claims.iter().map(|c| c.uid.clone()).collect(),
-        ));
-        let map: HashMap<_, _> = claims
-            .into_iter()
-            .map(|c| (c.uid, v1::NodeUnprepareResourceResponse::default()))
-            .collect();
-        Ok(Response::new(v1::NodeUnprepareResourcesResponse {
-            claims: map,
-        }))
-    }
+/// The DRA service in one API version, recording calls by that version's
+/// method path.
+struct Served {
+    shared: Shared,
+    api: NodeApi,
 }
 
 #[tonic::async_trait]
-impl v1beta1::dra_plugin_server::DraPlugin for Shared {
-    async fn node_prepare_resources(
-        &self,
-        req: Request<v1beta1::NodePrepareResourcesRequest>,
-    ) -> Result<Response<v1beta1::NodePrepareResourcesResponse>, Status> {
-        let claims = req.into_inner().claims;
-        self.record.lock().unwrap().calls.push((
-            crate::proto::method::V1BETA1_PREPARE.into(),
+impl NodeService for Served {
+    async fn prepare(&self, req: Request<Vec<ClaimRef>>) -> Result<PrepareResponse, Status> {
+        let claims = req.into_inner();
+        self.shared.record.lock().unwrap().calls.push((
+            self.api.prepare_method().into(),
             claims.iter().map(|c| c.uid.clone()).collect(),
         ));
-        let map = claims
+        let driver = &self.shared.info.name;
+        Ok(claims
             .into_iter()
-            .map(|c| (c.uid, v1beta1::NodePrepareResourceResponse::default()))
-            .collect();
-        Ok(Response::new(v1beta1::NodePrepareResourcesResponse {
-            claims: map,
-        }))
+            .map(|c| {
+                let device = PreparedDevice {
+                    request_names: vec!["req".into()],
+                    pool_name: "pool".into(),
+                    device_name: "dev".into(),
+                    cdi_device_ids: vec![format!("{driver}/test=claim-{}", c.uid)],
+                    share_id: None,
+                };
+                (c.uid, Ok(vec![device]).into())
+            })
+            .collect())
     }
 
-    async fn node_unprepare_resources(
-        &self,
-        _: Request<v1beta1::NodeUnprepareResourcesRequest>,
-    ) -> Result<Response<v1beta1::NodeUnprepareResourcesResponse>, Status> {
-        Err(Status::unimplemented("not in this test plugin"))
+    async fn unprepare(&self, req: Request<Vec<ClaimRef>>) -> Result<UnprepareResponse, Status> {
+        let claims = req.into_inner();
+        self.shared.record.lock().unwrap().calls.push((
+            self.api.unprepare_method().into(),
+            claims.iter().map(|c| c.uid.clone()).collect(),
+        ));
+        Ok(claims.into_iter().map(|c| (c.uid, String::new())).collect())
     }
 }
 
@@ -223,12 +185,15 @@ impl TestPlugin {
 fn serve_dra(shared: &Shared, path: &Path) -> (JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
     let _ = std::fs::remove_file(path);
     let dra = UnixListener::bind(path).unwrap();
-    let s = shared.clone();
+    let mut routes = RoutesBuilder::default();
+    for api in [NodeApi::V1, NodeApi::V1beta1] {
+        let shared = shared.clone();
+        add_node_service(&mut routes, api, Arc::new(Served { shared, api }));
+    }
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
-            .add_service(v1::dra_plugin_server::DraPluginServer::new(s.clone()))
-            .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(s))
+            .add_routes(routes.routes())
             .serve_with_incoming_shutdown(unix_incoming(dra), async {
                 let _ = rx.await;
             })

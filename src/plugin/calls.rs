@@ -19,8 +19,8 @@ use tonic::body::Body;
 use tower::{Layer, Service};
 use tracing::{Instrument, Span, debug, info};
 
-use super::claims::ClaimRef;
 use super::watch::{Changes, WaitTimeout};
+use crate::proto::dra::ClaimRef;
 
 /// Message of an injected failure (status UNKNOWN), as upstream's harness sends it.
 pub const INJECTED_ERROR: &str = "injected error";

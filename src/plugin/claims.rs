@@ -1,23 +1,7 @@
 //! Where the plugin reads ResourceClaims from: the API server, with the driver's
 //! own (impersonated, node-scoped) identity.
-use std::fmt;
-
 use async_trait::async_trait;
 use k8s_openapi::api::resource::v1::ResourceClaim;
-
-/// A claim as the kubelet names it in prepare/unprepare requests.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClaimRef {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl fmt::Display for ClaimRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{} ({})", self.namespace, self.name, self.uid)
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimSourceError {

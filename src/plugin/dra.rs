@@ -1,16 +1,19 @@
-//! The DRA node services (v1, v1beta1, v1alpha4) over one version-independent
-//! core that behaves like upstream's test driver behind the kubeletplugin helper.
+//! The DRA node service (served in every version through
+//! [`crate::proto::dra`]) behaving like upstream's test driver behind the
+//! kubeletplugin helper.
 use std::sync::Arc;
 
-use tonic::{Request, Response, Status};
+use tonic::{Request, Status};
 use tracing::{debug, info, warn};
 
 use super::calls::CallNote;
-use super::claims::{ClaimRef, ClaimSource, ClaimSourceError};
+use super::claims::{ClaimSource, ClaimSourceError};
 use super::driver_logic::{self, DriverLogicError};
-use super::prepared::{ClaimId, Prepared, PreparedClaim, PreparedDevice};
+use super::prepared::{ClaimId, Prepared, PreparedClaim};
 use crate::node_files::{NodeFiles, NodeFilesError};
-use crate::proto::dra::{v1 as pb_v1, v1alpha4 as pb_v1alpha4, v1beta1 as pb_v1beta1};
+use crate::proto::dra::{
+    ClaimRef, NodeService, PrepareResponse, PreparedDevice, UnprepareResponse,
+};
 
 /// Failures that abort a whole prepare call, as the helper's claim lookup does.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +130,7 @@ impl NodeDriver {
     }
 
     /// One entry per distinct claim UID in the request.
-    pub(crate) async fn prepare(
+    pub(crate) async fn prepare_claims(
         &self,
         claims: Vec<ClaimRef>,
         note: Option<&CallNote>,
@@ -201,7 +204,7 @@ impl NodeDriver {
         Ok(())
     }
 
-    pub(crate) async fn unprepare(
+    pub(crate) async fn unprepare_claims(
         &self,
         claims: Vec<ClaimRef>,
         note: Option<&CallNote>,
@@ -233,114 +236,33 @@ fn to_status(e: PrepareError) -> Status {
     Status::unknown(e.to_string())
 }
 
-/// Serves one API version; the versions differ only in message types and in
-/// whether devices carry `share_id`.
-macro_rules! node_service {
-    ($name:ident, $pb:ident, $server:ident :: $tr:ident, |$d:ident| $device:expr) => {
-        #[derive(Clone)]
-        pub(crate) struct $name(pub(crate) Arc<NodeDriver>);
+/// Every version of the service lands here; the note the calls layer attached
+/// to the call takes the claims and per-claim errors into the call record.
+#[tonic::async_trait]
+impl NodeService for NodeDriver {
+    async fn prepare(&self, request: Request<Vec<ClaimRef>>) -> Result<PrepareResponse, Status> {
+        let note = request.extensions().get::<CallNote>().cloned();
+        let results = self
+            .prepare_claims(request.into_inner(), note.as_ref())
+            .await
+            .map_err(to_status)?;
+        Ok(results
+            .into_iter()
+            .map(|(uid, result)| (uid, result.into()))
+            .collect())
+    }
 
-        #[tonic::async_trait]
-        impl $pb::$server::$tr for $name {
-            async fn node_prepare_resources(
-                &self,
-                request: Request<$pb::NodePrepareResourcesRequest>,
-            ) -> Result<Response<$pb::NodePrepareResourcesResponse>, Status> {
-                let note = request.extensions().get::<CallNote>().cloned();
-                let claims = request
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|c| ClaimRef {
-                        namespace: c.namespace,
-                        name: c.name,
-                        uid: c.uid,
-                    })
-                    .collect();
-                let results = self
-                    .0
-                    .prepare(claims, note.as_ref())
-                    .await
-                    .map_err(to_status)?;
-                let claims = results
-                    .into_iter()
-                    .map(|(uid, result)| {
-                        let entry = match result {
-                            Ok(devices) => $pb::NodePrepareResourceResponse {
-                                devices: devices.into_iter().map(|$d| $device).collect(),
-                                error: String::new(),
-                            },
-                            Err(error) => $pb::NodePrepareResourceResponse {
-                                devices: Vec::new(),
-                                error,
-                            },
-                        };
-                        (uid, entry)
-                    })
-                    .collect();
-                Ok(Response::new($pb::NodePrepareResourcesResponse { claims }))
-            }
-
-            async fn node_unprepare_resources(
-                &self,
-                request: Request<$pb::NodeUnprepareResourcesRequest>,
-            ) -> Result<Response<$pb::NodeUnprepareResourcesResponse>, Status> {
-                let note = request.extensions().get::<CallNote>().cloned();
-                let claims = request
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|c| ClaimRef {
-                        namespace: c.namespace,
-                        name: c.name,
-                        uid: c.uid,
-                    })
-                    .collect();
-                let claims = self
-                    .0
-                    .unprepare(claims, note.as_ref())
-                    .await
-                    .into_iter()
-                    .map(|(uid, result)| {
-                        let error = result.err().unwrap_or_default();
-                        (uid, $pb::NodeUnprepareResourceResponse { error })
-                    })
-                    .collect();
-                Ok(Response::new($pb::NodeUnprepareResourcesResponse {
-                    claims,
-                }))
-            }
-        }
-    };
+    async fn unprepare(
+        &self,
+        request: Request<Vec<ClaimRef>>,
+    ) -> Result<UnprepareResponse, Status> {
+        let note = request.extensions().get::<CallNote>().cloned();
+        let results = self
+            .unprepare_claims(request.into_inner(), note.as_ref())
+            .await;
+        Ok(results
+            .into_iter()
+            .map(|(uid, result)| (uid, result.err().unwrap_or_default()))
+            .collect())
+    }
 }
-
-node_service!(V1Service, pb_v1, dra_plugin_server::DraPlugin, |d| {
-    pb_v1::Device {
-        request_names: d.request_names,
-        pool_name: d.pool_name,
-        device_name: d.device_name,
-        cdi_device_ids: d.cdi_device_ids,
-        share_id: d.share_id,
-    }
-});
-
-node_service!(
-    V1beta1Service,
-    pb_v1beta1,
-    dra_plugin_server::DraPlugin,
-    |d| pb_v1beta1::Device {
-        request_names: d.request_names,
-        pool_name: d.pool_name,
-        device_name: d.device_name,
-        cdi_device_ids: d.cdi_device_ids,
-    }
-);
-
-node_service!(V1alpha4Service, pb_v1alpha4, node_server::Node, |d| {
-    pb_v1alpha4::Device {
-        request_names: d.request_names,
-        pool_name: d.pool_name,
-        device_name: d.device_name,
-        cdi_device_ids: d.cdi_device_ids,
-    }
-});

@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use serde::Serialize;
 
-use super::prepared::PreparedDevice;
+use crate::proto::dra::PreparedDevice;
 
 /// `DeviceAllocationConfiguration.source` of configs that come from the class.
 pub const SOURCE_FROM_CLASS: &str = "FromClass";

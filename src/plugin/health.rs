@@ -3,54 +3,17 @@
 //! device list at once, then on every tick and after every change the harness
 //! makes.
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures::StreamExt as _;
-use futures::stream::BoxStream;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status};
 use tracing::debug;
 
 use super::watch::Changes;
-use crate::proto::health::v1alpha1::{
-    self as pb, DeviceIdentifier, NodeWatchResourcesRequest, NodeWatchResourcesResponse,
-    dra_resource_health_server::DraResourceHealth,
+use crate::proto::health::{
+    DeviceReport, HealthReport, HealthReports, HealthService, HealthStatus,
 };
-use crate::proto::health::{convert, v1};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HealthStatus {
-    #[default]
-    Unknown,
-    Healthy,
-    Unhealthy,
-}
-
-/// Parses upstream's strings: `Healthy`, `Unhealthy`; anything else is unknown.
-impl FromStr for HealthStatus {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "Healthy" => HealthStatus::Healthy,
-            "Unhealthy" => HealthStatus::Unhealthy,
-            _ => HealthStatus::Unknown,
-        })
-    }
-}
-
-impl From<HealthStatus> for pb::HealthStatus {
-    fn from(h: HealthStatus) -> Self {
-        match h {
-            HealthStatus::Unknown => pb::HealthStatus::Unknown,
-            HealthStatus::Healthy => pb::HealthStatus::Healthy,
-            HealthStatus::Unhealthy => pb::HealthStatus::Unhealthy,
-        }
-    }
-}
 
 /// The reported health of one device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,29 +58,27 @@ impl HealthState {
             .collect()
     }
 
-    fn report(&self) -> NodeWatchResourcesResponse {
+    fn report(&self) -> HealthReport {
         let now = jiff::Timestamp::now().as_second();
         // BTreeMap order is pool, then device: the order upstream sorts by.
         let devices = self
             .devices()
             .into_iter()
-            .map(|d| pb::DeviceHealth {
-                device: Some(DeviceIdentifier {
-                    pool_name: d.pool,
-                    device_name: d.device,
-                }),
-                health: pb::HealthStatus::from(d.health).into(),
+            .map(|d| DeviceReport {
+                pool: d.pool,
+                device: d.device,
+                health: d.health,
                 last_updated_time: now,
                 health_check_timeout_seconds: 0,
                 message: d.message,
             })
             .collect();
-        NodeWatchResourcesResponse { devices }
+        HealthReport { devices }
     }
 }
 
 #[derive(Clone)]
-pub(crate) struct HealthService {
+pub(crate) struct HealthFeed {
     pub(crate) driver: String,
     pub(crate) node: String,
     pub(crate) state: Arc<HealthState>,
@@ -134,9 +95,9 @@ struct StreamState {
     shutdown: CancellationToken,
 }
 
-impl HealthService {
-    /// The stream of full reports both service versions send.
-    fn reports(&self) -> BoxStream<'static, Result<NodeWatchResourcesResponse, Status>> {
+/// The stream of full reports every served version sends.
+impl HealthService for HealthFeed {
+    fn watch(&self) -> HealthReports {
         debug!(driver = %self.driver, node = %self.node, "health stream opened");
         // tokio panics on a zero period.
         let period = self.interval.max(Duration::from_millis(1));
@@ -162,35 +123,5 @@ impl HealthService {
             Some((Ok(report), s))
         });
         Box::pin(stream)
-    }
-}
-
-#[tonic::async_trait]
-impl DraResourceHealth for HealthService {
-    type NodeWatchResourcesStream = BoxStream<'static, Result<NodeWatchResourcesResponse, Status>>;
-
-    async fn node_watch_resources(
-        &self,
-        _: Request<NodeWatchResourcesRequest>,
-    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
-        Ok(Response::new(self.reports()))
-    }
-}
-
-#[tonic::async_trait]
-impl v1::dra_resource_health_server::DraResourceHealth for HealthService {
-    type NodeWatchResourcesStream =
-        BoxStream<'static, Result<v1::NodeWatchResourcesResponse, Status>>;
-
-    async fn node_watch_resources(
-        &self,
-        _: Request<v1::NodeWatchResourcesRequest>,
-    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
-        let reports = self.reports().map(|r| {
-            r.and_then(|report| {
-                convert(&report).map_err(|e| Status::internal(format!("health report: {e}")))
-            })
-        });
-        Ok(Response::new(Box::pin(reports)))
     }
 }

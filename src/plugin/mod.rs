@@ -37,8 +37,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::node_files::NodeFiles;
-pub use crate::proto::health::HealthApi;
-use crate::proto::{method, service};
+// The kubelet API's vocabulary, so that code configuring or inspecting a
+// plugin names it from one place.
+pub use crate::proto::dra::{ClaimRef, NodeApi, PreparedDevice, UnknownNodeApi};
+pub use crate::proto::health::{HealthApi, HealthStatus};
 
 pub mod calls;
 pub mod claims;
@@ -51,82 +53,12 @@ pub mod registration;
 mod watch;
 
 pub use calls::{CallOutcome, CallRecord, Calls, CallsLayer};
-pub use claims::{ClaimRef, ClaimSource, ClaimSourceError};
-pub use health::{DeviceHealth, HealthStatus};
+pub use claims::{ClaimSource, ClaimSourceError};
+pub use health::DeviceHealth;
 pub use node_plugin::NodePlugin;
-pub use prepared::{ClaimId, Prepared, PreparedClaim, PreparedDevice};
+pub use prepared::{ClaimId, Prepared, PreparedClaim};
 pub use registration::RegistrationStatus;
 pub use watch::WaitTimeout;
-
-/// A version of the kubelet's DRA node gRPC API that a plugin can serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NodeApi {
-    /// `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin`, kubelet 1.34+.
-    V1,
-    /// `k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin`, kubelet 1.32+.
-    V1beta1,
-    /// `v1alpha3.Node`, kubelet 1.31-1.33.
-    V1alpha4,
-}
-
-impl NodeApi {
-    /// What `GetInfo` advertises for this API in `supported_versions`.
-    pub fn registration_string(self) -> &'static str {
-        match self {
-            NodeApi::V1 => service::DRA_V1,
-            NodeApi::V1beta1 => service::DRA_V1BETA1,
-            NodeApi::V1alpha4 => service::DRA_V1ALPHA4,
-        }
-    }
-
-    /// Full gRPC path of `NodePrepareResources` in this API.
-    pub fn prepare_method(self) -> &'static str {
-        match self {
-            NodeApi::V1 => method::V1_PREPARE,
-            NodeApi::V1beta1 => method::V1BETA1_PREPARE,
-            NodeApi::V1alpha4 => method::V1ALPHA4_PREPARE,
-        }
-    }
-
-    /// Full gRPC path of `NodeUnprepareResources` in this API.
-    pub fn unprepare_method(self) -> &'static str {
-        match self {
-            NodeApi::V1 => method::V1_UNPREPARE,
-            NodeApi::V1beta1 => method::V1BETA1_UNPREPARE,
-            NodeApi::V1alpha4 => method::V1ALPHA4_UNPREPARE,
-        }
-    }
-
-    /// All APIs, newest first.
-    pub const ALL: [NodeApi; 3] = [NodeApi::V1, NodeApi::V1beta1, NodeApi::V1alpha4];
-}
-
-impl fmt::Display for NodeApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            NodeApi::V1 => "v1",
-            NodeApi::V1beta1 => "v1beta1",
-            NodeApi::V1alpha4 => "v1alpha4",
-        })
-    }
-}
-
-impl std::str::FromStr for NodeApi {
-    type Err = UnknownNodeApi;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "v1" => Ok(NodeApi::V1),
-            "v1beta1" => Ok(NodeApi::V1beta1),
-            "v1alpha4" | "v1alpha3" => Ok(NodeApi::V1alpha4),
-            other => Err(UnknownNodeApi(other.to_owned())),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown DRA node API {0:?}: expected v1, v1beta1 or v1alpha4")]
-pub struct UnknownNodeApi(pub String);
 
 /// Legacy `supported_versions` entry: a plugin serving only v1alpha4 must send
 /// this, because 1.31 kubelets parse the entries as semantic versions and 1.32/1.33
@@ -206,29 +138,44 @@ impl PluginConfig {
         self
     }
 
+    /// The node APIs served, each once, in the configured order.
+    pub(crate) fn served_node_apis(&self) -> Vec<NodeApi> {
+        first_occurrences(&self.node_apis)
+    }
+
+    /// The health APIs served, each once, in the configured order.
+    pub(crate) fn served_health_apis(&self) -> Vec<HealthApi> {
+        first_occurrences(&self.health_apis)
+    }
+
     /// `PluginInfo.supported_versions` for this configuration.
     pub fn supported_versions(&self) -> Vec<String> {
-        let mut apis: Vec<NodeApi> = Vec::new();
-        for api in &self.node_apis {
-            if !apis.contains(api) {
-                apis.push(*api);
-            }
-        }
-        let mut versions: Vec<String> = if apis == [NodeApi::V1alpha4] {
-            vec![LEGACY_V1ALPHA4_VERSION.to_owned()]
+        let apis = self.served_node_apis();
+        let node_versions: Vec<&str> = if apis == [NodeApi::V1alpha4] {
+            vec![LEGACY_V1ALPHA4_VERSION]
         } else {
-            apis.iter()
-                .map(|a| a.registration_string().to_owned())
-                .collect()
+            apis.iter().map(|a| a.registration_string()).collect()
         };
-        for api in &self.health_apis {
-            let version = api.registration_string().to_owned();
-            if !versions.contains(&version) {
-                versions.push(version);
-            }
-        }
-        versions
+        let health_versions = self
+            .served_health_apis()
+            .into_iter()
+            .map(HealthApi::registration_string);
+        node_versions
+            .into_iter()
+            .chain(health_versions)
+            .map(str::to_owned)
+            .collect()
     }
+}
+
+fn first_occurrences<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(items.len());
+    for item in items {
+        if !out.contains(item) {
+            out.push(*item);
+        }
+    }
+    out
 }
 
 impl fmt::Debug for PluginConfig {
@@ -354,18 +301,6 @@ mod tests {
         assert_eq!(
             c.supported_versions(),
             ["1.0.0", "v1alpha1.DRAResourceHealth"]
-        );
-    }
-
-    #[test]
-    fn node_api_names_round_trip() {
-        for api in NodeApi::ALL {
-            assert_eq!(api.to_string().parse::<NodeApi>().unwrap(), api);
-        }
-        assert!("v2".parse::<NodeApi>().is_err());
-        assert_eq!(
-            NodeApi::V1alpha4.prepare_method(),
-            "/v1alpha3.Node/NodePrepareResources"
         );
     }
 }

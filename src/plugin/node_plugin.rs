@@ -10,15 +10,15 @@ use tonic::service::RoutesBuilder;
 use tonic::transport::Server;
 use tracing::{Instrument, error, info, info_span};
 
-use super::dra::{NodeDriver, V1Service, V1alpha4Service, V1beta1Service};
-use super::health::{DeviceHealth, HealthService, HealthState};
+use super::dra::NodeDriver;
+use super::health::{DeviceHealth, HealthFeed, HealthState};
 use super::prepared::{ClaimId, Prepared};
 use super::registration::{RegistrationService, RegistrationState, RegistrationStatus};
 use super::watch::WaitTimeout;
-use super::{Calls, NodeApi, PluginConfig, PluginError, ServerKind};
+use super::{Calls, PluginConfig, PluginError, ServerKind};
 use crate::conn::{Incoming, unix_incoming};
-use crate::proto::dra::{v1, v1alpha4, v1beta1};
-use crate::proto::health::{HealthApi, v1 as health_v1, v1alpha1 as health_v1alpha1};
+use crate::proto::dra::add_node_service;
+use crate::proto::health::add_health_service;
 use crate::proto::pluginregistration::registration_server::RegistrationServer;
 
 /// A socket file this plugin created, identified by inode so that we never
@@ -206,49 +206,20 @@ impl NodePlugin {
         });
         let health = Arc::new(HealthState::default());
         let mut routes = RoutesBuilder::default();
-        let mut served: Vec<NodeApi> = Vec::new();
-        for api in &config.node_apis {
-            if served.contains(api) {
-                continue;
-            }
-            served.push(*api);
-            match api {
-                NodeApi::V1 => routes.add_service(v1::dra_plugin_server::DraPluginServer::new(
-                    V1Service(core.clone()),
-                )),
-                NodeApi::V1beta1 => routes.add_service(
-                    v1beta1::dra_plugin_server::DraPluginServer::new(V1beta1Service(core.clone())),
-                ),
-                NodeApi::V1alpha4 => routes.add_service(v1alpha4::node_server::NodeServer::new(
-                    V1alpha4Service(core.clone()),
-                )),
-            };
+        let served = config.served_node_apis();
+        for api in &served {
+            add_node_service(&mut routes, *api, core.clone());
         }
-        let health_service = HealthService {
+        let feed = Arc::new(HealthFeed {
             driver: config.driver_name.clone(),
             node: config.node_name.clone(),
             state: health.clone(),
             interval: config.health_interval,
             shutdown: shutdown.clone(),
-        };
-        let mut health_served: Vec<HealthApi> = Vec::new();
-        for api in &config.health_apis {
-            if health_served.contains(api) {
-                continue;
-            }
-            health_served.push(*api);
-            match api {
-                HealthApi::V1 => routes.add_service(
-                    health_v1::dra_resource_health_server::DraResourceHealthServer::new(
-                        health_service.clone(),
-                    ),
-                ),
-                HealthApi::V1alpha1 => routes.add_service(
-                    health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
-                        health_service.clone(),
-                    ),
-                ),
-            };
+        });
+        let health_served = config.served_health_apis();
+        for api in &health_served {
+            add_health_service(&mut routes, *api, feed.clone());
         }
         info!(driver = %config.driver_name, node = %config.node_name, apis = ?served,
             health = ?health_served, "starting DRA server");

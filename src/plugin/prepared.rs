@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::watch::{Changes, WaitTimeout};
+use crate::proto::dra::PreparedDevice;
 
 /// Identity of a prepared claim, as upstream's driver keys it (the namespace is
 /// random per test and the UID already unique).
@@ -18,18 +19,6 @@ impl fmt::Display for ClaimId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.name, self.uid)
     }
-}
-
-/// A device as returned to the kubelet, independent of the API version.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PreparedDevice {
-    /// Base request names (subrequest stripped).
-    pub request_names: Vec<String>,
-    pub pool_name: String,
-    pub device_name: String,
-    pub cdi_device_ids: Vec<String>,
-    /// Only v1 reports it.
-    pub share_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
