@@ -57,6 +57,23 @@ fn build<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Deletes `name`, taking "not found" for done: a cleanup must not fail
+/// because a step, a controller or an earlier cleanup removed it first.
+pub async fn delete_if_present<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    dp: &kube::api::DeleteParams,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A DeviceClass selecting every device of `driver`, with optional opaque
 /// class parameters (they reach containers as `admin_<k>=<v>`).
 pub fn device_class(
