@@ -106,108 +106,113 @@ fn apply_options(
             [k, v] => (k.trim(), objects::expand(v.trim(), &w.vars())?),
             _ => bail!("pod options are rows of `| option | value |`, got {row:?}"),
         };
-        match key {
-            "containers" => {
-                shape.containers = value
-                    .parse()
-                    .with_context(|| format!("containers: {value:?} is not a number"))?
+        apply_option(w, shape, template, key, value)?;
+    }
+    Ok(())
+}
+
+/// The template a template option shapes: only one the step creates.
+fn created_template<'a>(
+    template: &'a mut Option<InlineTemplate>,
+    option: &str,
+) -> anyhow::Result<&'a mut InlineTemplate> {
+    template.as_mut().with_context(|| {
+        format!("`{option}` applies to the template of an inline claim that the step creates")
+    })
+}
+
+/// A node option's value: a node index of the scenario, or a node name.
+fn node_of(w: &World, value: String) -> anyhow::Result<String> {
+    Ok(match value.parse::<usize>() {
+        Ok(i) => w.node(i)?.to_owned(),
+        Err(_) => value,
+    })
+}
+
+fn apply_option(
+    w: &World,
+    shape: &mut PodShape,
+    template: &mut Option<InlineTemplate>,
+    key: &str,
+    value: String,
+) -> anyhow::Result<()> {
+    match key {
+        "containers" => {
+            shape.containers = value
+                .parse()
+                .with_context(|| format!("containers: {value:?} is not a number"))?
+        }
+        "containers use the claims" => shape.containers_use_claims = yes(&value)?,
+        // `yes`: upstream's check of the default claim config; a list
+        // of "k=v" entries: those instead.
+        "init container" => {
+            shape.init_container = if value.starts_with('"') {
+                Some(quoted_list(&value))
+            } else {
+                yes(&value)?.then(|| vec![objects::DEFAULT_USER_ENV.to_owned()])
             }
-            "containers use the claims" => shape.containers_use_claims = yes(&value)?,
-            // `yes`: upstream's check of the default claim config; a list
-            // of "k=v" entries: those instead.
-            "init container" => {
-                shape.init_container = if value.starts_with('"') {
-                    Some(quoted_list(&value))
-                } else {
-                    yes(&value)?.then(|| vec![objects::DEFAULT_USER_ENV.to_owned()])
-                }
-            }
-            "command" => shape.command = Some(value),
-            "restart policy" => shape.restart_policy = value,
-            "node" => {
-                shape.node_name = Some(match value.parse::<usize>() {
-                    Ok(i) => w.node(i)?.to_owned(),
-                    Err(_) => value,
-                })
-            }
-            "node selector" => {
-                shape.node_selector = Some(match value.parse::<usize>() {
-                    Ok(i) => w.node(i)?.to_owned(),
-                    Err(_) => value,
-                })
-            }
-            "grace period" => {
-                shape.grace_period = Some(
-                    humantime::parse_duration(&value)
-                        .map(|d| d.as_secs() as i64)
-                        .or_else(|_| value.parse())
-                        .with_context(|| format!("grace period: {value:?} is not a duration"))?,
+        }
+        "command" => shape.command = Some(value),
+        "restart policy" => shape.restart_policy = value,
+        "node" => shape.node_name = Some(node_of(w, value)?),
+        "node selector" => shape.node_selector = Some(node_of(w, value)?),
+        "grace period" => {
+            shape.grace_period = Some(
+                humantime::parse_duration(&value)
+                    .map(|d| d.as_secs() as i64)
+                    .or_else(|_| value.parse())
+                    .with_context(|| format!("grace period: {value:?} is not a duration"))?,
+            )
+        }
+        "pod claim name" => shape.pod_claim_name = Some(value),
+        "extended resource" => shape.extended_resources.extend(extended_resources(&value)?),
+        "device class" => created_template(template, key)?.class = Some(value),
+        "cel selector" => created_template(template, key)?.selectors.push(value),
+        "device toleration" => created_template(template, key)?
+            .tolerations
+            .push(value.parse()?),
+        "template" if value == "none" => *template = None,
+        // An existing template (from a manifest, perhaps through an older API).
+        "template" => match (&mut shape.claims, template.as_ref()) {
+            (PodClaims::Inline { .. }, Some(t))
+                if t.class.is_some() || !t.selectors.is_empty() || !t.tolerations.is_empty() =>
+            {
+                bail!(
+                    "`template {value}` uses an existing template, which `device class`, \
+                     `cel selector` and `device toleration` cannot shape"
                 )
             }
-            "pod claim name" => shape.pod_claim_name = Some(value),
-            "extended resource" => shape.extended_resources.extend(extended_resources(&value)?),
-            "device class" => match template.as_mut() {
-                Some(t) => t.class = Some(value),
-                None => bail!(
-                    "`device class` applies to the template of an inline claim that the step creates"
-                ),
-            },
-            "cel selector" => match template.as_mut() {
-                Some(t) => t.selectors.push(value),
-                None => bail!(
-                    "`cel selector` applies to the template of an inline claim that the step creates"
-                ),
-            },
-            "device toleration" => match template.as_mut() {
-                Some(t) => t.tolerations.push(value.parse()?),
-                None => bail!(
-                    "`device toleration` applies to the template of an inline claim that the step creates"
-                ),
-            },
-            "template" if value == "none" => *template = None,
-            // An existing template (from a manifest, perhaps through an older API).
-            "template" => match (&mut shape.claims, template.as_ref()) {
-                (PodClaims::Inline { .. }, Some(t))
-                    if t.class.is_some()
-                        || !t.selectors.is_empty()
-                        || !t.tolerations.is_empty() =>
-                {
-                    bail!(
-                        "`template {value}` uses an existing template, which `device class`, \
-                         `cel selector` and `device toleration` cannot shape"
-                    )
-                }
-                (PodClaims::Inline { template: name }, _) => {
-                    *name = value;
-                    *template = None;
-                }
-                _ => bail!("`template` applies to pods with an inline claim"),
-            },
-            k if k.starts_with("container ") && k.ends_with(" extended resources") => {
-                let index = container_index(k, " extended resources")?;
-                shape
-                    .container_extended_resources
-                    .insert(index, extended_resources(&value)?);
+            (PodClaims::Inline { template: name }, _) => {
+                *name = value;
+                *template = None;
             }
-            k if k.starts_with("container ") && k.ends_with(" claims") => {
-                let index = container_index(k, " claims")?;
-                let list = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|c| !c.is_empty())
-                    .map(|c| match c.split_once('/') {
-                        Some((claim, req)) => (claim.to_owned(), Some(req.to_owned())),
-                        None => (c.to_owned(), None),
-                    })
-                    .collect();
-                shape.container_claims.insert(index, list);
-            }
-            other => bail!(
-                "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
-                 command, restart policy, node, node selector, grace period, pod claim name, extended resource, device class, cel selector, device toleration, template, container N claims, \
-                 container N extended resources"
-            ),
+            _ => bail!("`template` applies to pods with an inline claim"),
+        },
+        k if k.starts_with("container ") && k.ends_with(" extended resources") => {
+            let index = container_index(k, " extended resources")?;
+            shape
+                .container_extended_resources
+                .insert(index, extended_resources(&value)?);
         }
+        k if k.starts_with("container ") && k.ends_with(" claims") => {
+            let index = container_index(k, " claims")?;
+            let list = value
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(|c| match c.split_once('/') {
+                    Some((claim, req)) => (claim.to_owned(), Some(req.to_owned())),
+                    None => (c.to_owned(), None),
+                })
+                .collect();
+            shape.container_claims.insert(index, list);
+        }
+        other => bail!(
+            "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
+             command, restart policy, node, node selector, grace period, pod claim name, extended resource, \
+             device class, cel selector, device toleration, template, container N claims, \
+             container N extended resources"
+        ),
     }
     Ok(())
 }

@@ -445,23 +445,7 @@ impl Driver {
         };
         let plugin = NodePlugin::start(config, dra_in, reg_in);
 
-        let publisher = match &self.options.resources {
-            Resources::NodeLocal { per_node, default } => {
-                let devices = per_node.get(&index).unwrap_or(default);
-                let node_obj: Node = Api::all(self.ctx.admin.clone())
-                    .get(node)
-                    .await
-                    .map_err(self.kube_err(format!("reading node {node}")))?;
-                let slice = slices::node_slice(&self.name, &node_obj, devices).map_err(|e| {
-                    DriverError::Other {
-                        driver: self.name.clone(),
-                        message: format!("building ResourceSlice: {e}"),
-                    }
-                })?;
-                Some(Publisher::start(client, slice))
-            }
-            _ => None,
-        };
+        let publisher = self.node_publisher(index, node, client).await?;
         self.prepared.insert(node.to_owned(), prepared.clone());
         self.instances.insert(
             node.to_owned(),
@@ -472,6 +456,30 @@ impl Driver {
             },
         );
         Ok(())
+    }
+
+    /// The plugin's own publisher of the slice of node `index`, for
+    /// node-local resources (other resources are published by the harness).
+    async fn node_publisher(
+        &self,
+        index: usize,
+        node: &str,
+        client: kube::Client,
+    ) -> Result<Option<Publisher>, DriverError> {
+        let Resources::NodeLocal { per_node, default } = &self.options.resources else {
+            return Ok(None);
+        };
+        let devices = per_node.get(&index).unwrap_or(default);
+        let node_obj: Node = Api::all(self.ctx.admin.clone())
+            .get(node)
+            .await
+            .map_err(self.kube_err(format!("reading node {node}")))?;
+        let slice =
+            slices::node_slice(&self.name, &node_obj, devices).map_err(|e| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("building ResourceSlice: {e}"),
+            })?;
+        Ok(Some(Publisher::start(client, slice)))
     }
 
     /// Waits until every node has the node-local slice this driver publishes

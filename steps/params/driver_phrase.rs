@@ -37,88 +37,107 @@ impl std::str::FromStr for DriverPhrase {
         // A colon may introduce the table of `these devices`.
         let s = s.strip_suffix(':').unwrap_or(s);
         let mut parts = s.split(", ");
-        let res = parts.next().unwrap_or_default().trim();
-        let resources = if res == "no devices" {
-            ResourcesPhrase::None
-        } else if res == "these devices" {
-            ResourcesPhrase::FromTable
-        } else if let Some(n) =
-            count_of(res, "devices per node").or(count_of(res, "device per node"))
-        {
-            ResourcesPhrase::PerNode(n)
-        } else if let Some(rest) = res.strip_prefix("a network pool of ") {
-            // "N devices", "N tainted devices", "N devices tainted k=v:Effect".
-            let (main, explicit) = match rest.split_once(" tainted ") {
-                Some((m, t)) if t.contains(':') => (m, Some(t)),
-                _ => (rest, None),
-            };
-            let (count, default_tainted) = match main.split_once(" tainted ") {
-                Some((c, _)) => (c, true),
-                None => (main.split(' ').next().unwrap_or_default(), false),
-            };
-            let n: usize = count
-                .trim()
-                .parse()
-                .map_err(|_| format!("cannot read the device count in {res:?}"))?;
-            let mut taints = Vec::new();
-            if default_tainted {
-                taints.push(slices::default_taint());
-            }
-            if let Some(t) = explicit {
-                taints.push(t.parse()?);
-            }
-            ResourcesPhrase::Network(n, taints)
-        } else if let Some(rest) = res.strip_prefix("an all-nodes pool \"") {
-            let (pool, rest) = rest.split_once("\" of ").ok_or_else(|| {
-                format!("expected `an all-nodes pool \"name\" of N devices`, got {res:?}")
-            })?;
-            let n = count_of(rest, "devices")
-                .or(count_of(rest, "device"))
-                .ok_or_else(|| format!("cannot read the device count in {res:?}"))?;
-            ResourcesPhrase::AllNodes(pool.to_owned(), n)
-        } else {
-            return Err(format!(
-                "unknown resources {res:?}; use `N devices per node`, `a network pool of N devices`, \
-                 `an all-nodes pool \"name\" of N devices`, `these devices` (with a table) or `no devices`"
-            ));
-        };
         let mut phrase = DriverPhrase {
-            resources,
+            resources: parts.next().unwrap_or_default().trim().parse()?,
             with_kubelet: true,
             apis: None,
             health_apis: None,
             rolling_update: false,
             start_later: false,
         };
-        for m in parts {
-            let m = m.trim();
-            match m {
-                "not registered with the kubelet" => phrase.with_kubelet = false,
-                "in rolling-update mode" => phrase.rolling_update = true,
-                "not started yet" => phrase.start_later = true,
-                "without device health" => phrase.health_apis = Some(Vec::new()),
-                _ => {
-                    // `serving the <versions> [health ]API[s]`
-                    let versions = m
-                        .strip_prefix("serving the ")
-                        .and_then(|r| r.strip_suffix(" APIs").or(r.strip_suffix(" API")))
-                        .ok_or_else(|| {
-                            format!(
-                                "unknown driver setting {m:?}; known: `not registered with the kubelet`, \
-                                 `serving the v1beta1 API`, `serving the v1 and v1beta1 APIs`, \
-                                 `serving the v1alpha1 health API`, `without device health`, \
-                                 `in rolling-update mode`, `not started yet`"
-                            )
-                        })?;
-                    match versions.strip_suffix(" health") {
-                        Some(health) => phrase.health_apis = Some(version_list(health)?),
-                        None => phrase.apis = Some(version_list(versions)?),
-                    }
-                }
-            }
+        for setting in parts {
+            phrase.apply(setting.trim())?;
         }
         Ok(phrase)
     }
+}
+
+impl DriverPhrase {
+    /// One `, <setting>` of the phrase.
+    fn apply(&mut self, setting: &str) -> Result<(), String> {
+        match setting {
+            "not registered with the kubelet" => self.with_kubelet = false,
+            "in rolling-update mode" => self.rolling_update = true,
+            "not started yet" => self.start_later = true,
+            "without device health" => self.health_apis = Some(Vec::new()),
+            _ => {
+                // `serving the <versions> [health ]API[s]`
+                let versions = setting
+                    .strip_prefix("serving the ")
+                    .and_then(|r| r.strip_suffix(" APIs").or(r.strip_suffix(" API")))
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown driver setting {setting:?}; known: `not registered with the kubelet`, \
+                             `serving the v1beta1 API`, `serving the v1 and v1beta1 APIs`, \
+                             `serving the v1alpha1 health API`, `without device health`, \
+                             `in rolling-update mode`, `not started yet`"
+                        )
+                    })?;
+                match versions.strip_suffix(" health") {
+                    Some(health) => self.health_apis = Some(version_list(health)?),
+                    None => self.apis = Some(version_list(versions)?),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for ResourcesPhrase {
+    type Err = String;
+
+    fn from_str(res: &str) -> Result<Self, Self::Err> {
+        if res == "no devices" {
+            return Ok(ResourcesPhrase::None);
+        }
+        if res == "these devices" {
+            return Ok(ResourcesPhrase::FromTable);
+        }
+        if let Some(n) = count_of(res, "devices per node").or(count_of(res, "device per node")) {
+            return Ok(ResourcesPhrase::PerNode(n));
+        }
+        if let Some(rest) = res.strip_prefix("a network pool of ") {
+            return network_pool(res, rest);
+        }
+        if let Some(rest) = res.strip_prefix("an all-nodes pool \"") {
+            let (pool, rest) = rest.split_once("\" of ").ok_or_else(|| {
+                format!("expected `an all-nodes pool \"name\" of N devices`, got {res:?}")
+            })?;
+            let n = count_of(rest, "devices")
+                .or(count_of(rest, "device"))
+                .ok_or_else(|| format!("cannot read the device count in {res:?}"))?;
+            return Ok(ResourcesPhrase::AllNodes(pool.to_owned(), n));
+        }
+        Err(format!(
+            "unknown resources {res:?}; use `N devices per node`, `a network pool of N devices`, \
+             `an all-nodes pool \"name\" of N devices`, `these devices` (with a table) or `no devices`"
+        ))
+    }
+}
+
+/// `N devices`, `N tainted devices` or `N devices tainted k=v:Effect`, after
+/// `a network pool of ` in `res`.
+fn network_pool(res: &str, rest: &str) -> Result<ResourcesPhrase, String> {
+    let (main, explicit) = match rest.split_once(" tainted ") {
+        Some((m, t)) if t.contains(':') => (m, Some(t)),
+        _ => (rest, None),
+    };
+    let (count, default_tainted) = match main.split_once(" tainted ") {
+        Some((c, _)) => (c, true),
+        None => (main.split(' ').next().unwrap_or_default(), false),
+    };
+    let n: usize = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("cannot read the device count in {res:?}"))?;
+    let mut taints = Vec::new();
+    if default_tainted {
+        taints.push(slices::default_taint());
+    }
+    if let Some(t) = explicit {
+        taints.push(t.parse()?);
+    }
+    Ok(ResourcesPhrase::Network(n, taints))
 }
 
 /// `v1 and v1beta1`, `v1, v1beta1`, `v1alpha1 only`: API versions.

@@ -685,7 +685,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parse_params() {
+    fn nodes_drivers_claims_and_identities_parse() {
         assert_eq!("node 2".parse::<NodeSel>().unwrap(), NodeSel::Index(2));
         assert_eq!("every node".parse::<NodeSel>().unwrap(), NodeSel::Every);
         assert_eq!(
@@ -698,6 +698,33 @@ mod tests {
             DriverRef::Named("other".into())
         );
         assert_eq!(
+            "the claim of pod \"p\"".parse::<ClaimRef>().unwrap(),
+            ClaimRef::OfPod("p".into())
+        );
+        assert_eq!(
+            "the extended resource claim of pod \"p\""
+                .parse::<ClaimRef>()
+                .unwrap(),
+            ClaimRef::ExtendedOfPod("p".into())
+        );
+        assert_eq!(
+            "the plugin on node \"x\"".parse::<Identity>().unwrap(),
+            Identity::PluginOnNamed("x".into())
+        );
+        assert_eq!(
+            "the plugin on node 1".parse::<Identity>().unwrap(),
+            Identity::PluginOnIndex(1)
+        );
+        assert_eq!(
+            quoted_list(r#""a", "b" and "c""#),
+            vec!["a".to_owned(), "b".into(), "c".into()]
+        );
+        assert_eq!(Method::NodePrepareResources.paths().len(), 3);
+    }
+
+    #[test]
+    fn a_method_names_its_driver_or_means_the_driver() {
+        assert_eq!(
             "GetInfo of driver \"x\"".parse::<MethodOf>().unwrap(),
             MethodOf {
                 method: Method::GetInfo,
@@ -708,6 +735,10 @@ mod tests {
             "NodeWatchResources".parse::<MethodOf>().unwrap().driver,
             DriverRef::The
         );
+    }
+
+    #[test]
+    fn node_counts_are_one_number_or_a_range() {
         assert_eq!(
             "1 to 4".parse::<NodeRange>().unwrap(),
             NodeRange { min: 1, max: 4 }
@@ -716,6 +747,10 @@ mod tests {
             "2".parse::<NodeRange>().unwrap(),
             NodeRange { min: 2, max: 2 }
         );
+    }
+
+    #[test]
+    fn the_optional_tails_of_class_and_claim_sentences_parse() {
         assert_eq!(
             r#" for driver "a" with parameters {"x":"y"}, serving extended resource "r""#
                 .parse::<ClassOptions>()
@@ -745,6 +780,10 @@ mod tests {
                 admin_access: true
             }
         );
+    }
+
+    #[test]
+    fn pod_claims_containers_and_instance_settings_parse() {
         assert_eq!(
             "using claims \"a\" and \"b\""
                 .parse::<PodClaimsPhrase>()
@@ -756,28 +795,5 @@ mod tests {
             Containers::Init("i".into())
         );
         assert!("blue".parse::<InstanceSettings>().is_err());
-        assert_eq!(
-            "the claim of pod \"p\"".parse::<ClaimRef>().unwrap(),
-            ClaimRef::OfPod("p".into())
-        );
-        assert_eq!(
-            "the extended resource claim of pod \"p\""
-                .parse::<ClaimRef>()
-                .unwrap(),
-            ClaimRef::ExtendedOfPod("p".into())
-        );
-        assert_eq!(
-            "the plugin on node \"x\"".parse::<Identity>().unwrap(),
-            Identity::PluginOnNamed("x".into())
-        );
-        assert_eq!(
-            "the plugin on node 1".parse::<Identity>().unwrap(),
-            Identity::PluginOnIndex(1)
-        );
-        assert_eq!(
-            quoted_list(r#""a", "b" and "c""#),
-            vec!["a".to_owned(), "b".into(), "c".into()]
-        );
-        assert_eq!(Method::NodePrepareResources.paths().len(), 3);
     }
 }
