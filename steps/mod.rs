@@ -203,6 +203,7 @@ impl World {
 
     pub fn driver_mut(&mut self, d: &DriverRef) -> anyhow::Result<&mut Driver> {
         self.watch_drivers();
+        // Looked up twice: the error borrows what the mutable lookup would hold.
         if self.scenario.driver(d).is_none() {
             return Err(self.no_driver(d));
         }
