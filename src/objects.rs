@@ -57,6 +57,23 @@ fn build<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Deletes `name`, taking "not found" for done: a cleanup must not fail
+/// because a step, a controller or an earlier cleanup removed it first.
+pub async fn delete_if_present<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    dp: &kube::api::DeleteParams,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A DeviceClass selecting every device of `driver`, with optional opaque
 /// class parameters (they reach containers as `admin_<k>=<v>`).
 pub fn device_class(
@@ -343,48 +360,8 @@ impl PodShape {
                 .collect(),
             PodClaims::None => Vec::new(),
         };
-        let container = |i: usize, name: String, command: &str| {
-            let claims: Vec<Value> = match self.container_claims.get(&i) {
-                Some(list) => list
-                    .iter()
-                    .map(|(c, r)| match r {
-                        Some(r) => json!({ "name": c, "request": r }),
-                        None => json!({ "name": c }),
-                    })
-                    .collect(),
-                None if self.containers_use_claims => {
-                    pod_claims.iter().map(|c| json!({ "name": c })).collect()
-                }
-                None => Vec::new(),
-            };
-            let mut c = json!({
-                "name": name,
-                "image": TEST_IMAGE,
-                "command": ["/bin/sh", "-c", command],
-                "securityContext": {
-                    "allowPrivilegeEscalation": false,
-                    "capabilities": { "drop": ["ALL"] },
-                    "runAsNonRoot": true, "runAsUser": 65534,
-                    "seccompProfile": { "type": "RuntimeDefault" }
-                },
-            });
-            if !claims.is_empty() {
-                c["resources"] = json!({ "claims": claims });
-            }
-            let extended = self
-                .container_extended_resources
-                .get(&i)
-                .unwrap_or(&self.extended_resources);
-            if !extended.is_empty() {
-                let limits: serde_json::Map<String, Value> = extended
-                    .iter()
-                    .map(|(k, v)| (k.clone(), json!(v)))
-                    .collect();
-                c["resources"]["limits"] = Value::Object(limits.clone());
-                c["resources"]["requests"] = Value::Object(limits);
-            }
-            c
-        };
+        let container =
+            |i: usize, name: String, command: &str| self.container(i, name, command, &pod_claims);
         let command = self.command.as_deref().unwrap_or(SLEEP_UNTIL_TERMINATED);
         let containers: Vec<Value> = (0..self.containers)
             .map(|i| container(i, Self::container_name(i), command))
@@ -413,6 +390,51 @@ impl PodShape {
             json!({ "apiVersion": "v1", "kind": "Pod",
                     "metadata": { "name": self.name }, "spec": spec }),
         )
+    }
+
+    /// Container `i` (an init container too) running `command`, with the
+    /// claims and extended resources the shape gives it.
+    fn container(&self, i: usize, name: String, command: &str, pod_claims: &[String]) -> Value {
+        let claims: Vec<Value> = match self.container_claims.get(&i) {
+            Some(list) => list
+                .iter()
+                .map(|(c, r)| match r {
+                    Some(r) => json!({ "name": c, "request": r }),
+                    None => json!({ "name": c }),
+                })
+                .collect(),
+            None if self.containers_use_claims => {
+                pod_claims.iter().map(|c| json!({ "name": c })).collect()
+            }
+            None => Vec::new(),
+        };
+        let mut c = json!({
+            "name": name,
+            "image": TEST_IMAGE,
+            "command": ["/bin/sh", "-c", command],
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "capabilities": { "drop": ["ALL"] },
+                "runAsNonRoot": true, "runAsUser": 65534,
+                "seccompProfile": { "type": "RuntimeDefault" }
+            },
+        });
+        if !claims.is_empty() {
+            c["resources"] = json!({ "claims": claims });
+        }
+        let extended = self
+            .container_extended_resources
+            .get(&i)
+            .unwrap_or(&self.extended_resources);
+        if !extended.is_empty() {
+            let limits: serde_json::Map<String, Value> = extended
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            c["resources"]["limits"] = Value::Object(limits.clone());
+            c["resources"]["requests"] = Value::Object(limits);
+        }
+        c
     }
 }
 

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -221,6 +222,209 @@ where
             return Ok(());
         }
         tokio::time::sleep(interval.min(end - Instant::now())).await;
+    }
+}
+
+/// What a pod wait waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodState {
+    Running,
+    Scheduled,
+    /// Not scheduled, with the scheduler's reason; being scheduled fails.
+    Unschedulable,
+    /// Succeeded; failing instead fails.
+    Completed,
+    Failed,
+    Gone,
+    Pending,
+}
+
+/// A pod state that must hold for a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteadyPodState {
+    /// Pending, or not given a phase yet.
+    Pending,
+    /// Running and not being deleted (an eviction sets the deletion mark first).
+    Running,
+}
+
+impl SteadyPodState {
+    pub fn holds(self, p: &Pod) -> bool {
+        match self {
+            SteadyPodState::Pending => pod_phase(p) == "Pending" || pod_phase(p).is_empty(),
+            SteadyPodState::Running => {
+                pod_phase(p) == "Running" && p.metadata.deletion_timestamp.is_none()
+            }
+        }
+    }
+}
+
+/// The pod's phase, empty before the kubelet wrote one.
+pub fn pod_phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+pub fn pod_scheduled(p: &Pod) -> bool {
+    p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+}
+
+/// The scheduler's message once it found no node for the pod.
+pub fn pod_unschedulable_message(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+/// Phase, node and conditions: what a timed-out pod wait reports.
+pub fn describe_pod(p: Option<&Pod>) -> String {
+    let Some(p) = p else {
+        return "pod does not exist".to_owned();
+    };
+    let status = p.status.as_ref();
+    let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let conditions: Vec<String> = status
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            format!(
+                "{}={}{}",
+                c.type_,
+                c.status,
+                c.message.map(|m| format!(" ({m})")).unwrap_or_default()
+            )
+        })
+        .collect();
+    format!(
+        "phase={phase:?} node={node:?} conditions=[{}]{}",
+        conditions.join(", "),
+        if p.metadata.deletion_timestamp.is_some() {
+            " deleting"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Whether pod `name` (`None`: it does not exist) is in `state`.
+pub fn pod_in_state(name: &str, state: PodState, p: Option<&Pod>) -> Check<()> {
+    let done = match (state, p) {
+        (PodState::Gone, None) => true,
+        (_, None) => false,
+        (PodState::Running, Some(p)) => pod_phase(p) == "Running",
+        (PodState::Scheduled, Some(p)) => pod_scheduled(p),
+        (PodState::Unschedulable, Some(p)) => {
+            if pod_scheduled(p) {
+                return Check::Fail(format!(
+                    "expected pod {name} to stay unscheduled, but it was scheduled: {}",
+                    describe_pod(Some(p))
+                ));
+            }
+            pod_unschedulable_message(p).is_some()
+        }
+        (PodState::Completed, Some(p)) => {
+            if pod_phase(p) == "Failed" {
+                return Check::Fail(format!(
+                    "pod {name} failed instead of completing: {}",
+                    describe_pod(Some(p))
+                ));
+            }
+            pod_phase(p) == "Succeeded"
+        }
+        (PodState::Failed, Some(p)) => pod_phase(p) == "Failed",
+        (PodState::Pending, Some(p)) => pod_phase(p) == "Pending",
+        (PodState::Gone, Some(_)) => false,
+    };
+    if done {
+        Check::Done(())
+    } else {
+        Check::Pending(describe_pod(p))
+    }
+}
+
+/// Unschedulable with a scheduler message containing `text`; being
+/// scheduled fails.
+pub fn pod_unschedulable_with(name: &str, text: &str, p: Option<&Pod>) -> Check<()> {
+    match p {
+        Some(p) if pod_scheduled(p) => Check::Fail(format!(
+            "pod {name} was scheduled: {}",
+            describe_pod(Some(p))
+        )),
+        Some(p) => match pod_unschedulable_message(p) {
+            Some(m) if m.contains(text) => Check::Done(()),
+            _ => Check::Pending(describe_pod(Some(p))),
+        },
+        None => Check::Pending("pod does not exist".into()),
+    }
+}
+
+/// What an init container's status says about its run: `Done` once it
+/// exited 0 (or, for a sidecar, runs), `Fail` once it exited otherwise.
+pub fn init_container_done(p: Option<&Pod>, pod: &str, container: &str) -> Check<()> {
+    let Some(p) = p else {
+        return Check::Pending("pod does not exist".into());
+    };
+    let spec = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container));
+    let Some(spec) = spec else {
+        return Check::Fail(format!("pod {pod} has no init container {container}"));
+    };
+    let sidecar = spec.restart_policy.as_deref() == Some("Always");
+    let status = p
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container));
+    let Some(status) = status else {
+        return Check::Pending(format!(
+            "no status of init container {container} yet; {}",
+            describe_pod(Some(p))
+        ));
+    };
+    let state = status.state.clone().unwrap_or_default();
+    let command: Vec<&String> = spec.command.iter().chain(&spec.args).flatten().collect();
+    let failed = |t: &ContainerStateTerminated| {
+        Check::Fail(format!(
+            "init container {container} of pod {pod} exited with code {} ({}{}); the pod \
+             builder's init script fails when its env lacks an entry it checks; command: {command:?}",
+            t.exit_code,
+            t.reason.clone().unwrap_or_default(),
+            t.message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default(),
+        ))
+    };
+    let last_failure = status
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref())
+        .filter(|t| t.exit_code != 0);
+    match (&state.terminated, &state.running, last_failure) {
+        (Some(t), _, _) if t.exit_code == 0 => Check::Done(()),
+        (Some(t), _, _) => failed(t),
+        (None, Some(_), _) if sidecar => Check::Done(()),
+        // Restarting after a failure (restart policy Always or OnFailure).
+        (None, None, Some(last)) => failed(last),
+        _ => Check::Pending(format!(
+            "init container {container}: {}",
+            serde_json::to_string(&state).unwrap_or_default()
+        )),
     }
 }
 

@@ -13,17 +13,49 @@ use kube::api::{
 use kube::discovery::Scope;
 use serde_json::json;
 
-use super::params::Identity;
-use super::{World, run};
+use super::World;
+use super::params::{DriverRef, Identity, Verb};
 use crate::driver::rbac;
 use crate::objects;
 use crate::wait::{self, Check};
 
+sentences! {
+    #[given("the following objects are created:")]
+    #[when("the following objects are created:")]
+    fn objects_created(step: Step<'_>);
+
+    /// Tries until the creation fails with the message (admission and RBAC
+    /// take a moment to apply); objects created in between are deleted again.
+    #[then(expr = "creating the following objects as {identity} fails with {string}:")]
+    fn create_fails(who: Identity, text: String, step: Step<'_>);
+
+    #[then(expr = "creating the following objects as {identity} succeeds:")]
+    fn create_succeeds(who: Identity, step: Step<'_>);
+
+    #[then(expr = "{verb} ResourceSlice {string} as {identity} fails with {string}")]
+    fn slice_op_fails(verb: Verb, name: String, who: Identity, text: String);
+
+    #[then(expr = "{verb} ResourceSlice {string} as {identity} succeeds")]
+    fn slice_op_succeeds(verb: Verb, name: String, who: Identity);
+
+    #[given(expr = "the namespace is labelled {string}")]
+    #[when(expr = "the namespace is labelled {string}")]
+    fn label_namespace(label: String);
+
+    #[given(expr = "resource quota {string} reports {int} used for {string}")]
+    #[then(expr = "resource quota {string} reports {int} used for {string}")]
+    fn quota_used(name: String, used: i64, resource: String);
+
+    #[given(expr = "daemonset {string} runs a pod on node {int}")]
+    #[then(expr = "daemonset {string} runs a pod on node {int}")]
+    fn daemonset_runs(name: String, node: usize);
+}
+
 pub(crate) fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Client> {
     match who {
         Identity::Admin => w.client(),
-        Identity::PluginOnIndex(i) => Ok(w.driver("")?.plugin_client(w.node(*i)?)?),
-        Identity::PluginOnNamed(n) => Ok(w.driver("")?.plugin_client(n)?),
+        Identity::PluginOnIndex(i) => Ok(w.driver(&DriverRef::The)?.plugin_client(w.node(*i)?)?),
+        Identity::PluginOnNamed(n) => Ok(w.driver(&DriverRef::The)?.plugin_client(n)?),
         Identity::ServiceAccount(name) => {
             let admin = super::context()?.cluster.kube_config();
             let config = rbac::impersonate_service_account(&admin, &w.namespace, name);
@@ -87,117 +119,72 @@ async fn create_all(
     let admin = w.client()?;
     while let Some(obj) = objs.first() {
         let (api, ar, namespaced) = api_for(&client, &admin, &w.namespace, obj).await?;
-        let name = obj
-            .metadata
-            .name
-            .clone()
-            .or(obj.metadata.generate_name.clone())
-            .unwrap_or_default();
-        let created = api
-            .create(&PostParams::default(), obj)
-            .await
-            .with_context(|| format!("creating {} {name}", ar.kind))?;
+        w.create_object(&api, ar, namespaced, obj).await?;
         objs.remove(0);
-        let name = created.metadata.name.unwrap_or_default();
-        if namespaced {
-            w.namespaced_objects.push((ar, name));
-        } else {
-            w.cluster_objects.push((ar, name));
-        }
     }
     Ok(())
 }
 
-#[given("the following objects are created:")]
-#[when("the following objects are created:")]
-async fn objects_created(w: &mut World, step: &Step) -> Result<(), String> {
-    run(async {
-        let mut objs = manifests(w, step)?;
-        create_all(w, &Identity::Admin, &mut objs).await
-    })
-    .await
+async fn objects_created(w: &mut World, step: &Step) -> anyhow::Result<()> {
+    let mut objs = manifests(w, step)?;
+    create_all(w, &Identity::Admin, &mut objs).await
 }
 
-/// Tries until the creation fails with the message (admission and RBAC take a
-/// moment to apply); objects created in between are deleted again.
-#[then(expr = "creating the following objects as {identity} fails with {string}:")]
-async fn create_fails(
-    w: &mut World,
-    who: Identity,
-    text: String,
-    step: &Step,
-) -> Result<(), String> {
-    run(async {
-        let text = objects::expand(&text, &w.vars())?;
-        let objs = manifests(w, step)?;
-        let client = client_for(w, &who)?;
-        let admin = w.client()?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let mut last = String::new();
-            let mut all_failed = true;
-            for obj in &objs {
-                let (api, ar, _) = api_for(&client, &admin, &w.namespace, obj).await?;
-                match api.create(&PostParams::default(), obj).await {
-                    Ok(created) => {
-                        all_failed = false;
-                        last = format!("{} {} was created", ar.kind, created.metadata.name.clone().unwrap_or_default());
-                        let (admin_api, _, _) = api_for(&admin, &admin, &w.namespace, obj).await?;
-                        if let Some(n) = created.metadata.name {
-                            let _ = admin_api.delete(&n, &DeleteParams::default().grace_period(0)).await;
-                        }
-                    }
-                    Err(e) if e.to_string().contains(&text) => {}
-                    Err(e) => {
-                        all_failed = false;
-                        last = e.to_string();
+async fn create_fails(w: &World, who: Identity, text: String, step: &Step) -> anyhow::Result<()> {
+    let text = objects::expand(&text, &w.vars())?;
+    let objs = manifests(w, step)?;
+    let client = client_for(w, &who)?;
+    let admin = w.client()?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut last = String::new();
+        let mut all_failed = true;
+        for obj in &objs {
+            let (api, ar, _) = api_for(&client, &admin, &w.namespace, obj).await?;
+            match api.create(&PostParams::default(), obj).await {
+                Ok(created) => {
+                    all_failed = false;
+                    last = format!(
+                        "{} {} was created",
+                        ar.kind,
+                        created.metadata.name.clone().unwrap_or_default()
+                    );
+                    let (admin_api, _, _) = api_for(&admin, &admin, &w.namespace, obj).await?;
+                    if let Some(n) = created.metadata.name {
+                        let _ = admin_api
+                            .delete(&n, &DeleteParams::default().grace_period(0))
+                            .await;
                     }
                 }
-            }
-            if all_failed {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("expected creating the objects as {who:?} to fail with {text:?}; last observed: {last}");
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    })
-    .await
-}
-
-#[then(expr = "creating the following objects as {identity} succeeds:")]
-async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> Result<(), String> {
-    run(async {
-        let mut objs = manifests(w, step)?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            match create_all(w, &who, &mut objs).await {
-                Ok(()) => return Ok(()),
-                Err(e) if tokio::time::Instant::now() > deadline => {
-                    return Err(e.context(format!("creating the objects as {who:?}")));
+                Err(e) if e.to_string().contains(&text) => {}
+                Err(e) => {
+                    all_failed = false;
+                    last = e.to_string();
                 }
-                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
             }
         }
-    })
-    .await
+        if all_failed {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "expected creating the objects as {who:?} to fail with {text:?}; last observed: {last}"
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "verb", regex = "updating|deleting")]
-pub enum Verb {
-    Updating,
-    Deleting,
-}
-
-impl std::str::FromStr for Verb {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "updating" => Ok(Verb::Updating),
-            "deleting" => Ok(Verb::Deleting),
-            o => Err(format!("unknown verb {o}")),
+async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> anyhow::Result<()> {
+    let mut objs = manifests(w, step)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match create_all(w, &who, &mut objs).await {
+            Ok(()) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(e.context(format!("creating the objects as {who:?}")));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
 }
@@ -216,149 +203,124 @@ async fn slice_op(w: &World, who: &Identity, verb: Verb, name: &str) -> Result<(
     }
 }
 
-#[then(expr = "{verb} ResourceSlice {string} as {identity} fails with {string}")]
 async fn slice_op_fails(
-    w: &mut World,
+    w: &World,
     verb: Verb,
     name: String,
     who: Identity,
     text: String,
-) -> Result<(), String> {
-    run(async {
-        let text = objects::expand(&text, &w.vars())?;
-        match slice_op(w, &who, verb, &name).await {
-            Ok(()) => bail!("expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, but it succeeded"),
-            Err(e) if e.to_string().contains(&text) => Ok(()),
-            Err(e) => bail!("expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, observed: {e}"),
-        }
-    })
-    .await
+) -> anyhow::Result<()> {
+    let text = objects::expand(&text, &w.vars())?;
+    match slice_op(w, &who, verb, &name).await {
+        Ok(()) => bail!(
+            "expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, but it succeeded"
+        ),
+        Err(e) if e.to_string().contains(&text) => Ok(()),
+        Err(e) => bail!(
+            "expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, observed: {e}"
+        ),
+    }
 }
 
-#[then(expr = "{verb} ResourceSlice {string} as {identity} succeeds")]
 async fn slice_op_succeeds(
-    w: &mut World,
+    w: &World,
     verb: Verb,
     name: String,
     who: Identity,
-) -> Result<(), String> {
-    run(async {
-        slice_op(w, &who, verb, &name)
-            .await
-            .with_context(|| format!("{verb:?} ResourceSlice {name} as {who:?}"))?;
-        Ok(())
-    })
-    .await
+) -> anyhow::Result<()> {
+    slice_op(w, &who, verb, &name)
+        .await
+        .with_context(|| format!("{verb:?} ResourceSlice {name} as {who:?}"))?;
+    Ok(())
 }
 
-#[given(expr = "the namespace is labelled {string}")]
-#[when(expr = "the namespace is labelled {string}")]
-async fn label_namespace(w: &mut World, label: String) -> Result<(), String> {
-    run(async {
-        let (k, v) = label
-            .split_once('=')
-            .with_context(|| format!("label {label:?} must be key=value"))?;
-        let api: Api<Namespace> = Api::all(w.client()?);
-        let patch = json!({ "metadata": { "labels": { k: v } } });
-        api.patch(&w.namespace, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .with_context(|| format!("labelling namespace {}", w.namespace))?;
-        Ok(())
-    })
-    .await
+async fn label_namespace(w: &World, label: String) -> anyhow::Result<()> {
+    let (k, v) = label
+        .split_once('=')
+        .with_context(|| format!("label {label:?} must be key=value"))?;
+    let api: Api<Namespace> = Api::all(w.client()?);
+    let patch = json!({ "metadata": { "labels": { k: v } } });
+    api.patch(&w.namespace, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("labelling namespace {}", w.namespace))?;
+    Ok(())
 }
 
-#[given(expr = "resource quota {string} reports {int} used for {string}")]
-#[then(expr = "resource quota {string} reports {int} used for {string}")]
-async fn quota_used(
-    w: &mut World,
-    name: String,
-    used: i64,
-    resource: String,
-) -> Result<(), String> {
-    run(async {
-        let resource = objects::expand(&resource, &w.vars())?;
-        let api: Api<ResourceQuota> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(
-            &api,
-            &name,
-            &format!("quota {name} to report {used} {resource} used"),
-            Duration::from_secs(60),
-            |q| {
-                let got = q
-                    .and_then(|q| q.status.as_ref())
-                    .and_then(|s| s.used.as_ref())
-                    .and_then(|u| u.get(&resource))
-                    .map(|v| v.0.clone());
-                if got.as_deref() == Some(used.to_string().as_str()) {
-                    Check::Done(())
-                } else {
-                    Check::Pending(format!("used {resource} = {got:?}"))
-                }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
+async fn quota_used(w: &World, name: String, used: i64, resource: String) -> anyhow::Result<()> {
+    let resource = objects::expand(&resource, &w.vars())?;
+    let api = w.api::<ResourceQuota>()?;
+    wait::object(
+        &api,
+        &name,
+        &format!("quota {name} to report {used} {resource} used"),
+        Duration::from_secs(60),
+        |q| {
+            let got = q
+                .and_then(|q| q.status.as_ref())
+                .and_then(|s| s.used.as_ref())
+                .and_then(|u| u.get(&resource))
+                .map(|v| v.0.clone());
+            if got.as_deref() == Some(used.to_string().as_str()) {
+                Check::Done(())
+            } else {
+                Check::Pending(format!("used {resource} = {got:?}"))
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
-#[given(expr = "daemonset {string} runs a pod on node {int}")]
-#[then(expr = "daemonset {string} runs a pod on node {int}")]
-async fn daemonset_runs(w: &mut World, name: String, node: usize) -> Result<(), String> {
-    run(async {
-        let node = w.node(node)?.to_owned();
-        let pods: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
-        let what = format!("a running pod of daemonset {name} on {node}");
-        wait::poll(
-            &what,
-            Duration::from_secs(300),
-            Duration::from_millis(500),
-            || {
-                let pods = pods.clone();
-                let name = name.clone();
-                let node = node.clone();
-                async move {
-                    let list = match pods.list(&ListParams::default()).await {
-                        Ok(l) => l.items,
-                        Err(e) => return Check::Pending(e.to_string()),
-                    };
-                    let running = list.iter().any(|p| {
+async fn daemonset_runs(w: &World, name: String, node: usize) -> anyhow::Result<()> {
+    let node = w.node(node)?.to_owned();
+    let pods = w.api::<Pod>()?;
+    let what = format!("a running pod of daemonset {name} on {node}");
+    wait::poll(
+        &what,
+        Duration::from_secs(300),
+        Duration::from_millis(500),
+        || {
+            let pods = pods.clone();
+            let name = name.clone();
+            let node = node.clone();
+            async move {
+                let list = match pods.list(&ListParams::default()).await {
+                    Ok(l) => l.items,
+                    Err(e) => return Check::Pending(e.to_string()),
+                };
+                let running =
+                    list.iter().any(|p| {
                         p.metadata.owner_references.as_ref().is_some_and(|o| {
                             o.iter().any(|o| o.kind == "DaemonSet" && o.name == name)
                         }) && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
                             == Some(node.as_str())
                             && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
                     });
-                    if running {
-                        Check::Done(())
-                    } else {
-                        Check::Pending(format!("{} pods in the namespace", list.len()))
-                    }
+                if running {
+                    Check::Done(())
+                } else {
+                    Check::Pending(format!("{} pods in the namespace", list.len()))
                 }
-            },
-        )
-        .await?;
-        let ds: Api<DaemonSet> = Api::namespaced(w.client()?, &w.namespace);
-        wait::object(
-            &ds,
-            &name,
-            &format!("daemonset {name} status to be consistent"),
-            Duration::from_secs(60),
-            |d| {
-                let s = d.and_then(|d| d.status.as_ref());
-                match s {
-                    Some(s)
-                        if s.number_ready >= 1 && s.number_ready == s.desired_number_scheduled =>
-                    {
-                        Check::Done(())
-                    }
-                    _ => Check::Pending(format!("{s:?}")),
+            }
+        },
+    )
+    .await?;
+    let ds = w.api::<DaemonSet>()?;
+    wait::object(
+        &ds,
+        &name,
+        &format!("daemonset {name} status to be consistent"),
+        Duration::from_secs(60),
+        |d| {
+            let s = d.and_then(|d| d.status.as_ref());
+            match s {
+                Some(s) if s.number_ready >= 1 && s.number_ready == s.desired_number_scheduled => {
+                    Check::Done(())
                 }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
+                _ => Check::Pending(format!("{s:?}")),
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }

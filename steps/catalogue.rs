@@ -243,7 +243,7 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then no plugin has prepared claims",
             },
             Entry {
-                pattern: "Then the plugin on node <n> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
+                pattern: "Then the plugin on <node> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
                 description: "Tell a force-deleted claim from its re-created namesake by UID.",
                 example: "Then the plugin on node 0 has prepared only the current claim \"external-claim\"",
             },

@@ -6,20 +6,45 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 
-use super::drivers::class_name;
-use super::params::{ClaimRef, DriverRef, quoted_list};
-use super::{World, run};
+use super::World;
+use super::params::{ClaimOptions, ClaimRef, ClaimState, DriverRef, Strings};
 use crate::objects::{self, ClaimShape};
 use crate::wait::{self, Check};
+
+sentences! {
+    #[given(expr = "an external claim {string}{claimoptions}")]
+    fn external_claim(name: String, options: ClaimOptions);
+
+    #[given(expr = "an external claim {string} with spec:")]
+    fn external_claim_spec(name: String, step: Step<'_>);
+
+    #[then(expr = "{claim} is {claimstate}")]
+    fn claim_is(claim: ClaimRef, state: ClaimState);
+
+    #[then(expr = "{claim} is allocated with results {strings}")]
+    fn claim_results(claim: ClaimRef, results: Strings);
+
+    #[then(expr = "{claim} is reserved for pod {string}")]
+    fn claim_reserved(claim: ClaimRef, pod: String);
+
+    #[when(expr = "{claim} is deleted")]
+    fn claim_deleted(claim: ClaimRef);
+
+    #[when(expr = "{claim} is force-deleted")]
+    fn claim_force_deleted(claim: ClaimRef);
+
+    #[then(expr = "the claim of pod {string} has a name shorter than 64 characters")]
+    fn generated_name_valid(pod: String);
+}
 
 /// Upstream's PodStart timeout, used for claim state changes.
 pub const CLAIM_TIMEOUT: Duration = Duration::from_secs(300);
 
-pub(crate) fn default_shape(w: &World, label: &str) -> anyhow::Result<ClaimShape> {
-    let class = class_name(w, label)?;
-    let driver = w.driver(label)?.name.clone();
+pub(crate) fn default_shape(w: &World, d: &DriverRef) -> anyhow::Result<ClaimShape> {
+    let class = w.class_name(d)?;
+    let driver = w.driver(d)?.name.clone();
     Ok(ClaimShape::default_for(&class, &driver))
 }
 
@@ -34,47 +59,15 @@ pub(crate) fn spec_from_doc(w: &World, step: &Step) -> anyhow::Result<ResourceCl
         .map_err(|e| anyhow::anyhow!("the claim spec is not a valid ResourceClaim spec: {e}"))
 }
 
-async fn create_claim(w: &mut World, name: &str, spec: ResourceClaimSpec) -> anyhow::Result<()> {
-    let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
-    let created = api
-        .create(&PostParams::default(), &objects::claim(name, spec))
-        .await
-        .with_context(|| format!("creating ResourceClaim {name}"))?;
-    if let Some(uid) = created.metadata.uid {
-        w.claim_uids.insert(name.to_owned(), uid);
-    }
-    Ok(())
+async fn external_claim(w: &mut World, name: String, options: ClaimOptions) -> anyhow::Result<()> {
+    let mut shape = default_shape(w, &options.driver)?;
+    shape.admin_access = options.admin_access;
+    w.create_claim(&name, shape.spec()?).await
 }
 
-#[given(
-    regex = r#"^an external claim "([^"]+)"(?: for (the driver|driver "[^"]+"))?( with admin access)?$"#
-)]
-async fn external_claim(
-    w: &mut World,
-    name: String,
-    driver: String,
-    admin: String,
-) -> Result<(), String> {
-    run(async {
-        let label = if driver.is_empty() {
-            String::new()
-        } else {
-            driver.parse::<DriverRef>().map_err(anyhow::Error::msg)?.0
-        };
-        let mut shape = default_shape(w, &label)?;
-        shape.admin_access = !admin.is_empty();
-        create_claim(w, &name, shape.spec()?).await
-    })
-    .await
-}
-
-#[given(regex = r#"^an external claim "([^"]+)" with spec:$"#)]
-async fn external_claim_spec(w: &mut World, name: String, step: &Step) -> Result<(), String> {
-    run(async {
-        let spec = spec_from_doc(w, step)?;
-        create_claim(w, &name, spec).await
-    })
-    .await
+async fn external_claim_spec(w: &mut World, name: String, step: &Step) -> anyhow::Result<()> {
+    let spec = spec_from_doc(w, step)?;
+    w.create_claim(&name, spec).await
 }
 
 /// The claim's name, resolving a pod's generated claim (waits until the
@@ -89,7 +82,7 @@ pub(crate) async fn claim_name(w: &World, claim: &ClaimRef) -> anyhow::Result<St
         ClaimRef::OfPod(pod) => (pod, false),
         ClaimRef::ExtendedOfPod(pod) => (pod, true),
     };
-    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let api = w.api::<Pod>()?;
     let what = if extended {
         format!("the extended resource claim of pod {pod} to be made")
     } else {
@@ -147,31 +140,6 @@ fn describe_claim(c: Option<&ResourceClaim>) -> String {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(
-    name = "claimstate",
-    regex = "allocated|deallocated|not reserved|deleted"
-)]
-pub enum ClaimState {
-    Allocated,
-    Deallocated,
-    NotReserved,
-    Deleted,
-}
-
-impl std::str::FromStr for ClaimState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "allocated" => ClaimState::Allocated,
-            "deallocated" => ClaimState::Deallocated,
-            "not reserved" => ClaimState::NotReserved,
-            "deleted" => ClaimState::Deleted,
-            o => return Err(format!("unknown claim state {o}")),
-        })
-    }
-}
-
 /// Watches the claim until `done` holds for it (`None`: it does not exist).
 async fn wait_claim(
     w: &World,
@@ -180,7 +148,7 @@ async fn wait_claim(
     done: impl Fn(Option<&ResourceClaim>) -> bool,
 ) -> anyhow::Result<()> {
     let name = claim_name(w, claim).await?;
-    let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+    let api = w.api::<ResourceClaim>()?;
     let what = format!("ResourceClaim {name} to be {what}");
     wait::object(&api, &name, &what, CLAIM_TIMEOUT, |c| {
         if done(c) {
@@ -205,10 +173,9 @@ fn reserved_for(c: Option<&ResourceClaim>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[then(expr = "{claim} is {claimstate}")]
-async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(), String> {
+async fn claim_is(w: &World, claim: ClaimRef, state: ClaimState) -> anyhow::Result<()> {
     let what = format!("{state:?}").to_lowercase();
-    run(wait_claim(w, &claim, &what, |c| {
+    wait_claim(w, &claim, &what, |c| {
         let allocated = c
             .and_then(|c| c.status.as_ref())
             .and_then(|s| s.allocation.as_ref())
@@ -219,7 +186,7 @@ async fn claim_is(w: &mut World, claim: ClaimRef, state: ClaimState) -> Result<(
             ClaimState::NotReserved => c.is_some() && reserved_for(c).is_empty(),
             ClaimState::Deleted => c.is_none(),
         }
-    }))
+    })
     .await
 }
 
@@ -244,62 +211,50 @@ fn allocation_results(c: &ResourceClaim) -> Option<Vec<(String, String)>> {
     )
 }
 
-#[then(
-    regex = r#"^(claim "[^"]+"|the claim of pod "[^"]+"|the extended resource claim of pod "[^"]+") is allocated with results (".+")$"#
-)]
-async fn claim_results(w: &mut World, claim: ClaimRef, results: String) -> Result<(), String> {
-    run(async {
-        let want = quoted_list(&results);
-        let name = claim_name(w, &claim).await?;
-        let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
-        // An allocation never changes once made, so the first one decides.
-        let got = wait::object(
-            &api,
-            &name,
-            &format!("ResourceClaim {name} to be allocated"),
-            CLAIM_TIMEOUT,
-            |c| match c.and_then(allocation_results) {
-                Some(r) => Check::Done(r),
-                None => Check::Pending(describe_claim(c)),
-            },
-        )
-        .await?;
-        let requests: Vec<&str> = got.iter().map(|(r, _)| r.as_str()).collect();
-        if requests != want {
-            let listed: Vec<String> = got.iter().map(|(r, d)| format!("{r} ({d})")).collect();
-            bail!(
-                "ResourceClaim {name} was allocated with results for {:?}, expected {want:?}: {}",
-                requests,
-                listed.join(", ")
-            );
-        }
-        Ok(())
-    })
-    .await
-}
-
-#[then(expr = "{claim} is reserved for pod {string}")]
-async fn claim_reserved(w: &mut World, claim: ClaimRef, pod: String) -> Result<(), String> {
-    let what = format!("reserved for pod {pod}");
-    run(wait_claim(w, &claim, &what, |c| {
-        reserved_for(c).contains(&pod)
-    }))
-    .await
-}
-
-#[when(expr = "{claim} is deleted")]
-async fn claim_deleted(w: &mut World, claim: ClaimRef) -> Result<(), String> {
-    run(delete_claim(w, claim, false)).await
-}
-
-#[when(expr = "{claim} is force-deleted")]
-async fn claim_force_deleted(w: &mut World, claim: ClaimRef) -> Result<(), String> {
-    run(delete_claim(w, claim, true)).await
-}
-
-async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Result<()> {
+async fn claim_results(w: &World, claim: ClaimRef, results: Strings) -> anyhow::Result<()> {
+    let want = results.0;
     let name = claim_name(w, &claim).await?;
-    let api: Api<ResourceClaim> = Api::namespaced(w.client()?, &w.namespace);
+    let api = w.api::<ResourceClaim>()?;
+    // An allocation never changes once made, so the first one decides.
+    let got = wait::object(
+        &api,
+        &name,
+        &format!("ResourceClaim {name} to be allocated"),
+        CLAIM_TIMEOUT,
+        |c| match c.and_then(allocation_results) {
+            Some(r) => Check::Done(r),
+            None => Check::Pending(describe_claim(c)),
+        },
+    )
+    .await?;
+    let requests: Vec<&str> = got.iter().map(|(r, _)| r.as_str()).collect();
+    if requests != want {
+        let listed: Vec<String> = got.iter().map(|(r, d)| format!("{r} ({d})")).collect();
+        bail!(
+            "ResourceClaim {name} was allocated with results for {:?}, expected {want:?}: {}",
+            requests,
+            listed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn claim_reserved(w: &World, claim: ClaimRef, pod: String) -> anyhow::Result<()> {
+    let what = format!("reserved for pod {pod}");
+    wait_claim(w, &claim, &what, |c| reserved_for(c).contains(&pod)).await
+}
+
+async fn claim_deleted(w: &World, claim: ClaimRef) -> anyhow::Result<()> {
+    delete_claim(w, claim, false).await
+}
+
+async fn claim_force_deleted(w: &World, claim: ClaimRef) -> anyhow::Result<()> {
+    delete_claim(w, claim, true).await
+}
+
+async fn delete_claim(w: &World, claim: ClaimRef, force: bool) -> anyhow::Result<()> {
+    let name = claim_name(w, &claim).await?;
+    let api = w.api::<ResourceClaim>()?;
     let dp = if force {
         DeleteParams::default().grace_period(0)
     } else {
@@ -313,11 +268,7 @@ async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Re
         // so it goes away although a kubelet may still have it prepared.
         let patch = serde_json::json!({ "metadata": { "finalizers": null } });
         match api
-            .patch(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => {}
@@ -328,17 +279,13 @@ async fn delete_claim(w: &mut World, claim: ClaimRef, force: bool) -> anyhow::Re
     Ok(())
 }
 
-#[then(regex = r#"^the claim of pod "([^"]+)" has a name shorter than 64 characters$"#)]
-async fn generated_name_valid(w: &mut World, pod: String) -> Result<(), String> {
-    run(async {
-        let name = claim_name(w, &ClaimRef::OfPod(pod)).await?;
-        if name.len() > 63 {
-            bail!(
-                "expected a generated claim name of at most 63 characters, got {} ({name})",
-                name.len()
-            );
-        }
-        Ok(())
-    })
-    .await
+async fn generated_name_valid(w: &World, pod: String) -> anyhow::Result<()> {
+    let name = claim_name(w, &ClaimRef::OfPod(pod)).await?;
+    if name.len() > 63 {
+        bail!(
+            "expected a generated claim name of at most 63 characters, got {} ({name})",
+            name.len()
+        );
+    }
+    Ok(())
 }

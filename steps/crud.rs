@@ -9,11 +9,36 @@ use cucumber::{then, when};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 
+use super::World;
 use super::api::client_for;
-use super::params::Identity;
-use super::{World, run};
-use crate::objects;
+use super::params::{Identity, Kind};
+use crate::objects::{self, delete_if_present};
 use crate::wait::{self, Check};
+
+sentences! {
+    #[when(expr = "{kind} {string} is patched with:")]
+    fn patched(kind: Kind, name: String, step: Step<'_>);
+
+    #[when(expr = "the status of {kind} {string} is patched with:")]
+    fn status_patched(kind: Kind, name: String, step: Step<'_>);
+
+    #[when(expr = "the status of {kind} {string} is patched as {identity} with:")]
+    fn status_patched_as(kind: Kind, name: String, who: Identity, step: Step<'_>);
+
+    /// Tries until the status patch fails with the text (RBAC and admission
+    /// take a moment to apply).
+    #[then(expr = "patching the status of {kind} {string} as {identity} fails with {string}:")]
+    fn status_patch_fails(kind: Kind, name: String, who: Identity, text: String, step: Step<'_>);
+
+    #[then(expr = "{kind} {string} has:")]
+    fn has(kind: Kind, name: String, step: Step<'_>);
+
+    #[then(expr = "listing {kind} objects finds {string}")]
+    fn listed(kind: Kind, name: String);
+
+    #[when(expr = "{kind} {string} is deleted")]
+    fn deleted(kind: Kind, name: String);
+}
 
 /// How long a deleted object may take to go (finalizers run first).
 const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,16 +58,16 @@ fn lookup_as(
 ) -> anyhow::Result<(Api<DynamicObject>, String)> {
     let name = objects::expand(name, &w.vars())?;
     let client = client_for(w, who)?;
-    let found = |list: &[(ApiResource, String)]| {
-        list.iter()
-            .find(|(ar, n)| ar.kind == kind && *n == name)
-            .map(|(ar, _)| ar.clone())
-    };
-    if let Some(ar) = found(&w.namespaced_objects) {
-        return Ok((Api::namespaced_with(client, &w.namespace, &ar), name));
-    }
-    if let Some(ar) = found(&w.cluster_objects) {
-        return Ok((Api::all_with(client, &ar), name));
+    let found = w
+        .scenario
+        .objects()
+        .find(|(ar, n, _)| ar.kind == kind && *n == name);
+    if let Some((ar, _, namespaced)) = found {
+        return Ok(if namespaced {
+            (Api::namespaced_with(client, &w.namespace, ar), name)
+        } else {
+            (Api::all_with(client, ar), name)
+        });
     }
     // The kinds other steps make (claims, pods, classes, ...), by name.
     if let Some((ar, namespaced)) = dra_kind(kind) {
@@ -52,11 +77,12 @@ fn lookup_as(
             (Api::all_with(client, &ar), name)
         });
     }
-    let known: Vec<String> = w
-        .namespaced_objects
+    // Namespaced ones first.
+    let mut created: Vec<_> = w.scenario.objects().collect();
+    created.sort_by_key(|(_, _, namespaced)| !namespaced);
+    let known: Vec<String> = created
         .iter()
-        .chain(&w.cluster_objects)
-        .map(|(ar, n)| format!("{} {n:?}", ar.kind))
+        .map(|(ar, n, _)| format!("{} {n:?}", ar.kind))
         .collect();
     bail!(
         "this scenario created no {kind} {name:?} (created: {}); create it with `the following objects are created:` \
@@ -138,42 +164,38 @@ pub fn contains(got: &Value, want: &Value, path: &str) -> Result<(), String> {
     }
 }
 
-#[when(regex = r#"^([A-Z][A-Za-z]+) "([^"]+)" is patched with:$"#)]
-async fn patched(w: &mut World, kind: String, name: String, step: &Step) -> Result<(), String> {
-    run(patch(w, &kind, &name, step, false)).await
+async fn patched(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
+    patch_as(w, &Identity::Admin, &kind.0, &name, step, false).await
 }
 
-#[when(
-    regex = r#"^the status of ([A-Z][A-Za-z]+) "([^"]+)" is patched(?: as (the admin|the plugin on node \d+|the plugin on node "[^"]+"|service account "[^"]+"))? with:$"#
-)]
-async fn status_patched(
-    w: &mut World,
-    kind: String,
+async fn status_patched(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
+    status_patched_as(w, kind, name, Identity::Admin, step).await
+}
+
+async fn status_patched_as(
+    w: &World,
+    kind: Kind,
     name: String,
-    who: String,
+    who: Identity,
     step: &Step,
-) -> Result<(), String> {
-    run(async {
-        let who = identity(&who)?;
-        // A role granted a moment ago may not be in the authorizer's cache
-        // yet: retry what RBAC forbids, for a while, and nothing else.
-        let w = &*w;
-        wait::poll(
-            &format!("the status patch of {kind} {name} as {who:?} to be allowed"),
-            RBAC_SETTLES,
-            Duration::from_secs(1),
-            || async {
-                match patch_as(w, &who, &kind, &name, step, true).await {
-                    Ok(()) => Check::Done(()),
-                    Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
-                    Err(e) => Check::Fail(format!("{e:#}")),
-                }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
+) -> anyhow::Result<()> {
+    let kind = kind.0;
+    // A role granted a moment ago may not be in the authorizer's cache
+    // yet: retry what RBAC forbids, for a while, and nothing else.
+    wait::poll(
+        &format!("the status patch of {kind} {name} as {who:?} to be allowed"),
+        RBAC_SETTLES,
+        Duration::from_secs(1),
+        || async {
+            match patch_as(w, &who, &kind, &name, step, true).await {
+                Ok(()) => Check::Done(()),
+                Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
+                Err(e) => Check::Fail(format!("{e:#}")),
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// How long RBAC and admission changes get to reach the API server's caches.
@@ -189,49 +211,30 @@ fn forbidden(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Tries until the status patch fails with the text (RBAC and admission take
-/// a moment to apply).
-#[then(
-    regex = r#"^patching the status of ([A-Z][A-Za-z]+) "([^"]+)" as (the admin|the plugin on node \d+|the plugin on node "[^"]+"|service account "[^"]+") fails with "([^"]+)":$"#
-)]
 async fn status_patch_fails(
-    w: &mut World,
-    kind: String,
+    w: &World,
+    kind: Kind,
     name: String,
     who: Identity,
     text: String,
     step: &Step,
-) -> Result<(), String> {
-    run(async {
-        let text = objects::expand(&text, &w.vars())?;
-        let w = &*w;
-        wait::poll(
-            &format!("the status patch of {kind} {name} as {who:?} to fail with {text:?}"),
-            RBAC_SETTLES,
-            Duration::from_secs(1),
-            || async {
-                match patch_as(w, &who, &kind, &name, step, true).await {
-                    Ok(()) => Check::Pending("the patch succeeded".to_owned()),
-                    Err(e) if format!("{e:#}").contains(&text) => Check::Done(()),
-                    Err(e) => Check::Pending(format!("{e:#}")),
-                }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
-}
-
-fn identity(who: &str) -> anyhow::Result<Identity> {
-    if who.is_empty() {
-        return Ok(Identity::Admin);
-    }
-    who.parse().map_err(anyhow::Error::msg)
-}
-
-async fn patch(w: &World, kind: &str, name: &str, step: &Step, status: bool) -> anyhow::Result<()> {
-    patch_as(w, &Identity::Admin, kind, name, step, status).await
+) -> anyhow::Result<()> {
+    let kind = kind.0;
+    let text = objects::expand(&text, &w.vars())?;
+    wait::poll(
+        &format!("the status patch of {kind} {name} as {who:?} to fail with {text:?}"),
+        RBAC_SETTLES,
+        Duration::from_secs(1),
+        || async {
+            match patch_as(w, &who, &kind, &name, step, true).await {
+                Ok(()) => Check::Pending("the patch succeeded".to_owned()),
+                Err(e) if format!("{e:#}").contains(&text) => Check::Done(()),
+                Err(e) => Check::Pending(format!("{e:#}")),
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 async fn patch_as(
@@ -260,76 +263,59 @@ async fn patch_as(
     Ok(())
 }
 
-#[then(regex = r#"^([A-Z][A-Za-z]+) "([^"]+)" has:$"#)]
-async fn has(w: &mut World, kind: String, name: String, step: &Step) -> Result<(), String> {
-    run(async {
-        let (api, name) = lookup(w, &kind, &name)?;
-        let want = yaml_doc(w, step)?;
-        let obj = api
-            .get(&name)
-            .await
-            .with_context(|| format!("reading {kind} {name}"))?;
-        let got = serde_json::to_value(&obj)?;
-        contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
-    })
-    .await
+async fn has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    let want = yaml_doc(w, step)?;
+    let obj = api
+        .get(&name)
+        .await
+        .with_context(|| format!("reading {kind} {name}"))?;
+    let got = serde_json::to_value(&obj)?;
+    contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
 }
 
-#[then(regex = r#"^listing ([A-Z][A-Za-z]+) objects finds "([^"]+)"$"#)]
-async fn listed(w: &mut World, kind: String, name: String) -> Result<(), String> {
-    run(async {
-        let (api, name) = lookup(w, &kind, &name)?;
-        let names: Vec<String> = api
-            .list(&ListParams::default())
-            .await
-            .with_context(|| format!("listing {kind} objects"))?
-            .items
-            .into_iter()
-            .filter_map(|o| o.metadata.name)
-            .collect();
-        if !names.contains(&name) {
-            bail!("listing {kind} objects did not find {name}; found {names:?}");
-        }
-        Ok(())
-    })
-    .await
+async fn listed(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    let names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("listing {kind} objects"))?
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    if !names.contains(&name) {
+        bail!("listing {kind} objects did not find {name}; found {names:?}");
+    }
+    Ok(())
 }
 
-#[when(regex = r#"^([A-Z][A-Za-z]+) "([^"]+)" is deleted$"#)]
-async fn deleted(w: &mut World, kind: String, name: String) -> Result<(), String> {
-    run(async {
-        let (api, name) = lookup(w, &kind, &name)?;
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e).with_context(|| format!("deleting {kind} {name}")),
-        }
-        // Dynamic objects have no watch-friendly type here; a short poll
-        // with a deadline does the same job.
-        wait::poll(
-            &format!("{kind} {name} to be gone"),
-            DELETE_TIMEOUT,
-            Duration::from_millis(200),
-            || async {
-                match api.get_opt(&name).await {
-                    Ok(None) => Check::Done(()),
-                    Ok(Some(o)) => Check::Pending(format!(
-                        "still there (finalizers: {:?})",
-                        o.metadata.finalizers.unwrap_or_default()
-                    )),
-                    Err(e) => Check::Pending(format!("reading it failed: {e}")),
-                }
-            },
-        )
-        .await?;
-        // Nothing left for teardown to delete.
-        w.namespaced_objects
-            .retain(|(ar, n)| !(ar.kind == kind && *n == name));
-        w.cluster_objects
-            .retain(|(ar, n)| !(ar.kind == kind && *n == name));
-        Ok(())
-    })
-    .await
+async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    delete_if_present(&api, &name, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting {kind} {name}"))?;
+    // Dynamic objects have no watch-friendly type here; a short poll
+    // with a deadline does the same job.
+    wait::poll(
+        &format!("{kind} {name} to be gone"),
+        DELETE_TIMEOUT,
+        Duration::from_millis(200),
+        || async {
+            match api.get_opt(&name).await {
+                Ok(None) => Check::Done(()),
+                Ok(Some(o)) => Check::Pending(format!(
+                    "still there (finalizers: {:?})",
+                    o.metadata.finalizers.unwrap_or_default()
+                )),
+                Err(e) => Check::Pending(format!("reading it failed: {e}")),
+            }
+        },
+    )
+    .await?;
+    // Nothing left for teardown to delete.
+    w.scenario.forget_object(&kind.0, &name);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,51 +4,57 @@ use std::time::Duration;
 
 use cucumber::{then, when};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use kube::api::Api;
 
+use super::World;
 use super::params::{DriverRef, Health, NodeSel};
-use super::{World, run};
 use crate::wait::{self, Check};
 
 /// Upstream waits up to a minute for the kubelet to pass a change on.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn report(
-    w: &World,
-    d: &DriverRef,
-    device: &str,
-    node: &NodeSel,
-    health: Health,
-    message: &str,
-) -> anyhow::Result<()> {
-    let driver = w.driver(&d.0)?;
-    for n in node.resolve(w).await? {
-        driver.set_device_health(&n, device, health.0, message)?;
-    }
-    Ok(())
+sentences! {
+    #[when(expr = "{driver} reports device {string} on {node} as {health}")]
+    fn reports(d: DriverRef, device: String, node: NodeSel, health: Health);
+
+    #[when(expr = "{driver} reports device {string} on {node} as {health} with message {string}")]
+    fn reports_with_message(
+        d: DriverRef,
+        device: String,
+        node: NodeSel,
+        health: Health,
+        message: String,
+    );
+
+    #[then(expr = "the devices of pod {string} are reported {health}")]
+    fn reported(pod: String, health: Health);
+
+    #[then(expr = "the devices of pod {string} are reported {health} with message {string}")]
+    fn reported_with_message(pod: String, health: Health, message: String);
 }
 
-#[when(expr = "{driver} reports device {string} on {node} as {health}")]
 async fn reports(
-    w: &mut World,
+    w: &World,
     d: DriverRef,
     device: String,
     node: NodeSel,
     health: Health,
-) -> Result<(), String> {
-    run(report(w, &d, &device, &node, health, "")).await
+) -> anyhow::Result<()> {
+    reports_with_message(w, d, device, node, health, String::new()).await
 }
 
-#[when(expr = "{driver} reports device {string} on {node} as {health} with message {string}")]
 async fn reports_with_message(
-    w: &mut World,
+    w: &World,
     d: DriverRef,
     device: String,
     node: NodeSel,
     health: Health,
     message: String,
-) -> Result<(), String> {
-    run(report(w, &d, &device, &node, health, &message)).await
+) -> anyhow::Result<()> {
+    let driver = w.driver(&d)?;
+    for n in node.resolve(w).await? {
+        driver.set_device_health(&n, &device, health.0, &message)?;
+    }
+    Ok(())
 }
 
 /// `container: claim entry resourceID=health (message)` for every device the
@@ -88,7 +94,7 @@ async fn wait_health(
     health: Health,
     message: Option<&str>,
 ) -> anyhow::Result<()> {
-    let api: Api<Pod> = Api::namespaced(w.client()?, &w.namespace);
+    let api = w.api::<Pod>()?;
     let want = health.as_status();
     let what = match message {
         Some(m) => format!("the devices of pod {pod} to be reported {want} with message {m:?}"),
@@ -126,17 +132,15 @@ async fn wait_health(
     Ok(())
 }
 
-#[then(expr = "the devices of pod {string} are reported {health}")]
-async fn reported(w: &mut World, pod: String, health: Health) -> Result<(), String> {
-    run(wait_health(w, &pod, health, None)).await
+async fn reported(w: &World, pod: String, health: Health) -> anyhow::Result<()> {
+    wait_health(w, &pod, health, None).await
 }
 
-#[then(expr = "the devices of pod {string} are reported {health} with message {string}")]
 async fn reported_with_message(
-    w: &mut World,
+    w: &World,
     pod: String,
     health: Health,
     message: String,
-) -> Result<(), String> {
-    run(wait_health(w, &pod, health, Some(&message))).await
+) -> anyhow::Result<()> {
+    wait_health(w, &pod, health, Some(&message)).await
 }

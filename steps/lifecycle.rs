@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use cucumber::event::ScenarioFinished;
 use cucumber::gherkin;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use super::{World, context};
@@ -70,6 +70,7 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
         Ok(created) => {
             w.namespace = created.metadata.name.unwrap_or_default();
             ctx.outcomes.namespace_created(&w.namespace);
+            w.scenario.namespace_created(&w.namespace);
         }
         Err(e) => {
             w.setup_error = Some(format!("creating the scenario's namespace: {e}"));
@@ -131,28 +132,30 @@ pub async fn after(
                     Ok(dir) => {
                         record.artifacts = Some(dir.clone());
                         if let Err(e) = write_artifacts(w, &dir).await {
-                            eprintln!(
-                                "dra-e2e: writing artifacts of {:?} to {}: {e:#}",
+                            tracing::error!(
+                                "writing artifacts of {:?} to {}: {e:#}",
                                 scenario.name,
                                 dir.display()
                             );
                         }
                     }
-                    Err(e) => eprintln!("dra-e2e: {e:#}"),
+                    Err(e) => tracing::error!("{e:#}"),
                 }
             }
             if outcome == Outcome::Failed && ctx.keep_on_failure {
-                let drivers: Vec<&str> = w.drivers.iter().map(|(_, d)| d.name.as_str()).collect();
-                eprintln!(
-                    "dra-e2e: kept namespace {} and driver(s) {} of failed scenario {:?} (--keep-on-failure)",
+                let drivers: Vec<&str> =
+                    w.scenario.drivers().map(|(_, d)| d.name.as_str()).collect();
+                tracing::warn!(
+                    "kept namespace {} and driver(s) {} of failed scenario {:?} (--keep-on-failure)",
                     w.namespace,
                     drivers.join(", "),
                     scenario.name
                 );
             } else if let Err(e) = tear_down(w).await {
-                eprintln!(
-                    "dra-e2e: teardown of scenario {:?} (namespace {}) failed: {e:#}",
-                    scenario.name, w.namespace
+                tracing::error!(
+                    "teardown of scenario {:?} (namespace {}) failed: {e:#}",
+                    scenario.name,
+                    w.namespace
                 );
                 ctx.outcomes.teardown_failed();
             }
@@ -163,141 +166,13 @@ pub async fn after(
     ctx.outcomes.record(scenario_id(feature, scenario), record);
 }
 
-/// Teardown in upstream's order: pods, claims, wait until unprepared,
-/// classes, drivers (plugins, proxy pods, RBAC, shared slices, IsGone),
-/// cluster-scoped objects, namespace. Every phase runs even if one failed.
+/// Runs the scenario's cleanup stack (see [`super::scenario`]): pods,
+/// claims, the wait until unprepared, classes, drivers (plugins, proxy pods,
+/// RBAC, shared slices, IsGone), cluster-scoped objects, namespace. Every
+/// cleanup runs even if one failed.
 pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
     let client = w.client()?;
-    let mut first: Option<anyhow::Error> = None;
-    let mut t = Instant::now();
-    let lap = |w: &mut World, t: &mut Instant, phase: &'static str| {
-        w.teardown_timings.push((phase, t.elapsed()));
-        *t = Instant::now();
-    };
-
-    for (ar, name) in std::mem::take(&mut w.namespaced_objects).into_iter().rev() {
-        let api: Api<kube::api::DynamicObject> =
-            Api::namespaced_with(client.clone(), &w.namespace, &ar);
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
-            Err(e) => {
-                first.get_or_insert(anyhow::anyhow!("deleting {} {name}: {e}", ar.kind));
-            }
-        }
-    }
-    if let Err(e) = super::pods::delete_all_pods(w, Duration::from_secs(60)).await {
-        first.get_or_insert(e);
-    }
-    lap(w, &mut t, "delete pods");
-
-    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &w.namespace);
-    if let Err(e) = claims
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-    {
-        first.get_or_insert(anyhow::anyhow!("deleting claims: {e}"));
-    }
-    for (_, d) in &w.drivers {
-        for n in d.nodenames() {
-            if let Some(p) = d.prepared(n)
-                && let Err(e) = p.wait_until_empty(Duration::from_secs(60)).await
-            {
-                first.get_or_insert(anyhow::anyhow!(
-                    "the plugin of {} on {n} still has claims prepared: {e}",
-                    d.name
-                ));
-            }
-        }
-    }
-    let r = wait::list(
-        &claims,
-        Default::default(),
-        "the scenario's claims to be gone",
-        Duration::from_secs(60),
-        |items| {
-            if items.is_empty() {
-                Check::Done(())
-            } else {
-                Check::Pending(
-                    items
-                        .iter()
-                        .map(|c| {
-                            format!(
-                                "{} (reservedFor {:?}, finalizers {:?}, deleting {})",
-                                c.metadata.name.clone().unwrap_or_default(),
-                                c.status
-                                    .as_ref()
-                                    .and_then(|s| s.reserved_for.as_ref())
-                                    .map(|r| r.iter().map(|r| r.name.clone()).collect::<Vec<_>>()),
-                                c.metadata.finalizers,
-                                c.metadata.deletion_timestamp.is_some()
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
-            }
-        },
-    )
-    .await;
-    if let Err(e) = r {
-        first.get_or_insert(e.into());
-    }
-    lap(w, &mut t, "delete claims and wait for unprepare");
-
-    let classes: Api<DeviceClass> = Api::all(client.clone());
-    let names: Vec<String> = w
-        .classes
-        .values()
-        .cloned()
-        .chain(w.extra_classes.iter().cloned())
-        .collect();
-    for name in names {
-        match classes.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
-            Err(e) => {
-                first.get_or_insert(anyhow::anyhow!("deleting DeviceClass {name}: {e}"));
-            }
-        }
-    }
-    lap(w, &mut t, "delete device classes");
-
-    let mut drivers = std::mem::take(&mut w.drivers);
-    for (_, d) in drivers.iter_mut().rev() {
-        if let Err(e) = d.tear_down().await {
-            first.get_or_insert(e.into());
-        }
-        w.teardown_timings.append(&mut d.teardown_timings);
-    }
-    t = Instant::now();
-    w.drivers = drivers;
-
-    for (ar, name) in std::mem::take(&mut w.cluster_objects).into_iter().rev() {
-        let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
-            Err(e) => {
-                first.get_or_insert(anyhow::anyhow!("deleting {} {name}: {e}", ar.kind));
-            }
-        }
-    }
-
-    let ns: Api<Namespace> = Api::all(client);
-    match ns.delete(&w.namespace, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(ref s)) if s.code == 404 => {}
-        Err(e) => {
-            first.get_or_insert(anyhow::anyhow!("deleting namespace {}: {e}", w.namespace));
-        }
-    }
-    lap(w, &mut t, "delete namespace");
-    match first {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    w.scenario.tear_down(&client, &mut w.teardown_timings).await
 }
 
 fn yaml_of<T: serde::Serialize>(items: &[T]) -> String {
@@ -350,14 +225,8 @@ async fn write_artifacts(w: &World, dir: &std::path::Path) -> anyhow::Result<()>
         .items;
     report::write_artifact(dir, "claims.yaml", &yaml_of(&claims))?;
     let mut slices = Vec::new();
-    for (_, d) in &w.drivers {
-        slices.extend(
-            Api::<ResourceSlice>::all(client.clone())
-                .list(&ListParams::default().fields(&format!("spec.driver={}", d.name)))
-                .await
-                .context("listing slices")?
-                .items,
-        );
+    for (_, d) in w.scenario.drivers() {
+        slices.extend(d.slices().await.context("listing slices")?);
         report::write_artifact(dir, &format!("calls-{}.txt", d.name), &d.call_log_text())?;
     }
     report::write_artifact(dir, "slices.yaml", &yaml_of(&slices))?;

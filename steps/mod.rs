@@ -1,5 +1,51 @@
-//! The cucumber World and the step library. Steps are thin: each sentence maps
-//! onto harness calls (driver, objects, wait). One file per topic.
+//! The cucumber World and the step library. Steps are parse-then-call: a
+//! sentence is matched into typed parameters ([`params`]) and mapped onto a
+//! plain async function of harness calls (driver, objects, wait, the
+//! [`scenario`] builder). One file per topic.
+
+/// Declares step sentences, each mapped onto the plain async function of the
+/// same name in the declaring module:
+///
+/// ```ignore
+/// sentences! {
+///     #[then(expr = "pod {string} is {podstate}")]
+///     fn pod_is(name: String, state: PodState);
+/// }
+///
+/// async fn pod_is(w: &mut World, name: String, state: PodState) -> anyhow::Result<()> {
+///     ...
+/// }
+/// ```
+///
+/// The step cucumber sees parses the sentence into the typed arguments and
+/// calls the function through [`run`], so every step gets the step timeout,
+/// the run's interrupt and the race against the scenario's drivers breaking
+/// without saying so. An argument `step: Step<'_>` hands on the gherkin step
+/// (its table or doc string) as `&Step`. Argument types are single names, as
+/// cucumber's attributes read them.
+macro_rules! sentences {
+    ($( $(#[$attr:meta])* fn $name:ident ( $($arg:ident : $ty:ident $(<$lt:lifetime>)?),* $(,)? ) ; )*) => {
+        mod sentences {
+            #![allow(unused_imports)]
+            use super::*;
+
+            /// How the generated steps take the gherkin step.
+            #[allow(dead_code)]
+            type Step<'a> = &'a ::cucumber::gherkin::Step;
+
+            $(
+                $(#[$attr])*
+                async fn $name(
+                    w: &mut $crate::steps::World,
+                    $($arg: $ty $(<$lt>)?),*
+                ) -> ::std::result::Result<(), ::std::string::String> {
+                    $crate::steps::run(super::$name(w, $($arg),*)).await
+                }
+            )*
+        }
+    };
+}
+
 pub mod api;
 pub mod calls;
 pub mod catalogue;
@@ -10,19 +56,24 @@ pub mod health;
 pub mod lifecycle;
 pub mod params;
 pub mod pods;
+pub mod scenario;
 pub mod slices;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
 use crate::driver::Driver;
 use crate::driver::sockets::Broken;
 use crate::report::Outcomes;
+use params::DriverRef;
+use scenario::Scenario;
 
 /// What every scenario of a run shares. Set once by the runner before the run.
 pub struct Context {
@@ -52,14 +103,6 @@ pub fn context() -> anyhow::Result<&'static Context> {
         .ok_or_else(|| anyhow::anyhow!("steps run outside a dra-e2e run (no cluster context)"))
 }
 
-/// A pod the scenario created, remembered for teardown and references.
-#[derive(Debug, Clone)]
-pub struct PodRecord {
-    pub name: String,
-    /// The pod claims' names.
-    pub pod_claims: Vec<String>,
-}
-
 /// One scenario's state. A fresh World is built for every scenario (and retry).
 #[derive(Debug, Default, cucumber::World)]
 pub struct World {
@@ -69,26 +112,14 @@ pub struct World {
     pub setup_error: Option<String>,
     /// Nodes the scenario uses, sorted (upstream's `Nodenames()`).
     pub nodes: Vec<String>,
-    /// Drivers by label (`""` is "the driver"), in creation order.
-    pub drivers: Vec<(String, Driver)>,
-    /// DeviceClasses created, by driver label.
-    pub classes: BTreeMap<String, String>,
-    /// Extra DeviceClasses created by name (copies), deleted at teardown.
-    pub extra_classes: Vec<String>,
-    pub pods: Vec<PodRecord>,
-    /// Cluster-scoped objects created from manifests, deleted at teardown.
-    pub cluster_objects: Vec<(kube::api::ApiResource, String)>,
-    /// Namespaced objects created from manifests (workloads among them),
-    /// deleted first at teardown so no controller re-creates pods.
-    pub namespaced_objects: Vec<(kube::api::ApiResource, String)>,
+    /// What the scenario made, each with its cleanup.
+    pub scenario: Scenario,
     /// Call counts remembered by "is called" for "has been called again".
     pub marks: BTreeMap<(String, String), u64>,
     /// Slices remembered by "the driver's slices are noted".
     pub noted_slices: Option<Vec<ResourceSlice>>,
     /// Claims generated for pods, remembered before a pod is deleted.
     pub generated_claims: BTreeMap<params::ClaimRef, String>,
-    /// UIDs of claims as first seen, to tell old from new ones.
-    pub claim_uids: BTreeMap<String, String>,
     /// UIDs of pools' slices as noted, for "recreated with a new UID".
     pub slice_uids: BTreeMap<String, String>,
     /// How long the plugin was gone while one driver instance replaced another.
@@ -160,66 +191,61 @@ impl World {
     /// Makes the running step fail as soon as one of the scenario's drivers
     /// breaks (see [`run`]).
     fn watch_drivers(&self) {
-        let _ = WATCHED.try_with(|w| w.add(self.drivers.iter().map(|(_, d)| d.broken())));
+        let _ = WATCHED.try_with(|w| w.add(self.scenario.drivers().map(|(_, d)| d.broken())));
     }
 
-    fn driver_index(&self, label: &str) -> Option<usize> {
-        self.drivers
-            .iter()
-            .position(|(l, _)| l == label)
-            // "the driver" is the scenario's first driver when none is unnamed.
-            .or_else(|| (label.is_empty() && !self.drivers.is_empty()).then_some(0))
-    }
-
-    /// The driver with `label`; `""` means "the driver": the unnamed one, or
-    /// else the scenario's first.
-    pub fn driver(&self, label: &str) -> anyhow::Result<&Driver> {
+    /// The driver `d` names; "the driver" is the unnamed one, or else the
+    /// scenario's first.
+    pub fn driver(&self, d: &DriverRef) -> anyhow::Result<&Driver> {
         self.watch_drivers();
-        match self.driver_index(label) {
-            Some(i) => Ok(&self.drivers[i].1),
-            None => Err(self.no_driver(label)),
-        }
+        self.scenario.driver(d).ok_or_else(|| self.no_driver(d))
     }
 
-    pub fn driver_mut(&mut self, label: &str) -> anyhow::Result<&mut Driver> {
+    pub fn driver_mut(&mut self, d: &DriverRef) -> anyhow::Result<&mut Driver> {
         self.watch_drivers();
-        match self.driver_index(label) {
-            Some(i) => Ok(&mut self.drivers[i].1),
-            None => Err(self.no_driver(label)),
+        // Looked up twice: the error borrows what the mutable lookup would hold.
+        if self.scenario.driver(d).is_none() {
+            return Err(self.no_driver(d));
         }
+        self.scenario
+            .driver_mut(d)
+            .ok_or_else(|| anyhow::anyhow!("{d} went away"))
     }
 
-    fn no_driver(&self, label: &str) -> anyhow::Error {
+    fn no_driver(&self, d: &DriverRef) -> anyhow::Error {
         let known: Vec<String> = self
-            .drivers
-            .iter()
-            .map(|(l, d)| {
-                if l.is_empty() {
-                    format!("the driver ({})", d.name)
-                } else {
-                    format!("driver \"{l}\" ({})", d.name)
-                }
-            })
+            .scenario
+            .drivers()
+            .map(|(l, driver)| format!("{l} ({})", driver.name))
             .collect();
-        if label.is_empty() {
-            anyhow::anyhow!(
-                "this scenario has no default driver; add a step like `Given a driver with 1 device per node` (drivers: {})",
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            )
+        let known = if known.is_empty() {
+            "none".to_owned()
         } else {
-            anyhow::anyhow!(
-                "this scenario has no driver \"{label}\" (drivers: {})",
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            )
+            known.join(", ")
+        };
+        match d {
+            DriverRef::The => anyhow::anyhow!(
+                "this scenario has no default driver; add a step like `Given a driver with 1 device per node` (drivers: {known})"
+            ),
+            DriverRef::Named(l) => {
+                anyhow::anyhow!("this scenario has no driver \"{l}\" (drivers: {known})")
+            }
         }
+    }
+
+    /// The class made for driver `d` (see [`Scenario::class_for`]).
+    pub fn class_name(&self, d: &DriverRef) -> anyhow::Result<String> {
+        self.scenario
+            .class_for(d)
+            .map(str::to_owned)
+            .ok_or_else(|| match d {
+                DriverRef::The => {
+                    anyhow::anyhow!("no device class for the driver; add `Given a device class`")
+                }
+                DriverRef::Named(l) => anyhow::anyhow!(
+                    "no device class for driver \"{l}\"; add `Given a device class for driver \"{l}\"`"
+                ),
+            })
     }
 
     /// The node at `index` among the scenario's nodes.
@@ -245,25 +271,48 @@ impl World {
         Ok(context()?.cluster.client())
     }
 
+    /// The API of a namespaced kind in the scenario's namespace, as the admin.
+    pub fn api<K>(&self) -> anyhow::Result<kube::Api<K>>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Ok(kube::Api::namespaced(self.client()?, &self.namespace))
+    }
+
+    /// Pod `name` of the scenario's namespace as the API server has it.
+    pub async fn pod(&self, name: &str) -> anyhow::Result<Pod> {
+        self.api::<Pod>()?
+            .get(name)
+            .await
+            .with_context(|| format!("reading pod {name}"))
+    }
+
+    /// Claim `name` of the scenario's namespace as the API server has it.
+    pub async fn claim(&self, name: &str) -> anyhow::Result<ResourceClaim> {
+        self.api::<ResourceClaim>()?
+            .get(name)
+            .await
+            .with_context(|| format!("reading ResourceClaim {name}"))
+    }
+
     /// `${namespace}`, `${driver}`, `${class}`, `${node0}`... for manifests.
     pub fn vars(&self) -> BTreeMap<String, String> {
         let mut v = BTreeMap::new();
         v.insert("namespace".to_owned(), self.namespace.clone());
-        for (label, d) in &self.drivers {
-            let key = if label.is_empty() {
-                "driver".to_owned()
-            } else {
-                format!("driver:{label}")
+        for (label, d) in self.scenario.drivers() {
+            let key = match label {
+                DriverRef::The => "driver".to_owned(),
+                DriverRef::Named(l) => format!("driver:{l}"),
             };
             v.insert(key, d.name.clone());
         }
-        for (label, c) in &self.classes {
-            let key = if label.is_empty() {
-                "class".to_owned()
-            } else {
-                format!("class:{label}")
+        for (label, c) in self.scenario.driver_classes() {
+            let key = match label {
+                DriverRef::The => "class".to_owned(),
+                DriverRef::Named(l) => format!("class:{l}"),
             };
-            v.insert(key, c.clone());
+            v.insert(key, c.to_owned());
         }
         for (i, n) in self.nodes.iter().enumerate() {
             v.insert(format!("node{i}"), n.clone());

@@ -6,11 +6,40 @@ use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams};
-use kube::runtime::watcher;
 
-use super::params::{DriverRef, Dur, quoted_list};
-use super::{World, run};
+use super::World;
+use super::params::{DriverRef, Dur, Strings};
 use crate::wait::{self, Check};
+
+sentences! {
+    #[then(expr = "{driver} publishes one slice per node with devices {strings}")]
+    fn one_slice_per_node(d: DriverRef, devices: Strings);
+
+    #[then(expr = "{driver} keeps publishing them for {duration}")]
+    fn keeps_publishing(d: DriverRef, dur: Dur);
+
+    #[given(expr = "the slices of {driver} are noted")]
+    #[when(expr = "the slices of {driver} are noted")]
+    fn note_slices(d: DriverRef);
+
+    #[then(expr = "the slices of {driver} are unchanged")]
+    fn slices_unchanged(d: DriverRef);
+
+    #[then(expr = "the slices of {driver} are removed")]
+    fn slices_removed(d: DriverRef);
+
+    #[then(expr = "{driver} publishes pool {string} in {int} slice(s) with {int} device(s)")]
+    fn pool_in_slices(d: DriverRef, pool: String, count: usize, devices: usize);
+
+    #[then(expr = "the driver publishes pool {string} for all nodes")]
+    fn pool_for_all_nodes(pool: String);
+
+    #[when(expr = "the slice of pool {string} is deleted")]
+    fn delete_pool_slice(pool: String);
+
+    #[then(expr = "the slice of pool {string} is recreated with a new UID")]
+    fn recreated(pool: String);
+}
 
 /// Compares the fields that matter, ignoring server bookkeeping.
 fn essence(s: &ResourceSlice) -> serde_json::Value {
@@ -25,7 +54,7 @@ fn essence(s: &ResourceSlice) -> serde_json::Value {
 /// "must manage ResourceSlices" expectations), or `None` when all is right.
 async fn node_local_problems(
     w: &World,
-    d: &str,
+    d: &DriverRef,
     devices: &[String],
 ) -> anyhow::Result<Option<String>> {
     let driver = w.driver(d)?;
@@ -90,120 +119,98 @@ async fn node_local_problems(
     Ok(None)
 }
 
-#[then(regex = r#"^(the driver|driver "[^"]+") publishes one slice per node with devices (".+")$"#)]
-async fn one_slice_per_node(w: &mut World, d: DriverRef, devices: String) -> Result<(), String> {
-    run(async {
-        let devices = quoted_list(&devices);
-        wait::poll(
-            "the driver's node-local slices",
-            Duration::from_secs(20),
-            Duration::from_millis(200),
-            || {
-                let devices = devices.clone();
-                let d = d.0.clone();
-                let w = &*w;
-                async move {
-                    match node_local_problems(w, &d, &devices).await {
-                        Ok(None) => Check::Done(()),
-                        Ok(Some(p)) => Check::Pending(p),
-                        Err(e) => Check::Fail(e.to_string()),
-                    }
+async fn one_slice_per_node(w: &World, d: DriverRef, devices: Strings) -> anyhow::Result<()> {
+    let devices = devices.0;
+    wait::poll(
+        "the driver's node-local slices",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || {
+            let devices = devices.clone();
+            let d = d.clone();
+            async move {
+                match node_local_problems(w, &d, &devices).await {
+                    Ok(None) => Check::Done(()),
+                    Ok(Some(p)) => Check::Pending(p),
+                    Err(e) => Check::Fail(e.to_string()),
                 }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
-#[then(regex = r#"^(the driver|driver "[^"]+") keeps publishing them for (\d+(?:ms|s|m))$"#)]
-async fn keeps_publishing(w: &mut World, d: DriverRef, dur: Dur) -> Result<(), String> {
-    run(async {
-        let devices: Vec<String> = {
-            let driver = w.driver(&d.0)?;
-            let slices = driver.slices().await?;
-            slices
-                .first()
-                .and_then(|s| s.spec.devices.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|d| d.name)
-                .collect()
-        };
-        wait::consistently(
-            "the driver's slices to stay as they are",
-            dur.0,
-            Duration::from_secs(1),
-            || {
-                let devices = devices.clone();
-                let d = d.0.clone();
-                let w = &*w;
-                async move {
-                    match node_local_problems(w, &d, &devices).await {
-                        Ok(None) => Ok(()),
-                        Ok(Some(p)) => Err(p),
-                        Err(e) => Err(e.to_string()),
-                    }
+async fn keeps_publishing(w: &World, d: DriverRef, dur: Dur) -> anyhow::Result<()> {
+    let devices: Vec<String> = {
+        let driver = w.driver(&d)?;
+        let slices = driver.slices().await?;
+        slices
+            .first()
+            .and_then(|s| s.spec.devices.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| d.name)
+            .collect()
+    };
+    wait::consistently(
+        "the driver's slices to stay as they are",
+        dur.0,
+        Duration::from_secs(1),
+        || {
+            let devices = devices.clone();
+            let d = d.clone();
+            async move {
+                match node_local_problems(w, &d, &devices).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(p)) => Err(p),
+                    Err(e) => Err(e.to_string()),
                 }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
-#[given(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
-#[when(regex = r#"^the slices of (the driver|driver "[^"]+") are noted$"#)]
-async fn note_slices(w: &mut World, d: DriverRef) -> Result<(), String> {
-    run(async {
-        // set_up already waited until the node-local slices were published.
-        let mut slices = w.driver(&d.0)?.slices().await?;
-        slices.sort_by_key(|s| s.metadata.name.clone());
-        w.noted_slices = Some(slices);
-        Ok(())
-    })
-    .await
+async fn note_slices(w: &mut World, d: DriverRef) -> anyhow::Result<()> {
+    // set_up already waited until the node-local slices were published.
+    let mut slices = w.driver(&d)?.slices().await?;
+    slices.sort_by_key(|s| s.metadata.name.clone());
+    w.noted_slices = Some(slices);
+    Ok(())
 }
 
-#[then(regex = r#"^the slices of (the driver|driver "[^"]+") are unchanged$"#)]
-async fn slices_unchanged(w: &mut World, d: DriverRef) -> Result<(), String> {
-    run(assert_unchanged(w, &d.0)).await
+async fn slices_unchanged(w: &World, d: DriverRef) -> anyhow::Result<()> {
+    assert_unchanged(w, &d).await
 }
 
-pub(crate) async fn assert_unchanged(w: &World, d: &str) -> anyhow::Result<()> {
-    {
-        let noted = w
-            .noted_slices
-            .clone()
-            .context("no slices were noted; use `When the slices of the driver are noted` first")?;
-        let mut now = w.driver(d)?.slices().await?;
-        now.sort_by_key(|s| s.metadata.name.clone());
-        let a: Vec<_> = noted.iter().map(essence).collect();
-        let b: Vec<_> = now.iter().map(essence).collect();
-        if a != b {
-            bail!(
-                "expected the driver's slices to be unchanged.\nnoted:    {}\nobserved: {}",
-                serde_json::to_string(&a).unwrap_or_default(),
-                serde_json::to_string(&b).unwrap_or_default()
-            );
-        }
-        Ok(())
+pub(crate) async fn assert_unchanged(w: &World, d: &DriverRef) -> anyhow::Result<()> {
+    let noted = w
+        .noted_slices
+        .clone()
+        .context("no slices were noted; use `When the slices of the driver are noted` first")?;
+    let mut now = w.driver(d)?.slices().await?;
+    now.sort_by_key(|s| s.metadata.name.clone());
+    let a: Vec<_> = noted.iter().map(essence).collect();
+    let b: Vec<_> = now.iter().map(essence).collect();
+    if a != b {
+        bail!(
+            "expected the driver's slices to be unchanged.\nnoted:    {}\nobserved: {}",
+            serde_json::to_string(&a).unwrap_or_default(),
+            serde_json::to_string(&b).unwrap_or_default()
+        );
     }
+    Ok(())
 }
 
-#[then(regex = r#"^the slices of (the driver|driver "[^"]+") are removed$"#)]
-async fn slices_removed(w: &mut World, d: DriverRef) -> Result<(), String> {
-    run(async {
-        w.driver(&d.0)?.is_gone(Duration::from_secs(120)).await?;
-        Ok(())
-    })
-    .await
+async fn slices_removed(w: &World, d: DriverRef) -> anyhow::Result<()> {
+    w.driver(&d)?.is_gone(Duration::from_secs(120)).await?;
+    Ok(())
 }
 
 async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlice>> {
-    let slices = w.driver("")?.slices().await?;
+    let slices = w.driver(&DriverRef::The)?.slices().await?;
     Ok(slices.into_iter().find(|s| s.spec.pool.name == pool))
 }
 
@@ -240,118 +247,100 @@ fn check_pool(slices: &[ResourceSlice], pool: &str, count: usize, devices: usize
     }
 }
 
-#[then(
-    regex = r#"^(the driver|driver "[^"]+") publishes pool "([^"]+)" in (\d+) slices? with (\d+) devices?$"#
-)]
 async fn pool_in_slices(
-    w: &mut World,
+    w: &World,
     d: DriverRef,
     pool: String,
     count: usize,
     devices: usize,
-) -> Result<(), String> {
-    run(async {
-        let driver = w.driver(&d.0)?.name.clone();
-        let api: Api<ResourceSlice> = Api::all(w.client()?);
-        let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
-        wait::list(
-            &api,
-            config,
-            &format!("pool {pool} of {driver} in {count} consistent slices with {devices} devices"),
+) -> anyhow::Result<()> {
+    let driver = w.driver(&d)?;
+    driver
+        .wait_slices(
+            &format!(
+                "pool {pool} of {} in {count} consistent slices with {devices} devices",
+                driver.name
+            ),
             Duration::from_secs(60),
             |slices| check_pool(slices, &pool, count, devices),
         )
         .await?;
-        Ok(())
-    })
-    .await
+    Ok(())
 }
 
-#[then(expr = "the driver publishes pool {string} for all nodes")]
-async fn pool_for_all_nodes(w: &mut World, pool: String) -> Result<(), String> {
-    run(async {
-        let s = wait::poll(
-            &format!("a slice of pool {pool}"),
-            Duration::from_secs(30),
-            Duration::from_millis(200),
-            || {
-                let w = &*w;
-                let pool = pool.clone();
-                async move {
-                    match pool_slice(w, &pool).await {
-                        Ok(Some(s)) => Check::Done(s),
-                        Ok(None) => Check::Pending("no slice of that pool".into()),
-                        Err(e) => Check::Fail(e.to_string()),
-                    }
+async fn pool_for_all_nodes(w: &mut World, pool: String) -> anyhow::Result<()> {
+    let s = wait::poll(
+        &format!("a slice of pool {pool}"),
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || {
+            let w = &*w;
+            let pool = pool.clone();
+            async move {
+                match pool_slice(w, &pool).await {
+                    Ok(Some(s)) => Check::Done(s),
+                    Ok(None) => Check::Pending("no slice of that pool".into()),
+                    Err(e) => Check::Fail(e.to_string()),
                 }
-            },
-        )
-        .await?;
-        let spec = s.spec.clone();
-        if spec.node_name.is_some()
-            || spec.all_nodes != Some(true)
-            || spec.pool.resource_slice_count != 1
-        {
-            bail!(
-                "expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}",
-                spec
-            );
-        }
-        w.slice_uids
-            .insert(pool, s.metadata.uid.unwrap_or_default());
-        Ok(())
-    })
-    .await
+            }
+        },
+    )
+    .await?;
+    let spec = s.spec.clone();
+    if spec.node_name.is_some()
+        || spec.all_nodes != Some(true)
+        || spec.pool.resource_slice_count != 1
+    {
+        bail!(
+            "expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}",
+            spec
+        );
+    }
+    w.slice_uids
+        .insert(pool, s.metadata.uid.unwrap_or_default());
+    Ok(())
 }
 
-#[when(expr = "the slice of pool {string} is deleted")]
-async fn delete_pool_slice(w: &mut World, pool: String) -> Result<(), String> {
-    run(async {
-        let s = pool_slice(w, &pool)
-            .await?
-            .with_context(|| format!("no slice of pool {pool}"))?;
-        let name = s.metadata.name.clone().unwrap_or_default();
-        w.slice_uids
-            .insert(pool, s.metadata.uid.unwrap_or_default());
-        Api::<ResourceSlice>::all(w.client()?)
-            .delete(&name, &DeleteParams::default())
-            .await
-            .with_context(|| format!("deleting ResourceSlice {name}"))?;
-        Ok(())
-    })
-    .await
+async fn delete_pool_slice(w: &mut World, pool: String) -> anyhow::Result<()> {
+    let s = pool_slice(w, &pool)
+        .await?
+        .with_context(|| format!("no slice of pool {pool}"))?;
+    let name = s.metadata.name.clone().unwrap_or_default();
+    w.slice_uids
+        .insert(pool, s.metadata.uid.unwrap_or_default());
+    Api::<ResourceSlice>::all(w.client()?)
+        .delete(&name, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting ResourceSlice {name}"))?;
+    Ok(())
 }
 
-#[then(expr = "the slice of pool {string} is recreated with a new UID")]
-async fn recreated(w: &mut World, pool: String) -> Result<(), String> {
-    run(async {
-        let old = w
-            .slice_uids
-            .get(&pool)
-            .cloned()
-            .with_context(|| format!("the slice of pool {pool} was not seen before"))?;
-        wait::poll(
-            &format!("the slice of pool {pool} to be recreated"),
-            Duration::from_secs(50),
-            Duration::from_millis(200),
-            || {
-                let w = &*w;
-                let pool = pool.clone();
-                let old = old.clone();
-                async move {
-                    match pool_slice(w, &pool).await {
-                        Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => {
-                            Check::Done(())
-                        }
-                        Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
-                        Ok(None) => Check::Pending("no slice of that pool".into()),
-                        Err(e) => Check::Fail(e.to_string()),
+async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
+    let old = w
+        .slice_uids
+        .get(&pool)
+        .cloned()
+        .with_context(|| format!("the slice of pool {pool} was not seen before"))?;
+    wait::poll(
+        &format!("the slice of pool {pool} to be recreated"),
+        Duration::from_secs(50),
+        Duration::from_millis(200),
+        || {
+            let w = &*w;
+            let pool = pool.clone();
+            let old = old.clone();
+            async move {
+                match pool_slice(w, &pool).await {
+                    Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => {
+                        Check::Done(())
                     }
+                    Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
+                    Ok(None) => Check::Pending("no slice of that pool".into()),
+                    Err(e) => Check::Fail(e.to_string()),
                 }
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }

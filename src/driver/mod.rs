@@ -18,6 +18,7 @@ use crate::plugin::{
     Calls, DeviceHealth, HealthApi, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
 };
 use crate::wait::{self, Check};
+use rbac::IdentityObject;
 use slices::{DeviceSpec, Publisher, Taint};
 use sockets::{Broken, BrokenSender, HostProvider, NodeHost, Stopper};
 
@@ -150,7 +151,8 @@ pub struct Driver {
     prepared: BTreeMap<String, Prepared>,
     network_slices: bool,
     admin_publisher: Option<Publisher>,
-    identity_created: Vec<(&'static str, String)>,
+    /// What of the plugin's identity exists, in creation order.
+    identity_created: Vec<IdentityObject>,
     torn_down: bool,
     /// Nodes whose kubelet had not registered the plugin when it stopped.
     unregistered: Vec<String>,
@@ -348,38 +350,13 @@ impl Driver {
             driver: self.name.clone(),
             message: format!("building RBAC objects: {e}"),
         })?;
-        let pp = PostParams::default();
-        let c = &self.ctx.admin;
-        Api::namespaced(c.clone(), &self.ctx.namespace)
-            .create(&pp, &objects.service_account)
-            .await
-            .map_err(self.kube_err("creating the plugin's ServiceAccount"))?;
-        self.identity_created
-            .push(("ServiceAccount", self.identity.service_account()));
-        Api::all(c.clone())
-            .create(&pp, &objects.role)
-            .await
-            .map_err(self.kube_err("creating the plugin's ClusterRole"))?;
-        self.identity_created
-            .push(("ClusterRole", self.identity.role()));
-        Api::all(c.clone())
-            .create(&pp, &objects.binding)
-            .await
-            .map_err(self.kube_err("creating the plugin's ClusterRoleBinding"))?;
-        self.identity_created
-            .push(("ClusterRoleBinding", self.identity.binding()));
-        Api::all(c.clone())
-            .create(&pp, &objects.policy)
-            .await
-            .map_err(self.kube_err("creating the ResourceSlice admission policy"))?;
-        self.identity_created
-            .push(("ValidatingAdmissionPolicy", self.identity.policy()));
-        Api::all(c.clone())
-            .create(&pp, &objects.policy_binding)
-            .await
-            .map_err(self.kube_err("creating the admission policy binding"))?;
-        self.identity_created
-            .push(("ValidatingAdmissionPolicyBinding", self.identity.policy()));
+        for object in IdentityObject::ALL {
+            object
+                .create(&self.ctx.admin, &self.identity, &objects)
+                .await
+                .map_err(self.kube_err(object.purpose()))?;
+            self.identity_created.push(object);
+        }
         Ok(())
     }
 
@@ -468,23 +445,7 @@ impl Driver {
         };
         let plugin = NodePlugin::start(config, dra_in, reg_in);
 
-        let publisher = match &self.options.resources {
-            Resources::NodeLocal { per_node, default } => {
-                let devices = per_node.get(&index).unwrap_or(default);
-                let node_obj: Node = Api::all(self.ctx.admin.clone())
-                    .get(node)
-                    .await
-                    .map_err(self.kube_err(format!("reading node {node}")))?;
-                let slice = slices::node_slice(&self.name, &node_obj, devices).map_err(|e| {
-                    DriverError::Other {
-                        driver: self.name.clone(),
-                        message: format!("building ResourceSlice: {e}"),
-                    }
-                })?;
-                Some(Publisher::start(client, slice))
-            }
-            _ => None,
-        };
+        let publisher = self.node_publisher(index, node, client).await?;
         self.prepared.insert(node.to_owned(), prepared.clone());
         self.instances.insert(
             node.to_owned(),
@@ -497,18 +458,38 @@ impl Driver {
         Ok(())
     }
 
+    /// The plugin's own publisher of the slice of node `index`, for
+    /// node-local resources (other resources are published by the harness).
+    async fn node_publisher(
+        &self,
+        index: usize,
+        node: &str,
+        client: kube::Client,
+    ) -> Result<Option<Publisher>, DriverError> {
+        let Resources::NodeLocal { per_node, default } = &self.options.resources else {
+            return Ok(None);
+        };
+        let devices = per_node.get(&index).unwrap_or(default);
+        let node_obj: Node = Api::all(self.ctx.admin.clone())
+            .get(node)
+            .await
+            .map_err(self.kube_err(format!("reading node {node}")))?;
+        let slice =
+            slices::node_slice(&self.name, &node_obj, devices).map_err(|e| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("building ResourceSlice: {e}"),
+            })?;
+        Ok(Some(Publisher::start(client, slice)))
+    }
+
     /// Waits until every node has the node-local slice this driver publishes
     /// (drivers with other resources have nothing to wait for).
     pub async fn wait_published(&self, timeout: Duration) -> Result<(), DriverError> {
         if !matches!(self.options.resources, Resources::NodeLocal { .. }) {
             return Ok(());
         }
-        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
-        let config = watcher::Config::default().fields(&format!("spec.driver={}", self.name));
         let nodes = self.nodes.clone();
-        wait::list(
-            &api,
-            config,
+        self.wait_slices(
             &format!("the ResourceSlices of driver {} on every node", self.name),
             timeout,
             |items| {
@@ -524,7 +505,21 @@ impl Driver {
             },
         )
         .await
-        .map_err(|e| DriverError::Wait(e, self.name.clone()))
+    }
+
+    /// Watches the driver's slices, whoever published them, until `check`
+    /// over all of them is done.
+    pub async fn wait_slices<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        check: impl FnMut(&[ResourceSlice]) -> Check<T>,
+    ) -> Result<T, DriverError> {
+        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+        let config = watcher::Config::default().fields(&format!("spec.driver={}", self.name));
+        wait::list(&api, config, what, timeout, check)
+            .await
+            .map_err(|e| DriverError::Wait(e, self.name.clone()))
     }
 
     /// The pool `device` belongs to as seen from `node`.
@@ -643,9 +638,10 @@ impl Driver {
         }
         lap(&mut self.teardown_timings, "stop plugins");
         let mut first_error = None;
-        for (kind, name) in std::mem::take(&mut self.identity_created).into_iter().rev() {
-            if let Err(e) = self.delete_identity_object(kind, &name).await {
-                first_error.get_or_insert(e);
+        for object in std::mem::take(&mut self.identity_created).into_iter().rev() {
+            if let Err(e) = object.delete(&self.ctx.admin, &self.identity).await {
+                let action = format!("deleting {} {}", object.kind(), object.name(&self.identity));
+                first_error.get_or_insert(self.kube_err(action)(e));
             }
         }
         lap(&mut self.teardown_timings, "delete RBAC");
@@ -677,43 +673,6 @@ impl Driver {
         }
     }
 
-    async fn delete_identity_object(&self, kind: &str, name: &str) -> Result<(), DriverError> {
-        use k8s_openapi::api::admissionregistration::v1::{
-            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-        };
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-        let c = self.ctx.admin.clone();
-        let dp = DeleteParams::default();
-        let r = match kind {
-            "ServiceAccount" => Api::<ServiceAccount>::namespaced(c, &self.ctx.namespace)
-                .delete(name, &dp)
-                .await
-                .map(|_| ()),
-            "ClusterRole" => Api::<ClusterRole>::all(c)
-                .delete(name, &dp)
-                .await
-                .map(|_| ()),
-            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
-                .delete(name, &dp)
-                .await
-                .map(|_| ()),
-            "ValidatingAdmissionPolicy" => Api::<ValidatingAdmissionPolicy>::all(c)
-                .delete(name, &dp)
-                .await
-                .map(|_| ()),
-            _ => Api::<ValidatingAdmissionPolicyBinding>::all(c)
-                .delete(name, &dp)
-                .await
-                .map(|_| ()),
-        };
-        match r {
-            Ok(()) => Ok(()),
-            Err(kube::Error::Api(ref s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(self.kube_err(format!("deleting {kind} {name}"))(e)),
-        }
-    }
-
     /// Deletes the driver's slices of `nodes`, whose kubelets never
     /// registered the plugin and so will never wipe them.
     async fn delete_node_slices(&self, nodes: &[String]) -> Result<(), DriverError> {
@@ -732,11 +691,7 @@ impl Driver {
     /// `IsGone`: waits until no ResourceSlice of the driver is left (the
     /// kubelet wipes node-local ones a delay after the plugin went away).
     pub async fn is_gone(&self, timeout: Duration) -> Result<(), DriverError> {
-        let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
-        let config = watcher::Config::default().fields(&format!("spec.driver={}", self.name));
-        wait::list(
-            &api,
-            config,
+        self.wait_slices(
             &format!("the ResourceSlices of driver {} to be removed", self.name),
             timeout,
             |items| {
@@ -756,7 +711,6 @@ impl Driver {
             },
         )
         .await
-        .map_err(|e| DriverError::Wait(e, self.name.clone()))
     }
 
     /// Per-node plugin call logs, for artifacts.

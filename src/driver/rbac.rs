@@ -6,7 +6,11 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
+
+use crate::objects::delete_if_present;
 
 /// Names of the identity objects of one driver instance (`<driver><instance>`).
 #[derive(Debug, Clone)]
@@ -149,6 +153,112 @@ pub fn objects(id: &Identity) -> Result<Objects, serde_json::Error> {
         policy,
         policy_binding,
     })
+}
+
+/// One of the identity objects, so a driver remembers what it created by
+/// type and deletes exactly that, in reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityObject {
+    ServiceAccount,
+    ClusterRole,
+    ClusterRoleBinding,
+    AdmissionPolicy,
+    AdmissionPolicyBinding,
+}
+
+impl IdentityObject {
+    /// Creation order: the binding after what it binds.
+    pub const ALL: [IdentityObject; 5] = [
+        IdentityObject::ServiceAccount,
+        IdentityObject::ClusterRole,
+        IdentityObject::ClusterRoleBinding,
+        IdentityObject::AdmissionPolicy,
+        IdentityObject::AdmissionPolicyBinding,
+    ];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            IdentityObject::ServiceAccount => "ServiceAccount",
+            IdentityObject::ClusterRole => "ClusterRole",
+            IdentityObject::ClusterRoleBinding => "ClusterRoleBinding",
+            IdentityObject::AdmissionPolicy => "ValidatingAdmissionPolicy",
+            IdentityObject::AdmissionPolicyBinding => "ValidatingAdmissionPolicyBinding",
+        }
+    }
+
+    /// What creating it is for, as an error names the action.
+    pub fn purpose(self) -> &'static str {
+        match self {
+            IdentityObject::ServiceAccount => "creating the plugin's ServiceAccount",
+            IdentityObject::ClusterRole => "creating the plugin's ClusterRole",
+            IdentityObject::ClusterRoleBinding => "creating the plugin's ClusterRoleBinding",
+            IdentityObject::AdmissionPolicy => "creating the ResourceSlice admission policy",
+            IdentityObject::AdmissionPolicyBinding => "creating the admission policy binding",
+        }
+    }
+
+    pub fn name(self, id: &Identity) -> String {
+        match self {
+            IdentityObject::ServiceAccount => id.service_account(),
+            IdentityObject::ClusterRole => id.role(),
+            IdentityObject::ClusterRoleBinding => id.binding(),
+            // The binding is named after the policy it binds.
+            IdentityObject::AdmissionPolicy | IdentityObject::AdmissionPolicyBinding => id.policy(),
+        }
+    }
+
+    pub async fn create(
+        self,
+        admin: &kube::Client,
+        id: &Identity,
+        objects: &Objects,
+    ) -> Result<(), kube::Error> {
+        let pp = PostParams::default();
+        let c = admin.clone();
+        match self {
+            IdentityObject::ServiceAccount => Api::namespaced(c, &id.namespace)
+                .create(&pp, &objects.service_account)
+                .await
+                .map(drop),
+            IdentityObject::ClusterRole => Api::all(c).create(&pp, &objects.role).await.map(drop),
+            IdentityObject::ClusterRoleBinding => {
+                Api::all(c).create(&pp, &objects.binding).await.map(drop)
+            }
+            IdentityObject::AdmissionPolicy => {
+                Api::all(c).create(&pp, &objects.policy).await.map(drop)
+            }
+            IdentityObject::AdmissionPolicyBinding => Api::all(c)
+                .create(&pp, &objects.policy_binding)
+                .await
+                .map(drop),
+        }
+    }
+
+    /// Deletes it; one already gone counts as deleted.
+    pub async fn delete(self, admin: &kube::Client, id: &Identity) -> Result<(), kube::Error> {
+        let name = self.name(id);
+        let dp = DeleteParams::default();
+        let c = admin.clone();
+        match self {
+            IdentityObject::ServiceAccount => {
+                let api = Api::<ServiceAccount>::namespaced(c, &id.namespace);
+                delete_if_present(&api, &name, &dp).await
+            }
+            IdentityObject::ClusterRole => {
+                delete_if_present(&Api::<ClusterRole>::all(c), &name, &dp).await
+            }
+            IdentityObject::ClusterRoleBinding => {
+                delete_if_present(&Api::<ClusterRoleBinding>::all(c), &name, &dp).await
+            }
+            IdentityObject::AdmissionPolicy => {
+                delete_if_present(&Api::<ValidatingAdmissionPolicy>::all(c), &name, &dp).await
+            }
+            IdentityObject::AdmissionPolicyBinding => {
+                let api = Api::<ValidatingAdmissionPolicyBinding>::all(c);
+                delete_if_present(&api, &name, &dp).await
+            }
+        }
+    }
 }
 
 /// A kube config that acts as the plugin on `node`, as the pod's projected

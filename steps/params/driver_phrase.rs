@@ -1,0 +1,218 @@
+//! The grammar of driver sentences: `2 devices per node, serving the v1beta1
+//! API`, `a network pool of 10 tainted devices`, `these devices:` ...
+use crate::driver::slices::{self, Taint};
+use crate::plugin::{HealthApi, NodeApi};
+
+/// What `a driver with <resources>[, <setting>]...` asks for.
+#[derive(Debug, Clone, PartialEq, cucumber::Parameter)]
+#[param(name = "driverphrase", regex = ".+")]
+pub struct DriverPhrase {
+    pub resources: ResourcesPhrase,
+    pub with_kubelet: bool,
+    pub apis: Option<Vec<NodeApi>>,
+    /// Health service versions; `None` for the default (all).
+    pub health_apis: Option<Vec<HealthApi>>,
+    pub rolling_update: bool,
+    pub start_later: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourcesPhrase {
+    PerNode(usize),
+    Network(usize, Vec<Taint>),
+    AllNodes(String, usize),
+    FromTable,
+    None,
+}
+
+fn count_of(s: &str, unit: &str) -> Option<usize> {
+    let s = s.strip_suffix(unit)?.trim_end();
+    s.parse().ok()
+}
+
+impl std::str::FromStr for DriverPhrase {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A colon may introduce the table of `these devices`.
+        let s = s.strip_suffix(':').unwrap_or(s);
+        let mut parts = s.split(", ");
+        let mut phrase = DriverPhrase {
+            resources: parts.next().unwrap_or_default().trim().parse()?,
+            with_kubelet: true,
+            apis: None,
+            health_apis: None,
+            rolling_update: false,
+            start_later: false,
+        };
+        for setting in parts {
+            phrase.apply(setting.trim())?;
+        }
+        Ok(phrase)
+    }
+}
+
+impl DriverPhrase {
+    /// One `, <setting>` of the phrase.
+    fn apply(&mut self, setting: &str) -> Result<(), String> {
+        match setting {
+            "not registered with the kubelet" => self.with_kubelet = false,
+            "in rolling-update mode" => self.rolling_update = true,
+            "not started yet" => self.start_later = true,
+            "without device health" => self.health_apis = Some(Vec::new()),
+            _ => {
+                // `serving the <versions> [health ]API[s]`
+                let versions = setting
+                    .strip_prefix("serving the ")
+                    .and_then(|r| r.strip_suffix(" APIs").or(r.strip_suffix(" API")))
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown driver setting {setting:?}; known: `not registered with the kubelet`, \
+                             `serving the v1beta1 API`, `serving the v1 and v1beta1 APIs`, \
+                             `serving the v1alpha1 health API`, `without device health`, \
+                             `in rolling-update mode`, `not started yet`"
+                        )
+                    })?;
+                match versions.strip_suffix(" health") {
+                    Some(health) => self.health_apis = Some(version_list(health)?),
+                    None => self.apis = Some(version_list(versions)?),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for ResourcesPhrase {
+    type Err = String;
+
+    fn from_str(res: &str) -> Result<Self, Self::Err> {
+        if res == "no devices" {
+            return Ok(ResourcesPhrase::None);
+        }
+        if res == "these devices" {
+            return Ok(ResourcesPhrase::FromTable);
+        }
+        if let Some(n) = count_of(res, "devices per node").or(count_of(res, "device per node")) {
+            return Ok(ResourcesPhrase::PerNode(n));
+        }
+        if let Some(rest) = res.strip_prefix("a network pool of ") {
+            return network_pool(res, rest);
+        }
+        if let Some(rest) = res.strip_prefix("an all-nodes pool \"") {
+            let (pool, rest) = rest.split_once("\" of ").ok_or_else(|| {
+                format!("expected `an all-nodes pool \"name\" of N devices`, got {res:?}")
+            })?;
+            let n = count_of(rest, "devices")
+                .or(count_of(rest, "device"))
+                .ok_or_else(|| format!("cannot read the device count in {res:?}"))?;
+            return Ok(ResourcesPhrase::AllNodes(pool.to_owned(), n));
+        }
+        Err(format!(
+            "unknown resources {res:?}; use `N devices per node`, `a network pool of N devices`, \
+             `an all-nodes pool \"name\" of N devices`, `these devices` (with a table) or `no devices`"
+        ))
+    }
+}
+
+/// `N devices`, `N tainted devices` or `N devices tainted k=v:Effect`, after
+/// `a network pool of ` in `res`.
+fn network_pool(res: &str, rest: &str) -> Result<ResourcesPhrase, String> {
+    let (main, explicit) = match rest.split_once(" tainted ") {
+        Some((m, t)) if t.contains(':') => (m, Some(t)),
+        _ => (rest, None),
+    };
+    let (count, default_tainted) = match main.split_once(" tainted ") {
+        Some((c, _)) => (c, true),
+        None => (main.split(' ').next().unwrap_or_default(), false),
+    };
+    let n: usize = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("cannot read the device count in {res:?}"))?;
+    let mut taints = Vec::new();
+    if default_tainted {
+        taints.push(slices::default_taint());
+    }
+    if let Some(t) = explicit {
+        taints.push(t.parse()?);
+    }
+    Ok(ResourcesPhrase::Network(n, taints))
+}
+
+/// `v1 and v1beta1`, `v1, v1beta1`, `v1alpha1 only`: API versions.
+fn version_list<T: std::str::FromStr<Err: std::fmt::Display>>(
+    words: &str,
+) -> Result<Vec<T>, String> {
+    words
+        .split([',', ' '])
+        .filter(|w| !w.is_empty() && *w != "and" && *w != "only")
+        .map(|w| w.parse::<T>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_phrases() {
+        let p: DriverPhrase = "1 device per node".parse().unwrap();
+        assert_eq!(p.resources, ResourcesPhrase::PerNode(1));
+        assert!(p.with_kubelet);
+        let p: DriverPhrase = "a network pool of 10 devices, not registered with the kubelet"
+            .parse()
+            .unwrap();
+        assert_eq!(p.resources, ResourcesPhrase::Network(10, vec![]));
+        assert!(!p.with_kubelet);
+        let p: DriverPhrase = "these devices:".parse().unwrap();
+        assert!(matches!(p.resources, ResourcesPhrase::FromTable));
+        let p: DriverPhrase = "a network pool of 10 tainted devices".parse().unwrap();
+        assert_eq!(
+            p.resources,
+            ResourcesPhrase::Network(10, vec![slices::default_taint()])
+        );
+        let p: DriverPhrase = "a network pool of 4 devices tainted a=b:NoExecute"
+            .parse()
+            .unwrap();
+        let ResourcesPhrase::Network(4, t) = p.resources else {
+            panic!()
+        };
+        assert_eq!(t[0].effect, "NoExecute");
+        let p: DriverPhrase = "2 devices per node, serving the v1beta1 API"
+            .parse()
+            .unwrap();
+        assert_eq!(p.apis, Some(vec![NodeApi::V1beta1]));
+        let p: DriverPhrase =
+            "2 devices per node, serving the v1 and v1beta1 APIs, in rolling-update mode"
+                .parse()
+                .unwrap();
+        assert_eq!(p.apis, Some(vec![NodeApi::V1, NodeApi::V1beta1]));
+        assert!(p.rolling_update);
+        assert_eq!(p.health_apis, None);
+        let p: DriverPhrase = "1 device per node, serving the v1alpha1 health API"
+            .parse()
+            .unwrap();
+        assert_eq!(p.health_apis, Some(vec![HealthApi::V1alpha1]));
+        assert_eq!(p.apis, None);
+        let p: DriverPhrase = "1 device per node, without device health".parse().unwrap();
+        assert_eq!(p.health_apis, Some(vec![]));
+        assert!(
+            "1 device per node, serving the v2 health API"
+                .parse::<DriverPhrase>()
+                .is_err()
+        );
+        let p: DriverPhrase = "an all-nodes pool \"all-nodes-pool\" of 1 device"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            p.resources,
+            ResourcesPhrase::AllNodes("all-nodes-pool".into(), 1)
+        );
+        assert!("3 gadgets".parse::<DriverPhrase>().is_err());
+        let err = "1 device per node, blue"
+            .parse::<DriverPhrase>()
+            .unwrap_err();
+        assert!(err.contains("unknown driver setting"), "{err}");
+    }
+}

@@ -1,0 +1,799 @@
+//! Typed step parameters, so a misspelt value fails to match (and `dra-e2e
+//! check` reports it) instead of failing at run time.
+use std::str::FromStr;
+use std::time::Duration;
+
+mod driver_phrase;
+
+use crate::proto::method;
+pub use crate::wait::{PodState, SteadyPodState};
+pub use driver_phrase::{DriverPhrase, ResourcesPhrase};
+
+/// A kubelet plugin gRPC method, across all API versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    NodePrepareResources,
+    NodeUnprepareResources,
+    GetInfo,
+    NotifyRegistrationStatus,
+    /// The kubelet's device health stream (counted once, when it opens).
+    NodeWatchResources,
+}
+
+impl Method {
+    /// Full gRPC paths of the method in every API version, as the kubelet
+    /// version decides which one is called.
+    pub fn paths(self) -> &'static [&'static str] {
+        match self {
+            Method::NodePrepareResources => &[
+                method::V1_PREPARE,
+                method::V1BETA1_PREPARE,
+                method::V1ALPHA4_PREPARE,
+            ],
+            Method::NodeUnprepareResources => &[
+                method::V1_UNPREPARE,
+                method::V1BETA1_UNPREPARE,
+                method::V1ALPHA4_UNPREPARE,
+            ],
+            Method::GetInfo => &[method::GET_INFO],
+            Method::NotifyRegistrationStatus => &[method::NOTIFY_REGISTRATION_STATUS],
+            Method::NodeWatchResources => &[method::HEALTH_V1_WATCH, method::HEALTH_V1ALPHA1_WATCH],
+        }
+    }
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "NodePrepareResources" => Method::NodePrepareResources,
+            "NodeUnprepareResources" => Method::NodeUnprepareResources,
+            "GetInfo" => Method::GetInfo,
+            "NotifyRegistrationStatus" => Method::NotifyRegistrationStatus,
+            "NodeWatchResources" => Method::NodeWatchResources,
+            other => return Err(format!("unknown method {other}")),
+        })
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// `NodePrepareResources`, or `NodePrepareResources of driver "x"`: a method
+/// of one of the scenario's drivers ("the driver" when none is named).
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "method",
+    regex = r#"(?:NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources)(?: of (?:the driver|driver "[^"]+"))?"#
+)]
+pub struct MethodOf {
+    pub method: Method,
+    pub driver: DriverRef,
+}
+
+impl MethodOf {
+    /// Fails unless the method is one of `allowed` (a step that acts on
+    /// some methods only).
+    pub fn one_of(&self, allowed: &[Method]) -> anyhow::Result<Method> {
+        if allowed.contains(&self.method) {
+            return Ok(self.method);
+        }
+        let names: Vec<String> = allowed.iter().map(Method::to_string).collect();
+        anyhow::bail!(
+            "this step applies to {}, not {}",
+            names.join(", "),
+            self.method
+        )
+    }
+}
+
+impl FromStr for MethodOf {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (method, driver) = match s.split_once(" of ") {
+            Some((m, d)) => (m, d.parse()?),
+            None => (s, DriverRef::The),
+        };
+        Ok(MethodOf {
+            method: method.parse()?,
+            driver,
+        })
+    }
+}
+
+/// `node 0`, `node 1`, ... (index into the scenario's sorted nodes) or `every node`.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "node",
+    regex = r#"node \d+|every node|the node of pod "[^"]+""#
+)]
+pub enum NodeSel {
+    Index(usize),
+    Every,
+    /// The node a pod was scheduled to.
+    OfPod(String),
+}
+
+impl FromStr for NodeSel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "every node" {
+            return Ok(NodeSel::Every);
+        }
+        if let Some(p) = s
+            .strip_prefix("the node of pod \"")
+            .and_then(|r| r.strip_suffix('"'))
+        {
+            return Ok(NodeSel::OfPod(p.to_owned()));
+        }
+        s.strip_prefix("node ")
+            .and_then(|n| n.parse().ok())
+            .map(NodeSel::Index)
+            .ok_or_else(|| format!("expected `node N` or `every node`, got {s:?}"))
+    }
+}
+
+impl NodeSel {
+    /// The node names selected, among the scenario's nodes.
+    pub async fn resolve(&self, w: &super::World) -> anyhow::Result<Vec<String>> {
+        let nodes = &w.nodes;
+        match self {
+            NodeSel::OfPod(pod) => {
+                let node = w
+                    .pod(pod)
+                    .await?
+                    .spec
+                    .and_then(|s| s.node_name)
+                    .ok_or_else(|| anyhow::anyhow!("pod {pod} is not scheduled to a node"))?;
+                Ok(vec![node])
+            }
+            NodeSel::Every => {
+                if nodes.is_empty() {
+                    anyhow::bail!("the scenario selected no nodes; add `Given 1 ready node`");
+                }
+                Ok(nodes.to_vec())
+            }
+            NodeSel::Index(i) => nodes.get(*i).map(|n| vec![n.clone()]).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "node {i} does not exist: the scenario uses {} node(s)",
+                    nodes.len()
+                )
+            }),
+        }
+    }
+}
+
+/// `the driver` or `driver "label"`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, cucumber::Parameter)]
+#[param(name = "driver", regex = r#"the driver|driver "[^"]+""#)]
+pub enum DriverRef {
+    /// The unnamed driver, or else the scenario's first.
+    #[default]
+    The,
+    Named(String),
+}
+
+impl FromStr for DriverRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "the driver" {
+            return Ok(DriverRef::The);
+        }
+        s.strip_prefix("driver \"")
+            .and_then(|r| r.strip_suffix('"'))
+            .map(|l| DriverRef::Named(l.to_owned()))
+            .ok_or_else(|| format!("expected `the driver` or `driver \"name\"`, got {s:?}"))
+    }
+}
+
+impl std::fmt::Display for DriverRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DriverRef::The => f.write_str("the driver"),
+            DriverRef::Named(l) => write!(f, "driver \"{l}\""),
+        }
+    }
+}
+
+/// `claim "name"`, `the claim of pod "name"` (the claim generated for its
+/// inline claim) or `the extended resource claim of pod "name"` (the claim
+/// the scheduler made for its DRA-backed extended resources).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, cucumber::Parameter)]
+#[param(
+    name = "claim",
+    regex = r#"claim "[^"]+"|the claim of pod "[^"]+"|the extended resource claim of pod "[^"]+""#
+)]
+pub enum ClaimRef {
+    Named(String),
+    OfPod(String),
+    ExtendedOfPod(String),
+}
+
+impl FromStr for ClaimRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let quoted = |p: &str| {
+            s.strip_prefix(p)
+                .and_then(|r| r.strip_suffix('"'))
+                .map(str::to_owned)
+        };
+        if let Some(n) = quoted("claim \"") {
+            return Ok(ClaimRef::Named(n));
+        }
+        if let Some(p) = quoted("the claim of pod \"") {
+            return Ok(ClaimRef::OfPod(p));
+        }
+        if let Some(p) = quoted("the extended resource claim of pod \"") {
+            return Ok(ClaimRef::ExtendedOfPod(p));
+        }
+        Err(format!(
+            "expected `claim \"name\"`, `the claim of pod \"name\"` or \
+             `the extended resource claim of pod \"name\"`, got {s:?}"
+        ))
+    }
+}
+
+/// A duration like `20s`, `2m`, `500ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "duration", regex = r"\d+(?:ms|s|m|h)")]
+pub struct Dur(pub Duration);
+
+impl FromStr for Dur {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        humantime::parse_duration(s)
+            .map(Dur)
+            .map_err(|e| format!("bad duration {s:?}: {e}"))
+    }
+}
+
+/// Who performs an API call: `the admin`, `the plugin on node 0`, or
+/// `the plugin on node "name"` (any node name, even a fictional one).
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "identity",
+    regex = r#"the admin|the plugin on node \d+|the plugin on node "[^"]+"|service account "[^"]+""#
+)]
+pub enum Identity {
+    Admin,
+    PluginOnIndex(usize),
+    PluginOnNamed(String),
+    /// A service account of the scenario's namespace, on no node.
+    ServiceAccount(String),
+}
+
+impl FromStr for Identity {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "the admin" {
+            return Ok(Identity::Admin);
+        }
+        if let Some(name) = s
+            .strip_prefix("service account \"")
+            .and_then(|r| r.strip_suffix('"'))
+        {
+            return Ok(Identity::ServiceAccount(name.to_owned()));
+        }
+        let rest = s
+            .strip_prefix("the plugin on node ")
+            .ok_or_else(|| format!("unknown identity {s:?}"))?;
+        if let Some(name) = rest.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            return Ok(Identity::PluginOnNamed(name.to_owned()));
+        }
+        rest.parse()
+            .map(Identity::PluginOnIndex)
+            .map_err(|_| format!("unknown identity {s:?}"))
+    }
+}
+
+/// The pod states steps wait for: `running`, `gone`, ...
+impl cucumber::Parameter for PodState {
+    const REGEX: &'static str = "running|scheduled|unschedulable|completed|failed|gone|pending";
+    const NAME: &'static str = "podstate";
+}
+
+impl FromStr for PodState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "running" => PodState::Running,
+            "scheduled" => PodState::Scheduled,
+            "unschedulable" => PodState::Unschedulable,
+            "completed" => PodState::Completed,
+            "failed" => PodState::Failed,
+            "gone" => PodState::Gone,
+            "pending" => PodState::Pending,
+            other => return Err(format!("unknown pod state {other}")),
+        })
+    }
+}
+
+/// A device health as plugins report it and pods show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "health", regex = "Healthy|Unhealthy|Unknown")]
+pub struct Health(pub crate::plugin::HealthStatus);
+
+impl FromStr for Health {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "Healthy" | "Unhealthy" | "Unknown" => Ok(Health(
+                s.parse()
+                    .map_err(|e: std::convert::Infallible| e.to_string())?,
+            )),
+            other => Err(format!(
+                "a device is Healthy, Unhealthy or Unknown, not {other:?}"
+            )),
+        }
+    }
+}
+
+impl Health {
+    /// The word the kubelet writes into pod status.
+    pub fn as_status(self) -> &'static str {
+        match self.0 {
+            crate::plugin::HealthStatus::Healthy => "Healthy",
+            crate::plugin::HealthStatus::Unhealthy => "Unhealthy",
+            crate::plugin::HealthStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A pod state that can be held for a while: `pending` or `running`.
+impl cucumber::Parameter for SteadyPodState {
+    const REGEX: &'static str = "pending|running";
+    const NAME: &'static str = "steadystate";
+}
+
+impl FromStr for SteadyPodState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pending" => Ok(SteadyPodState::Pending),
+            "running" => Ok(SteadyPodState::Running),
+            other => Err(format!("a pod can stay pending or running, not {other:?}")),
+        }
+    }
+}
+
+/// The claim states steps wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "claimstate",
+    regex = "allocated|deallocated|not reserved|deleted"
+)]
+pub enum ClaimState {
+    Allocated,
+    Deallocated,
+    NotReserved,
+    Deleted,
+}
+
+impl FromStr for ClaimState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "allocated" => ClaimState::Allocated,
+            "deallocated" => ClaimState::Deallocated,
+            "not reserved" => ClaimState::NotReserved,
+            "deleted" => ClaimState::Deleted,
+            o => return Err(format!("unknown claim state {o}")),
+        })
+    }
+}
+
+/// A write to a ResourceSlice whose permission a step checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "verb", regex = "updating|deleting")]
+pub enum Verb {
+    Updating,
+    Deleting,
+}
+
+impl FromStr for Verb {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "updating" => Ok(Verb::Updating),
+            "deleting" => Ok(Verb::Deleting),
+            o => Err(format!("unknown verb {o}")),
+        }
+    }
+}
+
+/// `1` or `1 to 4`: how many ready nodes a scenario uses, at least and at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "noderange", regex = r"\d+(?: to \d+)?")]
+pub struct NodeRange {
+    pub min: usize,
+    pub max: usize,
+}
+
+impl FromStr for NodeRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let number = |n: &str| {
+            n.trim()
+                .parse::<usize>()
+                .map_err(|e| format!("node count {n:?}: {e}"))
+        };
+        match s.split_once(" to ") {
+            Some((min, max)) => Ok(NodeRange {
+                min: number(min)?,
+                max: number(max)?,
+            }),
+            None => {
+                let n = number(s)?;
+                Ok(NodeRange { min: n, max: n })
+            }
+        }
+    }
+}
+
+/// A Kubernetes kind as manifests spell it: `DeviceClass`, `ResourceSlice`...
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "kind", regex = "[A-Z][A-Za-z]+")]
+pub struct Kind(pub String);
+
+impl FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Kind(s.to_owned()))
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One or more quoted strings: `"a"`, `"a", "b" and "c"`.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "strings", regex = r#"".+""#)]
+pub struct Strings(pub Vec<String>);
+
+impl FromStr for Strings {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Strings(quoted_list(s)))
+    }
+}
+
+/// A quoted text that may itself hold quotes (a CEL expression):
+/// everything between the first and the last quote.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "quoted", regex = r#"".+""#)]
+pub struct Quoted(pub String);
+
+impl FromStr for Quoted {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .map(|t| Quoted(t.to_owned()))
+            .ok_or_else(|| format!("expected a quoted text, got {s:?}"))
+    }
+}
+
+/// An API version a method was called through: `v1`, `v1beta1`, ...
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "apiversion", regex = "v1|v1beta1|v1alpha4|v1alpha1")]
+pub struct ApiVersion(pub String);
+
+impl FromStr for ApiVersion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(ApiVersion(s.to_owned()))
+    }
+}
+
+/// `every container`, `container "name"` or `init container "name"`.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "containers",
+    regex = r#"every container|container "[^"]+"|init container "[^"]+""#
+)]
+pub enum Containers {
+    Every,
+    Named(String),
+    Init(String),
+}
+
+impl FromStr for Containers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "every container" {
+            return Ok(Containers::Every);
+        }
+        let quoted = |p: &str| {
+            s.strip_prefix(p)
+                .and_then(|r| r.strip_suffix('"'))
+                .map(str::to_owned)
+        };
+        if let Some(c) = quoted("init container \"") {
+            return Ok(Containers::Init(c));
+        }
+        quoted("container \"")
+            .map(Containers::Named)
+            .ok_or_else(|| format!("expected `every container`, `container \"name\"` or `init container \"name\"`, got {s:?}"))
+    }
+}
+
+/// `gets` or `does not get`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "gets", regex = "gets|does not get")]
+pub struct Gets(pub bool);
+
+impl FromStr for Gets {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "gets" => Ok(Gets(true)),
+            "does not get" => Ok(Gets(false)),
+            o => Err(format!("expected `gets` or `does not get`, got {o:?}")),
+        }
+    }
+}
+
+/// The claims of a pod sentence: `with an inline claim`, `using claim "a"`,
+/// `using claims "a" and "b"` or `without claims`.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "podclaims",
+    regex = "with an inline claim|using claims? .+|without claims"
+)]
+pub enum PodClaimsPhrase {
+    Inline,
+    External(Vec<String>),
+    None,
+}
+
+impl FromStr for PodClaimsPhrase {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "with an inline claim" => Ok(PodClaimsPhrase::Inline),
+            "without claims" => Ok(PodClaimsPhrase::None),
+            _ => s
+                .strip_prefix("using claim")
+                .map(|list| PodClaimsPhrase::External(quoted_list(list)))
+                .ok_or_else(|| format!("unknown claims {s:?}")),
+        }
+    }
+}
+
+/// The settings of `a second instance "x" of <driver>, <settings>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "instancesettings", regex = ".+")]
+pub struct InstanceSettings {
+    pub start_later: bool,
+    pub rolling_update: bool,
+}
+
+impl FromStr for InstanceSettings {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut settings = InstanceSettings {
+            start_later: false,
+            rolling_update: false,
+        };
+        for m in s.split(", ").map(str::trim).filter(|m| !m.is_empty()) {
+            match m {
+                "not started yet" => settings.start_later = true,
+                "in rolling-update mode" => settings.rolling_update = true,
+                other => {
+                    return Err(format!(
+                        "unknown instance setting {other:?}; known: `not started yet`, `in rolling-update mode`"
+                    ));
+                }
+            }
+        }
+        Ok(settings)
+    }
+}
+
+/// What follows `a device class`: `[ for <driver>][ with parameters {json}][,]
+/// [ serving extended resource "name"]`. The JSON is read by the step, which
+/// says what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, cucumber::Parameter)]
+#[param(
+    name = "classoptions",
+    regex = r#"(?: for (?:the driver|driver "[^"]+"))?(?: with parameters \{.*\})?(?:,? serving extended resource "[^"]+")?"#
+)]
+pub struct ClassOptions {
+    pub driver: DriverRef,
+    pub parameters: Option<String>,
+    pub extended_resource: Option<String>,
+}
+
+impl FromStr for ClassOptions {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut options = ClassOptions::default();
+        let mut rest = s;
+        if let Some((head, resource)) = rest.rsplit_once(" serving extended resource \"") {
+            options.extended_resource = Some(
+                resource
+                    .strip_suffix('"')
+                    .ok_or_else(|| format!("unterminated extended resource name in {s:?}"))?
+                    .to_owned(),
+            );
+            rest = head.strip_suffix(',').unwrap_or(head);
+        }
+        if let Some((head, json)) = rest.split_once(" with parameters ") {
+            options.parameters = Some(json.to_owned());
+            rest = head;
+        }
+        if let Some(driver) = rest.strip_prefix(" for ") {
+            options.driver = driver.parse()?;
+        } else if !rest.is_empty() {
+            return Err(format!("unknown device class options {s:?}"));
+        }
+        Ok(options)
+    }
+}
+
+/// What follows `an external claim "name"`: `[ for <driver>][ with admin access]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, cucumber::Parameter)]
+#[param(
+    name = "claimoptions",
+    regex = r#"(?: for (?:the driver|driver "[^"]+"))?(?: with admin access)?"#
+)]
+pub struct ClaimOptions {
+    pub driver: DriverRef,
+    pub admin_access: bool,
+}
+
+impl FromStr for ClaimOptions {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (rest, admin_access) = match s.strip_suffix(" with admin access") {
+            Some(r) => (r, true),
+            None => (s, false),
+        };
+        let driver = match rest.strip_prefix(" for ") {
+            Some(d) => d.parse()?,
+            None if rest.is_empty() => DriverRef::The,
+            None => return Err(format!("unknown claim options {s:?}")),
+        };
+        Ok(ClaimOptions {
+            driver,
+            admin_access,
+        })
+    }
+}
+
+/// Quoted, comma/and-separated strings: `"a", "b" and "c"`.
+pub fn quoted_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(start) = rest.find('"') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('"') else { break };
+        out.push(after[..end].to_owned());
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_drivers_claims_and_identities_parse() {
+        assert_eq!("node 2".parse::<NodeSel>().unwrap(), NodeSel::Index(2));
+        assert_eq!("every node".parse::<NodeSel>().unwrap(), NodeSel::Every);
+        assert_eq!(
+            "the node of pod \"p\"".parse::<NodeSel>().unwrap(),
+            NodeSel::OfPod("p".into())
+        );
+        assert_eq!("the driver".parse::<DriverRef>().unwrap(), DriverRef::The);
+        assert_eq!(
+            "driver \"other\"".parse::<DriverRef>().unwrap(),
+            DriverRef::Named("other".into())
+        );
+        assert_eq!(
+            "the claim of pod \"p\"".parse::<ClaimRef>().unwrap(),
+            ClaimRef::OfPod("p".into())
+        );
+        assert_eq!(
+            "the extended resource claim of pod \"p\""
+                .parse::<ClaimRef>()
+                .unwrap(),
+            ClaimRef::ExtendedOfPod("p".into())
+        );
+        assert_eq!(
+            "the plugin on node \"x\"".parse::<Identity>().unwrap(),
+            Identity::PluginOnNamed("x".into())
+        );
+        assert_eq!(
+            "the plugin on node 1".parse::<Identity>().unwrap(),
+            Identity::PluginOnIndex(1)
+        );
+        assert_eq!(
+            quoted_list(r#""a", "b" and "c""#),
+            vec!["a".to_owned(), "b".into(), "c".into()]
+        );
+        assert_eq!(Method::NodePrepareResources.paths().len(), 3);
+    }
+
+    #[test]
+    fn a_method_names_its_driver_or_means_the_driver() {
+        assert_eq!(
+            "GetInfo of driver \"x\"".parse::<MethodOf>().unwrap(),
+            MethodOf {
+                method: Method::GetInfo,
+                driver: DriverRef::Named("x".into())
+            }
+        );
+        assert_eq!(
+            "NodeWatchResources".parse::<MethodOf>().unwrap().driver,
+            DriverRef::The
+        );
+    }
+
+    #[test]
+    fn node_counts_are_one_number_or_a_range() {
+        assert_eq!(
+            "1 to 4".parse::<NodeRange>().unwrap(),
+            NodeRange { min: 1, max: 4 }
+        );
+        assert_eq!(
+            "2".parse::<NodeRange>().unwrap(),
+            NodeRange { min: 2, max: 2 }
+        );
+    }
+
+    #[test]
+    fn the_optional_tails_of_class_and_claim_sentences_parse() {
+        assert_eq!(
+            r#" for driver "a" with parameters {"x":"y"}, serving extended resource "r""#
+                .parse::<ClassOptions>()
+                .unwrap(),
+            ClassOptions {
+                driver: DriverRef::Named("a".into()),
+                parameters: Some(r#"{"x":"y"}"#.into()),
+                extended_resource: Some("r".into()),
+            }
+        );
+        assert_eq!(
+            " serving extended resource \"r\""
+                .parse::<ClassOptions>()
+                .unwrap(),
+            ClassOptions {
+                extended_resource: Some("r".into()),
+                ..ClassOptions::default()
+            }
+        );
+        assert_eq!("".parse::<ClassOptions>().unwrap(), ClassOptions::default());
+        assert_eq!(
+            " for the driver with admin access"
+                .parse::<ClaimOptions>()
+                .unwrap(),
+            ClaimOptions {
+                driver: DriverRef::The,
+                admin_access: true
+            }
+        );
+    }
+
+    #[test]
+    fn pod_claims_containers_and_instance_settings_parse() {
+        assert_eq!(
+            "using claims \"a\" and \"b\""
+                .parse::<PodClaimsPhrase>()
+                .unwrap(),
+            PodClaimsPhrase::External(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(
+            "init container \"i\"".parse::<Containers>().unwrap(),
+            Containers::Init("i".into())
+        );
+        assert!("blue".parse::<InstanceSettings>().is_err());
+    }
+}

@@ -1,0 +1,640 @@
+//! The scenario builder, in the spirit of upstream's `builder.go` and
+//! `deploy.go`: every class, claim, template, pod, driver and manifest object
+//! a scenario makes is created here, and each creation leaves its typed
+//! cleanup on one stack. What the scenario made is read from the same stack
+//! (`the driver`, `${class}`, "all pods"), so there is no second list to keep
+//! in step.
+//!
+//! Teardown runs the stack in upstream's order. A scenario's sentences do not
+//! create things in the order of upstream's `BeforeEach`/`It` (a driver may be
+//! declared after a pod runs), so each cleanup belongs to a [`Phase`] and the
+//! stack is run last-in-first-out within each phase: workloads and pods,
+//! claims (then the waits until the plugins unprepared them), classes,
+//! drivers (plugins, RBAC, the wait until their slices are wiped),
+//! cluster-scoped objects, the namespace. Every cleanup runs even when an
+//! earlier one failed; the first error is reported.
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
+};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::runtime::watcher;
+
+use super::params::DriverRef;
+use super::{World, context};
+use crate::driver::{self, Driver, DriverOptions};
+use crate::objects::{self, delete_if_present};
+use crate::wait::{self, Check};
+
+/// How long each teardown wait may take.
+const TEARDOWN_WAIT: Duration = Duration::from_secs(60);
+
+/// Proxy pods of drivers are torn down with their driver, not with the
+/// scenario's pods.
+const NOT_A_DRIVER_POD: &str = "app.kubernetes.io/part-of!=dra-test-driver";
+
+/// A pod the scenario created.
+#[derive(Debug, Clone)]
+pub struct PodRecord {
+    pub name: String,
+    /// The pod claims' names.
+    pub pod_claims: Vec<String>,
+}
+
+/// One thing the scenario made, and so one cleanup.
+#[derive(Debug)]
+pub enum Created {
+    /// Deleting the namespace takes whatever is left in it.
+    Namespace(String),
+    /// Every pod of the namespace (also those controllers made), deleted and
+    /// waited for: upstream's builder `tearDown`.
+    AllPods,
+    /// Every claim of the namespace, deleted; then the waits until the
+    /// plugins unprepared them and they are gone.
+    AllClaims,
+    Driver {
+        label: DriverRef,
+        /// Boxed: a driver is much larger than any other entry.
+        driver: Box<Driver>,
+    },
+    DeviceClass {
+        /// The driver the class selects; `None` for a copy made by name.
+        for_driver: Option<DriverRef>,
+        name: String,
+    },
+    /// Deleted by [`Created::AllClaims`].
+    Claim { name: String, uid: String },
+    /// Deleted with the namespace.
+    Template(String),
+    /// Deleted by [`Created::AllPods`].
+    Pod(PodRecord),
+    /// An object of a manifest. Namespaced ones (workloads among them) go
+    /// before the pods, so no controller re-creates pods.
+    Object {
+        resource: ApiResource,
+        name: String,
+        namespaced: bool,
+    },
+}
+
+/// The steps of upstream's teardown, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Pods,
+    Claims,
+    Classes,
+    Drivers,
+    Namespace,
+}
+
+impl Phase {
+    const ORDER: [Phase; 5] = [
+        Phase::Pods,
+        Phase::Claims,
+        Phase::Classes,
+        Phase::Drivers,
+        Phase::Namespace,
+    ];
+
+    /// The name `--timings` shows; drivers time their own phases.
+    fn timing(self) -> Option<&'static str> {
+        match self {
+            Phase::Pods => Some("delete pods"),
+            Phase::Claims => Some("delete claims and wait for unprepare"),
+            Phase::Classes => Some("delete device classes"),
+            Phase::Drivers => None,
+            Phase::Namespace => Some("delete namespace"),
+        }
+    }
+}
+
+impl Created {
+    fn phase(&self) -> Phase {
+        match self {
+            Created::AllPods | Created::Pod(_) => Phase::Pods,
+            Created::Object {
+                namespaced: true, ..
+            } => Phase::Pods,
+            Created::AllClaims | Created::Claim { .. } => Phase::Claims,
+            Created::DeviceClass { .. } => Phase::Classes,
+            Created::Driver { .. } => Phase::Drivers,
+            Created::Namespace(_) | Created::Template(_) | Created::Object { .. } => {
+                Phase::Namespace
+            }
+        }
+    }
+}
+
+/// What the scenario made, most recent last.
+#[derive(Debug, Default)]
+pub struct Scenario {
+    namespace: String,
+    stack: Vec<Created>,
+}
+
+impl Scenario {
+    /// The scenario's namespace exists: it is deleted last, after the sweeps
+    /// of its pods and claims.
+    pub fn namespace_created(&mut self, namespace: &str) {
+        self.namespace = namespace.to_owned();
+        self.stack.push(Created::Namespace(namespace.to_owned()));
+        self.stack.push(Created::AllPods);
+        self.stack.push(Created::AllClaims);
+    }
+
+    fn push(&mut self, created: Created) {
+        self.stack.push(created);
+    }
+
+    /// The drivers, in creation order.
+    pub fn drivers(&self) -> impl Iterator<Item = (&DriverRef, &Driver)> {
+        self.stack.iter().filter_map(|c| match c {
+            Created::Driver { label, driver } => Some((label, driver.as_ref())),
+            _ => None,
+        })
+    }
+
+    /// The driver `wanted` names: a label, or "the driver" (the unnamed one,
+    /// else the scenario's first).
+    fn driver_position(&self, wanted: &DriverRef) -> Option<usize> {
+        let is_driver = |c: &Created, want: &DriverRef| matches!(c, Created::Driver { label, .. } if label == want);
+        self.stack
+            .iter()
+            .position(|c| is_driver(c, wanted))
+            .or_else(|| match wanted {
+                DriverRef::The => self
+                    .stack
+                    .iter()
+                    .position(|c| matches!(c, Created::Driver { .. })),
+                DriverRef::Named(_) => None,
+            })
+    }
+
+    pub fn driver(&self, wanted: &DriverRef) -> Option<&Driver> {
+        match self.stack.get(self.driver_position(wanted)?) {
+            Some(Created::Driver { driver, .. }) => Some(driver.as_ref()),
+            _ => None,
+        }
+    }
+
+    pub fn driver_mut(&mut self, wanted: &DriverRef) -> Option<&mut Driver> {
+        let i = self.driver_position(wanted)?;
+        match self.stack.get_mut(i) {
+            Some(Created::Driver { driver, .. }) => Some(driver.as_mut()),
+            _ => None,
+        }
+    }
+
+    /// The classes made for drivers, with the driver each selects.
+    pub fn driver_classes(&self) -> impl Iterator<Item = (&DriverRef, &str)> {
+        self.stack.iter().filter_map(|c| match c {
+            Created::DeviceClass {
+                for_driver: Some(d),
+                name,
+            } => Some((d, name.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The class made for `wanted`; "the driver"'s class is the first
+    /// driver's when no class was made for "the driver" itself.
+    pub fn class_for(&self, wanted: &DriverRef) -> Option<&str> {
+        // A later class for the same driver replaces the earlier one.
+        let of = |d: &DriverRef| {
+            self.driver_classes()
+                .filter(|(f, _)| *f == d)
+                .last()
+                .map(|(_, n)| n)
+        };
+        of(wanted).or_else(|| match wanted {
+            DriverRef::The => {
+                let (first, _) = self.drivers().next()?;
+                of(first)
+            }
+            DriverRef::Named(_) => None,
+        })
+    }
+
+    pub fn pods(&self) -> impl Iterator<Item = &PodRecord> {
+        self.stack.iter().filter_map(|c| match c {
+            Created::Pod(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// The UID claim `name` had when this scenario created it.
+    pub fn claim_uid(&self, name: &str) -> Option<&str> {
+        // The latest claim of that name: one may be re-created.
+        self.stack.iter().rev().find_map(|c| match c {
+            Created::Claim { name: n, uid } if n == name => Some(uid.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The manifest objects, with whether each is namespaced.
+    pub fn objects(&self) -> impl Iterator<Item = (&ApiResource, &str, bool)> {
+        self.stack.iter().filter_map(|c| match c {
+            Created::Object {
+                resource,
+                name,
+                namespaced,
+            } => Some((resource, name.as_str(), *namespaced)),
+            _ => None,
+        })
+    }
+
+    /// A manifest object a step deleted: nothing left for teardown.
+    pub fn forget_object(&mut self, kind: &str, name: &str) {
+        self.stack.retain(|c| {
+            !matches!(c, Created::Object { resource, name: n, .. }
+                if resource.kind == kind && n == name)
+        });
+    }
+
+    /// Runs every cleanup, phase by phase, and records each phase's time.
+    pub async fn tear_down(
+        &mut self,
+        client: &kube::Client,
+        timings: &mut Vec<(&'static str, Duration)>,
+    ) -> anyhow::Result<()> {
+        let mut first: Option<anyhow::Error> = None;
+        for phase in Phase::ORDER {
+            let started = Instant::now();
+            for i in (0..self.stack.len()).rev() {
+                if self.stack[i].phase() != phase {
+                    continue;
+                }
+                if let Err(e) = self.clean(i, client, timings).await {
+                    first.get_or_insert(e);
+                }
+            }
+            if let Some(name) = phase.timing() {
+                timings.push((name, started.elapsed()));
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    async fn clean(
+        &mut self,
+        i: usize,
+        client: &kube::Client,
+        timings: &mut Vec<(&'static str, Duration)>,
+    ) -> anyhow::Result<()> {
+        let ns = self.namespace.clone();
+        if matches!(self.stack[i], Created::AllClaims) {
+            return self.delete_claims(client).await;
+        }
+        match &mut self.stack[i] {
+            Created::Namespace(name) => {
+                let api: Api<Namespace> = Api::all(client.clone());
+                delete_if_present(&api, name, &DeleteParams::default())
+                    .await
+                    .with_context(|| format!("deleting namespace {name}"))
+            }
+            Created::AllPods => delete_pods(client, &ns).await,
+            Created::Driver { driver, .. } => {
+                let r = driver.tear_down().await;
+                timings.append(&mut driver.teardown_timings);
+                Ok(r?)
+            }
+            Created::DeviceClass { name, .. } => {
+                let api: Api<DeviceClass> = Api::all(client.clone());
+                delete_if_present(&api, name, &DeleteParams::default())
+                    .await
+                    .with_context(|| format!("deleting DeviceClass {name}"))
+            }
+            Created::Object {
+                resource,
+                name,
+                namespaced,
+            } => {
+                let (api, dp): (Api<DynamicObject>, _) = if *namespaced {
+                    (
+                        Api::namespaced_with(client.clone(), &ns, resource),
+                        DeleteParams::background(),
+                    )
+                } else {
+                    (
+                        Api::all_with(client.clone(), resource),
+                        DeleteParams::default(),
+                    )
+                };
+                delete_if_present(&api, name, &dp)
+                    .await
+                    .with_context(|| format!("deleting {} {name}", resource.kind))
+            }
+            Created::AllClaims | Created::Claim { .. } | Created::Template(_) | Created::Pod(_) => {
+                Ok(())
+            }
+        }
+    }
+
+    /// Deletes every claim, then waits until each plugin unprepared its
+    /// claims and the claims are gone. Every wait runs even if one failed.
+    async fn delete_claims(&self, client: &kube::Client) -> anyhow::Result<()> {
+        let mut first: Option<anyhow::Error> = None;
+        let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &self.namespace);
+        if let Err(e) = claims
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+        {
+            first.get_or_insert(anyhow::anyhow!("deleting claims: {e}"));
+        }
+        for (_, d) in self.drivers() {
+            for n in d.nodenames() {
+                if let Some(p) = d.prepared(n)
+                    && let Err(e) = p.wait_until_empty(TEARDOWN_WAIT).await
+                {
+                    first.get_or_insert(anyhow::anyhow!(
+                        "the plugin of {} on {n} still has claims prepared: {e}",
+                        d.name
+                    ));
+                }
+            }
+        }
+        let gone = wait::list(
+            &claims,
+            Default::default(),
+            "the scenario's claims to be gone",
+            TEARDOWN_WAIT,
+            |items| {
+                if items.is_empty() {
+                    Check::Done(())
+                } else {
+                    Check::Pending(
+                        items
+                            .iter()
+                            .map(describe_leftover_claim)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    )
+                }
+            },
+        )
+        .await;
+        if let Err(e) = gone {
+            first.get_or_insert(e.into());
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+fn describe_leftover_claim(c: &ResourceClaim) -> String {
+    format!(
+        "{} (reservedFor {:?}, finalizers {:?}, deleting {})",
+        c.metadata.name.clone().unwrap_or_default(),
+        c.status
+            .as_ref()
+            .and_then(|s| s.reserved_for.as_ref())
+            .map(|r| r.iter().map(|r| r.name.clone()).collect::<Vec<_>>()),
+        c.metadata.finalizers,
+        c.metadata.deletion_timestamp.is_some()
+    )
+}
+
+/// Deletes every pod of the namespace but the drivers' and waits until they
+/// are gone.
+async fn delete_pods(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let lp = ListParams::default().labels(NOT_A_DRIVER_POD);
+    api.delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .context("deleting the scenario's pods")?;
+    let config = watcher::Config::default().labels(NOT_A_DRIVER_POD);
+    wait::list(
+        &api,
+        config,
+        "the scenario's pods to be gone",
+        TEARDOWN_WAIT,
+        |pods| {
+            if pods.is_empty() {
+                Check::Done(())
+            } else {
+                Check::Pending(
+                    pods.iter()
+                        .map(|p| {
+                            format!(
+                                "{}: {}",
+                                p.metadata.name.clone().unwrap_or_default(),
+                                wait::describe_pod(Some(p))
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Creating things: each registers its cleanup.
+impl World {
+    /// Starts (unless `start` is false) a driver on the scenario's nodes,
+    /// choosing one node first if the scenario has not said how many.
+    pub async fn add_driver(
+        &mut self,
+        label: DriverRef,
+        options: DriverOptions,
+        start: bool,
+    ) -> anyhow::Result<()> {
+        if self.nodes.is_empty() {
+            super::drivers::select_nodes(self, 1, 1).await?;
+        }
+        if self.scenario.drivers().any(|(l, _)| *l == label) {
+            anyhow::bail!("the scenario already has {label}");
+        }
+        let ctx = context()?;
+        let dctx = driver::Context {
+            admin: ctx.cluster.client(),
+            admin_config: ctx.cluster.kube_config(),
+            namespace: self.namespace.clone(),
+        };
+        let driver = Box::new(Driver::new(
+            dctx,
+            self.nodes.clone(),
+            options,
+            ctx.cluster.clone(),
+            None,
+        ));
+        // Registered before setting up, so teardown also cleans a half set-up
+        // driver.
+        self.scenario.push(Created::Driver {
+            label: label.clone(),
+            driver,
+        });
+        // Set up without the step watching it: set_up races its own waits
+        // against the driver breaking and says so itself.
+        if start && let Some(driver) = self.scenario.driver_mut(&label) {
+            driver.set_up().await?;
+        }
+        Ok(())
+    }
+
+    pub async fn create_class(
+        &mut self,
+        for_driver: Option<DriverRef>,
+        class: &DeviceClass,
+    ) -> anyhow::Result<()> {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let api: Api<DeviceClass> = Api::all(self.client()?);
+        api.create(&PostParams::default(), class)
+            .await
+            .with_context(|| format!("creating DeviceClass {name}"))?;
+        self.scenario
+            .push(Created::DeviceClass { for_driver, name });
+        Ok(())
+    }
+
+    pub async fn create_claim(
+        &mut self,
+        name: &str,
+        spec: ResourceClaimSpec,
+    ) -> anyhow::Result<()> {
+        let api: Api<ResourceClaim> = Api::namespaced(self.client()?, &self.namespace);
+        let created = api
+            .create(&PostParams::default(), &objects::claim(name, spec))
+            .await
+            .with_context(|| format!("creating ResourceClaim {name}"))?;
+        self.scenario.push(Created::Claim {
+            name: name.to_owned(),
+            uid: created.metadata.uid.unwrap_or_default(),
+        });
+        Ok(())
+    }
+
+    pub async fn create_template(
+        &mut self,
+        name: &str,
+        spec: ResourceClaimSpec,
+    ) -> anyhow::Result<()> {
+        let api: Api<ResourceClaimTemplate> = Api::namespaced(self.client()?, &self.namespace);
+        api.create(&PostParams::default(), &objects::claim_template(name, spec))
+            .await
+            .with_context(|| format!("creating ResourceClaimTemplate {name}"))?;
+        self.scenario.push(Created::Template(name.to_owned()));
+        Ok(())
+    }
+
+    /// Creates `pod`; `pod_claims` are its pod-level claim names.
+    pub async fn create_pod(&mut self, pod: &Pod, pod_claims: Vec<String>) -> anyhow::Result<()> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client()?, &self.namespace);
+        api.create(&PostParams::default(), pod)
+            .await
+            .with_context(|| format!("creating pod {name}"))?;
+        self.scenario
+            .push(Created::Pod(PodRecord { name, pod_claims }));
+        Ok(())
+    }
+
+    /// Creates a manifest object through `api` (whoever's client it holds)
+    /// and returns its name.
+    pub async fn create_object(
+        &mut self,
+        api: &Api<DynamicObject>,
+        resource: ApiResource,
+        namespaced: bool,
+        obj: &DynamicObject,
+    ) -> anyhow::Result<String> {
+        let wanted = obj
+            .metadata
+            .name
+            .clone()
+            .or(obj.metadata.generate_name.clone())
+            .unwrap_or_default();
+        let created = api
+            .create(&PostParams::default(), obj)
+            .await
+            .with_context(|| format!("creating {} {wanted}", resource.kind))?;
+        let name = created.metadata.name.unwrap_or_default();
+        self.scenario.push(Created::Object {
+            resource,
+            name: name.clone(),
+            namespaced,
+        });
+        Ok(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(d: DriverRef, name: &str) -> Created {
+        Created::DeviceClass {
+            for_driver: Some(d),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn teardown_phases_keep_upstreams_order() {
+        let mut s = Scenario::default();
+        s.namespace_created("ns");
+        s.push(class(DriverRef::The, "c"));
+        s.push(Created::Pod(PodRecord {
+            name: "p".into(),
+            pod_claims: vec![],
+        }));
+        s.push(Created::Object {
+            resource: ApiResource::erase::<Pod>(&()),
+            name: "o".into(),
+            namespaced: true,
+        });
+        let order: Vec<Phase> = Phase::ORDER
+            .into_iter()
+            .flat_map(|p| s.stack.iter().rev().filter(move |c| c.phase() == p))
+            .map(Created::phase)
+            .collect();
+        assert_eq!(
+            order,
+            [
+                Phase::Pods,
+                Phase::Pods,
+                Phase::Pods,
+                Phase::Claims,
+                Phase::Classes,
+                Phase::Namespace
+            ]
+        );
+        // Within a phase, last in first out: the workload before the sweep.
+        let pods: Vec<&Created> = s
+            .stack
+            .iter()
+            .rev()
+            .filter(|c| c.phase() == Phase::Pods)
+            .collect();
+        assert!(matches!(pods[0], Created::Object { .. }));
+        assert!(matches!(pods[2], Created::AllPods));
+    }
+
+    #[test]
+    fn the_class_of_the_driver_falls_back_to_the_first_drivers() {
+        let mut s = Scenario::default();
+        s.push(class(DriverRef::Named("a".into()), "class-a"));
+        assert_eq!(s.class_for(&DriverRef::Named("a".into())), Some("class-a"));
+        assert_eq!(s.class_for(&DriverRef::Named("b".into())), None);
+        // Without drivers there is no first one to fall back to.
+        assert_eq!(s.class_for(&DriverRef::The), None);
+        s.push(class(DriverRef::The, "class"));
+        assert_eq!(s.class_for(&DriverRef::The), Some("class"));
+    }
+
+    #[test]
+    fn forgotten_objects_are_not_cleaned() {
+        let mut s = Scenario::default();
+        s.push(Created::Object {
+            resource: ApiResource::erase::<DeviceClass>(&()),
+            name: "x".into(),
+            namespaced: false,
+        });
+        s.forget_object("DeviceClass", "x");
+        assert_eq!(s.objects().count(), 0);
+    }
+}
