@@ -7,6 +7,7 @@ pub mod conn;
 pub mod driver;
 pub mod images;
 pub mod node_files;
+pub mod node_host;
 pub mod node_sim;
 pub mod objects;
 pub mod plugin;

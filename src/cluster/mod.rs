@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 
-use crate::driver::sockets::{HostProvider, NodeHost};
+use crate::node_host::{HostProvider, NodeHost};
 use crate::node_sim::SimNode;
 use crate::runner::cli::{ClusterChoice, RunArgs};
 use crate::runner::features::Environment;
