@@ -14,8 +14,31 @@ use kube::api::{Api, ListParams};
 
 use crate::node_host::{HostProvider, NodeHost};
 use crate::node_sim::SimNode;
-use crate::runner::cli::{ClusterChoice, RunArgs};
-use crate::runner::features::Environment;
+
+/// Label on every namespace of a run, so the run's leftovers can be found.
+pub const RUN_LABEL: &str = "dra-e2e.k8s.io/run";
+
+/// Which cluster scenarios run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterChoice {
+    /// The kubeconfig cluster when one is configured, otherwise the local cluster.
+    Auto,
+    /// The cluster of `--kubeconfig` / `KUBECONFIG` / `~/.kube/config`.
+    Kubeconfig,
+    /// A local control plane with simulated kubelet nodes, started by the runner.
+    Local,
+}
+
+impl ClusterChoice {
+    /// Whether this choice means the local cluster, given the `--kubeconfig`.
+    pub fn is_local(self, kubeconfig: Option<&std::path::Path>) -> bool {
+        match self {
+            ClusterChoice::Local => true,
+            ClusterChoice::Kubeconfig => false,
+            ClusterChoice::Auto => !remote::kubeconfig_configured(kubeconfig),
+        }
+    }
+}
 
 /// What kind of nodes the local cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -26,6 +49,15 @@ pub enum NodeKind {
     /// Real kubelets with containerd and runc, each in namespaces of its own
     /// (root; components built by `make node`).
     Real,
+}
+
+impl std::fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeKind::Simulated => "simulated",
+            NodeKind::Real => "real",
+        })
+    }
 }
 
 /// How the runner should reach a cluster.
@@ -49,22 +81,23 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
-    pub fn from_args(a: &RunArgs) -> Self {
-        Self {
-            choice: a.cluster,
-            kubeconfig: a.kubeconfig.clone(),
-            nodes: a.nodes,
-            node_kind: a.node_kind,
-            image_archives: a.image_archive.clone(),
-            cdi_dir: a.cdi_dir.clone(),
-            feature_gates: a.feature_gates.clone(),
-            binaries_dir: a.binaries_dir.clone(),
-            wipe_delay: a.wipe_delay,
-            keep_files: a.keep_cluster_files,
-            kubelet_root: a.kubelet_root_dir.clone(),
-            proxy_image: a.proxy_image.clone(),
-        }
+    /// Whether these options mean the local cluster.
+    pub fn is_local(&self) -> bool {
+        self.choice.is_local(self.kubeconfig.as_deref())
     }
+}
+
+/// What a cluster offers, for deciding which scenarios can run on it.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    /// The nodes run containers in a real runtime (a real cluster, or the
+    /// local cluster's real nodes); false for simulated kubelets.
+    pub container_runtime: bool,
+    pub ready_nodes: usize,
+    /// Feature gates known to be on (local cluster); `None` when unknown (real cluster).
+    pub enabled_gates: Option<Vec<String>>,
+    /// Oldest kubelet (major, minor) among the nodes.
+    pub kubelet_version: Option<(u32, u32)>,
 }
 
 /// How long a simulated node may take to stop at the end of a run.
@@ -157,12 +190,7 @@ pub struct Cluster {
 impl Cluster {
     /// Picks and reaches the cluster; for the local one, starts it.
     pub async fn connect(opts: &ConnectOptions) -> anyhow::Result<Cluster> {
-        let use_local = match opts.choice {
-            ClusterChoice::Local => true,
-            ClusterChoice::Kubeconfig => false,
-            ClusterChoice::Auto => !remote::kubeconfig_configured(opts.kubeconfig.as_deref()),
-        };
-        if use_local {
+        if opts.is_local() {
             Self::start_local(opts).await
         } else {
             let env = remote::RemoteEnv::connect(opts).await?;
@@ -263,7 +291,7 @@ impl Cluster {
             .iter()
             .map(|n| (n.name.clone(), n.kubelet_log()))
             .collect();
-        let proxy_image = if opts.proxy_image == crate::runner::cli::DEFAULT_PROXY_IMAGE
+        let proxy_image = if opts.proxy_image == crate::proxy::pods::manifest::DEFAULT_IMAGE
             && opts.image_archives.is_empty()
         {
             // Upstream's image cannot be built or pulled here; the runner's
@@ -492,7 +520,7 @@ impl Cluster {
     /// Waits (briefly) until the run's namespaces are gone.
     pub async fn wait_namespaces_gone(&self, run_id: &str) {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let label = format!("{}={run_id}", crate::steps::lifecycle::RUN_LABEL);
+        let label = format!("{}={run_id}", RUN_LABEL);
         let config = kube::runtime::watcher::Config::default().labels(&label);
         let r = crate::wait::list(
             &api,

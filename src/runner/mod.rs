@@ -15,7 +15,7 @@ use futures::FutureExt as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{Cluster, ConnectOptions};
+use crate::cluster::{Cluster, Environment};
 use crate::report;
 use crate::steps::{self, World};
 use cli::RunArgs;
@@ -59,7 +59,7 @@ impl Buffer {
 /// Hands cucumber the features the runner already parsed, marking the
 /// scenarios the cluster cannot run.
 struct SkipParser {
-    env: features::Environment,
+    env: Environment,
 }
 
 impl cucumber::Parser<Vec<cucumber::gherkin::Feature>> for SkipParser {
@@ -226,14 +226,7 @@ fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
         preflight::check_output_file("--cucumber-json", p)?;
     }
     preflight::check_output_dir("--artifacts", &args.artifacts)?;
-    let local = match args.cluster {
-        cli::ClusterChoice::Local => true,
-        cli::ClusterChoice::Kubeconfig => false,
-        cli::ClusterChoice::Auto => {
-            !crate::cluster::remote::kubeconfig_configured(args.kubeconfig.as_deref())
-        }
-    };
-    if local {
+    if args.cluster.is_local(args.kubeconfig.as_deref()) {
         if args.node_kind == crate::cluster::NodeKind::Simulated {
             preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
         }
@@ -284,7 +277,7 @@ pub async fn run() -> anyhow::Result<i32> {
     }
     let args = opts.custom.clone();
     check_outputs_and_host(&args, &typed)?;
-    let connect = ConnectOptions::from_args(&args);
+    let connect = args.connect_options();
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
     // temp dir, and a real node's links and cgroups, behind).
@@ -396,7 +389,7 @@ async fn run_on(
                 .tee::<World, _>(writer::Json::for_tee(json.clone()))
                 .normalized(),
         )
-        .fail_on_skipped_with(|_, _, sc| !features::is_marked_skipped(sc))
+        .fail_on_skipped_with(|_, _, sc| !report::is_marked_skipped(sc))
         .max_concurrent_scenarios(4)
         .before(|_, _, sc, w| steps::lifecycle::before(sc, w).boxed_local())
         .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
