@@ -5,9 +5,11 @@
 pub mod cluster;
 pub mod conn;
 pub mod driver;
+pub mod host;
 pub mod images;
 pub mod node_files;
 pub mod node_host;
+pub mod node_ready;
 pub mod node_sim;
 pub mod objects;
 pub mod plugin;

@@ -16,8 +16,6 @@ mod cli;
 pub mod components;
 pub mod gates;
 mod kubeconfig;
-pub mod pki;
-pub mod process;
 mod readiness;
 
 use std::fs;
@@ -29,9 +27,10 @@ pub use binaries::{Binaries, MissingBinaries};
 pub use cli::cli_main;
 pub use gates::{FeatureGates, InvalidFeatureGate};
 
+use crate::host::pki::{self, Pki};
+use crate::host::process::{self, LOG_TAIL_LINES, ManagedProcess};
+use crate::host::vital::Vital;
 use components::{Ports, Settings};
-use pki::Pki;
-use process::ManagedProcess;
 use readiness::NotReady;
 
 use crate::node_sim::{NodeSimError, SimNodeConfig, SimNodes};
@@ -153,7 +152,7 @@ impl LogTail {
     fn of(p: &ManagedProcess) -> Box<Self> {
         Box::new(Self {
             path: p.log_path().to_owned(),
-            tail: p.log_tail(readiness::LOG_TAIL_LINES),
+            tail: p.log_tail(LOG_TAIL_LINES),
         })
     }
 }
@@ -426,15 +425,7 @@ impl LocalCluster {
 
     /// One [`Vital`] per component process.
     pub fn vitals(&self) -> Vec<Vital> {
-        self.running
-            .processes
-            .iter()
-            .map(|p| Vital {
-                what: p.component().to_owned(),
-                exit: p.exit_watch(),
-                logs: vec![p.log_path().to_owned()],
-            })
-            .collect()
+        self.running.processes.iter().map(Vital::of).collect()
     }
 
     /// Resolves when any component exits on its own (a crash, or a signal
@@ -473,45 +464,28 @@ impl LocalCluster {
     }
 }
 
-/// A process the cluster cannot do without, watched during a run: when it
-/// exits, everything that depends on it is lost.
-pub struct Vital {
-    /// What it is, e.g. `etcd` or `real node dra-e2e-real-0`.
-    pub what: String,
-    pub exit: tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>,
-    /// Logs whose last lines say why it ended.
-    pub logs: Vec<PathBuf>,
-}
+impl crate::real_node::ControlPlane for LocalCluster {
+    fn dir(&self) -> &Path {
+        LocalCluster::dir(self)
+    }
 
-impl Vital {
-    /// Waits until the first of `vitals` exits and describes it: what, exit
-    /// status, the last lines of its logs. Pending forever if none does.
-    pub async fn first_exit(vitals: Vec<Vital>) -> String {
-        if vitals.is_empty() {
-            return std::future::pending().await;
-        }
-        let waits = vitals.into_iter().map(|mut v| {
-            Box::pin(async move {
-                let status = match v.exit.wait_for(Option::is_some).await {
-                    Ok(s) => *s,
-                    Err(_) => None,
-                };
-                (v.what, v.logs, status)
-            })
-        });
-        let ((what, logs, status), _, _) = futures::future::select_all(waits).await;
-        let status = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
-        let tails: Vec<String> = logs
+    fn server_url(&self) -> &str {
+        LocalCluster::server_url(self)
+    }
+
+    fn pki(&self) -> &Pki {
+        LocalCluster::pki(self)
+    }
+
+    fn gates(&self) -> Vec<(String, bool)> {
+        self.feature_gates
             .iter()
-            .map(|l| {
-                format!(
-                    "last lines of {}:\n{}",
-                    l.display(),
-                    process::log_tail(l, readiness::LOG_TAIL_LINES)
-                )
-            })
-            .collect();
-        format!("{what} exited ({status}); {}", tails.join("\n"))
+            .map(|(g, on)| (g.to_owned(), on))
+            .collect()
+    }
+
+    fn client(&self) -> kube::Client {
+        LocalCluster::client(self)
     }
 }
 
@@ -726,35 +700,6 @@ mod tests {
                 tail: tail.into(),
             }),
         }
-    }
-
-    #[tokio::test]
-    async fn the_first_vital_to_exit_is_named_with_its_status_and_log() {
-        let tmp = tempfile::tempdir().unwrap();
-        let spawn = |name: &str, script: &str| {
-            let log = tmp.path().join(format!("{name}.log"));
-            ManagedProcess::spawn(
-                name,
-                Path::new("/bin/sh"),
-                vec!["-c".into(), script.into()],
-                &log,
-            )
-            .unwrap()
-        };
-        let long = spawn("steady", "sleep 30");
-        let dies = spawn("etcd", "echo disk full; exit 3");
-        let vitals = [&long, &dies]
-            .iter()
-            .map(|p| Vital {
-                what: p.component().to_owned(),
-                exit: p.exit_watch(),
-                logs: vec![p.log_path().to_owned()],
-            })
-            .collect();
-        let said = Vital::first_exit(vitals).await;
-        assert!(said.starts_with("etcd exited (exit status: 3)"), "{said}");
-        assert!(said.contains("disk full"), "{said}");
-        long.signal(libc::SIGKILL);
     }
 
     #[test]

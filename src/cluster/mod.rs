@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 
 use crate::node_host::{HostProvider, NodeHost};
+pub use crate::node_ready::node_is_ready_and_schedulable;
 use crate::node_sim::SimNode;
 
 /// Label on every namespace of a run, so the run's leftovers can be found.
@@ -132,29 +133,6 @@ fn enabled_gates(gates: &local::FeatureGates) -> Vec<String> {
         }
     }
     on
-}
-
-/// A Node that is Ready and accepts pods.
-pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
-    let schedulable = !n
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    let no_schedule_taint = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| {
-            t.iter()
-                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        });
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    schedulable && ready && !no_schedule_taint
 }
 
 pub(crate) struct LocalEnv {
@@ -638,7 +616,7 @@ impl Cluster {
                 vitals.extend(n.nodes().iter().filter_map(|n| n.vital()));
             }
         }
-        local::Vital::first_exit(vitals)
+        crate::host::vital::Vital::first_exit(vitals)
     }
 
     /// Second Ctrl-C: kill the local cluster's processes without waiting.

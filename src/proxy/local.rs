@@ -203,27 +203,9 @@ impl LocalAgent {
             // Its own process group: a terminal's Ctrl-C reaches the runner,
             // which then stops agents in teardown order.
             .process_group(0);
-        let parent = std::process::id();
-        // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe calls (prctl, getppid), without allocating.
+        // SAFETY: the hook only makes async-signal-safe calls.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                // The runner may have died between fork and prctl.
-                if libc::getppid() as u32 != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
+            cmd.pre_exec(crate::host::process::die_with_runner());
         }
         let mut child =
             spawn_from_long_lived_thread(cmd)
