@@ -12,7 +12,6 @@
 //! # Ok(()) }
 //! ```
 pub mod binaries;
-mod cli;
 pub mod components;
 pub mod gates;
 mod kubeconfig;
@@ -24,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use binaries::{Binaries, MissingBinaries};
-pub use cli::cli_main;
 pub use gates::{FeatureGates, InvalidFeatureGate};
 
 use crate::host::pki::{self, Pki};
@@ -357,6 +355,11 @@ impl LocalCluster {
         &self.kubeconfig_path
     }
 
+    /// Whether the cluster's directory stays after it stops.
+    pub fn keeps_files(&self) -> bool {
+        self.running.keep_files
+    }
+
     /// The cluster's private directory (mode 0700). Simulated nodes put their
     /// kubelet directories here so that they go away with the cluster.
     pub fn dir(&self) -> &Path {
@@ -565,8 +568,8 @@ impl Running {
         };
         if self.keep_files {
             let path = dir.keep();
+            // The caller tells the user (it knows whether one is watching).
             tracing::info!(dir = %path.display(), "kept the local cluster's files");
-            eprintln!("local cluster files kept in {}", path.display());
             return Ok(());
         }
         let path = dir.path().to_owned();

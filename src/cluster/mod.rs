@@ -195,14 +195,6 @@ impl Cluster {
             keep_files: opts.keep_files,
             ..Default::default()
         };
-        let kind = match opts.node_kind {
-            NodeKind::Simulated => "simulated",
-            NodeKind::Real => "real",
-        };
-        eprintln!(
-            "dra-e2e: starting the local cluster ({} {kind} nodes)...",
-            opts.nodes
-        );
         // Missing binaries are reported (with how to build them) before the
         // cluster starts; any other failure says what failed, once.
         let cluster = local::LocalCluster::start(options)
@@ -496,11 +488,11 @@ impl Cluster {
     }
 
     /// Waits (briefly) until the run's namespaces are gone.
-    pub async fn wait_namespaces_gone(&self, run_id: &str) {
+    pub async fn wait_namespaces_gone(&self, run_id: &str) -> Result<(), crate::wait::WaitError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let label = format!("{}={run_id}", RUN_LABEL);
         let config = kube::runtime::watcher::Config::default().labels(&label);
-        let r = crate::wait::list(
+        crate::wait::list(
             &api,
             config,
             "the run's namespaces to be deleted",
@@ -519,10 +511,7 @@ impl Cluster {
                 }
             },
         )
-        .await;
-        if let Err(e) = r {
-            eprintln!("dra-e2e: {e}");
-        }
+        .await
     }
 
     /// Objects of the run's scenarios that are still there: namespaces,
@@ -620,7 +609,10 @@ impl Cluster {
     }
 
     /// Second Ctrl-C: kill the local cluster's processes without waiting.
-    pub fn kill_now(&self) {
+    /// Returns what the user should know: what real nodes left behind, and
+    /// where kept files are.
+    pub fn kill_now(&self) -> Vec<String> {
+        let mut notes = Vec::new();
         if let Kind::Local(l) = &self.kind {
             for pid in &l.pids {
                 // SAFETY: kill(2) with a PID we started; at worst it is gone.
@@ -634,27 +626,32 @@ impl Cluster {
                 && let Ok(mut n) = real.nodes.lock()
                 && let Some(mut nodes) = n.take()
             {
-                for left in nodes.kill() {
-                    eprintln!("dra-e2e: left behind by a real node: {left}");
-                }
+                notes.extend(
+                    nodes
+                        .kill()
+                        .into_iter()
+                        .map(|left| format!("left behind by a real node: {left}")),
+                );
             }
-            if let Ok(mut c) = l.cluster.lock() {
+            if let Ok(mut c) = l.cluster.lock()
+                && let Some(c) = c.take()
+            {
+                notes.extend(kept_files(&c));
                 // Dropping removes the temp dir.
-                drop(c.take());
+                drop(c);
             }
         }
+        notes
     }
 
-    /// Stops the nodes, then the local cluster's processes. Returns what
-    /// real nodes left on the host (processes, mounts, cgroups, links,
-    /// `ip_forward`), which should be nothing.
-    pub async fn shutdown(&self) -> Vec<String> {
-        let mut left = Vec::new();
+    /// Stops the nodes, then the local cluster's processes.
+    pub async fn shutdown(&self) -> Shutdown {
+        let mut done = Shutdown::default();
         if let Kind::Local(l) = &self.kind {
             if let Some(real) = &l.real {
                 let nodes = real.nodes.lock().ok().and_then(|mut n| n.take());
                 if let Some(mut nodes) = nodes {
-                    left = tokio::task::spawn_blocking(move || nodes.stop())
+                    done.left = tokio::task::spawn_blocking(move || nodes.stop())
                         .await
                         .unwrap_or_else(|e| vec![format!("stopping the real nodes: {e}")]);
                 }
@@ -670,19 +667,39 @@ impl Cluster {
                 let name = n.name().to_owned();
                 match tokio::time::timeout(SIM_NODE_STOP, n.stop()).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => eprintln!("dra-e2e: stopping simulated node {name}: {e}"),
-                    Err(_) => eprintln!(
-                        "dra-e2e: simulated node {name} did not stop within {SIM_NODE_STOP:?}; leaving it to the cluster's end"
-                    ),
+                    Ok(Err(e)) => done
+                        .notes
+                        .push(format!("stopping simulated node {name}: {e}")),
+                    Err(_) => done.notes.push(format!(
+                        "simulated node {name} did not stop within {SIM_NODE_STOP:?}; leaving it to the cluster's end"
+                    )),
                 }
             }
             let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
-            if let Some(c) = cluster
-                && let Err(e) = c.stop().await
-            {
-                eprintln!("dra-e2e: stopping the local cluster: {e}");
+            if let Some(c) = cluster {
+                let kept = kept_files(&c);
+                if let Err(e) = c.stop().await {
+                    done.notes.push(format!("stopping the local cluster: {e}"));
+                }
+                done.notes.extend(kept);
             }
         }
-        left
+        done
     }
+}
+
+/// What stopping the cluster found.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    /// What real nodes left on the host (processes, mounts, cgroups, links,
+    /// `ip_forward`), which should be nothing.
+    pub left: Vec<String>,
+    /// What the user should know besides: stops that failed, kept files.
+    pub notes: Vec<String>,
+}
+
+/// Where the local cluster's files stay, when they are kept.
+fn kept_files(c: &local::LocalCluster) -> Option<String> {
+    c.keeps_files()
+        .then(|| format!("local cluster files kept in {}", c.dir().display()))
 }

@@ -1,6 +1,7 @@
 //! The product's main flow: options, cluster, scenarios, reports, exit code.
 pub mod author;
 pub mod cli;
+pub mod cluster_up;
 pub mod features;
 pub mod preflight;
 
@@ -282,6 +283,12 @@ pub async fn run() -> anyhow::Result<i32> {
     // meets the default action (which would kill the runner and leave its
     // temp dir, and a real node's links and cgroups, behind).
     let mut signals = Signals::install()?;
+    if connect.is_local() {
+        eprintln!(
+            "dra-e2e: starting the local cluster ({} {} nodes)...",
+            connect.nodes, connect.node_kind
+        );
+    }
     let cluster = tokio::select! {
         c = Cluster::connect(&connect) => Arc::new(c?),
         // Dropping the start cleans up what it had started.
@@ -310,17 +317,25 @@ pub async fn run() -> anyhow::Result<i32> {
                     );
                 } else {
                     eprintln!("\ndra-e2e: stopping now");
-                    cluster.kill_now();
+                    for note in cluster.kill_now() {
+                        eprintln!("dra-e2e: {note}");
+                    }
                     std::process::exit(130);
                 }
             }
         })
     };
     let result = run_on(opts, args, parsed, cluster.clone(), interrupt, count).await;
-    let left = cluster.shutdown().await;
+    let stopped = cluster.shutdown().await;
     handler.abort();
-    if !left.is_empty() {
-        println!("leak check: left behind on the host: {}", left.join(", "));
+    for note in &stopped.notes {
+        eprintln!("dra-e2e: {note}");
+    }
+    if !stopped.left.is_empty() {
+        println!(
+            "leak check: left behind on the host: {}",
+            stopped.left.join(", ")
+        );
         return Ok(1);
     }
     result
@@ -442,7 +457,11 @@ async fn run_on(
         // A signal from here on cuts the wait short.
         signal_count.mark_unchanged();
         tokio::select! {
-            _ = cluster.wait_namespaces_gone(&run_id) => {}
+            r = cluster.wait_namespaces_gone(&run_id) => {
+                if let Err(e) = r {
+                    eprintln!("dra-e2e: {e}");
+                }
+            }
             _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
         }
     }
