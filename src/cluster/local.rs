@@ -240,20 +240,8 @@ impl LocalCluster {
         let pki = Pki::generate(&pki_dir)?;
         let ports = free_ports()?;
         let server_url = format!("https://127.0.0.1:{}", ports.apiserver);
-
         let kubeconfig_path = dir.join("kubeconfig");
-        pki::write_file(
-            &kubeconfig_path,
-            &kubeconfig::render(&server_url, &pki),
-            0o600,
-        )?;
-        let kube_config = load_kubeconfig(&kubeconfig_path).await?;
-        let client = kube::Client::try_from(kube_config.clone()).map_err(|source| {
-            LocalClusterError::Client {
-                what: "kube-apiserver".into(),
-                source,
-            }
-        })?;
+        let (kube_config, client) = admin_client(&kubeconfig_path, &server_url, &pki).await?;
 
         let settings = Settings {
             ports,
@@ -263,63 +251,14 @@ impl LocalCluster {
             feature_gates: &options.feature_gates,
             runtime_config: &options.runtime_config,
         };
-        let timeout = options.startup_timeout;
-
-        let etcd = running.spawn(
-            &binaries,
-            binaries::ETCD,
-            components::etcd_args(&settings),
-            &log_dir,
-        )?;
-        ready(&running.processes[etcd], "GET /readyz", timeout, || {
-            readiness::probe_plain_http(ports.etcd_client, "/readyz")
-        })
-        .await?;
-
-        let apiserver = running.spawn(
-            &binaries,
-            binaries::KUBE_APISERVER,
-            components::apiserver_args(&settings),
-            &log_dir,
-        )?;
-        ready(
-            &running.processes[apiserver],
-            "GET /readyz",
-            timeout,
-            || readiness::probe_kube(&client, ports.apiserver, "/readyz"),
-        )
-        .await?;
-
-        let scheduler = running.spawn(
-            &binaries,
-            binaries::KUBE_SCHEDULER,
-            components::scheduler_args(&settings),
-            &log_dir,
-        )?;
-        let controller_manager = running.spawn(
-            &binaries,
-            binaries::KUBE_CONTROLLER_MANAGER,
-            components::controller_manager_args(&settings),
-            &log_dir,
-        )?;
-        let scheduler_client = health_client(ports.scheduler, &pki, "kube-scheduler")?;
-        let kcm_client = health_client(ports.controller_manager, &pki, "kube-controller-manager")?;
-        let (s, c) = tokio::join!(
-            ready(
-                &running.processes[scheduler],
-                "GET /healthz",
-                timeout,
-                || { readiness::probe_kube(&scheduler_client, ports.scheduler, "/healthz") }
-            ),
-            ready(
-                &running.processes[controller_manager],
-                "GET /healthz",
-                timeout,
-                || { readiness::probe_kube(&kcm_client, ports.controller_manager, "/healthz") }
-            ),
-        );
-        s?;
-        c?;
+        let start = Start {
+            binaries: &binaries,
+            settings: &settings,
+            log_dir: &log_dir,
+            timeout: options.startup_timeout,
+        };
+        start.storage_and_api(&mut running, &client).await?;
+        start.controllers(&mut running).await?;
 
         tracing::info!(
             server = %server_url,
@@ -465,6 +404,106 @@ impl LocalCluster {
             .await
             .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
     }
+}
+
+/// What starting the components needs, component after component.
+struct Start<'a> {
+    binaries: &'a Binaries,
+    settings: &'a Settings<'a>,
+    log_dir: &'a Path,
+    timeout: Duration,
+}
+
+impl Start<'_> {
+    /// etcd, then the API server, each once it answers `/readyz`.
+    async fn storage_and_api(
+        &self,
+        running: &mut Running,
+        client: &kube::Client,
+    ) -> Result<(), LocalClusterError> {
+        let ports = self.settings.ports;
+        let etcd = self.spawn(running, binaries::ETCD, components::etcd_args)?;
+        ready(
+            &running.processes[etcd],
+            "GET /readyz",
+            self.timeout,
+            || readiness::probe_plain_http(ports.etcd_client, "/readyz"),
+        )
+        .await?;
+        let apiserver = self.spawn(
+            running,
+            binaries::KUBE_APISERVER,
+            components::apiserver_args,
+        )?;
+        ready(
+            &running.processes[apiserver],
+            "GET /readyz",
+            self.timeout,
+            || readiness::probe_kube(client, ports.apiserver, "/readyz"),
+        )
+        .await
+    }
+
+    /// The scheduler and the controller manager together, each once it
+    /// answers `/healthz`.
+    async fn controllers(&self, running: &mut Running) -> Result<(), LocalClusterError> {
+        let ports = self.settings.ports;
+        let pki = self.settings.pki;
+        let scheduler = self.spawn(
+            running,
+            binaries::KUBE_SCHEDULER,
+            components::scheduler_args,
+        )?;
+        let controller_manager = self.spawn(
+            running,
+            binaries::KUBE_CONTROLLER_MANAGER,
+            components::controller_manager_args,
+        )?;
+        let scheduler_client = health_client(ports.scheduler, pki, "kube-scheduler")?;
+        let kcm_client = health_client(ports.controller_manager, pki, "kube-controller-manager")?;
+        let (s, c) = tokio::join!(
+            ready(
+                &running.processes[scheduler],
+                "GET /healthz",
+                self.timeout,
+                || { readiness::probe_kube(&scheduler_client, ports.scheduler, "/healthz") }
+            ),
+            ready(
+                &running.processes[controller_manager],
+                "GET /healthz",
+                self.timeout,
+                || { readiness::probe_kube(&kcm_client, ports.controller_manager, "/healthz") }
+            ),
+        );
+        s?;
+        c
+    }
+
+    fn spawn(
+        &self,
+        running: &mut Running,
+        component: &str,
+        args: fn(&Settings<'_>) -> Vec<std::ffi::OsString>,
+    ) -> Result<usize, LocalClusterError> {
+        running.spawn(self.binaries, component, args(self.settings), self.log_dir)
+    }
+}
+
+/// Writes the admin kubeconfig for `server_url` and makes a client from it.
+async fn admin_client(
+    kubeconfig_path: &Path,
+    server_url: &str,
+    pki: &Pki,
+) -> Result<(kube::Config, kube::Client), LocalClusterError> {
+    pki::write_file(kubeconfig_path, &kubeconfig::render(server_url, pki), 0o600)?;
+    let kube_config = load_kubeconfig(kubeconfig_path).await?;
+    let client = kube::Client::try_from(kube_config.clone()).map_err(|source| {
+        LocalClusterError::Client {
+            what: "kube-apiserver".into(),
+            source,
+        }
+    })?;
+    Ok((kube_config, client))
 }
 
 impl crate::real_node::ControlPlane for LocalCluster {
