@@ -393,15 +393,84 @@ async fn run_on(
     .map_err(anyhow::Error::msg)?;
     let ctx = steps::context()?;
 
-    let junit = Buffer::default();
-    let json = Buffer::default();
+    let reports = Reports::default();
+    let started = Instant::now();
+    let died = run_scenarios(opts, &args, parsed, env, &reports, &cluster, &interrupt).await;
+    let wall = started.elapsed();
+
+    let records = ctx.outcomes.snapshot();
+    reports.write(&args, &records)?;
+    if died.is_none() {
+        // A signal from here on cuts the wait short.
+        signal_count.mark_unchanged();
+        tokio::select! {
+            r = cluster.wait_namespaces_gone(&run_id) => {
+                if let Err(e) = r {
+                    eprintln!("dra-e2e: {e}");
+                }
+            }
+            _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
+        }
+    }
+    let leaked = leak_check(&cluster, &args, &ctx.outcomes, died.as_deref()).await;
+    Ok(closing(
+        &args,
+        &records,
+        wall,
+        ctx.outcomes.teardown_failures(),
+        leaked,
+        died.as_deref(),
+        interrupt.is_cancelled(),
+    ))
+}
+
+/// The JUnit and Cucumber JSON output, kept until the run ends.
+#[derive(Default)]
+struct Reports {
+    junit: Buffer,
+    json: Buffer,
+}
+
+impl Reports {
+    /// Writes the reports the options ask for; the JUnit one annotated with
+    /// what the runner knows of each scenario.
+    fn write(
+        &self,
+        args: &RunArgs,
+        records: &std::collections::BTreeMap<report::ScenarioId, report::Record>,
+    ) -> anyhow::Result<()> {
+        if let Some(path) = &args.junit {
+            let xml = String::from_utf8_lossy(&self.junit.take()).into_owned();
+            std::fs::write(path, report::annotate_junit(&xml, records))
+                .with_context(|| format!("writing the JUnit report {}", path.display()))?;
+        }
+        if let Some(path) = &args.cucumber_json {
+            std::fs::write(path, self.json.take())
+                .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the scenarios until they end, the deadline passes, or the cluster
+/// loses a process it cannot do without; returns that process's first line
+/// in the last case.
+async fn run_scenarios(
+    opts: Opts,
+    args: &RunArgs,
+    parsed: Vec<cucumber::gherkin::Feature>,
+    env: Environment,
+    reports: &Reports,
+    cluster: &Cluster,
+    interrupt: &CancellationToken,
+) -> Option<String> {
     let cucumber = World::cucumber::<std::path::PathBuf>()
         .with_parser(SkipParser { env })
         .with_writer(
             writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
                 .summarized()
-                .tee::<World, _>(writer::JUnit::for_tee(junit.clone(), 0))
-                .tee::<World, _>(writer::Json::for_tee(json.clone()))
+                .tee::<World, _>(writer::JUnit::for_tee(reports.junit.clone(), 0))
+                .tee::<World, _>(writer::Json::for_tee(reports.json.clone()))
                 .normalized(),
         )
         .fail_on_skipped_with(|_, _, sc| !report::is_marked_skipped(sc))
@@ -410,14 +479,12 @@ async fn run_on(
         .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
         .with_cli(opts);
 
-    let started = Instant::now();
     let run = cucumber.run(parsed);
     let mut run = std::pin::pin!(run);
     let deadline = tokio::time::sleep(args.deadline);
     let death = cluster.first_death();
-    let mut died = None;
     tokio::select! {
-        _ = &mut run => {},
+        _ = &mut run => None,
         _ = deadline => {
             eprintln!(
                 "dra-e2e: --deadline {} passed; tearing down running scenarios",
@@ -425,6 +492,7 @@ async fn run_on(
             );
             interrupt.cancel();
             run.await;
+            None
         }
         what = death => {
             // Nothing can pass without it: start no scenario, end the running
@@ -438,75 +506,77 @@ async fn run_on(
                     humantime::format_duration(DEAD_CLUSTER_TEARDOWN)
                 );
             }
-            died = Some(what.lines().next().unwrap_or_default().to_owned());
+            Some(what.lines().next().unwrap_or_default().to_owned())
         }
     }
-    let wall = started.elapsed();
+}
 
-    let records = ctx.outcomes.snapshot();
-    if let Some(path) = &args.junit {
-        let xml = String::from_utf8_lossy(&junit.take()).into_owned();
-        std::fs::write(path, report::annotate_junit(&xml, &records))
-            .with_context(|| format!("writing the JUnit report {}", path.display()))?;
-    }
-    if let Some(path) = &args.cucumber_json {
-        std::fs::write(path, json.take())
-            .with_context(|| format!("writing the Cucumber JSON report {}", path.display()))?;
-    }
-    if died.is_none() {
-        // A signal from here on cuts the wait short.
-        signal_count.mark_unchanged();
-        tokio::select! {
-            r = cluster.wait_namespaces_gone(&run_id) => {
-                if let Err(e) = r {
-                    eprintln!("dra-e2e: {e}");
-                }
-            }
-            _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
-        }
-    }
-    // With --keep-on-failure, kept scenarios are expected to remain. With a
-    // dead control plane nothing can be listed; its objects go with it.
-    let mut leaked = false;
-    if let Some(what) = &died {
+/// Looks for objects of the run's scenarios left in the cluster; true if
+/// some are (or the look failed). With --keep-on-failure, kept scenarios are
+/// expected to remain. With a dead control plane nothing can be listed; its
+/// objects go with it.
+async fn leak_check(
+    cluster: &Cluster,
+    args: &RunArgs,
+    outcomes: &report::Outcomes,
+    died: Option<&str>,
+) -> bool {
+    if let Some(what) = died {
         println!("leak check skipped: {what}");
-    } else if !args.keep_on_failure {
-        match cluster.leftovers(&ctx.outcomes.namespaces()).await {
-            Ok(left) if left.is_empty() => println!("leak check: nothing left behind"),
-            Ok(left) => {
-                leaked = true;
-                println!("leak check: left behind: {}", left.join(", "));
-            }
-            Err(e) => {
-                leaked = true;
-                println!("leak check failed: {e:#}");
-            }
+        return false;
+    }
+    if args.keep_on_failure {
+        return false;
+    }
+    match cluster.leftovers(&outcomes.namespaces()).await {
+        Ok(left) if left.is_empty() => {
+            println!("leak check: nothing left behind");
+            false
+        }
+        Ok(left) => {
+            println!("leak check: left behind: {}", left.join(", "));
+            true
+        }
+        Err(e) => {
+            println!("leak check failed: {e:#}");
+            true
         }
     }
+}
 
-    for line in report::skip_summary(&records) {
+/// The closing lines (skips, timings, summary, why the run stopped early,
+/// an empty run) and the exit code.
+fn closing(
+    args: &RunArgs,
+    records: &std::collections::BTreeMap<report::ScenarioId, report::Record>,
+    wall: Duration,
+    teardown_failures: usize,
+    leaked: bool,
+    died: Option<&str>,
+    interrupted: bool,
+) -> i32 {
+    for line in report::skip_summary(records) {
         println!("{line}");
     }
     if args.timings {
-        print!("{}", report::timings(&records, wall));
+        print!("{}", report::timings(records, wall));
     }
     let failed = records
         .values()
         .filter(|r| r.outcome == report::Outcome::Failed)
         .count();
-    let teardown_failures = ctx.outcomes.teardown_failures();
     if teardown_failures > 0 {
         println!("{teardown_failures} scenario teardown(s) failed; see the messages above");
     }
-    println!("{}", report::summary_line(&records));
-    if let Some(what) = &died {
+    println!("{}", report::summary_line(records));
+    if let Some(what) = died {
         println!("the run stopped early: {what}");
     }
     let ran = records
         .values()
         .filter(|r| r.outcome != report::Outcome::Skipped)
         .count();
-    let empty = ran == 0 && !interrupt.is_cancelled();
+    let empty = ran == 0 && !interrupted;
     if empty {
         println!(
             "no scenario ran: all {} selected scenarios were skipped{}",
@@ -518,16 +588,14 @@ async fn run_on(
             }
         );
     }
-    Ok(
-        if failed == 0
-            && teardown_failures == 0
-            && !leaked
-            && !interrupt.is_cancelled()
-            && (!empty || args.allow_empty)
-        {
-            0
-        } else {
-            1
-        },
-    )
+    if failed == 0
+        && teardown_failures == 0
+        && !leaked
+        && !interrupted
+        && (!empty || args.allow_empty)
+    {
+        0
+    } else {
+        1
+    }
 }
