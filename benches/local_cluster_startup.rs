@@ -5,35 +5,22 @@
 //! `make bench`, or `cargo bench --bench local_cluster_startup`. Runs:
 //! `DRA_E2E_BENCH_RUNS` (default 4, the first one cold). Binaries are found as
 //! for the tests (DRA_E2E_BINARIES_DIR, else the build cache).
-use std::time::{Duration, Instant};
+mod support;
 
-use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+use std::time::Instant;
+
+use support::summary;
 
 fn main() {
-    // libtest-style flags such as `--bench` are passed by cargo; nothing here
-    // takes options, so they are ignored.
-    let runs: usize = std::env::var("DRA_E2E_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or(4);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runs = support::runs(4);
+    let runtime = support::runtime();
 
     let mut starts = Vec::with_capacity(runs);
     let mut stops = Vec::with_capacity(runs);
     for run in 0..runs {
         let (start, stop) = runtime.block_on(async {
             let t = Instant::now();
-            let cluster = match LocalCluster::start(LocalClusterOptions::default()).await {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("local_cluster_startup: {e}");
-                    std::process::exit(1);
-                }
-            };
+            let cluster = support::start_cluster("local_cluster_startup").await;
             let start = t.elapsed();
             let t = Instant::now();
             if let Err(e) = cluster.stop().await {
@@ -73,14 +60,4 @@ fn main() {
         median_stop.as_secs_f64(),
         max_stop.as_secs_f64()
     );
-}
-
-fn summary(samples: &[Duration]) -> (Duration, Duration, Duration) {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    (
-        sorted[0],
-        sorted[sorted.len() / 2],
-        sorted[sorted.len() - 1],
-    )
 }

@@ -5,30 +5,19 @@
 //!
 //! `make bench`, or `cargo bench --bench real_node_startup`. Runs:
 //! `DRA_E2E_BENCH_RUNS` (default 3). Needs root and `make node`.
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+mod support;
 
-use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+use std::path::PathBuf;
+use std::time::Instant;
+
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+use support::summary;
 
 fn main() {
-    let runs: usize = std::env::var("DRA_E2E_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or(3);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runs = support::runs(3);
+    let runtime = support::runtime();
     runtime.block_on(async {
-        let cluster = match LocalCluster::start(LocalClusterOptions::default()).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("real_node_startup: {e}");
-                std::process::exit(1);
-            }
-        };
+        let cluster = support::start_cluster("real_node_startup").await;
         for count in [1, 2] {
             let mut starts = Vec::new();
             let mut stops = Vec::new();
@@ -66,18 +55,12 @@ fn main() {
             }
             println!(
                 "real_node_startup {count} node(s): start to Ready median {:.2}s, stop median {:.2}s",
-                median(&starts).as_secs_f64(),
-                median(&stops).as_secs_f64()
+                summary(&starts).1.as_secs_f64(),
+                summary(&stops).1.as_secs_f64()
             );
         }
         if let Err(e) = cluster.stop().await {
             eprintln!("real_node_startup: stopping the cluster: {e}");
         }
     });
-}
-
-fn median(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[sorted.len() / 2]
 }

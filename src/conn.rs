@@ -8,15 +8,16 @@
 pub mod authority;
 pub(crate) mod h2_rewrite;
 mod hpack;
+mod pass_through;
 
 pub use h2_rewrite::{AcceptAnyAuthority, SendAuthority};
+pub(crate) use pass_through::{pass_through_io, pass_through_read, pass_through_write};
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use futures::Stream;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Anything a server can read from and write to.
 pub trait AsyncReadWrite: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -54,45 +55,7 @@ impl std::fmt::Debug for Conn {
     }
 }
 
-impl AsyncRead for Conn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
+pass_through_io!([] Conn, inner);
 
 impl tonic::transport::server::Connected for Conn {
     type ConnectInfo = String;

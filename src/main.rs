@@ -13,6 +13,29 @@ fn init_tracing(default: &str) {
         .try_init();
 }
 
+/// Process 1 of a real node logs to its stderr, the node's `node-init.log`:
+/// plain lines stamped with the time, as the node's other logs are.
+fn init_node_init_tracing() {
+    struct Clock;
+    impl tracing_subscriber::fmt::time::FormatTime for Clock {
+        fn format_time(
+            &self,
+            w: &mut tracing_subscriber::fmt::format::Writer<'_>,
+        ) -> std::fmt::Result {
+            let now = jiff::Timestamp::now().strftime("%H:%M:%S%.3f");
+            write!(w, "[node-init {now}]")
+        }
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_timer(Clock)
+        .with_level(false)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
     let sub = args.get(1).and_then(|a| a.to_str()).map(str::to_owned);
@@ -23,9 +46,12 @@ fn main() -> ExitCode {
         }
         // Sets up its own logging: info, without the kube client's errors
         // for every 5xx of an apiserver that is still starting.
-        Some("cluster") => dra_e2e::cluster::local::cli_main(args.split_off(2)).map(|()| 0),
+        Some("cluster") => dra_e2e::runner::cluster_up::cli_main(args.split_off(2)).map(|()| 0),
         // Process 1 of a real node's PID namespace; started by the runner.
-        Some("node-init") => dra_e2e::real_node::init::cli_main(args.split_off(2)),
+        Some("node-init") => {
+            init_node_init_tracing();
+            dra_e2e::real_node::init::cli_main(args.split_off(2))
+        }
         Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         _ => match tokio::runtime::Runtime::new() {

@@ -12,12 +12,9 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use super::{World, context};
-use crate::report::{self, Outcome, Record, ScenarioId};
-use crate::runner::features::{SKIP_PREFIX, is_marked_skipped};
+use crate::cluster::RUN_LABEL;
+use crate::report::{self, Outcome, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped};
 use crate::wait::{self, Check};
-
-/// Label on every namespace of a run, so leftovers can be found.
-pub const RUN_LABEL: &str = "dra-e2e.k8s.io/run";
 
 pub fn scenario_id(feature: &gherkin::Feature, scenario: &gherkin::Scenario) -> ScenarioId {
     ScenarioId {

@@ -73,7 +73,7 @@ fn real_run(home: &Path, fixture: &str) -> Command {
         // HOME is the test's; the node components stay where the build put them.
         .env(
             "DRA_E2E_NODE_BINARIES_DIR",
-            dra_e2e::real_node::binaries::NodeBinariesDir::locate(None).dir,
+            dra_e2e::real_node::binaries::locate(None).dir,
         )
         .args([
             "--cluster",

@@ -12,12 +12,9 @@
 //! # Ok(()) }
 //! ```
 pub mod binaries;
-mod cli;
 pub mod components;
 pub mod gates;
 mod kubeconfig;
-pub mod pki;
-pub mod process;
 mod readiness;
 
 use std::fs;
@@ -26,12 +23,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use binaries::{Binaries, MissingBinaries};
-pub use cli::cli_main;
 pub use gates::{FeatureGates, InvalidFeatureGate};
 
+use crate::host::pki::{self, Pki};
+use crate::host::process::{self, LOG_TAIL_LINES, ManagedProcess};
+use crate::host::vital::Vital;
 use components::{Ports, Settings};
-use pki::Pki;
-use process::ManagedProcess;
 use readiness::NotReady;
 
 use crate::node_sim::{NodeSimError, SimNodeConfig, SimNodes};
@@ -153,7 +150,7 @@ impl LogTail {
     fn of(p: &ManagedProcess) -> Box<Self> {
         Box::new(Self {
             path: p.log_path().to_owned(),
-            tail: p.log_tail(readiness::LOG_TAIL_LINES),
+            tail: p.log_tail(LOG_TAIL_LINES),
         })
     }
 }
@@ -243,20 +240,8 @@ impl LocalCluster {
         let pki = Pki::generate(&pki_dir)?;
         let ports = free_ports()?;
         let server_url = format!("https://127.0.0.1:{}", ports.apiserver);
-
         let kubeconfig_path = dir.join("kubeconfig");
-        pki::write_file(
-            &kubeconfig_path,
-            &kubeconfig::render(&server_url, &pki),
-            0o600,
-        )?;
-        let kube_config = load_kubeconfig(&kubeconfig_path).await?;
-        let client = kube::Client::try_from(kube_config.clone()).map_err(|source| {
-            LocalClusterError::Client {
-                what: "kube-apiserver".into(),
-                source,
-            }
-        })?;
+        let (kube_config, client) = admin_client(&kubeconfig_path, &server_url, &pki).await?;
 
         let settings = Settings {
             ports,
@@ -266,63 +251,14 @@ impl LocalCluster {
             feature_gates: &options.feature_gates,
             runtime_config: &options.runtime_config,
         };
-        let timeout = options.startup_timeout;
-
-        let etcd = running.spawn(
-            &binaries,
-            binaries::ETCD,
-            components::etcd_args(&settings),
-            &log_dir,
-        )?;
-        ready(&running.processes[etcd], "GET /readyz", timeout, || {
-            readiness::probe_plain_http(ports.etcd_client, "/readyz")
-        })
-        .await?;
-
-        let apiserver = running.spawn(
-            &binaries,
-            binaries::KUBE_APISERVER,
-            components::apiserver_args(&settings),
-            &log_dir,
-        )?;
-        ready(
-            &running.processes[apiserver],
-            "GET /readyz",
-            timeout,
-            || readiness::probe_kube(&client, ports.apiserver, "/readyz"),
-        )
-        .await?;
-
-        let scheduler = running.spawn(
-            &binaries,
-            binaries::KUBE_SCHEDULER,
-            components::scheduler_args(&settings),
-            &log_dir,
-        )?;
-        let controller_manager = running.spawn(
-            &binaries,
-            binaries::KUBE_CONTROLLER_MANAGER,
-            components::controller_manager_args(&settings),
-            &log_dir,
-        )?;
-        let scheduler_client = health_client(ports.scheduler, &pki, "kube-scheduler")?;
-        let kcm_client = health_client(ports.controller_manager, &pki, "kube-controller-manager")?;
-        let (s, c) = tokio::join!(
-            ready(
-                &running.processes[scheduler],
-                "GET /healthz",
-                timeout,
-                || { readiness::probe_kube(&scheduler_client, ports.scheduler, "/healthz") }
-            ),
-            ready(
-                &running.processes[controller_manager],
-                "GET /healthz",
-                timeout,
-                || { readiness::probe_kube(&kcm_client, ports.controller_manager, "/healthz") }
-            ),
-        );
-        s?;
-        c?;
+        let start = Start {
+            binaries: &binaries,
+            settings: &settings,
+            log_dir: &log_dir,
+            timeout: options.startup_timeout,
+        };
+        start.storage_and_api(&mut running, &client).await?;
+        start.controllers(&mut running).await?;
 
         tracing::info!(
             server = %server_url,
@@ -356,6 +292,11 @@ impl LocalCluster {
     /// Admin kubeconfig with embedded credentials; works with kubectl.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
+    }
+
+    /// Whether the cluster's directory stays after it stops.
+    pub fn keeps_files(&self) -> bool {
+        self.running.keep_files
     }
 
     /// The cluster's private directory (mode 0700). Simulated nodes put their
@@ -426,15 +367,7 @@ impl LocalCluster {
 
     /// One [`Vital`] per component process.
     pub fn vitals(&self) -> Vec<Vital> {
-        self.running
-            .processes
-            .iter()
-            .map(|p| Vital {
-                what: p.component().to_owned(),
-                exit: p.exit_watch(),
-                logs: vec![p.log_path().to_owned()],
-            })
-            .collect()
+        self.running.processes.iter().map(Vital::of).collect()
     }
 
     /// Resolves when any component exits on its own (a crash, or a signal
@@ -473,45 +406,128 @@ impl LocalCluster {
     }
 }
 
-/// A process the cluster cannot do without, watched during a run: when it
-/// exits, everything that depends on it is lost.
-pub struct Vital {
-    /// What it is, e.g. `etcd` or `real node dra-e2e-real-0`.
-    pub what: String,
-    pub exit: tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>,
-    /// Logs whose last lines say why it ended.
-    pub logs: Vec<PathBuf>,
+/// What starting the components needs, component after component.
+struct Start<'a> {
+    binaries: &'a Binaries,
+    settings: &'a Settings<'a>,
+    log_dir: &'a Path,
+    timeout: Duration,
 }
 
-impl Vital {
-    /// Waits until the first of `vitals` exits and describes it: what, exit
-    /// status, the last lines of its logs. Pending forever if none does.
-    pub async fn first_exit(vitals: Vec<Vital>) -> String {
-        if vitals.is_empty() {
-            return std::future::pending().await;
+impl Start<'_> {
+    /// etcd, then the API server, each once it answers `/readyz`.
+    async fn storage_and_api(
+        &self,
+        running: &mut Running,
+        client: &kube::Client,
+    ) -> Result<(), LocalClusterError> {
+        let ports = self.settings.ports;
+        let etcd = self.spawn(running, binaries::ETCD, components::etcd_args)?;
+        ready(
+            &running.processes[etcd],
+            "GET /readyz",
+            self.timeout,
+            || readiness::probe_plain_http(ports.etcd_client, "/readyz"),
+        )
+        .await?;
+        let apiserver = self.spawn(
+            running,
+            binaries::KUBE_APISERVER,
+            components::apiserver_args,
+        )?;
+        ready(
+            &running.processes[apiserver],
+            "GET /readyz",
+            self.timeout,
+            || readiness::probe_kube(client, ports.apiserver, "/readyz"),
+        )
+        .await
+    }
+
+    /// The scheduler and the controller manager together, each once it
+    /// answers `/healthz`.
+    async fn controllers(&self, running: &mut Running) -> Result<(), LocalClusterError> {
+        let ports = self.settings.ports;
+        let pki = self.settings.pki;
+        let scheduler = self.spawn(
+            running,
+            binaries::KUBE_SCHEDULER,
+            components::scheduler_args,
+        )?;
+        let controller_manager = self.spawn(
+            running,
+            binaries::KUBE_CONTROLLER_MANAGER,
+            components::controller_manager_args,
+        )?;
+        let scheduler_client = health_client(ports.scheduler, pki, "kube-scheduler")?;
+        let kcm_client = health_client(ports.controller_manager, pki, "kube-controller-manager")?;
+        let (s, c) = tokio::join!(
+            ready(
+                &running.processes[scheduler],
+                "GET /healthz",
+                self.timeout,
+                || { readiness::probe_kube(&scheduler_client, ports.scheduler, "/healthz") }
+            ),
+            ready(
+                &running.processes[controller_manager],
+                "GET /healthz",
+                self.timeout,
+                || { readiness::probe_kube(&kcm_client, ports.controller_manager, "/healthz") }
+            ),
+        );
+        s?;
+        c
+    }
+
+    fn spawn(
+        &self,
+        running: &mut Running,
+        component: &str,
+        args: fn(&Settings<'_>) -> Vec<std::ffi::OsString>,
+    ) -> Result<usize, LocalClusterError> {
+        running.spawn(self.binaries, component, args(self.settings), self.log_dir)
+    }
+}
+
+/// Writes the admin kubeconfig for `server_url` and makes a client from it.
+async fn admin_client(
+    kubeconfig_path: &Path,
+    server_url: &str,
+    pki: &Pki,
+) -> Result<(kube::Config, kube::Client), LocalClusterError> {
+    pki::write_file(kubeconfig_path, &kubeconfig::render(server_url, pki), 0o600)?;
+    let kube_config = load_kubeconfig(kubeconfig_path).await?;
+    let client = kube::Client::try_from(kube_config.clone()).map_err(|source| {
+        LocalClusterError::Client {
+            what: "kube-apiserver".into(),
+            source,
         }
-        let waits = vitals.into_iter().map(|mut v| {
-            Box::pin(async move {
-                let status = match v.exit.wait_for(Option::is_some).await {
-                    Ok(s) => *s,
-                    Err(_) => None,
-                };
-                (v.what, v.logs, status)
-            })
-        });
-        let ((what, logs, status), _, _) = futures::future::select_all(waits).await;
-        let status = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
-        let tails: Vec<String> = logs
+    })?;
+    Ok((kube_config, client))
+}
+
+impl crate::real_node::ControlPlane for LocalCluster {
+    fn dir(&self) -> &Path {
+        LocalCluster::dir(self)
+    }
+
+    fn server_url(&self) -> &str {
+        LocalCluster::server_url(self)
+    }
+
+    fn pki(&self) -> &Pki {
+        LocalCluster::pki(self)
+    }
+
+    fn gates(&self) -> Vec<(String, bool)> {
+        self.feature_gates
             .iter()
-            .map(|l| {
-                format!(
-                    "last lines of {}:\n{}",
-                    l.display(),
-                    process::log_tail(l, readiness::LOG_TAIL_LINES)
-                )
-            })
-            .collect();
-        format!("{what} exited ({status}); {}", tails.join("\n"))
+            .map(|(g, on)| (g.to_owned(), on))
+            .collect()
+    }
+
+    fn client(&self) -> kube::Client {
+        LocalCluster::client(self)
     }
 }
 
@@ -591,8 +607,8 @@ impl Running {
         };
         if self.keep_files {
             let path = dir.keep();
+            // The caller tells the user (it knows whether one is watching).
             tracing::info!(dir = %path.display(), "kept the local cluster's files");
-            eprintln!("local cluster files kept in {}", path.display());
             return Ok(());
         }
         let path = dir.path().to_owned();
@@ -726,35 +742,6 @@ mod tests {
                 tail: tail.into(),
             }),
         }
-    }
-
-    #[tokio::test]
-    async fn the_first_vital_to_exit_is_named_with_its_status_and_log() {
-        let tmp = tempfile::tempdir().unwrap();
-        let spawn = |name: &str, script: &str| {
-            let log = tmp.path().join(format!("{name}.log"));
-            ManagedProcess::spawn(
-                name,
-                Path::new("/bin/sh"),
-                vec!["-c".into(), script.into()],
-                &log,
-            )
-            .unwrap()
-        };
-        let long = spawn("steady", "sleep 30");
-        let dies = spawn("etcd", "echo disk full; exit 3");
-        let vitals = [&long, &dies]
-            .iter()
-            .map(|p| Vital {
-                what: p.component().to_owned(),
-                exit: p.exit_watch(),
-                logs: vec![p.log_path().to_owned()],
-            })
-            .collect();
-        let said = Vital::first_exit(vitals).await;
-        assert!(said.starts_with("etcd exited (exit status: 3)"), "{said}");
-        assert!(said.contains("disk full"), "{said}");
-        long.signal(libc::SIGKILL);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::FutureExt as _;
 
-use crate::driver::sockets::{NodeHost, Served, SocketError};
 use crate::node_files::{LocalDir, NodeFiles};
+use crate::node_host::{NodeHost, Served, SocketError};
 use crate::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
 
 /// Node name -> (kubelet root dir, CDI dir).

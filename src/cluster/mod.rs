@@ -12,10 +12,34 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 
-use crate::driver::sockets::{HostProvider, NodeHost};
+use crate::node_host::{HostProvider, NodeHost};
+pub use crate::node_ready::node_is_ready_and_schedulable;
 use crate::node_sim::SimNode;
-use crate::runner::cli::{ClusterChoice, RunArgs};
-use crate::runner::features::Environment;
+
+/// Label on every namespace of a run, so the run's leftovers can be found.
+pub const RUN_LABEL: &str = "dra-e2e.k8s.io/run";
+
+/// Which cluster scenarios run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterChoice {
+    /// The kubeconfig cluster when one is configured, otherwise the local cluster.
+    Auto,
+    /// The cluster of `--kubeconfig` / `KUBECONFIG` / `~/.kube/config`.
+    Kubeconfig,
+    /// A local control plane with simulated kubelet nodes, started by the runner.
+    Local,
+}
+
+impl ClusterChoice {
+    /// Whether this choice means the local cluster, given the `--kubeconfig`.
+    pub fn is_local(self, kubeconfig: Option<&std::path::Path>) -> bool {
+        match self {
+            ClusterChoice::Local => true,
+            ClusterChoice::Kubeconfig => false,
+            ClusterChoice::Auto => !remote::kubeconfig_configured(kubeconfig),
+        }
+    }
+}
 
 /// What kind of nodes the local cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -26,6 +50,15 @@ pub enum NodeKind {
     /// Real kubelets with containerd and runc, each in namespaces of its own
     /// (root; components built by `make node`).
     Real,
+}
+
+impl std::fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeKind::Simulated => "simulated",
+            NodeKind::Real => "real",
+        })
+    }
 }
 
 /// How the runner should reach a cluster.
@@ -49,22 +82,23 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
-    pub fn from_args(a: &RunArgs) -> Self {
-        Self {
-            choice: a.cluster,
-            kubeconfig: a.kubeconfig.clone(),
-            nodes: a.nodes,
-            node_kind: a.node_kind,
-            image_archives: a.image_archive.clone(),
-            cdi_dir: a.cdi_dir.clone(),
-            feature_gates: a.feature_gates.clone(),
-            binaries_dir: a.binaries_dir.clone(),
-            wipe_delay: a.wipe_delay,
-            keep_files: a.keep_cluster_files,
-            kubelet_root: a.kubelet_root_dir.clone(),
-            proxy_image: a.proxy_image.clone(),
-        }
+    /// Whether these options mean the local cluster.
+    pub fn is_local(&self) -> bool {
+        self.choice.is_local(self.kubeconfig.as_deref())
     }
+}
+
+/// What a cluster offers, for deciding which scenarios can run on it.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    /// The nodes run containers in a real runtime (a real cluster, or the
+    /// local cluster's real nodes); false for simulated kubelets.
+    pub container_runtime: bool,
+    pub ready_nodes: usize,
+    /// Feature gates known to be on (local cluster); `None` when unknown (real cluster).
+    pub enabled_gates: Option<Vec<String>>,
+    /// Oldest kubelet (major, minor) among the nodes.
+    pub kubelet_version: Option<(u32, u32)>,
 }
 
 /// How long a simulated node may take to stop at the end of a run.
@@ -101,29 +135,6 @@ fn enabled_gates(gates: &local::FeatureGates) -> Vec<String> {
     on
 }
 
-/// A Node that is Ready and accepts pods.
-pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
-    let schedulable = !n
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    let no_schedule_taint = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| {
-            t.iter()
-                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        });
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    schedulable && ready && !no_schedule_taint
-}
-
 pub(crate) struct LocalEnv {
     cluster: Mutex<Option<local::LocalCluster>>,
     /// Read by steps; taken at shutdown so the nodes stop before the control plane.
@@ -157,12 +168,7 @@ pub struct Cluster {
 impl Cluster {
     /// Picks and reaches the cluster; for the local one, starts it.
     pub async fn connect(opts: &ConnectOptions) -> anyhow::Result<Cluster> {
-        let use_local = match opts.choice {
-            ClusterChoice::Local => true,
-            ClusterChoice::Kubeconfig => false,
-            ClusterChoice::Auto => !remote::kubeconfig_configured(opts.kubeconfig.as_deref()),
-        };
-        if use_local {
+        if opts.is_local() {
             Self::start_local(opts).await
         } else {
             let env = remote::RemoteEnv::connect(opts).await?;
@@ -189,14 +195,6 @@ impl Cluster {
             keep_files: opts.keep_files,
             ..Default::default()
         };
-        let kind = match opts.node_kind {
-            NodeKind::Simulated => "simulated",
-            NodeKind::Real => "real",
-        };
-        eprintln!(
-            "dra-e2e: starting the local cluster ({} {kind} nodes)...",
-            opts.nodes
-        );
         // Missing binaries are reported (with how to build them) before the
         // cluster starts; any other failure says what failed, once.
         let cluster = local::LocalCluster::start(options)
@@ -263,7 +261,7 @@ impl Cluster {
             .iter()
             .map(|n| (n.name.clone(), n.kubelet_log()))
             .collect();
-        let proxy_image = if opts.proxy_image == crate::runner::cli::DEFAULT_PROXY_IMAGE
+        let proxy_image = if opts.proxy_image == crate::proxy::pods::manifest::DEFAULT_IMAGE
             && opts.image_archives.is_empty()
         {
             // Upstream's image cannot be built or pulled here; the runner's
@@ -490,11 +488,11 @@ impl Cluster {
     }
 
     /// Waits (briefly) until the run's namespaces are gone.
-    pub async fn wait_namespaces_gone(&self, run_id: &str) {
+    pub async fn wait_namespaces_gone(&self, run_id: &str) -> Result<(), crate::wait::WaitError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let label = format!("{}={run_id}", crate::steps::lifecycle::RUN_LABEL);
+        let label = format!("{}={run_id}", RUN_LABEL);
         let config = kube::runtime::watcher::Config::default().labels(&label);
-        let r = crate::wait::list(
+        crate::wait::list(
             &api,
             config,
             "the run's namespaces to be deleted",
@@ -513,10 +511,7 @@ impl Cluster {
                 }
             },
         )
-        .await;
-        if let Err(e) = r {
-            eprintln!("dra-e2e: {e}");
-        }
+        .await
     }
 
     /// Objects of the run's scenarios that are still there: namespaces,
@@ -610,11 +605,14 @@ impl Cluster {
                 vitals.extend(n.nodes().iter().filter_map(|n| n.vital()));
             }
         }
-        local::Vital::first_exit(vitals)
+        crate::host::vital::Vital::first_exit(vitals)
     }
 
     /// Second Ctrl-C: kill the local cluster's processes without waiting.
-    pub fn kill_now(&self) {
+    /// Returns what the user should know: what real nodes left behind, and
+    /// where kept files are.
+    pub fn kill_now(&self) -> Vec<String> {
+        let mut notes = Vec::new();
         if let Kind::Local(l) = &self.kind {
             for pid in &l.pids {
                 // SAFETY: kill(2) with a PID we started; at worst it is gone.
@@ -628,27 +626,32 @@ impl Cluster {
                 && let Ok(mut n) = real.nodes.lock()
                 && let Some(mut nodes) = n.take()
             {
-                for left in nodes.kill() {
-                    eprintln!("dra-e2e: left behind by a real node: {left}");
-                }
+                notes.extend(
+                    nodes
+                        .kill()
+                        .into_iter()
+                        .map(|left| format!("left behind by a real node: {left}")),
+                );
             }
-            if let Ok(mut c) = l.cluster.lock() {
+            if let Ok(mut c) = l.cluster.lock()
+                && let Some(c) = c.take()
+            {
+                notes.extend(kept_files(&c));
                 // Dropping removes the temp dir.
-                drop(c.take());
+                drop(c);
             }
         }
+        notes
     }
 
-    /// Stops the nodes, then the local cluster's processes. Returns what
-    /// real nodes left on the host (processes, mounts, cgroups, links,
-    /// `ip_forward`), which should be nothing.
-    pub async fn shutdown(&self) -> Vec<String> {
-        let mut left = Vec::new();
+    /// Stops the nodes, then the local cluster's processes.
+    pub async fn shutdown(&self) -> Shutdown {
+        let mut done = Shutdown::default();
         if let Kind::Local(l) = &self.kind {
             if let Some(real) = &l.real {
                 let nodes = real.nodes.lock().ok().and_then(|mut n| n.take());
                 if let Some(mut nodes) = nodes {
-                    left = tokio::task::spawn_blocking(move || nodes.stop())
+                    done.left = tokio::task::spawn_blocking(move || nodes.stop())
                         .await
                         .unwrap_or_else(|e| vec![format!("stopping the real nodes: {e}")]);
                 }
@@ -664,19 +667,39 @@ impl Cluster {
                 let name = n.name().to_owned();
                 match tokio::time::timeout(SIM_NODE_STOP, n.stop()).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => eprintln!("dra-e2e: stopping simulated node {name}: {e}"),
-                    Err(_) => eprintln!(
-                        "dra-e2e: simulated node {name} did not stop within {SIM_NODE_STOP:?}; leaving it to the cluster's end"
-                    ),
+                    Ok(Err(e)) => done
+                        .notes
+                        .push(format!("stopping simulated node {name}: {e}")),
+                    Err(_) => done.notes.push(format!(
+                        "simulated node {name} did not stop within {SIM_NODE_STOP:?}; leaving it to the cluster's end"
+                    )),
                 }
             }
             let cluster = l.cluster.lock().ok().and_then(|mut c| c.take());
-            if let Some(c) = cluster
-                && let Err(e) = c.stop().await
-            {
-                eprintln!("dra-e2e: stopping the local cluster: {e}");
+            if let Some(c) = cluster {
+                let kept = kept_files(&c);
+                if let Err(e) = c.stop().await {
+                    done.notes.push(format!("stopping the local cluster: {e}"));
+                }
+                done.notes.extend(kept);
             }
         }
-        left
+        done
     }
+}
+
+/// What stopping the cluster found.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    /// What real nodes left on the host (processes, mounts, cgroups, links,
+    /// `ip_forward`), which should be nothing.
+    pub left: Vec<String>,
+    /// What the user should know besides: stops that failed, kept files.
+    pub notes: Vec<String>,
+}
+
+/// Where the local cluster's files stay, when they are kept.
+fn kept_files(c: &local::LocalCluster) -> Option<String> {
+    c.keeps_files()
+        .then(|| format!("local cluster files kept in {}", c.dir().display()))
 }

@@ -10,6 +10,7 @@ use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
+use crate::node_host::{NodeHost, Served, SocketError};
 
 /// Whether the user configured a kubeconfig cluster (flag, env or default file).
 pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
@@ -401,7 +402,7 @@ pub struct RemoteHost {
 }
 
 #[async_trait::async_trait]
-impl crate::driver::sockets::NodeHost for RemoteHost {
+impl NodeHost for RemoteHost {
     fn kubelet_root(&self, _node: &str) -> PathBuf {
         self.kubelet_root.clone()
     }
@@ -428,13 +429,9 @@ impl crate::driver::sockets::NodeHost for RemoteHost {
         Some((pod.name.clone(), pod.uid.clone()))
     }
 
-    async fn serve(
-        &self,
-        node: &str,
-        socket: &Path,
-    ) -> Result<crate::driver::sockets::Served, crate::driver::sockets::SocketError> {
+    async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError> {
         use futures::FutureExt as _;
-        let err = |message: String| crate::driver::sockets::SocketError {
+        let err = |message: String| SocketError {
             node: node.to_owned(),
             socket: socket.to_owned(),
             message,
@@ -460,7 +457,7 @@ impl crate::driver::sockets::NodeHost for RemoteHost {
             }
         }
         .boxed();
-        Ok(crate::driver::sockets::Served::new(incoming, stop))
+        Ok(Served::new(incoming, stop))
     }
 
     async fn tear_down(&self) {

@@ -466,35 +466,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for AcceptAnyAuthority<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for AcceptAnyAuthority<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-}
+crate::conn::pass_through_write!([S: AsyncWrite + Unpin] AcceptAnyAuthority<S>, io);
 
 /// Client side of a connection: every request leaves with the given
 /// `:authority`, whatever the HTTP client put in its URI. Reads pass
@@ -530,15 +502,7 @@ impl<S: AsyncWrite + Unpin> SendAuthority<S> {
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for SendAuthority<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
+crate::conn::pass_through_read!([S: AsyncRead + Unpin] SendAuthority<S>, io);
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for SendAuthority<S> {
     fn poll_write(

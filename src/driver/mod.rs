@@ -14,13 +14,14 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 
+use crate::node_host::{HostProvider, NodeHost, Served, SocketError, Stopper};
 use crate::plugin::{
     Calls, DeviceHealth, HealthApi, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
 };
 use crate::wait::{self, Check};
 use rbac::IdentityObject;
 use slices::{DeviceSpec, Publisher, Taint};
-use sockets::{Broken, BrokenSender, HostProvider, NodeHost, Stopper};
+use sockets::{Broken, BrokenSender};
 
 /// The devices a driver offers.
 #[derive(Debug, Clone)]
@@ -105,7 +106,7 @@ pub enum DriverError {
         source: kube::Error,
     },
     #[error("driver {driver}: {0}", driver = .1)]
-    Socket(#[source] sockets::SocketError, String),
+    Socket(#[source] SocketError, String),
     #[error("driver {driver} on node {node}: starting the plugin: {message}")]
     Plugin {
         driver: String,
@@ -438,10 +439,7 @@ impl Driver {
             let reg_in = self.watch_socket(node, reg_in);
             (dra_in, reg_in)
         } else {
-            (
-                sockets::Served::none().into_parts().0,
-                sockets::Served::none().into_parts().0,
-            )
+            (Served::none().into_parts().0, Served::none().into_parts().0)
         };
         let plugin = NodePlugin::start(config, dra_in, reg_in);
 

@@ -1,55 +1,13 @@
-//! Where a driver's plugin sockets live and how connections to them reach the
-//! runner: local agents on the local cluster, proxy pods on a real one.
+//! A driver's plugin sockets: their file names, and the signal that one of
+//! them broke for good. Serving them is the node host's job
+//! ([`crate::node_host`]).
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use futures::StreamExt as _;
-use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::conn::Incoming;
-use crate::node_files::NodeFiles;
-
-/// A served socket: connections made by the node's kubelet to the socket path.
-pub struct Served {
-    pub incoming: Incoming,
-    stop: Option<BoxFuture<'static, ()>>,
-}
-
-impl Served {
-    pub fn new(incoming: Incoming, stop: BoxFuture<'static, ()>) -> Self {
-        Self {
-            incoming,
-            stop: Some(stop),
-        }
-    }
-
-    /// A socket that never receives connections (a driver not registered with
-    /// the kubelet).
-    pub fn none() -> Self {
-        Self {
-            incoming: Box::pin(futures::stream::pending()),
-            stop: None,
-        }
-    }
-
-    /// Splits off the stopper, handing the connections to a server.
-    pub fn into_parts(mut self) -> (Incoming, Stopper) {
-        (self.incoming, Stopper(self.stop.take()))
-    }
-}
-
-/// Stops serving a socket: ends the agent and removes the socket file.
-pub struct Stopper(Option<BoxFuture<'static, ()>>);
-
-impl Stopper {
-    pub async fn stop(self) {
-        if let Some(f) = self.0 {
-            f.await;
-        }
-    }
-}
 
 /// Passes a served socket's connections on and hands its errors to
 /// `on_failure` instead. A proxied socket's source yields an error only when
@@ -127,44 +85,6 @@ impl Broken {
     pub fn same(&self, other: &Broken) -> bool {
         self.0.same_channel(&other.0)
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("serving socket {socket} on node {node}: {message}")]
-pub struct SocketError {
-    pub node: String,
-    pub socket: PathBuf,
-    pub message: String,
-}
-
-/// The nodes of one driver instance, as the plugin sees them.
-#[async_trait]
-pub trait NodeHost: Send + Sync {
-    /// The kubelet root directory on `node` (host path).
-    fn kubelet_root(&self, node: &str) -> PathBuf;
-    /// The node's CDI spec directory.
-    fn cdi_files(&self, node: &str) -> Arc<dyn NodeFiles>;
-    /// The plugin's API identity may carry the pod it runs in.
-    fn pod_of(&self, _node: &str) -> Option<(String, String)> {
-        None
-    }
-    /// Starts accepting the kubelet's connections to `socket` (a host path).
-    async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError>;
-    /// Removes what the host set up for the driver (proxy pods).
-    async fn tear_down(&self) {}
-}
-
-/// Provides the [`NodeHost`] of a driver instance once its identity exists
-/// (proxy pods run as the driver's service account).
-#[async_trait]
-pub trait HostProvider: Send + Sync {
-    async fn node_host(
-        &self,
-        namespace: &str,
-        driver: &str,
-        instance: &str,
-        nodes: &[String],
-    ) -> anyhow::Result<Arc<dyn NodeHost>>;
 }
 
 /// `sun_path` holds 108 bytes including the terminating NUL; hostpathplugin

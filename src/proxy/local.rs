@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -153,6 +153,131 @@ impl std::fmt::Display for AgentExit {
     }
 }
 
+/// The agent's command line and process settings.
+fn agent_command(config: &LocalAgentConfig) -> Command {
+    let mut cmd = Command::new(&config.program);
+    if let Some(arg0) = &config.arg0 {
+        cmd.arg0(arg0);
+    }
+    cmd.arg("proxy-agent")
+        .arg("--endpoint")
+        .arg(&config.socket)
+        .arg("--proxy-endpoint")
+        .arg(format!("tcp://{}", config.listen))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // Killed with its handle, even when a runtime shuts down with the
+        // task that watches it.
+        .kill_on_drop(true)
+        // Its own process group: a terminal's Ctrl-C reaches the runner,
+        // which then stops agents in teardown order.
+        .process_group(0);
+    // SAFETY: the hook only makes async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(crate::host::process::die_with_runner());
+    }
+    cmd
+}
+
+type StdoutLines = tokio::io::Lines<BufReader<ChildStdout>>;
+
+/// Why an agent never said it listens.
+enum NotListening {
+    /// Its stdout ended first: it exited.
+    Exited,
+    TimedOut,
+    BadLine(String),
+}
+
+impl NotListening {
+    /// The error for the (killed and reaped) agent, with its stderr.
+    async fn into_error(
+        self,
+        config: &LocalAgentConfig,
+        status: io::Result<ExitStatus>,
+        stderr: Option<ChildStderr>,
+    ) -> LocalAgentError {
+        let socket = config.socket.clone();
+        match self {
+            NotListening::BadLine(line) => LocalAgentError::BadReadyLine { socket, line },
+            NotListening::Exited => LocalAgentError::EarlyExit {
+                socket,
+                status: status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|e| e.to_string()),
+                stderr: read_all(stderr).await,
+            },
+            NotListening::TimedOut => LocalAgentError::NotReady {
+                socket,
+                timeout: config.ready_timeout,
+                stderr: read_all(stderr).await,
+            },
+        }
+    }
+}
+
+/// Reads the agent's stdout up to its ready line and returns the TCP address
+/// it reports.
+async fn wait_listening(
+    config: &LocalAgentConfig,
+    stdout: &mut Option<StdoutLines>,
+) -> Result<SocketAddr, NotListening> {
+    let socket = &config.socket;
+    let first_line = async {
+        let lines = stdout.as_mut()?;
+        loop {
+            match lines.next_line().await {
+                Ok(Some(line)) if line.starts_with(READY_PREFIX) => return Some(line),
+                Ok(Some(line)) => debug!(socket = %socket.display(), "agent: {line}"),
+                _ => return None,
+            }
+        }
+    };
+    let line = match tokio::time::timeout(config.ready_timeout, first_line).await {
+        Ok(Some(line)) => line,
+        Ok(None) => return Err(NotListening::Exited),
+        Err(_) => return Err(NotListening::TimedOut),
+    };
+    parse_ready_line(&line).ok_or(NotListening::BadLine(line))
+}
+
+/// Keeps draining both pipes for the agent's whole life (it treats a closed
+/// stdout as "my session is gone" and exits), logging them and keeping the
+/// last lines of stderr for the exit report.
+fn drain_output(
+    socket: &Path,
+    stdout: Option<StdoutLines>,
+    stderr: Option<ChildStderr>,
+) -> (Vec<JoinHandle<()>>, Arc<Mutex<VecDeque<String>>>) {
+    let mut output = Vec::new();
+    if let Some(mut lines) = stdout {
+        let s = socket.to_owned();
+        output.push(tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                debug!(socket = %s.display(), "agent: {line}");
+            }
+        }));
+    }
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+    if let Some(err) = stderr {
+        let s = socket.to_owned();
+        let tail = tail.clone();
+        output.push(tokio::spawn(async move {
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                debug!(socket = %s.display(), "agent: {line}");
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if tail.len() == STDERR_TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        }));
+    }
+    (output, tail)
+}
+
 /// Lines of stderr kept for the exit report.
 const STDERR_TAIL: usize = 5;
 
@@ -185,129 +310,28 @@ impl LocalAgent {
     /// Starts the agent and waits until it listens on both ends.
     pub async fn start(config: LocalAgentConfig) -> Result<LocalAgent, LocalAgentError> {
         let socket = config.socket.clone();
-        let mut cmd = Command::new(&config.program);
-        if let Some(arg0) = &config.arg0 {
-            cmd.arg0(arg0);
-        }
-        cmd.arg("proxy-agent")
-            .arg("--endpoint")
-            .arg(&config.socket)
-            .arg("--proxy-endpoint")
-            .arg(format!("tcp://{}", config.listen))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            // Killed with its handle, even when a runtime shuts down with the
-            // task that watches it.
-            .kill_on_drop(true)
-            // Its own process group: a terminal's Ctrl-C reaches the runner,
-            // which then stops agents in teardown order.
-            .process_group(0);
-        let parent = std::process::id();
-        // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe calls (prctl, getppid), without allocating.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                // The runner may have died between fork and prctl.
-                if libc::getppid() as u32 != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-        let mut child =
-            spawn_from_long_lived_thread(cmd)
-                .await
-                .map_err(|source| LocalAgentError::Spawn {
-                    program: config.program.clone(),
-                    socket: socket.clone(),
-                    source,
-                })?;
+        let mut child = spawn_from_long_lived_thread(agent_command(&config))
+            .await
+            .map_err(|source| LocalAgentError::Spawn {
+                program: config.program.clone(),
+                socket: socket.clone(),
+                source,
+            })?;
         let pid = child.id().unwrap_or_default();
-        let stdout = child.stdout.take();
+        let mut stdout = child.stdout.take().map(|s| BufReader::new(s).lines());
         let stderr = child.stderr.take();
-        let mut stdout = stdout.map(|s| BufReader::new(s).lines());
-
-        let first_line = async {
-            match stdout.as_mut() {
-                Some(lines) => loop {
-                    match lines.next_line().await {
-                        Ok(Some(line)) if line.starts_with(READY_PREFIX) => return Some(line),
-                        Ok(Some(line)) => debug!(socket = %socket.display(), "agent: {line}"),
-                        _ => return None,
-                    }
-                },
-                None => None,
-            }
-        };
-        let ready = tokio::time::timeout(config.ready_timeout, first_line).await;
-        let line = match ready {
-            Ok(Some(line)) => line,
-            outcome => {
-                // Not ready: make sure it is gone, then report what it said.
+        let tcp_addr = match wait_listening(&config, &mut stdout).await {
+            Ok(addr) => addr,
+            Err(not_ready) => {
+                // Make sure it is gone, then report what it said.
                 let _ = child.start_kill();
                 let status = child.wait().await;
-                let stderr = read_all(stderr).await;
-                return Err(match outcome {
-                    Ok(None) => LocalAgentError::EarlyExit {
-                        socket,
-                        status: status
-                            .map(|s| s.to_string())
-                            .unwrap_or_else(|e| e.to_string()),
-                        stderr,
-                    },
-                    _ => LocalAgentError::NotReady {
-                        socket,
-                        timeout: config.ready_timeout,
-                        stderr,
-                    },
-                });
+                return Err(not_ready.into_error(&config, status, stderr).await);
             }
-        };
-        let Some(tcp_addr) = parse_ready_line(&line) else {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            return Err(LocalAgentError::BadReadyLine { socket, line });
         };
         info!(socket = %socket.display(), %tcp_addr, pid, "local proxy agent listening");
 
-        // Keep draining both pipes for the agent's whole life: it treats a
-        // closed stdout as "my session is gone" and exits.
-        let mut output = Vec::new();
-        if let Some(mut lines) = stdout {
-            let s = socket.clone();
-            output.push(tokio::spawn(async move {
-                while let Ok(Some(line)) = lines.next_line().await {
-                    debug!(socket = %s.display(), "agent: {line}");
-                }
-            }));
-        }
-        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
-        if let Some(err) = stderr {
-            let s = socket.clone();
-            let tail = tail.clone();
-            output.push(tokio::spawn(async move {
-                let mut lines = BufReader::new(err).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    debug!(socket = %s.display(), "agent: {line}");
-                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-                    if tail.len() == STDERR_TAIL {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line);
-                }
-            }));
-        }
+        let (output, tail) = drain_output(&socket, stdout, stderr);
         let (control, control_rx) = mpsc::unbounded_channel();
         let (exit_tx, exit) = watch::channel(None);
         let reaper = tokio::spawn(reap(

@@ -1,25 +1,19 @@
 //! Where a real node's programs live.
 //!
 //! The built ones (kubelet, containerd, its runc shim, ctr) are looked up as
-//! `hack/build-node.sh` places them: an explicit directory, else
-//! `DRA_E2E_NODE_BINARIES_DIR`, else
-//! `<cache>/node/kube-<KUBE_VERSION>-containerd-<CONTAINERD_VERSION>` with
-//! `<cache>` = `DRA_E2E_CACHE_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/dra-e2e`
-//! (the script's `cache_root`). The host ones (runc, the CNI plugins,
+//! `hack/build-node.sh` places them, by the shared lookup
+//! ([`crate::host::binaries`]) with `DRA_E2E_NODE_BINARIES_DIR` and the
+//! `node/kube-<KUBE_VERSION>-containerd-<CONTAINERD_VERSION>` cache directory. The host ones (runc, the CNI plugins,
 //! busybox) come from Debian packages at fixed paths.
 use std::ffi::OsString;
 use std::fmt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The versions file the build script sources, compiled in so the runner and
-/// the script agree on the cache directory.
-const VERSIONS_ENV: &str = include_str!("../../hack/versions.env");
+pub use crate::host::binaries::{BinariesDir, DirSource};
+use crate::host::binaries::{Build, is_executable, pinned_versions};
 
-/// Environment variable naming a directory with the four built binaries.
+/// Environment variable naming a directory with the built binaries.
 pub const NODE_BINARIES_DIR_ENV: &str = "DRA_E2E_NODE_BINARIES_DIR";
-/// Environment variable overriding the cache root.
-pub const CACHE_DIR_ENV: &str = "DRA_E2E_CACHE_DIR";
 
 pub const KUBELET: &str = "kubelet";
 pub const CONTAINERD: &str = "containerd";
@@ -58,56 +52,24 @@ impl NodeVersions {
     pub fn pinned() -> Self {
         // The file is part of the source tree; a missing key is caught by the
         // unit tests.
-        Self::parse(VERSIONS_ENV).unwrap_or_else(|| Self {
-            kube: String::new(),
-            containerd: String::new(),
-        })
-    }
-
-    /// `KEY=value` lines as the shell reads this simple file.
-    fn parse(text: &str) -> Option<Self> {
-        let mut kube = None;
-        let mut containerd = None;
-        for line in text.lines().map(str::trim) {
-            if line.starts_with('#') {
-                continue;
-            }
-            let Some((key, value)) = line.split_once('=') else {
-                continue;
-            };
-            let value = value.trim().trim_matches('"').trim_matches('\'').to_owned();
-            match key.trim() {
-                "KUBE_VERSION" => kube = Some(value),
-                "CONTAINERD_VERSION" => containerd = Some(value),
-                _ => {}
-            }
+        let map = pinned_versions();
+        let get = |k: &str| map.get(k).cloned().unwrap_or_default();
+        Self {
+            kube: get("KUBE_VERSION"),
+            containerd: get("CONTAINERD_VERSION"),
         }
-        Some(Self {
-            kube: kube?,
-            containerd: containerd?,
-        })
     }
 
     /// The directory name inside `<cache>/node/`.
     pub fn cache_subdir(&self) -> String {
         format!("kube-{}-containerd-{}", self.kube, self.containerd)
     }
-}
 
-/// Why the built binaries' directory was chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeDirSource {
-    Explicit,
-    Env,
-    Cache,
-}
-
-impl fmt::Display for NodeDirSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeDirSource::Explicit => f.write_str("given explicitly"),
-            NodeDirSource::Env => write!(f, "from {NODE_BINARIES_DIR_ENV}"),
-            NodeDirSource::Cache => f.write_str("the default build cache"),
+    /// The build's place in the cache.
+    pub fn build(&self) -> Build {
+        Build {
+            dir_env: NODE_BINARIES_DIR_ENV,
+            cache_path: Path::new("node").join(self.cache_subdir()),
         }
     }
 }
@@ -124,7 +86,7 @@ pub struct MissingHostProgram {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingNodeBinaries {
     pub dir: PathBuf,
-    pub origin: NodeDirSource,
+    pub origin: DirSource,
     /// Names from [`BUILT`] that `dir` lacks.
     pub built: Vec<String>,
     pub host: Vec<MissingHostProgram>,
@@ -186,119 +148,70 @@ pub struct NodeBinaries {
     pub busybox: PathBuf,
 }
 
-/// The directory that should hold the built binaries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeBinariesDir {
-    pub dir: PathBuf,
-    pub origin: NodeDirSource,
+/// The directory that should hold the built binaries, as the process
+/// environment says.
+pub fn locate(explicit: Option<&Path>) -> BinariesDir {
+    BinariesDir::locate(explicit, &NodeVersions::pinned().build())
 }
 
-impl NodeBinariesDir {
-    /// Applies the lookup rules with the process environment.
-    pub fn locate(explicit: Option<&Path>) -> Self {
-        Self::locate_with(explicit, &NodeVersions::pinned(), |k| std::env::var_os(k))
+/// Checks the built binaries in `dir` and the host programs (runc looked up
+/// on `path_var`, the rest at fixed paths below `host_root`).
+pub fn verify_with(
+    dir: BinariesDir,
+    path_var: Option<OsString>,
+    host_root: &Path,
+) -> Result<NodeBinaries, MissingNodeBinaries> {
+    let built = dir.missing(&BUILT);
+    let at_root = |p: &str| host_root.join(p.trim_start_matches('/'));
+    let mut host = Vec::new();
+    let runc = find_runc(path_var, host_root);
+    if runc.is_none() {
+        host.push(MissingHostProgram {
+            path: PathBuf::from(RUNC_FALLBACKS[0]),
+            package: "runc",
+        });
     }
-
-    /// Applies the lookup rules with `env` as the environment; empty
-    /// variables count as unset, as `${VAR:-default}` does in the script.
-    pub fn locate_with(
-        explicit: Option<&Path>,
-        versions: &NodeVersions,
-        env: impl Fn(&str) -> Option<OsString>,
-    ) -> Self {
-        let env = |k: &str| env(k).filter(|v| !v.is_empty());
-        if let Some(dir) = explicit {
-            return Self {
-                dir: dir.to_owned(),
-                origin: NodeDirSource::Explicit,
-            };
-        }
-        if let Some(dir) = env(NODE_BINARIES_DIR_ENV) {
-            return Self {
-                dir: dir.into(),
-                origin: NodeDirSource::Env,
-            };
-        }
-        let cache_root = match env(CACHE_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => env("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env("HOME").unwrap_or_default()).join(".cache"))
-                .join("dra-e2e"),
-        };
-        Self {
-            dir: cache_root.join("node").join(versions.cache_subdir()),
-            origin: NodeDirSource::Cache,
-        }
-    }
-
-    /// Checks the built binaries in this directory and the host programs
-    /// (runc looked up on `path_var`, the rest at fixed paths).
-    pub fn verify_with(
-        self,
-        path_var: Option<OsString>,
-        host_root: &Path,
-    ) -> Result<NodeBinaries, MissingNodeBinaries> {
-        let built: Vec<String> = BUILT
-            .iter()
-            .filter(|n| !is_executable(&self.dir.join(n)))
-            .map(|n| (*n).to_owned())
-            .collect();
-        let at_root = |p: &str| host_root.join(p.trim_start_matches('/'));
-        let mut host = Vec::new();
-        let runc = find_runc(path_var, host_root);
-        if runc.is_none() {
+    for plugin in CNI_PLUGINS {
+        let p = Path::new(CNI_BIN_DIR).join(plugin);
+        if !is_executable(&at_root(&p.to_string_lossy())) {
             host.push(MissingHostProgram {
-                path: PathBuf::from(RUNC_FALLBACKS[0]),
-                package: "runc",
+                path: p,
+                package: "containernetworking-plugins",
             });
         }
-        for plugin in CNI_PLUGINS {
-            let p = Path::new(CNI_BIN_DIR).join(plugin);
-            if !is_executable(&at_root(&p.to_string_lossy())) {
-                host.push(MissingHostProgram {
-                    path: p,
-                    package: "containernetworking-plugins",
-                });
-            }
-        }
-        if !is_executable(&at_root(BUSYBOX)) {
-            host.push(MissingHostProgram {
-                path: PathBuf::from(BUSYBOX),
-                package: "busybox-static",
-            });
-        }
-        if !built.is_empty() || !host.is_empty() {
-            return Err(MissingNodeBinaries {
-                dir: self.dir,
-                origin: self.origin,
-                built,
-                host,
-            });
-        }
-        Ok(NodeBinaries {
-            kubelet: self.dir.join(KUBELET),
-            containerd: self.dir.join(CONTAINERD),
-            shim: self.dir.join(CONTAINERD_SHIM),
-            ctr: self.dir.join(CTR),
-            sample_device_plugin: self.dir.join(SAMPLE_DEVICE_PLUGIN),
-            dir: self.dir,
-            runc: runc.unwrap_or_default(),
-            cni_bin_dir: at_root(CNI_BIN_DIR),
-            busybox: at_root(BUSYBOX),
-        })
     }
-
-    /// [`Self::verify_with`] on this machine.
-    pub fn verify(self) -> Result<NodeBinaries, MissingNodeBinaries> {
-        self.verify_with(std::env::var_os("PATH"), Path::new("/"))
+    if !is_executable(&at_root(BUSYBOX)) {
+        host.push(MissingHostProgram {
+            path: PathBuf::from(BUSYBOX),
+            package: "busybox-static",
+        });
     }
+    if !built.is_empty() || !host.is_empty() {
+        return Err(MissingNodeBinaries {
+            dir: dir.dir,
+            origin: dir.origin,
+            built,
+            host,
+        });
+    }
+    let dir = dir.dir;
+    Ok(NodeBinaries {
+        kubelet: dir.join(KUBELET),
+        containerd: dir.join(CONTAINERD),
+        shim: dir.join(CONTAINERD_SHIM),
+        ctr: dir.join(CTR),
+        sample_device_plugin: dir.join(SAMPLE_DEVICE_PLUGIN),
+        dir,
+        runc: runc.unwrap_or_default(),
+        cni_bin_dir: at_root(CNI_BIN_DIR),
+        busybox: at_root(BUSYBOX),
+    })
 }
 
 impl NodeBinaries {
-    /// Locates and verifies in one step.
+    /// Locates and verifies (on this machine) in one step.
     pub fn find(explicit: Option<&Path>) -> Result<Self, MissingNodeBinaries> {
-        NodeBinariesDir::locate(explicit).verify()
+        verify_with(locate(explicit), std::env::var_os("PATH"), Path::new("/"))
     }
 }
 
@@ -317,24 +230,12 @@ fn find_runc(path_var: Option<OsString>, host_root: &Path) -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
-fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use std::os::unix::fs::PermissionsExt;
 
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let map: HashMap<String, OsString> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use crate::host::binaries::env_of;
 
     fn versions() -> NodeVersions {
         NodeVersions {
@@ -357,51 +258,23 @@ mod tests {
     }
 
     #[test]
-    fn explicit_beats_env_beats_cache() {
+    fn the_build_is_found_by_its_variable_and_cache_directory() {
+        // The rules themselves are host::binaries's, tested there.
+        let build = versions().build();
         let env = env_of(&[(NODE_BINARIES_DIR_ENV, "/env"), ("HOME", "/home/u")]);
-        let d = NodeBinariesDir::locate_with(Some(Path::new("/x")), &versions(), &env);
+        let d = BinariesDir::locate_with(None, &build, &env);
         assert_eq!(
             (d.dir.as_path(), d.origin),
-            (Path::new("/x"), NodeDirSource::Explicit)
+            (Path::new("/env"), DirSource::Env(NODE_BINARIES_DIR_ENV))
         );
-        let d = NodeBinariesDir::locate_with(None, &versions(), &env);
-        assert_eq!(
-            (d.dir.as_path(), d.origin),
-            (Path::new("/env"), NodeDirSource::Env)
-        );
-    }
-
-    #[test]
-    fn cache_path_matches_the_build_script() {
-        let v = versions();
-        let d = NodeBinariesDir::locate_with(None, &v, env_of(&[("HOME", "/home/u")]));
+        let d = BinariesDir::locate_with(None, &build, env_of(&[("HOME", "/home/u")]));
         assert_eq!(
             (d.dir.as_path(), d.origin),
             (
                 Path::new("/home/u/.cache/dra-e2e/node/kube-v1.2.3-containerd-v4.5.6"),
-                NodeDirSource::Cache
+                DirSource::Cache
             )
         );
-        let d = NodeBinariesDir::locate_with(
-            None,
-            &v,
-            env_of(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")]),
-        );
-        assert_eq!(
-            d.dir,
-            Path::new("/xdg/dra-e2e/node/kube-v1.2.3-containerd-v4.5.6")
-        );
-        let d = NodeBinariesDir::locate_with(
-            None,
-            &v,
-            env_of(&[
-                ("HOME", "/home/u"),
-                ("XDG_CACHE_HOME", "/xdg"),
-                (CACHE_DIR_ENV, "/c"),
-                (NODE_BINARIES_DIR_ENV, ""),
-            ]),
-        );
-        assert_eq!(d.dir, Path::new("/c/node/kube-v1.2.3-containerd-v4.5.6"));
     }
 
     #[test]
@@ -414,11 +287,14 @@ mod tests {
         touch_exe(&root.path().join("usr/lib/cni/bridge"));
         touch_exe(&root.path().join("usr/lib/cni/loopback"));
         touch_exe(&root.path().join("usr/lib/cni/portmap"));
-        let err = NodeBinariesDir {
-            dir: built.path().to_owned(),
-            origin: NodeDirSource::Env,
-        }
-        .verify_with(None, root.path())
+        let err = verify_with(
+            BinariesDir {
+                dir: built.path().to_owned(),
+                origin: DirSource::Env(NODE_BINARIES_DIR_ENV),
+            },
+            None,
+            root.path(),
+        )
         .unwrap_err();
         assert_eq!(
             err.built,
@@ -460,11 +336,14 @@ mod tests {
             touch_exe(&built.path().join(b));
         }
         let root = tempfile::tempdir().unwrap();
-        let err = NodeBinariesDir {
-            dir: built.path().to_owned(),
-            origin: NodeDirSource::Cache,
-        }
-        .verify_with(None, root.path())
+        let err = verify_with(
+            BinariesDir {
+                dir: built.path().to_owned(),
+                origin: DirSource::Cache,
+            },
+            None,
+            root.path(),
+        )
         .unwrap_err();
         assert!(err.built.is_empty());
         let msg = err.to_string();
@@ -486,21 +365,21 @@ mod tests {
         touch_exe(&root.path().join("usr/sbin/runc"));
         let on_path = tempfile::tempdir().unwrap();
         touch_exe(&on_path.path().join("runc"));
-        let dir = NodeBinariesDir {
+        let dir = BinariesDir {
             dir: built.path().to_owned(),
-            origin: NodeDirSource::Explicit,
+            origin: DirSource::Explicit,
         };
-        let b = dir
-            .clone()
-            .verify_with(Some(on_path.path().as_os_str().to_owned()), root.path())
-            .unwrap();
+        let b = verify_with(
+            dir.clone(),
+            Some(on_path.path().as_os_str().to_owned()),
+            root.path(),
+        )
+        .unwrap();
         assert_eq!(b.runc, on_path.path().join("runc"));
         assert_eq!(b.shim, built.path().join(CONTAINERD_SHIM));
         assert_eq!(b.busybox, root.path().join("bin/busybox"));
         assert_eq!(b.cni_bin_dir, root.path().join("usr/lib/cni"));
-        let b = dir
-            .verify_with(Some("relative:".into()), root.path())
-            .unwrap();
+        let b = verify_with(dir, Some("relative:".into()), root.path()).unwrap();
         assert_eq!(b.runc, root.path().join("usr/sbin/runc"));
     }
 }

@@ -63,11 +63,10 @@ pub fn cli_main(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
     Ok(run(&plan))
 }
 
+/// A line in the node's `node-init.log` (this process's stderr, where the
+/// subscriber `dra-e2e node-init` sets up writes).
 fn say(msg: impl std::fmt::Display) {
-    eprintln!(
-        "[node-init {}] {msg}",
-        jiff::Timestamp::now().strftime("%H:%M:%S%.3f")
-    );
+    tracing::info!("{msg}");
 }
 
 struct Daemon {

@@ -22,6 +22,8 @@ use std::time::Duration;
 
 pub use node::{CDI_DIR, RealNode, RealNodeError};
 
+use crate::host::pki::Pki;
+
 /// Real nodes are named `<REAL_NODE_PREFIX>-<i>`.
 pub const REAL_NODE_PREFIX: &str = "dra-e2e-real";
 
@@ -54,6 +56,21 @@ impl RealNodesOptions {
     }
 }
 
+/// What real nodes need of the control plane they join (the local
+/// cluster's), so that they do not depend on how it runs.
+pub trait ControlPlane {
+    /// The cluster's directory; the nodes keep their files below it.
+    fn dir(&self) -> &Path;
+    /// The API server's URL.
+    fn server_url(&self) -> &str;
+    /// The certificates the kubelets' credentials are issued from.
+    fn pki(&self) -> &Pki;
+    /// The feature gates the kubelets get, as the control plane has them.
+    fn gates(&self) -> Vec<(String, bool)>;
+    /// A client with cluster-admin rights.
+    fn client(&self) -> kube::Client;
+}
+
 /// The real nodes of one cluster.
 pub struct RealNodes {
     nodes: Vec<RealNode>,
@@ -64,7 +81,7 @@ impl RealNodes {
     /// Writes the images, then starts `count` nodes and waits until all are
     /// Ready. On error, the nodes started so far are stopped again.
     pub async fn start(
-        cluster: &crate::cluster::local::LocalCluster,
+        cluster: &impl ControlPlane,
         options: &RealNodesOptions,
     ) -> anyhow::Result<RealNodes> {
         use anyhow::Context as _;
@@ -114,11 +131,7 @@ impl RealNodes {
             ctr: binaries.ctr.clone(),
             runner,
             api_port,
-            feature_gates: cluster
-                .feature_gates()
-                .iter()
-                .map(|(g, on)| (g.to_owned(), on))
-                .collect(),
+            feature_gates: cluster.gates(),
             archives,
             sandbox_image: crate::images::PAUSE_IMAGE.to_owned(),
             ready_timeout: options.ready_timeout,

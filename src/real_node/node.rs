@@ -12,8 +12,9 @@ use super::forward::ApiRelay;
 use super::init::{InitPlan, Step};
 use super::kubelet::{self, KubeletSettings};
 use super::net::NodeNet;
-use crate::cluster::local::pki::Pki;
-use crate::cluster::local::process::ManagedProcess;
+use crate::host::pki::Pki;
+use crate::host::process::{ManagedProcess, log_tail};
+use crate::host::vital::Vital;
 
 /// Where a real node's CDI spec files live (inside its mount namespace), and
 /// so where containerd reads them and the proxy pods write them. Not the
@@ -162,7 +163,7 @@ impl RealNode {
         let what = format!("node {} to be Ready", self.name);
         let ready =
             crate::wait::object(&api, &self.name, &what, limit, |n: Option<&Node>| match n {
-                Some(n) if crate::cluster::node_is_ready_and_schedulable(n) => {
+                Some(n) if crate::node_ready::node_is_ready_and_schedulable(n) => {
                     crate::wait::Check::Done(())
                 }
                 Some(n) => crate::wait::Check::Pending(ready_condition(n)),
@@ -197,11 +198,7 @@ impl RealNode {
             .iter()
             .map(|l| {
                 let path = self.dir.join(format!("{l}.log"));
-                format!(
-                    "last lines of {}:\n{}",
-                    path.display(),
-                    crate::cluster::local::process::log_tail(&path, 15)
-                )
+                format!("last lines of {}:\n{}", path.display(), log_tail(&path, 15))
             })
             .collect::<Vec<_>>()
             .join("\n")
@@ -209,9 +206,9 @@ impl RealNode {
 
     /// Process 1 of the node, watched during a run: it ends when containerd
     /// or the kubelet dies, and says which in its log.
-    pub fn vital(&self) -> Option<crate::cluster::local::Vital> {
+    pub fn vital(&self) -> Option<Vital> {
         let p = self.process.as_ref()?;
-        Some(crate::cluster::local::Vital {
+        Some(Vital {
             what: format!("real node {}", self.name),
             exit: p.exit_watch(),
             logs: ["node-init", "containerd", "kubelet"]

@@ -9,6 +9,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use cucumber::gherkin;
+
+/// Text of the first step of a scenario the runner decided not to run; the
+/// reason follows it. No step matches it, so cucumber reports the scenario
+/// as skipped.
+pub const SKIP_PREFIX: &str = "skipped: ";
+
+/// Whether the runner marked the scenario as skipped (see [`SKIP_PREFIX`]).
+pub fn is_marked_skipped(scenario: &gherkin::Scenario) -> bool {
+    scenario
+        .steps
+        .first()
+        .is_some_and(|s| s.value.starts_with(SKIP_PREFIX))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Passed,

@@ -4,18 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which cluster scenarios run against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClusterChoice {
-    /// The kubeconfig cluster when one is configured, otherwise the local cluster.
-    Auto,
-    /// The cluster of `--kubeconfig` / `KUBECONFIG` / `~/.kube/config`.
-    Kubeconfig,
-    /// A local control plane with simulated kubelet nodes, started by the runner.
-    Local,
-}
-
-pub const DEFAULT_PROXY_IMAGE: &str = "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1";
+use crate::cluster::{ClusterChoice, ConnectOptions};
+use crate::proxy::pods::manifest::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -131,6 +121,26 @@ pub struct RunArgs {
     /// Print the wall time, time per scenario (median, slowest five) and where teardown time goes.
     #[arg(long)]
     pub timings: bool,
+}
+
+impl RunArgs {
+    /// How the cluster is reached, as these options say.
+    pub fn connect_options(&self) -> ConnectOptions {
+        ConnectOptions {
+            choice: self.cluster,
+            kubeconfig: self.kubeconfig.clone(),
+            nodes: self.nodes,
+            node_kind: self.node_kind,
+            image_archives: self.image_archive.clone(),
+            cdi_dir: self.cdi_dir.clone(),
+            feature_gates: self.feature_gates.clone(),
+            binaries_dir: self.binaries_dir.clone(),
+            wipe_delay: self.wipe_delay,
+            keep_files: self.keep_cluster_files,
+            kubelet_root: self.kubelet_root_dir.clone(),
+            proxy_image: self.proxy_image.clone(),
+        }
+    }
 }
 
 pub const SUBCOMMANDS_HELP: &str = "\

@@ -12,21 +12,8 @@ use std::path::{Path, PathBuf};
 use cucumber::gherkin::{self, GherkinEnv, Step, StepType};
 use regex::Regex;
 
-/// Text of the step that marks a scenario as skipped.
-pub const SKIP_PREFIX: &str = "skipped: ";
-
-/// What the selected cluster offers.
-#[derive(Debug, Clone)]
-pub struct Environment {
-    /// The nodes run containers in a real runtime (a real cluster, or the
-    /// local cluster's real nodes); false for simulated kubelets.
-    pub container_runtime: bool,
-    pub ready_nodes: usize,
-    /// Feature gates known to be on (local cluster); `None` when unknown (real cluster).
-    pub enabled_gates: Option<Vec<String>>,
-    /// Oldest kubelet (major, minor) among the nodes.
-    pub kubelet_version: Option<(u32, u32)>,
-}
+use crate::cluster::Environment;
+use crate::report::SKIP_PREFIX;
 
 /// Tags the suite understands; `check` rejects others so typos surface.
 pub fn tag_is_known(tag: &str) -> bool {
@@ -136,14 +123,6 @@ fn skip_step(reason: &str, position: gherkin::LineCol) -> Step {
         span: gherkin::Span { start: 0, end: 0 },
         position,
     }
-}
-
-/// Whether the scenario was marked skipped by [`mark_skipped`].
-pub fn is_marked_skipped(scenario: &gherkin::Scenario) -> bool {
-    scenario
-        .steps
-        .first()
-        .is_some_and(|s| s.value.starts_with(SKIP_PREFIX))
 }
 
 /// Marks the scenarios `env` cannot run; see the module docs.

@@ -1,6 +1,7 @@
 //! The product's main flow: options, cluster, scenarios, reports, exit code.
 pub mod author;
 pub mod cli;
+pub mod cluster_up;
 pub mod features;
 pub mod preflight;
 pub mod shard;
@@ -16,7 +17,7 @@ use futures::FutureExt as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{Cluster, ConnectOptions};
+use crate::cluster::Cluster;
 use crate::report;
 use crate::steps::{self, World};
 use cli::RunArgs;
@@ -60,7 +61,7 @@ impl Buffer {
 /// Hands cucumber the features the runner already parsed, marking the
 /// scenarios the cluster cannot run.
 struct SkipParser {
-    env: features::Environment,
+    env: crate::cluster::Environment,
 }
 
 impl cucumber::Parser<Vec<cucumber::gherkin::Feature>> for SkipParser {
@@ -237,14 +238,7 @@ fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
         preflight::check_output_file("--html", p)?;
     }
     preflight::check_output_dir("--artifacts", &args.artifacts)?;
-    let local = match args.cluster {
-        cli::ClusterChoice::Local => true,
-        cli::ClusterChoice::Kubeconfig => false,
-        cli::ClusterChoice::Auto => {
-            !crate::cluster::remote::kubeconfig_configured(args.kubeconfig.as_deref())
-        }
-    };
-    if local {
+    if args.cluster.is_local(args.kubeconfig.as_deref()) {
         if args.node_kind == crate::cluster::NodeKind::Simulated {
             preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
         }
@@ -313,11 +307,17 @@ pub async fn run() -> anyhow::Result<i32> {
     }
     let args = opts.custom.clone();
     check_outputs_and_host(&args, &typed)?;
-    let connect = ConnectOptions::from_args(&args);
+    let connect = args.connect_options();
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
     // temp dir, and a real node's links and cgroups, behind).
     let mut signals = Signals::install()?;
+    if connect.is_local() {
+        eprintln!(
+            "dra-e2e: starting the local cluster ({} {} nodes)...",
+            connect.nodes, connect.node_kind
+        );
+    }
     let cluster = tokio::select! {
         c = Cluster::connect(&connect) => Arc::new(c?),
         // Dropping the start cleans up what it had started.
@@ -346,7 +346,9 @@ pub async fn run() -> anyhow::Result<i32> {
                     );
                 } else {
                     eprintln!("\ndra-e2e: stopping now");
-                    cluster.kill_now();
+                    for note in cluster.kill_now() {
+                        eprintln!("dra-e2e: {note}");
+                    }
                     std::process::exit(130);
                 }
             }
@@ -368,18 +370,26 @@ pub async fn run() -> anyhow::Result<i32> {
         Ok(e) => e.ending,
         Err(_) => Ending::start(DEFAULT_TEARDOWN_TIMEOUT),
     };
-    let left = match ending.within(cluster.shutdown()).await {
-        Ok(left) => left,
+    let stopped = match ending.within(cluster.shutdown()).await {
+        Ok(stopped) => stopped,
         Err(overrun) => {
             eprintln!("dra-e2e: {overrun}; stopping the cluster at once");
-            cluster.kill_now();
+            for note in cluster.kill_now() {
+                eprintln!("dra-e2e: {note}");
+            }
             handler.abort();
             return ended.map(|_| 1);
         }
     };
     handler.abort();
-    if !left.is_empty() {
-        println!("leak check: left behind on the host: {}", left.join(", "));
+    for note in &stopped.notes {
+        eprintln!("dra-e2e: {note}");
+    }
+    if !stopped.left.is_empty() {
+        println!(
+            "leak check: left behind on the host: {}",
+            stopped.left.join(", ")
+        );
         return Ok(1);
     }
     ended.map(|e| e.code)
@@ -513,7 +523,7 @@ async fn run_on(
                 .tee::<World, _>(writer::Json::for_tee(json.clone()))
                 .normalized(),
         )
-        .fail_on_skipped_with(|_, _, sc| !features::is_marked_skipped(sc))
+        .fail_on_skipped_with(|_, _, sc| !report::is_marked_skipped(sc))
         .max_concurrent_scenarios(4)
         .before(|_, _, sc, w| steps::lifecycle::before(sc, w).boxed_local())
         .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
@@ -610,7 +620,10 @@ async fn run_on(
 
 /// What the reports say about the run: the cluster, its version, its nodes
 /// and gates.
-async fn run_properties(cluster: &Cluster, env: &features::Environment) -> Vec<(String, String)> {
+async fn run_properties(
+    cluster: &Cluster,
+    env: &crate::cluster::Environment,
+) -> Vec<(String, String)> {
     let version = match cluster.client().apiserver_version().await {
         Ok(v) => v.git_version,
         Err(e) => format!("unknown ({e})"),
@@ -711,7 +724,11 @@ async fn after_scenarios(
     signal_count.mark_unchanged();
     eprintln!("dra-e2e: waiting for the run's namespaces to go (Ctrl-C stops waiting)");
     tokio::select! {
-        _ = cluster.wait_namespaces_gone(run_id) => {}
+        r = cluster.wait_namespaces_gone(run_id) => {
+            if let Err(e) = r {
+                eprintln!("dra-e2e: {e}");
+            }
+        }
         _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
     }
     // With --keep-on-failure, kept scenarios are expected to remain.

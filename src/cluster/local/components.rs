@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::gates::FeatureGates;
-use super::pki::Pki;
+use crate::host::pki::Pki;
 
 /// Gate of the resource pool status controller (alpha in 1.37); it also needs
 /// the `resource.k8s.io/v1alpha3` API, which carries its objects.
@@ -170,7 +170,11 @@ pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
 }
 
 /// Flags kube-scheduler and kube-controller-manager share.
-fn controller_common(s: &Settings<'_>, port: u16, serving: &super::pki::CertPair) -> Vec<OsString> {
+fn controller_common(
+    s: &Settings<'_>,
+    port: u16,
+    serving: &crate::host::pki::CertPair,
+) -> Vec<OsString> {
     let mut args = vec![
         path_arg("kubeconfig", &s.kubeconfig),
         path_arg("authentication-kubeconfig", &s.kubeconfig),

@@ -2,7 +2,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::pki::Pki;
+use crate::host::pki::Pki;
 
 /// Names used inside the kubeconfig for the cluster, user and context.
 pub const CONTEXT: &str = "dra-e2e-local";

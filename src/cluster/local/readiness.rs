@@ -9,14 +9,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-use super::process::ManagedProcess;
+use crate::host::process::ManagedProcess;
 
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// One probe may not hang longer than this (a half-started server can accept
 /// connections and then not answer).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Log lines quoted in start-up errors.
-pub const LOG_TAIL_LINES: usize = 40;
 
 /// How a readiness wait ended, when not with success.
 #[derive(Debug)]

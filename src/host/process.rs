@@ -1,4 +1,5 @@
-//! One control-plane component running as a child process.
+//! A child process the runner supervises: a control-plane component, or a
+//! real node's process 1.
 //!
 //! Each child is spawned *and* reaped by a dedicated thread. Two reasons:
 //! `PR_SET_PDEATHSIG` fires when the thread that forked the child ends (not
@@ -15,6 +16,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+
+/// Log lines quoted in errors about a process.
+pub const LOG_TAIL_LINES: usize = 40;
 
 /// Exit status shared between the reaper thread and everyone waiting.
 struct ExitCell {
@@ -69,28 +73,9 @@ impl ManagedProcess {
             .stdout(log)
             .stderr(log_err)
             .process_group(0);
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the closure runs between fork and exec and only calls
-        // async-signal-safe functions (prctl, getppid) without allocating.
+        // SAFETY: see `die_with_runner`.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                // The runner may have died between fork and prctl; then the
-                // signal will never come, so refuse to run at all.
-                if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
+            cmd.pre_exec(die_with_runner());
         }
 
         let (tx, _) = watch::channel(None);
@@ -236,6 +221,41 @@ impl Drop for ManagedProcess {
         if let Some(reaper) = self.reaper.take() {
             let _ = reaper.join();
         }
+    }
+}
+
+/// The `pre_exec` hook that makes a child die with the runner
+/// (`PR_SET_PDEATHSIG(SIGKILL)`), even when the runner is killed without a
+/// chance to clean up. The signal fires when the *thread* that forked the
+/// child ends, so the child must be spawned from a thread that lives as long
+/// as the child does.
+///
+/// The hook runs between fork and exec and only makes async-signal-safe
+/// calls (prctl, getppid) without allocating, so it is sound to pass to
+/// `pre_exec` of `std` or `tokio` commands.
+pub fn die_with_runner() -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
+    let parent = std::process::id() as libc::pid_t;
+    move || {
+        // SAFETY: prctl with integer arguments only.
+        if unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        } != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        // The runner may have died between fork and prctl; then the signal
+        // will never come, so refuse to run at all.
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(())
     }
 }
 

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use super::{FeatureGates, LocalCluster, LocalClusterOptions};
+use crate::cluster::NodeKind;
+use crate::cluster::local::{FeatureGates, LocalCluster, LocalClusterOptions};
 
 #[derive(Debug, Parser)]
 #[command(name = "dra-e2e cluster", about = "Run the local control plane")]
@@ -49,7 +50,7 @@ struct UpArgs {
 
     /// Simulated kubelets, or real ones (kubelet + containerd + runc, as root)
     #[arg(long, value_enum, value_name = "KIND", default_value = "simulated")]
-    node_kind: crate::cluster::NodeKind,
+    node_kind: NodeKind,
 
     /// Real nodes: an OCI image archive to import into every node; repeatable
     #[arg(long, value_name = "FILE", action = clap::ArgAction::Append)]
@@ -116,7 +117,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut real = None;
     let mut nodes = Vec::new();
     match args.node_kind {
-        crate::cluster::NodeKind::Simulated => {
+        NodeKind::Simulated => {
             match cluster
                 .start_nodes(args.nodes, |c| c.wipe_delay = args.wipe_delay)
                 .await
@@ -128,7 +129,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        crate::cluster::NodeKind::Real => {
+        NodeKind::Real => {
             let options = crate::real_node::RealNodesOptions {
                 extra_archives: args.image_archive.clone(),
                 ..crate::real_node::RealNodesOptions::new(args.nodes)
@@ -191,7 +192,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             eprintln!("left behind by the real nodes: {}", left.join(", "));
         }
     }
+    let kept = cluster.keeps_files().then(|| cluster.dir().to_owned());
     let stopped = cluster.stop().await;
+    if let Some(dir) = kept {
+        eprintln!("local cluster files kept in {}", dir.display());
+    }
     if let Some(e) = crashed {
         return Err(e).context("a control-plane component stopped unexpectedly");
     }

@@ -1,0 +1,91 @@
+//! What a driver's kubelet plugin needs of the nodes it runs on: where the
+//! kubelet's directories are, how to write CDI files there, and how to accept
+//! the kubelet's connections to a socket path. `driver` uses these; `cluster`
+//! implements them for its nodes (local agents on the local cluster, proxy
+//! pods on a real one), so neither depends on the other.
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+
+use crate::conn::Incoming;
+use crate::node_files::NodeFiles;
+
+/// A served socket: connections made by the node's kubelet to the socket path.
+pub struct Served {
+    pub incoming: Incoming,
+    stop: Option<BoxFuture<'static, ()>>,
+}
+
+impl Served {
+    pub fn new(incoming: Incoming, stop: BoxFuture<'static, ()>) -> Self {
+        Self {
+            incoming,
+            stop: Some(stop),
+        }
+    }
+
+    /// A socket that never receives connections (a driver not registered with
+    /// the kubelet).
+    pub fn none() -> Self {
+        Self {
+            incoming: Box::pin(futures::stream::pending()),
+            stop: None,
+        }
+    }
+
+    /// Splits off the stopper, handing the connections to a server.
+    pub fn into_parts(mut self) -> (Incoming, Stopper) {
+        (self.incoming, Stopper(self.stop.take()))
+    }
+}
+
+/// Stops serving a socket: ends the agent and removes the socket file.
+pub struct Stopper(Option<BoxFuture<'static, ()>>);
+
+impl Stopper {
+    pub async fn stop(self) {
+        if let Some(f) = self.0 {
+            f.await;
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("serving socket {socket} on node {node}: {message}")]
+pub struct SocketError {
+    pub node: String,
+    pub socket: PathBuf,
+    pub message: String,
+}
+
+/// The nodes of one driver instance, as the plugin sees them.
+#[async_trait]
+pub trait NodeHost: Send + Sync {
+    /// The kubelet root directory on `node` (host path).
+    fn kubelet_root(&self, node: &str) -> PathBuf;
+    /// The node's CDI spec directory.
+    fn cdi_files(&self, node: &str) -> Arc<dyn NodeFiles>;
+    /// The plugin's API identity may carry the pod it runs in.
+    fn pod_of(&self, _node: &str) -> Option<(String, String)> {
+        None
+    }
+    /// Starts accepting the kubelet's connections to `socket` (a host path).
+    async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError>;
+    /// Removes what the host set up for the driver (proxy pods).
+    async fn tear_down(&self) {}
+}
+
+/// Provides the [`NodeHost`] of a driver instance once its identity exists
+/// (proxy pods run as the driver's service account).
+#[async_trait]
+pub trait HostProvider: Send + Sync {
+    async fn node_host(
+        &self,
+        namespace: &str,
+        driver: &str,
+        instance: &str,
+        nodes: &[String],
+    ) -> anyhow::Result<Arc<dyn NodeHost>>;
+}
