@@ -7,7 +7,7 @@ use cucumber::{then, when};
 
 use super::World;
 use super::claims::claim_name;
-use super::params::{ApiVersion, ClaimRef, DriverRef, Method, MethodOf, NodeSel};
+use super::params::{ApiVersion, ClaimPhrase, DriverRef, Method, MethodOf, NodeSel};
 use crate::plugin::{HealthApi, NodeApi};
 use crate::wait::{self, Check};
 
@@ -39,7 +39,7 @@ sentences! {
     fn called_via(m: MethodOf, api: ApiVersion, node: NodeSel);
 
     #[then(expr = "the plugin on {node} has prepared {claim}")]
-    fn has_prepared(node: NodeSel, claim: ClaimRef);
+    fn has_prepared(node: NodeSel, claim: ClaimPhrase);
 
     #[then("no plugin has prepared claims")]
     fn none_prepared();
@@ -207,7 +207,7 @@ fn prepared_names(w: &World, d: &DriverRef, node: &str) -> anyhow::Result<Vec<(S
         .collect())
 }
 
-async fn has_prepared(w: &World, node: NodeSel, claim: ClaimRef) -> anyhow::Result<()> {
+async fn has_prepared(w: &World, node: NodeSel, claim: ClaimPhrase) -> anyhow::Result<()> {
     let name = claim_name(w, &claim).await?;
     for n in node.resolve(w).await? {
         let names = prepared_names(w, &DriverRef::The, &n)?;

@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
 use kube::api::{DeleteParams, Patch, PatchParams};
 
 use super::World;
-use super::params::{ClaimOptions, ClaimRef, ClaimState, DriverRef, Strings};
+use super::params::{ClaimOptions, ClaimPhrase, ClaimState, DriverRef, Strings};
 use crate::objects::{self, ClaimShape};
 use crate::wait::{self, Check};
 
@@ -21,19 +21,19 @@ sentences! {
     fn external_claim_spec(name: String, step: Step<'_>);
 
     #[then(expr = "{claim} is {claimstate}")]
-    fn claim_is(claim: ClaimRef, state: ClaimState);
+    fn claim_is(claim: ClaimPhrase, state: ClaimState);
 
     #[then(expr = "{claim} is allocated with results {strings}")]
-    fn claim_results(claim: ClaimRef, results: Strings);
+    fn claim_results(claim: ClaimPhrase, results: Strings);
 
     #[then(expr = "{claim} is reserved for pod {string}")]
-    fn claim_reserved(claim: ClaimRef, pod: String);
+    fn claim_reserved(claim: ClaimPhrase, pod: String);
 
     #[when(expr = "{claim} is deleted")]
-    fn claim_deleted(claim: ClaimRef);
+    fn claim_deleted(claim: ClaimPhrase);
 
     #[when(expr = "{claim} is force-deleted")]
-    fn claim_force_deleted(claim: ClaimRef);
+    fn claim_force_deleted(claim: ClaimPhrase);
 
     #[then(expr = "the claim of pod {string} has a name shorter than 64 characters")]
     fn generated_name_valid(pod: String);
@@ -72,15 +72,15 @@ async fn external_claim_spec(w: &mut World, name: String, step: &Step) -> anyhow
 
 /// The claim's name, resolving a pod's generated claim (waits until the
 /// controller or scheduler wrote it into the pod status).
-pub(crate) async fn claim_name(w: &World, claim: &ClaimRef) -> anyhow::Result<String> {
+pub(crate) async fn claim_name(w: &World, claim: &ClaimPhrase) -> anyhow::Result<String> {
     let (pod, extended) = match claim {
-        ClaimRef::Named(n) => return Ok(n.clone()),
+        ClaimPhrase::Named(n) => return Ok(n.clone()),
         // Remembered when the pod was deleted, so its claim can still be checked.
         _ if w.generated_claims.contains_key(claim) => {
             return Ok(w.generated_claims[claim].clone());
         }
-        ClaimRef::OfPod(pod) => (pod, false),
-        ClaimRef::ExtendedOfPod(pod) => (pod, true),
+        ClaimPhrase::OfPod(pod) => (pod, false),
+        ClaimPhrase::ExtendedOfPod(pod) => (pod, true),
     };
     let api = w.api::<Pod>()?;
     let what = if extended {
@@ -143,7 +143,7 @@ fn describe_claim(c: Option<&ResourceClaim>) -> String {
 /// Watches the claim until `done` holds for it (`None`: it does not exist).
 async fn wait_claim(
     w: &World,
-    claim: &ClaimRef,
+    claim: &ClaimPhrase,
     what: &str,
     done: impl Fn(Option<&ResourceClaim>) -> bool,
 ) -> anyhow::Result<()> {
@@ -173,7 +173,7 @@ fn reserved_for(c: Option<&ResourceClaim>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn claim_is(w: &World, claim: ClaimRef, state: ClaimState) -> anyhow::Result<()> {
+async fn claim_is(w: &World, claim: ClaimPhrase, state: ClaimState) -> anyhow::Result<()> {
     let what = format!("{state:?}").to_lowercase();
     wait_claim(w, &claim, &what, |c| {
         let allocated = c
@@ -211,7 +211,7 @@ fn allocation_results(c: &ResourceClaim) -> Option<Vec<(String, String)>> {
     )
 }
 
-async fn claim_results(w: &World, claim: ClaimRef, results: Strings) -> anyhow::Result<()> {
+async fn claim_results(w: &World, claim: ClaimPhrase, results: Strings) -> anyhow::Result<()> {
     let want = results.0;
     let name = claim_name(w, &claim).await?;
     let api = w.api::<ResourceClaim>()?;
@@ -239,20 +239,20 @@ async fn claim_results(w: &World, claim: ClaimRef, results: Strings) -> anyhow::
     Ok(())
 }
 
-async fn claim_reserved(w: &World, claim: ClaimRef, pod: String) -> anyhow::Result<()> {
+async fn claim_reserved(w: &World, claim: ClaimPhrase, pod: String) -> anyhow::Result<()> {
     let what = format!("reserved for pod {pod}");
     wait_claim(w, &claim, &what, |c| reserved_for(c).contains(&pod)).await
 }
 
-async fn claim_deleted(w: &World, claim: ClaimRef) -> anyhow::Result<()> {
+async fn claim_deleted(w: &World, claim: ClaimPhrase) -> anyhow::Result<()> {
     delete_claim(w, claim, false).await
 }
 
-async fn claim_force_deleted(w: &World, claim: ClaimRef) -> anyhow::Result<()> {
+async fn claim_force_deleted(w: &World, claim: ClaimPhrase) -> anyhow::Result<()> {
     delete_claim(w, claim, true).await
 }
 
-async fn delete_claim(w: &World, claim: ClaimRef, force: bool) -> anyhow::Result<()> {
+async fn delete_claim(w: &World, claim: ClaimPhrase, force: bool) -> anyhow::Result<()> {
     let name = claim_name(w, &claim).await?;
     let api = w.api::<ResourceClaim>()?;
     let dp = if force {
@@ -280,7 +280,7 @@ async fn delete_claim(w: &World, claim: ClaimRef, force: bool) -> anyhow::Result
 }
 
 async fn generated_name_valid(w: &World, pod: String) -> anyhow::Result<()> {
-    let name = claim_name(w, &ClaimRef::OfPod(pod)).await?;
+    let name = claim_name(w, &ClaimPhrase::OfPod(pod)).await?;
     if name.len() > 63 {
         bail!(
             "expected a generated claim name of at most 63 characters, got {} ({name})",

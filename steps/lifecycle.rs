@@ -16,18 +16,6 @@ use crate::cluster::RUN_LABEL;
 use crate::report::{self, Outcome, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped};
 use crate::wait::{self, Check};
 
-pub fn scenario_id(feature: &gherkin::Feature, scenario: &gherkin::Scenario) -> ScenarioId {
-    ScenarioId {
-        path: feature
-            .path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        line: scenario.position.line,
-        name: scenario.name.clone(),
-    }
-}
-
 /// Where a failed scenario's artifacts go.
 pub fn artifacts_dir(scenario: &gherkin::Scenario, namespace: &str) -> anyhow::Result<PathBuf> {
     Ok(context()?
@@ -160,7 +148,8 @@ pub async fn after(
         record.teardown = std::mem::take(&mut w.teardown_timings);
         record.duration = w.started.map(|s| s.elapsed()).unwrap_or_default();
     }
-    ctx.outcomes.record(scenario_id(feature, scenario), record);
+    ctx.outcomes
+        .record(ScenarioId::of(feature, scenario), record);
 }
 
 /// Runs the scenario's cleanup stack (see [`super::scenario`]): pods,

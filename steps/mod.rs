@@ -119,7 +119,7 @@ pub struct World {
     /// Slices remembered by "the driver's slices are noted".
     pub noted_slices: Option<Vec<ResourceSlice>>,
     /// Claims generated for pods, remembered before a pod is deleted.
-    pub generated_claims: BTreeMap<params::ClaimRef, String>,
+    pub generated_claims: BTreeMap<params::ClaimPhrase, String>,
     /// UIDs of pools' slices as noted, for "recreated with a new UID".
     pub slice_uids: BTreeMap<String, String>,
     /// How long the plugin was gone while one driver instance replaced another.

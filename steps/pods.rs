@@ -12,8 +12,8 @@ use kube::runtime::watcher;
 
 use super::claims::{claim_name, default_shape, generated_claim};
 use super::params::{
-    ClaimRef, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, SteadyPodState, Strings,
-    quoted_list,
+    ClaimPhrase, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, SteadyPodState,
+    Strings, quoted_list,
 };
 use super::{World, context};
 use crate::objects::{self, PodClaims, PodShape};
@@ -68,7 +68,7 @@ sentences! {
     fn has_exact_env(container: String, pod: String, want: Strings);
 
     #[then(expr = "container {string} of pod {string} {gets} request {string} of {claim}")]
-    fn gets_request(container: String, pod: String, gets: Gets, request: String, claim: ClaimRef);
+    fn gets_request(container: String, pod: String, gets: Gets, request: String, claim: ClaimPhrase);
 
     #[then(expr = "pod {string} has extended resource requests:")]
     fn extended_requests(pod: String, step: Step<'_>);
@@ -425,11 +425,11 @@ async fn remember_generated_claims(w: &mut World, name: &str) -> anyhow::Result<
     if let Some(pod) = found {
         if let Some(claim) = generated_claim(&pod, false) {
             w.generated_claims
-                .insert(ClaimRef::OfPod(name.to_owned()), claim);
+                .insert(ClaimPhrase::OfPod(name.to_owned()), claim);
         }
         if let Some(claim) = generated_claim(&pod, true) {
             w.generated_claims
-                .insert(ClaimRef::ExtendedOfPod(name.to_owned()), claim);
+                .insert(ClaimPhrase::ExtendedOfPod(name.to_owned()), claim);
         }
     }
     Ok(())
@@ -586,7 +586,7 @@ async fn gets_request(
     pod: String,
     gets: Gets,
     request: String,
-    claim: ClaimRef,
+    claim: ClaimPhrase,
 ) -> anyhow::Result<()> {
     wait_pod(w, &pod, PodState::Running).await?;
     let name = claim_name(w, &claim).await?;

@@ -221,18 +221,27 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
-/// Text as an attribute value: escaped, with characters XML 1.0 cannot hold
-/// (ANSI escapes among them) dropped and line breaks kept as references.
-fn attr(s: &str) -> String {
+/// Where escaped text goes: attribute values keep line breaks as
+/// references; element content keeps them as they are.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    Attribute,
+    Content,
+}
+
+/// Text escaped for `place`, with characters XML 1.0 cannot hold (ANSI
+/// escapes among them) dropped.
+fn escape(s: &str, place: Place) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\n' => out.push_str("&#10;"),
-            '\t' => out.push_str("&#9;"),
+            '"' if place == Place::Attribute => out.push_str("&quot;"),
+            '\n' if place == Place::Attribute => out.push_str("&#10;"),
+            '\t' if place == Place::Attribute => out.push_str("&#9;"),
+            '\n' | '\t' => out.push(c),
             c if allowed(c) => out.push(c),
             _ => {}
         }
@@ -240,20 +249,12 @@ fn attr(s: &str) -> String {
     out
 }
 
-/// Text as element content.
+fn attr(s: &str) -> String {
+    escape(s, Place::Attribute)
+}
+
 fn text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' | '\t' => out.push(c),
-            c if allowed(c) => out.push(c),
-            _ => {}
-        }
-    }
-    out
+    escape(s, Place::Content)
 }
 
 /// Characters XML 1.0 allows (besides tab and line breaks).

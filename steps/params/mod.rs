@@ -206,13 +206,13 @@ impl std::fmt::Display for DriverRef {
     name = "claim",
     regex = r#"claim "[^"]+"|the claim of pod "[^"]+"|the extended resource claim of pod "[^"]+""#
 )]
-pub enum ClaimRef {
+pub enum ClaimPhrase {
     Named(String),
     OfPod(String),
     ExtendedOfPod(String),
 }
 
-impl FromStr for ClaimRef {
+impl FromStr for ClaimPhrase {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let quoted = |p: &str| {
@@ -221,13 +221,13 @@ impl FromStr for ClaimRef {
                 .map(str::to_owned)
         };
         if let Some(n) = quoted("claim \"") {
-            return Ok(ClaimRef::Named(n));
+            return Ok(ClaimPhrase::Named(n));
         }
         if let Some(p) = quoted("the claim of pod \"") {
-            return Ok(ClaimRef::OfPod(p));
+            return Ok(ClaimPhrase::OfPod(p));
         }
         if let Some(p) = quoted("the extended resource claim of pod \"") {
-            return Ok(ClaimRef::ExtendedOfPod(p));
+            return Ok(ClaimPhrase::ExtendedOfPod(p));
         }
         Err(format!(
             "expected `claim \"name\"`, `the claim of pod \"name\"` or \
@@ -698,14 +698,14 @@ mod tests {
             DriverRef::Named("other".into())
         );
         assert_eq!(
-            "the claim of pod \"p\"".parse::<ClaimRef>().unwrap(),
-            ClaimRef::OfPod("p".into())
+            "the claim of pod \"p\"".parse::<ClaimPhrase>().unwrap(),
+            ClaimPhrase::OfPod("p".into())
         );
         assert_eq!(
             "the extended resource claim of pod \"p\""
-                .parse::<ClaimRef>()
+                .parse::<ClaimPhrase>()
                 .unwrap(),
-            ClaimRef::ExtendedOfPod("p".into())
+            ClaimPhrase::ExtendedOfPod("p".into())
         );
         assert_eq!(
             "the plugin on node \"x\"".parse::<Identity>().unwrap(),
