@@ -5,15 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_dra-e2e")
-}
-
-fn fixtures(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+mod common;
+use common::*;
 
 /// A command with no kubeconfig and no local cluster reachable by accident.
 fn isolated(home: &Path) -> Command {
@@ -114,15 +107,7 @@ fn bad_kubeconfig_gives_one_clear_error() {
     let kc = home.path().join("broken");
     std::fs::write(&kc, "this: is: not a kubeconfig: [").unwrap();
     let started = Instant::now();
-    let o = isolated(home.path())
-        .args([
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let o = against(home.path(), &kc);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(t.contains("error: reading kubeconfig"), "{t}");
@@ -170,33 +155,6 @@ fn no_cluster_at_all_says_how_to_get_one() {
     assert_eq!(t.matches("make controlplane").count(), 1, "said once\n{t}");
     assert!(t.contains("--kubeconfig"), "{t}");
     assert!(!t.contains("starting the local cluster"), "{t}");
-}
-
-/// Processes whose command line mentions `dir` (the run's private temp dir).
-fn processes_under(dir: &Path) -> Vec<String> {
-    let needle = dir.to_string_lossy().into_owned();
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(&needle) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
-}
-
-fn assert_nothing_left(tmp: &Path, t: &str) {
-    let left: Vec<_> = std::fs::read_dir(tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().starts_with("dra-e2e-"))
-        .collect();
-    assert!(left.is_empty(), "temp dirs left: {left:?}\n{t}");
-    let procs = processes_under(tmp);
-    assert!(procs.is_empty(), "processes left: {procs:?}");
 }
 
 /// The JUnit report is valid against the schema CI tools read (xmllint) and
@@ -447,85 +405,6 @@ fn interrupted_run_tears_down_and_leaves_nothing() {
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     assert!(t.contains("0 passed, 1 failed"), "{t}");
     assert_nothing_left(home.path(), &t);
-}
-
-/// A run whose stderr lines a test can wait for while it goes on.
-struct Watched {
-    child: std::process::Child,
-    out: std::thread::JoinHandle<String>,
-    err: std::thread::JoinHandle<String>,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Watched {
-    fn spawn(mut c: Command) -> Watched {
-        use std::io::{BufRead, BufReader, Read};
-        let mut child = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stdout.read_to_string(&mut s);
-            s
-        });
-        let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let err = std::thread::spawn(move || {
-            let mut all = String::new();
-            for line in stderr.lines().map_while(Result::ok) {
-                all.push_str(&line);
-                all.push('\n');
-                let _ = lines_tx.send(line);
-            }
-            all
-        });
-        Watched {
-            child,
-            out,
-            err,
-            lines,
-        }
-    }
-
-    /// Waits for a line on stderr containing `needle`; false when the run
-    /// ended or `within` passed first.
-    fn wait_line(&self, needle: &str, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-    }
-
-    fn sigint(&self) {
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGINT);
-        }
-    }
-
-    /// Waits for the run to end: its exit code and all it printed.
-    fn finish(mut self) -> (Option<i32>, String) {
-        let status = self.child.wait().unwrap();
-        let t = format!("{}\n{}", self.out.join().unwrap(), self.err.join().unwrap());
-        (status.code(), t)
-    }
-}
-
-/// Children die with the runner (PDEATHSIG), a moment after it.
-fn assert_nothing_left_soon(home: &Path, t: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !processes_under(home).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_nothing_left(home, t);
 }
 
 /// The first Ctrl-C starts a teardown that cannot finish (unprepare is
@@ -960,6 +839,15 @@ fn http_server_by_path(
     url
 }
 
+/// The runner against the cluster of kubeconfig `kc`, run to its end.
+fn against(home: &Path, kc: &Path) -> Output {
+    isolated(home)
+        .args(["--cluster", "kubeconfig", "--kubeconfig"])
+        .arg(kc)
+        .output()
+        .unwrap()
+}
+
 fn kubeconfig_for(home: &Path, server: &str) -> PathBuf {
     let kc = home.join("kubeconfig");
     std::fs::write(
@@ -980,15 +868,7 @@ fn an_unauthorised_kubeconfig_says_check_the_credentials() {
     let status = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
     let server = http_server("401 Unauthorized", "application/json", status.to_owned());
     let kc = kubeconfig_for(home.path(), &server);
-    let o = isolated(home.path())
-        .args([
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let o = against(home.path(), &kc);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     let err = stderr(&o);
@@ -1017,15 +897,7 @@ fn a_user_forbidden_the_api_groups_is_told_so() {
         }
     });
     let kc = kubeconfig_for(home.path(), &server);
-    let o = isolated(home.path())
-        .args([
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let o = against(home.path(), &kc);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert_eq!(
@@ -1047,15 +919,7 @@ fn a_server_that_is_not_kubernetes_gives_one_line() {
     for status in ["404 Not Found", "200 OK"] {
         let server = http_server(status, "text/html", page.clone());
         let kc = kubeconfig_for(home.path(), &server);
-        let o = isolated(home.path())
-            .args([
-                "--cluster",
-                "kubeconfig",
-                "--kubeconfig",
-                kc.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
+        let o = against(home.path(), &kc);
         let t = text(&o);
         assert_eq!(o.status.code(), Some(1), "{t}");
         let err = stderr(&o);

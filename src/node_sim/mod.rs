@@ -61,7 +61,7 @@
 //! # What the API server sees
 //!
 //! Pod status and events follow what a kubelet v1.37 with containerd
-//! reports for the same pod (`tests/differential.rs` runs the same pods on a
+//! reports for the same pod (`tests/real/differential.rs` runs the same pods on a
 //! simulated and a real node and compares them field by field):
 //!
 //! * conditions `PodReadyToStartContainers`, `Initialized`, `Ready`,

@@ -2,15 +2,14 @@
 //! kubelet's WebSocket port-forward protocol (`v4.channel.k8s.io`) and
 //! forwards to a real local agent:
 //! unix client -> agent -> TCP -> stand-in kubelet -> WebSocket -> pool -> server.
-mod proxy_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use dra_e2e::proxy::{LocalAgent, LocalAgentConfig, PoolConfig, PortForward, PreDialled};
 use futures::{SinkExt, StreamExt};
-use proxy_support::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;

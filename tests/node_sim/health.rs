@@ -3,8 +3,8 @@
 //! `containerStatuses[].allocatedResourcesStatus` (devices by their CDI
 //! device ID, as the kubelet does); plugins without the service get no
 //! stream and their devices stay `Unknown`.
-mod node_sim_support;
 
+use crate::support::*;
 use dra_e2e::node_sim::{NodeEventKind, SimNode};
 use dra_e2e::objects::{PodClaims, PodShape};
 use dra_e2e::plugin::{DeviceHealth, HealthApi, HealthStatus, NodeApi};
@@ -12,7 +12,6 @@ use dra_e2e::proto::method;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::Api;
-use node_sim_support::*;
 
 const NODE: &str = "sim-0";
 /// The single external claim's name inside the pod (upstream's name).

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::{self, Watched};
+
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -19,7 +21,7 @@ use tokio::io::AsyncReadExt as _;
 const DEADLINE: Duration = Duration::from_secs(120);
 
 fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_dra-e2e"))
+    PathBuf::from(common::bin())
 }
 
 /// What a node made on the host, named from its cgroup root
@@ -400,28 +402,15 @@ fn descends_from(mut pid: i32, ancestor: i32) -> bool {
 /// agent the exec loop starts again.
 #[test]
 fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
-    use std::io::{BufRead, BufReader, Read};
     let home = tempfile::tempdir().unwrap();
-    let mut child = real_run(home.path(), "agent-killed").spawn().unwrap();
-    let runner = child.id() as i32;
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut stderr = child.stderr.take().unwrap();
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
+    let mut run = Watched::spawn(real_run(home.path(), "agent-killed"));
+    let runner = run.child.id() as i32;
     // The scenario reports each step as it finishes: once the pod is created,
     // the next step waits for it (its claim can never be prepared).
-    let mut out = String::new();
-    let mut line = String::new();
-    while stdout.read_line(&mut line).unwrap_or(0) > 0 {
-        out.push_str(&line);
-        if line.contains("pod \"tester-1\" with an inline claim is created") {
-            break;
-        }
-        line.clear();
-    }
+    let waiting = run.wait_line(
+        "pod \"tester-1\" with an inline claim is created",
+        Duration::from_secs(300),
+    );
     let deadline = Instant::now() + Duration::from_secs(120);
     let agent = loop {
         let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
@@ -431,7 +420,7 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
             (cmd.contains("proxy-agent") && cmd.contains("/dra.sock") && descends_from(pid, runner))
                 .then_some((pid, cmd))
         });
-        if found.is_some() || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+        if found.is_some() || Instant::now() > deadline || run.child.try_wait().unwrap().is_some() {
             break found;
         }
         // No event tells a test process that another process started.
@@ -445,12 +434,11 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
             libc::kill(*pid, libc::SIGKILL);
         }
     }
-    let _ = stdout.read_to_string(&mut out);
-    let status = child.wait().unwrap();
+    let (code, t) = run.finish();
     let after_kill = killed.elapsed();
-    let t = format!("{out}\n{}", err.join().unwrap());
+    assert!(waiting, "the scenario never reached its pod wait\n{t}");
     let (_, cmd) = agent.unwrap_or_else(|| panic!("no exec agent of the run showed up\n{t}"));
-    assert_eq!(status.code(), Some(1), "{t}");
+    assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("0 passed, 1 failed"), "{t}");
     let failure = t
         .lines()

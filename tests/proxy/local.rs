@@ -1,14 +1,13 @@
 //! The local proxy path end to end: unix client -> `dra-e2e proxy-agent`
 //! subprocess -> pre-dialled loopback TCP pool -> tonic server.
-mod proxy_support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use dra_e2e::proxy::{
     LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, TcpTransport,
 };
-use proxy_support::*;
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -4,10 +4,10 @@
 //!
 //! One cluster serves all scenarios (starting one costs far more than a
 //! scenario); each scenario uses its own namespace and driver.
-mod node_sim_support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use dra_e2e::node_sim::NodeEventKind;
 use dra_e2e::objects::{self, PodClaims, PodShape};
 use dra_e2e::plugin::NodeApi;
@@ -17,7 +17,6 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::wait::conditions;
-use node_sim_support::*;
 
 const NODE: &str = "sim-0";
 

@@ -2,19 +2,11 @@
 //! fails its scenario at once with the agent named, and agents still start
 //! after the runner's executable file was replaced mid-run.
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_dra-e2e")
-}
-
-fn fixtures(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use crate::common::{assert_nothing_left, bin, fixtures, processes_under};
 
 /// `program` on its own local cluster with one node, on a fixture directory;
 /// no kubeconfig in reach, temp files under `home`.
@@ -73,36 +65,6 @@ fn streamed_outputs(
         s
     });
     move || format!("{}\n{}", out.join().unwrap(), err.join().unwrap())
-}
-
-/// Processes whose command line mentions `dir`, with their pids.
-fn processes_under(dir: &Path) -> Vec<(i32, String)> {
-    let needle = dir.to_string_lossy().into_owned();
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(&needle) {
-                found.push((pid, cmd));
-            }
-        }
-    }
-    found
-}
-
-fn assert_nothing_left(home: &Path, t: &str) {
-    let left: Vec<_> = std::fs::read_dir(home)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().starts_with("dra-e2e-"))
-        .collect();
-    assert!(left.is_empty(), "temp dirs left: {left:?}\n{t}");
-    let procs = processes_under(home);
-    assert!(procs.is_empty(), "processes left: {procs:?}\n{t}");
 }
 
 /// SIGKILL of the agent serving the plugin's DRA socket while the scenario

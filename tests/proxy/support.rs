@@ -1,6 +1,5 @@
 //! Shared pieces of the proxy tests: a stand-in plugin server and a client
 //! that behaves like the kubelet's registration code.
-#![allow(dead_code)]
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

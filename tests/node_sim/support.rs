@@ -1,7 +1,6 @@
 //! Shared parts of the simulated-node tests: a local cluster with simulated
 //! nodes, the plugin harness on their sockets, and the objects a scenario
 //! publishes with the admin client.
-#![allow(dead_code)]
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -65,16 +64,6 @@ impl Env {
             client,
             nodes: sims,
         }
-    }
-
-    /// Starts one more node `name` with its root below the cluster's dir.
-    pub async fn add_node(&mut self, name: &str, configure: impl Fn(&mut SimNodeConfig)) {
-        let mut cfg = SimNodeConfig::new(name, self.cluster.dir().join(name));
-        configure(&mut cfg);
-        let node = SimNode::start(self.client.clone(), cfg)
-            .await
-            .expect("node starts");
-        self.nodes.push(node);
     }
 
     pub fn node(&self, i: usize) -> &SimNode {
@@ -251,18 +240,6 @@ impl Driver {
             .create(&PostParams::default(), &slice)
             .await
             .unwrap();
-    }
-
-    pub async fn node_slices(&self, node: &str) -> Vec<String> {
-        Api::<ResourceSlice>::all(self.client.clone())
-            .list(&ListParams::default().fields(&format!("spec.driver={}", self.name)))
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|s| s.spec.node_name.as_deref() == Some(node))
-            .filter_map(|s| s.metadata.name)
-            .collect()
     }
 
     pub fn claim_spec(&self) -> k8s_openapi::api::resource::v1::ResourceClaimSpec {

@@ -1,13 +1,12 @@
 //! `dra-e2e proxy-agent` as a process: CLI compatibility with hostpathplugin's
 //! proxy mode, pairing order, no half-close, cleanup.
-mod proxy_support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use proxy_support::AGENT_EXE;
+use crate::support::AGENT_EXE;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::process::{Child, ChildStdout, Command};

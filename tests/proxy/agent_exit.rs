@@ -2,13 +2,12 @@
 //! exits: the pool of its socket reports it (socket, pid, status) through the
 //! connection source, and a new agent takes over the socket for cleanup; an
 //! agent the runner stops is not reported.
-mod proxy_support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use dra_e2e::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
 use futures::StreamExt as _;
-use proxy_support::*;
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -1,17 +1,16 @@
 //! Slice wiping by simulated nodes: all node slices at start, a driver's node
 //! slices a delay after its plugin went away, no wipe when the plugin comes
 //! back in time, and never slices without a node name.
-mod node_sim_support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use dra_e2e::node_sim::{NodeEvent, NodeEventKind, SimNode, SimNodes};
 use dra_e2e::plugin::NodeApi;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, PostParams};
-use node_sim_support::*;
 use serde_json::json;
 
 async fn create_slice(client: &kube::Client, name: &str, driver: &str, node: Option<&str>) {

@@ -6,7 +6,7 @@
 //! node). A scenario that passes on simulated nodes should pass on real
 //! ones; this is where the simulator learns what "real" means.
 //!
-//! Needs root and the node components (`make node`), like tests/real_node.rs;
+//! Needs root and the node components (`make node`), like tests/real/node.rs;
 //! the control plane is found as for the other tests (DRA_E2E_BINARIES_DIR,
 //! else the cache).
 //!

@@ -1,0 +1,135 @@
+//! What the tests that run the runner binary share: the binary, the
+//! fixtures, following a run's output, and the check that a run left no
+//! process or temp dir behind. Included by each such test binary.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_dra-e2e")
+}
+
+pub fn fixtures(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Processes whose command line mentions `dir` (a run's private temp dir),
+/// with their pids.
+pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&needle) {
+                found.push((pid, cmd));
+            }
+        }
+    }
+    found
+}
+
+/// No temp dir of a run under `home` and no process mentioning it.
+pub fn assert_nothing_left(home: &Path, t: &str) {
+    let left: Vec<_> = std::fs::read_dir(home)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("dra-e2e-"))
+        .collect();
+    assert!(left.is_empty(), "temp dirs left: {left:?}\n{t}");
+    let procs = processes_under(home);
+    assert!(procs.is_empty(), "processes left: {procs:?}\n{t}");
+}
+
+/// [`assert_nothing_left`] after a runner that exited at once: its children
+/// die with it (PDEATHSIG), a moment after it.
+pub fn assert_nothing_left_soon(home: &Path, t: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !processes_under(home).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_nothing_left(home, t);
+}
+
+/// A run whose output lines (stdout and stderr) a test can wait for while
+/// it goes on.
+pub struct Watched {
+    pub child: std::process::Child,
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Watched {
+    pub fn spawn(mut c: Command) -> Watched {
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+        let out = follow(child.stdout.take().unwrap(), lines_tx.clone());
+        let err = follow(child.stderr.take().unwrap(), lines_tx);
+        Watched {
+            child,
+            out,
+            err,
+            lines,
+        }
+    }
+
+    /// Waits for a line (stdout or stderr) containing `needle`; false when
+    /// the run ended or `within` passed first.
+    pub fn wait_line(&self, needle: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    pub fn sigint(&self) {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGINT);
+        }
+    }
+
+    /// Waits for the run to end: its exit code and all it printed.
+    pub fn finish(mut self) -> (Option<i32>, String) {
+        let status = self.child.wait().unwrap();
+        let t = format!("{}\n{}", self.out.join().unwrap(), self.err.join().unwrap());
+        (status.code(), t)
+    }
+}
+
+/// Collects a stream's text in the background, passing each line on.
+fn follow(
+    stream: impl std::io::Read + Send + 'static,
+    lines: std::sync::mpsc::Sender<String>,
+) -> std::thread::JoinHandle<String> {
+    use std::io::BufRead as _;
+    std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    })
+}

@@ -1,0 +1,9 @@
+//! Real kubelet nodes on the local cluster (root; `make node` builds their
+//! components): start, stop and faults; the image archives they import; and
+//! the simulated kubelet compared with a real one. One test binary, so kube
+//! and tonic are linked once.
+#[path = "../common/mod.rs"]
+mod common;
+mod differential;
+mod images;
+mod node;
