@@ -1194,3 +1194,47 @@ fn shard_reports_together_name_every_scenario_once() {
     expected.sort();
     assert_eq!(names, expected);
 }
+
+/// On a terminal a status line (done/total, passed/failed, what runs, the
+/// clock) stays under the scenario output; off a terminal there is none.
+#[test]
+fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
+    let home = tempfile::tempdir().unwrap();
+    let command = local_run(home.path(), "progress", &[]);
+    let argv: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // Quoted for the shell script(1) starts.
+    assert!(argv.iter().all(|a| !a.contains('\'')), "{argv:?}");
+    let argv: Vec<String> = argv.iter().map(|a| format!("'{a}'")).collect();
+    // script(1) runs the command on a pseudo-terminal and copies what it
+    // shows.
+    let mut under_terminal = Command::new("script");
+    under_terminal
+        .args(["--quiet", "--return", "--flush", "--command"])
+        .arg(argv.join(" "))
+        .arg("/dev/null")
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (k, v) in command.get_envs() {
+        match v {
+            Some(v) => under_terminal.env(k, v),
+            None => under_terminal.env_remove(k),
+        };
+    }
+    let o = under_terminal.output().expect("script (util-linux) runs");
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("[0/1] 0 passed, 0 failed · running 1: publishes for a while · 0m0"),
+        "no status line while the scenario ran\n{shown}"
+    );
+    assert!(shown.contains("1 passed, 0 failed"), "{shown}");
+    assert_nothing_left(home.path(), &shown);
+
+    let piped = local_run(home.path(), "progress", &[]).output().unwrap();
+    let t = text(&piped);
+    assert_eq!(piped.status.code(), Some(0), "{t}");
+    assert!(!t.contains("[0/1]"), "a status line off a terminal\n{t}");
+    assert!(!t.contains('\u{1b}'), "terminal codes off a terminal\n{t}");
+}

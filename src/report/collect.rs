@@ -195,6 +195,11 @@ impl<W: cucumber::World> cucumber::Writer<W> for Collector {
 
 impl cucumber::writer::NonTransforming for Collector {}
 
+// The log is kept per scenario, so it is the same whichever way the
+// scenarios' events interleave: a collector may follow the events as they
+// happen (for live progress) beside the normalised output.
+impl cucumber::writer::Normalized for Collector {}
+
 fn on_scenario<W>(
     log: &mut RunLog,
     feature: &gherkin::Feature,

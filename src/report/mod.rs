@@ -3,6 +3,7 @@
 pub mod collect;
 pub mod html;
 pub mod junit;
+pub mod progress;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@ pub mod features;
 pub mod preflight;
 pub mod shard;
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,10 @@ type Opts = cucumber::cli::Opts<
     cucumber::parser::basic::Cli,
     cucumber::runner::basic::Cli,
     cucumber::cli::Compose<
-        cucumber::cli::Compose<writer::basic::Cli, cucumber::cli::Empty>,
+        cucumber::cli::Compose<
+            cucumber::cli::Compose<writer::basic::Cli, cucumber::cli::Empty>,
+            cucumber::cli::Empty,
+        >,
         cucumber::cli::Empty,
     >,
     RunArgs,
@@ -55,6 +58,36 @@ impl Buffer {
             .lock()
             .map(|mut b| std::mem::take(&mut *b))
             .unwrap_or_default()
+    }
+}
+
+/// What the run is to run: the features (sharded), how many scenarios they
+/// select, and the titles the suite's files share (for the reports).
+struct Selection {
+    features: Vec<cucumber::gherkin::Feature>,
+    count: usize,
+    shared: report::collect::SharedTitles,
+}
+
+/// Where the scenarios' output goes: stdout, or stdout under a live status
+/// line on a terminal.
+enum ScenarioOut {
+    Plain(std::io::Stdout),
+    Status(report::progress::StatusOut),
+}
+
+impl Write for ScenarioOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            ScenarioOut::Plain(o) => o.write(buf),
+            ScenarioOut::Status(o) => o.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ScenarioOut::Plain(o) => o.flush(),
+            ScenarioOut::Status(o) => o.flush(),
+        }
     }
 }
 
@@ -354,16 +387,12 @@ pub async fn run() -> anyhow::Result<i32> {
             }
         })
     };
-    let ended = run_on(
-        opts,
-        args,
-        parsed,
+    let selection = Selection {
+        count: selected.len(),
+        features: parsed,
         shared,
-        cluster.clone(),
-        interrupt,
-        count,
-    )
-    .await;
+    };
+    let ended = run_on(opts, args, selection, cluster.clone(), interrupt, count).await;
     // Stopping the cluster belongs to the run's ending and its deadline; a
     // run that failed before its scenarios gets the default one.
     let ending = match &ended {
@@ -489,8 +518,7 @@ struct Ended {
 async fn run_on(
     opts: Opts,
     args: RunArgs,
-    parsed: Vec<cucumber::gherkin::Feature>,
-    shared: report::collect::SharedTitles,
+    selection: Selection,
     cluster: Arc<Cluster>,
     interrupt: CancellationToken,
     signal_count: tokio::sync::watch::Receiver<u32>,
@@ -514,14 +542,26 @@ async fn run_on(
     let properties = run_properties(&cluster, &env).await;
     let collector = report::collect::Collector::default();
     let json = Buffer::default();
+    // A status line only where a person watches: both streams on a terminal.
+    let watched = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    // Progress follows events as they happen, before the output's
+    // normalisation holds back all but one scenario.
+    let live = report::collect::Collector::default();
+    let (progress, out) = if watched {
+        let (p, out) = report::progress::Progress::start(live.clone(), selection.count);
+        (Some(p), ScenarioOut::Status(out))
+    } else {
+        (None, ScenarioOut::Plain(std::io::stdout()))
+    };
     let cucumber = World::cucumber::<std::path::PathBuf>()
         .with_parser(SkipParser { env })
         .with_writer(
-            writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
+            writer::Basic::raw(out, writer::Coloring::Auto, 0)
                 .summarized()
                 .tee::<World, _>(collector.clone())
                 .tee::<World, _>(writer::Json::for_tee(json.clone()))
-                .normalized(),
+                .normalized()
+                .tee::<World, _>(live),
         )
         .fail_on_skipped_with(|_, _, sc| !report::is_marked_skipped(sc))
         .max_concurrent_scenarios(4)
@@ -530,9 +570,17 @@ async fn run_on(
         .with_cli(opts);
 
     let started = Instant::now();
-    let (stop, ending) =
-        scenarios(cucumber.run(parsed).map(drop), &args, &cluster, &interrupt).await;
+    let (stop, ending) = scenarios(
+        cucumber.run(selection.features).map(drop),
+        &args,
+        &cluster,
+        &interrupt,
+    )
+    .await;
     let wall = started.elapsed();
+    if let Some(p) = progress {
+        p.finish();
+    }
     let died = match &stop {
         Some(Stop::Died(what)) => Some(what.clone()),
         _ => None,
@@ -540,13 +588,23 @@ async fn run_on(
 
     let records = ctx.outcomes.snapshot();
     if let Some(path) = &args.junit {
-        let xml = report::junit::render(&collector.snapshot(), &shared, &records, &properties);
+        let xml = report::junit::render(
+            &collector.snapshot(),
+            &selection.shared,
+            &records,
+            &properties,
+        );
         std::fs::write(path, xml)
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }
     if let Some(path) = &args.html {
-        let page =
-            report::html::render(&collector.snapshot(), &shared, &records, &properties, path);
+        let page = report::html::render(
+            &collector.snapshot(),
+            &selection.shared,
+            &records,
+            &properties,
+            path,
+        );
         std::fs::write(path, page)
             .with_context(|| format!("writing the HTML report {}", path.display()))?;
     }
