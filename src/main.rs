@@ -52,6 +52,10 @@ fn main() -> ExitCode {
             init_node_init_tracing();
             dra_e2e::real_node::init::cli_main(args.split_off(2))
         }
+        Some("setup") => {
+            init_tracing("warn");
+            dra_e2e::runner::setup::cli_main(args.split_off(2))
+        }
         Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         _ => match tokio::runtime::Runtime::new() {

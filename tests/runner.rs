@@ -14,8 +14,26 @@ fn isolated(home: &Path) -> Command {
     c.current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("HOME", home)
         .env_remove("KUBECONFIG")
-        .env("TMPDIR", home);
+        .env("TMPDIR", home)
+        // The build cache stays the machine's, so no test builds it again.
+        .env("DRA_E2E_CACHE_DIR", machine_cache());
     c
+}
+
+/// The build cache as this test process sees it.
+fn machine_cache() -> PathBuf {
+    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
+    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
+    match dir.ends_with(Path::new("controlplane").join(&sub)) {
+        true => dir.ancestors().nth(2).unwrap().to_owned(),
+        // Binaries from DRA_E2E_BINARIES_DIR: the cache root is where the
+        // scripts put it.
+        false => std::env::var_os("DRA_E2E_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
+            }),
+    }
 }
 
 /// The runner on its own local cluster with one node, on a fixture directory.
@@ -1237,4 +1255,123 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
     assert_eq!(piped.status.code(), Some(0), "{t}");
     assert!(!t.contains("[0/1]"), "a status line off a terminal\n{t}");
     assert!(!t.contains('\u{1b}'), "terminal codes off a terminal\n{t}");
+}
+
+/// A stand-in for the control-plane build: says what it builds, waits
+/// `FAKE_SLEEP` seconds, links the machine's built binaries into the build's
+/// cache dir and counts its runs.
+fn fake_build(home: &Path) -> PathBuf {
+    let script = home.join("fake-build.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         echo \"[fake] building etcd\" >&2\n\
+         sleep \"${FAKE_SLEEP:-0}\"\n\
+         mkdir -p \"$FAKE_TARGET\"\n\
+         for b in etcd kube-apiserver kube-scheduler kube-controller-manager; do\n\
+           ln -sf \"$FAKE_SOURCE/$b\" \"$FAKE_TARGET/$b\"\n\
+         done\n\
+         echo built >> \"$FAKE_COUNT\"\n\
+         echo \"[fake] built everything\" >&2\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// The runner with an empty build cache whose control plane the fake
+/// build provides.
+fn with_empty_cache(home: &Path, mut c: Command, sleep: u32) -> Command {
+    let cache = home.join("cache");
+    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
+    let source = dra_e2e::cluster::local::Binaries::find(None)
+        .expect("the control plane is built (make controlplane)");
+    c.env_remove("DRA_E2E_BINARIES_DIR")
+        .env("DRA_E2E_CACHE_DIR", &cache)
+        .env("DRA_E2E_BUILD_CONTROLPLANE", fake_build(home))
+        .env("FAKE_TARGET", cache.join("controlplane").join(sub))
+        .env("FAKE_SOURCE", source.dir())
+        .env("FAKE_COUNT", home.join("builds"))
+        .env("FAKE_SLEEP", sleep.to_string());
+    c
+}
+
+/// The main command on a machine whose cache is empty builds the control
+/// plane first (showing the build's steps and time), then runs.
+#[test]
+fn the_first_run_builds_the_control_plane_then_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let run = local_run(
+        home.path(),
+        "runner",
+        &["--name", "an inline claim reaches the container"],
+    );
+    let o = with_empty_cache(home.path(), run, 0).output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("dra-e2e: building the local cluster's control plane (once per machine; no earlier build here to estimate from)"), "{t}");
+    assert!(
+        t.contains("dra-e2e: [controlplane +0s] [fake] building etcd"),
+        "{t}"
+    );
+    assert!(
+        t.contains("dra-e2e: built the local cluster's control plane in"),
+        "{t}"
+    );
+    assert!(t.contains("1 passed, 0 failed"), "{t}");
+    let builds = std::fs::read_to_string(home.path().join("builds")).unwrap();
+    assert_eq!(builds.lines().count(), 1);
+    // The next run knows the build and how long it took.
+    let again = with_empty_cache(home.path(), isolated(home.path()), 0)
+        .args(["setup"])
+        .output()
+        .unwrap();
+    let t = text(&again);
+    assert_eq!(again.status.code(), Some(0), "{t}");
+    let builds = std::fs::read_to_string(home.path().join("builds")).unwrap();
+    assert_eq!(builds.lines().count(), 1, "built again\n{t}");
+}
+
+/// Two runs starting at once on an empty cache build once: the second
+/// waits for the first's build and uses it.
+#[test]
+fn two_runs_at_once_build_once() {
+    let home = tempfile::tempdir().unwrap();
+    let setup = || {
+        let mut c = with_empty_cache(home.path(), isolated(home.path()), 3);
+        c.arg("setup").stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let (a, b) = (setup(), setup());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let t = format!("{}\n{}", text(&a), text(&b));
+    assert!(a.status.success() && b.status.success(), "{t}");
+    let builds = std::fs::read_to_string(home.path().join("builds")).unwrap();
+    assert_eq!(builds.lines().count(), 1, "{t}");
+    assert!(
+        t.contains("another dra-e2e is building the local cluster's control plane"),
+        "{t}"
+    );
+}
+
+/// Without Go, a first run says what to install, in one message.
+#[test]
+fn a_first_run_without_go_says_what_to_install() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .env_remove("DRA_E2E_BINARIES_DIR")
+        .env_remove("DRA_E2E_BUILD_CONTROLPLANE")
+        .env("DRA_E2E_CACHE_DIR", home.path().join("cache"))
+        .env("PATH", "/nonexistent")
+        .arg("setup")
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{t}");
+    assert!(
+        t.contains("`go` is not on PATH: building the local cluster's control plane needs Go 1."),
+        "{t}"
+    );
 }

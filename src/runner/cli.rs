@@ -145,6 +145,7 @@ impl RunArgs {
 
 pub const SUBCOMMANDS_HELP: &str = "\
 Other commands:
+  dra-e2e setup [--node-kind real]  build what the local cluster needs (the first run does it too)
   dra-e2e steps                 print the step catalogue (patterns, descriptions, examples)
   dra-e2e check [PATH...]       check feature files for undefined/ambiguous steps and unknown tags
   dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C

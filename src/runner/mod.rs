@@ -4,9 +4,11 @@ pub mod cli;
 pub mod cluster_up;
 pub mod features;
 pub mod preflight;
+pub mod setup;
 pub mod shard;
 
 use std::io::{IsTerminal as _, Write};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -260,7 +262,7 @@ fn list(selected: &[features::ScenarioRef]) {
 
 /// Report and artifact paths are usable, and the local cluster's sockets
 /// fit in the temp dir: checked before anything starts.
-fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
+async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
     if let Some(p) = &args.junit {
         preflight::check_output_file("--junit", p)?;
     }
@@ -281,11 +283,23 @@ fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
             .binaries_dir
             .as_deref()
             .filter(|_| !typed.binaries_dir_from_env);
-        if let Err(missing) = crate::cluster::local::Binaries::find(explicit) {
-            anyhow::bail!(
-                "{missing}; or run against a real cluster with --cluster kubeconfig --kubeconfig FILE"
-            );
-        }
+        let explicit = explicit.map(Path::to_owned);
+        let real = args.node_kind == crate::cluster::NodeKind::Real;
+        // Builds what is missing from the cache (the first run on a machine).
+        tokio::task::spawn_blocking(move || {
+            setup::ensure(setup::Part::ControlPlane, explicit.as_deref())?;
+            if real {
+                setup::ensure(setup::Part::Node, None)?;
+            }
+            anyhow::Ok(())
+        })
+        .await
+        .context("the build task ended early")?
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{e:#}; or run against a real cluster with --cluster kubeconfig --kubeconfig FILE"
+            )
+        })?;
     }
     Ok(())
 }
@@ -339,7 +353,7 @@ pub async fn run() -> anyhow::Result<i32> {
         return Ok(0);
     }
     let args = opts.custom.clone();
-    check_outputs_and_host(&args, &typed)?;
+    check_outputs_and_host(&args, &typed).await?;
     let connect = args.connect_options();
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
