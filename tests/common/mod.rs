@@ -133,3 +133,18 @@ fn follow(
         all
     })
 }
+
+/// The line of a run's output that says a proxy agent exited, and the
+/// socket the agent with command line `agent` served.
+pub fn agent_failure<'a>(t: &'a str, agent: &'a str) -> (&'a str, &'a str) {
+    let line = t
+        .lines()
+        .find(|l| l.contains("exited unexpectedly"))
+        .unwrap_or_else(|| panic!("no failure names the agent\n{t}"));
+    let socket = agent
+        .split_whitespace()
+        .skip_while(|w| *w != "--endpoint")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no --endpoint in {agent:?}"));
+    (line, socket)
+}

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{assert_nothing_left, bin, fixtures, processes_under};
+use crate::common::{agent_failure, assert_nothing_left, bin, fixtures, processes_under};
 
 /// `program` on its own local cluster with one node, on a fixture directory;
 /// no kubeconfig in reach, temp files under `home`.
@@ -121,15 +121,7 @@ fn a_killed_agent_fails_its_scenario_at_once_and_teardown_cleans_up() {
     let t = output();
     assert_eq!(status.code(), Some(1), "{t}");
     assert!(t.contains("0 passed, 1 failed"), "{t}");
-    let line = t
-        .lines()
-        .find(|l| l.contains("exited unexpectedly"))
-        .unwrap_or_else(|| panic!("no failure names the agent\n{t}"));
-    let socket = cmd
-        .split_whitespace()
-        .skip_while(|w| *w != "--endpoint")
-        .nth(1)
-        .unwrap();
+    let (line, socket) = agent_failure(&t, &cmd);
     for part in [
         ".k8s.io on node ",
         "the proxy agent for socket ",

@@ -440,15 +440,7 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     let (_, cmd) = agent.unwrap_or_else(|| panic!("no exec agent of the run showed up\n{t}"));
     assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("0 passed, 1 failed"), "{t}");
-    let failure = t
-        .lines()
-        .find(|l| l.contains("exited unexpectedly"))
-        .unwrap_or_else(|| panic!("no failure names the agent\n{t}"));
-    let socket = cmd
-        .split_whitespace()
-        .skip_while(|w| *w != "--endpoint")
-        .nth(1)
-        .unwrap();
+    let (failure, socket) = common::agent_failure(&t, &cmd);
     for part in [
         "the proxy agent for socket ",
         socket,
