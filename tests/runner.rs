@@ -1375,3 +1375,23 @@ fn a_first_run_without_go_says_what_to_install() {
         "{t}"
     );
 }
+
+/// DRA_E2E_AGENT set to nothing is named as the cause, not a failed exec of
+/// an empty program.
+#[test]
+fn an_empty_agent_variable_is_named() {
+    let home = tempfile::tempdir().unwrap();
+    let o = local_run(
+        home.path(),
+        "runner",
+        &["--name", "an inline claim reaches the container"],
+    )
+    .env("DRA_E2E_AGENT", "")
+    .output()
+    .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("DRA_E2E_AGENT is set but empty"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert_nothing_left(home.path(), &t);
+}

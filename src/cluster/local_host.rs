@@ -61,6 +61,12 @@ impl NodeHost for LocalHost {
         // The agent is this executable's `proxy-agent`; tests that host drivers
         // in another binary point DRA_E2E_AGENT at dra-e2e.
         let config = match std::env::var_os("DRA_E2E_AGENT") {
+            Some(program) if program.is_empty() => {
+                return Err(err(
+                    "DRA_E2E_AGENT is set but empty: unset it (the runner then uses its own                      proxy-agent) or name a dra-e2e executable"
+                        .to_owned(),
+                ));
+            }
             Some(program) => LocalAgentConfig::with_program(program, socket),
             None => LocalAgentConfig::new(socket).map_err(|e| err(e.to_string()))?,
         };
