@@ -72,7 +72,17 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
         .build()
         .context("creating the async runtime")?;
     match cli.command {
-        ClusterCommand::Up(args) => runtime.block_on(up(args)),
+        ClusterCommand::Up(args) => {
+            // The first `cluster up` on a machine builds what it needs, as a run does.
+            super::setup::ensure(
+                super::setup::Part::ControlPlane,
+                args.binaries_dir.as_deref(),
+            )?;
+            if args.node_kind == crate::cluster::NodeKind::Real {
+                super::setup::ensure(super::setup::Part::Node, None)?;
+            }
+            runtime.block_on(up(args))
+        }
     }
 }
 
