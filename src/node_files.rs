@@ -71,8 +71,12 @@ impl NodeFiles for LocalDir {
         };
         tokio::fs::create_dir_all(&self.dir).await.map_err(io)?;
         // Write beside the target under a name CDI readers ignore, then rename,
-        // so a runtime never reads a half-written spec.
-        let tmp = self.dir.join(format!("{name}.tmp"));
+        // so a runtime never reads a half-written spec; a name of its own per
+        // write, so two writes of one file at once (a retried prepare) do not
+        // rename each other's temp file away.
+        let tmp = self
+            .dir
+            .join(format!("{name}.{:x}.tmp", rand::random::<u64>()));
         tokio::fs::write(&tmp, content).await.map_err(io)?;
         if let Err(e) = tokio::fs::rename(&tmp, self.dir.join(name)).await {
             let _ = tokio::fs::remove_file(&tmp).await;
@@ -111,13 +115,38 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn two_writes_of_one_file_at_once_both_succeed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = std::sync::Arc::new(LocalDir::new(tmp.path().join("cdi")));
+        let content = vec![b'x'; 1 << 20];
+        let writes: Vec<_> = (0..4)
+            .map(|_| {
+                let (files, content) = (files.clone(), content.clone());
+                tokio::spawn(async move { files.create("same.json", &content).await })
+            })
+            .collect();
+        for w in writes {
+            w.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            std::fs::read(tmp.path().join("cdi/same.json")).unwrap(),
+            content
+        );
+    }
+
+    #[tokio::test]
     async fn local_dir_round_trip_and_rejects_paths() {
         let tmp = tempfile::tempdir().unwrap();
         let files = LocalDir::new(tmp.path().join("cdi"));
         files.create("a.json", b"{}").await.unwrap();
         assert!(files.exists("a.json").await.unwrap());
         assert_eq!(std::fs::read(tmp.path().join("cdi/a.json")).unwrap(), b"{}");
-        assert!(!tmp.path().join("cdi/a.json.tmp").exists());
+        let names: Vec<String> = std::fs::read_dir(tmp.path().join("cdi"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.json"], "only the file, no temp file");
         files.remove("a.json").await.unwrap();
         assert!(!files.exists("a.json").await.unwrap());
         files.remove("a.json").await.unwrap();

@@ -59,11 +59,13 @@ fn remote(op: &'static str, name: &str, e: ExecError) -> NodeFilesError {
     }
 }
 
-/// Writes `<path>.tmp` from base64 carried inside the command (stdin through
-/// exec is unreliable), then renames it over `<path>` so a runtime watching
-/// the directory never reads a partial spec.
+/// Writes `<path>.<shell pid>.tmp` from base64 carried inside the command
+/// (stdin through exec is unreliable), then renames it over `<path>` so a
+/// runtime watching the directory never reads a partial spec. The pid keeps
+/// two writes of one file at once (a kubelet retrying a prepare) from
+/// renaming each other's temp file away.
 pub fn create_command(path: &str, content: &[u8]) -> Vec<String> {
-    let tmp = shell_quote(&format!("{path}.tmp"));
+    let tmp = format!("{}.$$.tmp", shell_quote(path));
     let dst = shell_quote(path);
     let b64 = base64::engine::general_purpose::STANDARD.encode(content);
     // Short lines keep every base64 implementation happy.
@@ -143,14 +145,47 @@ mod tests {
         Command::new(&cmd[0]).args(&cmd[1..]).output().unwrap()
     }
 
+    /// Files named like a write's temp file in `dir`.
+    fn temp_files(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    }
+
+    #[test]
+    fn two_writes_of_one_file_at_once_both_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("same.json").display().to_string();
+        let content: Vec<u8> = vec![b'x'; 30_000];
+        let writes: Vec<_> = (0..4)
+            .map(|_| {
+                let cmd = create_command(&path, &content);
+                std::thread::spawn(move || run(&cmd))
+            })
+            .collect();
+        for w in writes {
+            let out = w.join().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), content);
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+    }
+
     #[test]
     fn create_command_shape() {
         let cmd = create_command("/cdi/a.json", b"{}");
         assert_eq!(cmd[..2], ["sh", "-c"]);
         assert_eq!(
             cmd[2],
-            "base64 -d >'/cdi/a.json.tmp' <<'EOF' && mv -f '/cdi/a.json.tmp' '/cdi/a.json' \
-             || { rm -f '/cdi/a.json.tmp'; exit 1; }\ne30=\nEOF\n"
+            "base64 -d >'/cdi/a.json'.$$.tmp <<'EOF' && mv -f '/cdi/a.json'.$$.tmp '/cdi/a.json' \
+             || { rm -f '/cdi/a.json'.$$.tmp; exit 1; }\ne30=\nEOF\n"
         );
         assert_eq!(remove_command("/cdi/a.json"), ["rm", "-f", "/cdi/a.json"]);
     }
@@ -169,7 +204,7 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(std::fs::read(&path).unwrap(), content);
-        assert!(!std::path::Path::new(&format!("{path}.tmp")).exists());
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 
         let out = run(&exists_command(&path));
         assert_eq!(
@@ -190,13 +225,30 @@ mod tests {
     fn failed_write_leaves_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("x.json");
-        // mv would move the file into the directory `x.json`, where a
-        // non-empty directory of the same name blocks it: mv fails.
-        std::fs::create_dir_all(target.join("x.json.tmp/keep")).unwrap();
         let path = target.display().to_string();
-        let out = run(&create_command(&path, b"data"));
+        // An `mv` that fails, first on the shell's PATH.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("mv"), "#!/bin/sh\nexit 1\n").unwrap();
+        std::fs::set_permissions(
+            bin.join("mv"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let cmd = create_command(&path, b"data");
+        let path_var = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env("PATH", path_var)
+            .output()
+            .unwrap();
         assert!(!out.status.success());
-        assert!(!std::path::Path::new(&format!("{path}.tmp")).exists());
+        assert!(!target.exists());
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new());
         // A missing directory fails before anything is written.
         let path = dir.path().join("missing/y.json").display().to_string();
         assert!(!run(&create_command(&path, b"data")).status.success());
