@@ -6,7 +6,7 @@
 /// Declares step sentences, each mapped onto the plain async function of the
 /// same name in the declaring module:
 ///
-/// ```ignore
+/// ```text
 /// sentences! {
 ///     #[then(expr = "pod {string} is {podstate}")]
 ///     fn pod_is(name: String, state: PodState);
