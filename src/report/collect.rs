@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use cucumber::event::{self, Cucumber, Feature, HookType, Rule, Scenario, Step};
 use cucumber::{Event, gherkin, parser};
 
-use super::ScenarioId;
+use super::{Outcome, Record, ScenarioId};
 
 /// How a step ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,26 @@ pub struct ScenarioLog {
     pub hook_failure: Option<String>,
 }
 
+/// Seconds from `a` to `b`, 0 when either is unknown.
+pub fn seconds(a: Option<SystemTime>, b: Option<SystemTime>) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) => b.duration_since(a).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
 impl ScenarioLog {
+    /// How the scenario ended. The runner's record decides (it knows skips
+    /// and teardown); a scenario the run stopped under has none and counts
+    /// as failed, as does one with a failed step or hook.
+    pub fn outcome(&self, record: Option<&Record>) -> Outcome {
+        match record {
+            Some(r) => r.outcome,
+            None if self.first_failure().is_some() || self.finished.is_none() => Outcome::Failed,
+            None => Outcome::Passed,
+        }
+    }
+
     /// The first failure: a failed step (with its text) or a failed hook.
     pub fn first_failure(&self) -> Option<(String, String)> {
         self.steps

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
-use super::collect::{RunLog, ScenarioLog, SharedTitles, StepStatus};
+use super::collect::{RunLog, ScenarioLog, SharedTitles, StepStatus, seconds};
 use super::{Outcome, Record, ScenarioId};
 
 /// Renders the report that will be written to `dest` (artifact links are
@@ -34,7 +34,7 @@ pub fn render(
     let end = log
         .finished
         .or_else(|| log.scenarios.iter().filter_map(|s| s.finished).max());
-    let wall = secs(origin, end);
+    let wall = seconds(origin, end);
 
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -86,11 +86,7 @@ struct View<'a> {
 
 impl<'a> View<'a> {
     fn of(index: usize, log: &'a ScenarioLog, title: String, record: Option<&'a Record>) -> Self {
-        let outcome = match record {
-            Some(r) => r.outcome,
-            None if log.first_failure().is_some() || log.finished.is_none() => Outcome::Failed,
-            None => Outcome::Passed,
-        };
+        let outcome = log.outcome(record);
         View {
             index,
             title,
@@ -152,7 +148,7 @@ impl<'a> View<'a> {
             esc(&s.feature),
             esc(&s.id.path),
             s.id.line,
-            secs(s.started, s.finished)
+            seconds(s.started, s.finished)
         );
         if !s.tags.is_empty() {
             let tags: Vec<String> = s.tags.iter().map(|t| format!("@{}", esc(t))).collect();
@@ -180,7 +176,7 @@ impl<'a> View<'a> {
             let took = match (st.started, st.finished) {
                 (Some(a), Some(b)) => format!(
                     " <span class=\"took\">{:.1} s</span>",
-                    secs(Some(a), Some(b))
+                    seconds(Some(a), Some(b))
                 ),
                 _ => String::new(),
             };
@@ -246,7 +242,7 @@ fn timeline(out: &mut String, scenarios: &[View], origin: Option<SystemTime>, wa
     let scale = if wall > 0.0 { WIDTH / wall } else { 0.0 };
     let x = |t: SystemTime| {
         origin
-            .map(|o| secs(Some(o), Some(t)) * scale)
+            .map(|o| seconds(Some(o), Some(t)) * scale)
             .unwrap_or(0.0)
     };
     // A scenario takes the first lane free when it starts.
@@ -272,9 +268,9 @@ fn timeline(out: &mut String, scenarios: &[View], origin: Option<SystemTime>, wa
             "{} ({}): setup {:.1} s, steps {:.1} s, teardown {:.1} s",
             v.title,
             v.class(),
-            secs(Some(p[0]), Some(p[1])),
-            secs(Some(p[1]), Some(p[2])),
-            secs(Some(p[2]), Some(p[3]))
+            seconds(Some(p[0]), Some(p[1])),
+            seconds(Some(p[1]), Some(p[2])),
+            seconds(Some(p[2]), Some(p[3]))
         );
         let _ = write!(
             bars,
@@ -336,13 +332,6 @@ fn link(target: &Path, dest: &Path) -> String {
         rel.push(c);
     }
     rel.display().to_string()
-}
-
-fn secs(a: Option<SystemTime>, b: Option<SystemTime>) -> f64 {
-    match (a, b) {
-        (Some(a), Some(b)) => b.duration_since(a).map(|d| d.as_secs_f64()).unwrap_or(0.0),
-        _ => 0.0,
-    }
 }
 
 fn esc(s: &str) -> String {

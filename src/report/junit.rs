@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use super::collect::{RunLog, ScenarioLog, SharedTitles};
+use super::collect::{RunLog, ScenarioLog, SharedTitles, seconds};
 use super::{Outcome, Record, ScenarioId};
 
 /// Renders the report. `properties` describe the run (cluster, version,
@@ -44,7 +44,7 @@ pub fn render(
         count(&|_| true),
         count(&|c| c.outcome == Outcome::Failed),
         count(&|c| c.outcome == Outcome::Skipped),
-        span(log.started, log.finished),
+        seconds(log.started, log.finished),
     );
     for (i, ((feature, list), cases)) in features.iter().zip(&cases).enumerate() {
         let failures = cases
@@ -68,7 +68,7 @@ pub fn render(
             attr(feature),
             attr(feature),
             cases.len(),
-            span(started, finished),
+            seconds(started, finished),
             timestamp(started.unwrap_or(SystemTime::UNIX_EPOCH)),
             attr(&hostname),
             attr(&path),
@@ -107,13 +107,7 @@ impl Case {
     fn of(s: &ScenarioLog, title: &str, record: Option<&Record>) -> Case {
         let unfinished = s.finished.is_none();
         let failure = s.first_failure();
-        // The runner's record decides (it knows skips and teardown); a
-        // scenario the run stopped under has none.
-        let outcome = match record {
-            Some(r) => r.outcome,
-            None if failure.is_some() || unfinished => Outcome::Failed,
-            None => Outcome::Passed,
-        };
+        let outcome = s.outcome(record);
         let location = format!("{}:{}", s.id.path, s.id.line);
         let mut body = format!("{location}\n");
         if let Some(r) = &s.rule {
@@ -163,7 +157,7 @@ impl Case {
         Case {
             name: title.to_owned(),
             classname: s.feature.clone(),
-            time: span(s.started, s.finished),
+            time: seconds(s.started, s.finished),
             outcome,
             verdict,
             body,
@@ -194,14 +188,6 @@ impl Case {
         }
         let _ = writeln!(out, "      <system-out>{}</system-out>", text(&self.body));
         out.push_str("    </testcase>\n");
-    }
-}
-
-/// Seconds between two moments, 0 when either is unknown.
-fn span(a: Option<SystemTime>, b: Option<SystemTime>) -> f64 {
-    match (a, b) {
-        (Some(a), Some(b)) => b.duration_since(a).map(|d| d.as_secs_f64()).unwrap_or(0.0),
-        _ => 0.0,
     }
 }
 
