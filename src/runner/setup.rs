@@ -76,9 +76,13 @@ impl Part {
             }
             Part::Node => {
                 let dir = crate::real_node::binaries::locate(explicit);
-                let missing = crate::real_node::binaries::NodeBinaries::find(explicit)
-                    .err()
-                    .map(|m| m.to_string());
+                let missing = crate::real_node::binaries::verify_with(
+                    dir.clone(),
+                    std::env::var_os("PATH"),
+                    Path::new("/"),
+                )
+                .err()
+                .map(|m| m.to_string());
                 (dir, missing)
             }
         }
