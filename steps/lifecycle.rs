@@ -11,9 +11,12 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-use super::{World, context};
+use super::{Context, World, context};
 use crate::cluster::RUN_LABEL;
-use crate::report::{self, Outcome, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped};
+use crate::driver::SlicesGone;
+use crate::report::{
+    self, Laps, Outcome, Phase, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped,
+};
 use crate::wait::{self, Check};
 
 /// Where a failed scenario's artifacts go.
@@ -48,6 +51,7 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
             return;
         }
     };
+    let mut laps = Laps::start();
     match Api::<Namespace>::all(ctx.cluster.client())
         .create(&PostParams::default(), &ns)
         .await
@@ -62,6 +66,7 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
             return;
         }
     }
+    laps.lap(&mut w.setup_timings, Phase::harness("create namespace"));
     // With the ServiceAccount admission plugin on, pods are refused until the
     // namespace's default account exists.
     let sas: Api<ServiceAccount> = Api::namespaced(ctx.cluster.client(), &w.namespace);
@@ -79,6 +84,10 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
     {
         w.setup_error = Some(e.to_string());
     }
+    laps.lap(
+        &mut w.setup_timings,
+        Phase::harness("wait for the default service account"),
+    );
 }
 
 pub async fn after(
@@ -104,12 +113,11 @@ pub async fn after(
     };
     let skip_reason = skip_reason.filter(|_| outcome == Outcome::Skipped);
     let mut record = Record {
-        outcome,
-        duration: Duration::ZERO,
-        teardown: Vec::new(),
         skip_reason,
-        artifacts: None,
+        ..Record::new(outcome)
     };
+    let id = ScenarioId::of(feature, scenario);
+    let mut slices_gone = Vec::new();
     if let Some(w) = world {
         if !w.namespace.is_empty() {
             if outcome == Outcome::Failed {
@@ -136,20 +144,44 @@ pub async fn after(
                     drivers.join(", "),
                     scenario.name
                 );
-            } else if let Err(e) = tear_down(w).await {
-                tracing::error!(
-                    "teardown of scenario {:?} (namespace {}) failed: {e:#}",
-                    scenario.name,
-                    w.namespace
-                );
-                ctx.outcomes.teardown_failed();
+            } else {
+                if let Err(e) = tear_down(w).await {
+                    tracing::error!(
+                        "teardown of scenario {:?} (namespace {}) failed: {e:#}",
+                        scenario.name,
+                        w.namespace
+                    );
+                    ctx.outcomes.teardown_failed();
+                }
+                slices_gone = w.scenario.take_slices_gone();
             }
         }
+        record.setup = std::mem::take(&mut w.setup_timings);
         record.teardown = std::mem::take(&mut w.teardown_timings);
         record.duration = w.started.map(|s| s.elapsed()).unwrap_or_default();
     }
-    ctx.outcomes
-        .record(ScenarioId::of(feature, scenario), record);
+    ctx.outcomes.record(id.clone(), record);
+    for wait in slices_gone {
+        finish_later(ctx, id.clone(), wait);
+    }
+}
+
+/// Leaves the wait until a torn-down driver's slices are wiped (seconds on
+/// a simulated node, 30 s on a real kubelet) to run beside the scenarios
+/// that follow; if the slices stay, the scenario fails after all.
+fn finish_later(ctx: &'static Context, id: ScenarioId, wait: SlicesGone) {
+    ctx.after_scenarios.spawn(async move {
+        let started = Instant::now();
+        let driver = wait.driver().to_owned();
+        let failure = wait.wait().await.err().map(|e| {
+            let message = format!("after the scenario ended: {e}");
+            tracing::error!(scenario = %id, "{message}");
+            message
+        });
+        ctx.outcomes
+            .finished_late(&id, SlicesGone::PHASE, started.elapsed(), failure);
+        tracing::debug!(%driver, "driver's slices are gone");
+    });
 }
 
 /// Runs the scenario's cleanup stack (see [`super::scenario`]): pods,

@@ -86,6 +86,9 @@ pub struct Context {
     pub outcomes: Outcomes,
     /// Label value put on every namespace of this run.
     pub run_id: String,
+    /// Checks that go on after their scenario ended (a driver's slices
+    /// wiped); the runner waits for them before it reports.
+    pub after_scenarios: tokio_util::task::TaskTracker,
 }
 
 static CONTEXT: OnceLock<Context> = OnceLock::new();
@@ -126,8 +129,9 @@ pub struct World {
     pub outage: Option<Duration>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
-    /// Time of each teardown phase.
-    pub teardown_timings: Vec<(&'static str, Duration)>,
+    /// Time of each setup and teardown phase.
+    pub setup_timings: crate::report::Timings,
+    pub teardown_timings: crate::report::Timings,
 }
 
 tokio::task_local! {

@@ -10,7 +10,8 @@
 //! declared after a pod runs), so each cleanup belongs to a [`Phase`] and the
 //! stack is run last-in-first-out within each phase: workloads and pods,
 //! claims (then the waits until the plugins unprepared them), classes,
-//! drivers (plugins, RBAC, the wait until their slices are wiped),
+//! drivers (plugins, RBAC; the wait until their slices are wiped is handed
+//! back to run beside the scenarios that follow),
 //! cluster-scoped objects, the namespace. Every cleanup runs even when an
 //! earlier one failed; the first error is reported.
 use std::time::{Duration, Instant};
@@ -25,8 +26,9 @@ use kube::runtime::watcher;
 
 use super::params::DriverRef;
 use super::{World, context};
-use crate::driver::{self, Driver, DriverOptions};
+use crate::driver::{self, Driver, DriverOptions, SlicesGone};
 use crate::objects::{self, delete_if_present};
+use crate::report::{self, Timings};
 use crate::wait::{self, Check};
 
 /// How long each teardown wait may take.
@@ -99,14 +101,14 @@ impl Phase {
         Phase::Namespace,
     ];
 
-    /// The name `--timings` shows; drivers time their own phases.
-    fn timing(self) -> Option<&'static str> {
+    /// The phase as `--timings` shows it; drivers time their own phases.
+    fn timing(self) -> Option<report::Phase> {
         match self {
-            Phase::Pods => Some("delete pods"),
-            Phase::Claims => Some("delete claims and wait for unprepare"),
-            Phase::Classes => Some("delete device classes"),
+            Phase::Pods => Some(report::Phase::wait("delete pods")),
+            Phase::Claims => Some(report::Phase::wait("delete claims and wait for unprepare")),
+            Phase::Classes => Some(report::Phase::harness("delete device classes")),
             Phase::Drivers => None,
-            Phase::Namespace => Some("delete namespace"),
+            Phase::Namespace => Some(report::Phase::harness("delete namespace")),
         }
     }
 }
@@ -133,6 +135,9 @@ impl Created {
 pub struct Scenario {
     namespace: String,
     stack: Vec<Created>,
+    /// The drivers' waits until their slices are wiped, left by teardown
+    /// to run beside the scenarios that follow.
+    slices_gone: Vec<SlicesGone>,
 }
 
 impl Scenario {
@@ -254,11 +259,19 @@ impl Scenario {
         });
     }
 
+    /// The waits teardown left: until each driver's slices are wiped. The
+    /// scenario's outcome still depends on them.
+    pub fn take_slices_gone(&mut self) -> Vec<SlicesGone> {
+        std::mem::take(&mut self.slices_gone)
+    }
+
     /// Runs every cleanup, phase by phase, and records each phase's time.
+    /// The wait until the drivers' slices are wiped is not run here but
+    /// left to [`Scenario::take_slices_gone`].
     pub async fn tear_down(
         &mut self,
         client: &kube::Client,
-        timings: &mut Vec<(&'static str, Duration)>,
+        timings: &mut Timings,
     ) -> anyhow::Result<()> {
         let mut first: Option<anyhow::Error> = None;
         for phase in Phase::ORDER {
@@ -282,7 +295,7 @@ impl Scenario {
         &mut self,
         i: usize,
         client: &kube::Client,
-        timings: &mut Vec<(&'static str, Duration)>,
+        timings: &mut Timings,
     ) -> anyhow::Result<()> {
         let ns = self.namespace.clone();
         if matches!(self.stack[i], Created::AllClaims) {
@@ -297,8 +310,9 @@ impl Scenario {
             }
             Created::AllPods => delete_pods(client, &ns).await,
             Created::Driver { driver, .. } => {
-                let r = driver.tear_down().await;
+                let r = driver.release().await;
                 timings.append(&mut driver.teardown_timings);
+                self.slices_gone.extend(driver.slices_gone());
                 Ok(r?)
             }
             Created::DeviceClass { name, .. } => {
@@ -471,7 +485,9 @@ impl World {
         // Set up without the step watching it: set_up races its own waits
         // against the driver breaking and says so itself.
         if start && let Some(driver) = self.scenario.driver_mut(&label) {
-            driver.set_up().await?;
+            let r = driver.set_up().await;
+            self.setup_timings.append(&mut driver.setup_timings);
+            r?;
         }
         Ok(())
     }

@@ -1395,3 +1395,47 @@ fn an_empty_agent_variable_is_named() {
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     assert_nothing_left(home.path(), &t);
 }
+
+/// The wait until a driver's slices are wiped runs after its scenario,
+/// beside the ones that follow, and still fails the scenario when the slices
+/// stay: in the summary, the exit code and the JUnit report.
+#[test]
+fn slices_that_stay_fail_their_scenario_after_it_ended() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let o = local_run(
+        home.path(),
+        "slices-stay",
+        &["--junit", junit.to_str().unwrap(), "--timings"],
+    )
+    .output()
+    .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("1 passed, 1 failed"), "{t}");
+    assert!(
+        t.contains("of ended scenarios to have their slices wiped"),
+        "{t}"
+    );
+    assert!(
+        t.contains("after the scenario ended: driver dra-e2e-") && t.contains("to be removed"),
+        "{t}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let held = xml
+        .split("<testcase ")
+        .find(|c| c.contains("held by a finalizer"))
+        .unwrap_or_else(|| panic!("no test case of the held scenario\n{xml}"));
+    assert!(held.contains("type=\"AfterScenarioFailed\""), "{held}");
+    let beside = xml
+        .split("<testcase ")
+        .find(|c| c.contains("beside it passes"))
+        .unwrap_or_else(|| panic!("no test case of the other scenario\n{xml}"));
+    assert!(!beside.contains("<failure"), "{beside}");
+    // Its time is reported, apart from the scenarios' own.
+    assert!(
+        t.contains("after the scenarios, beside the ones that followed"),
+        "{t}"
+    );
+    assert_nothing_left(home.path(), &t);
+}

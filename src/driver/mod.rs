@@ -18,6 +18,7 @@ use crate::node_host::{HostProvider, NodeHost, Served, SocketError, Stopper};
 use crate::plugin::{
     Calls, DeviceHealth, HealthApi, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
 };
+use crate::report::{Laps, Phase, Timings};
 use crate::wait::{self, Check};
 use rbac::IdentityObject;
 use slices::{DeviceSpec, Publisher, Taint};
@@ -123,6 +124,67 @@ pub enum DriverError {
     Broken(String),
 }
 
+/// How long the kubelets may take to wipe a stopped driver's slices
+/// (upstream's `IsGone`).
+const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The last part of a driver's teardown, detached from the driver so it can
+/// run on its own task: the wait until none of its slices is left.
+pub struct SlicesGone {
+    admin: kube::Client,
+    driver: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for SlicesGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlicesGone")
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlicesGone {
+    /// The wait as `--timings` shows it.
+    pub const PHASE: Phase = Phase::wait("wait for slices to be wiped");
+
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    pub async fn wait(self) -> Result<(), DriverError> {
+        slices_removed(&self.admin, &self.driver, self.timeout).await
+    }
+}
+
+/// Watches until `driver` has no ResourceSlice left.
+async fn slices_removed(
+    admin: &kube::Client,
+    driver: &str,
+    timeout: Duration,
+) -> Result<(), DriverError> {
+    let api: Api<ResourceSlice> = Api::all(admin.clone());
+    let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
+    let what = format!("the ResourceSlices of driver {driver} to be removed");
+    wait::list(&api, config, &what, timeout, |items| {
+        if items.is_empty() {
+            Check::Done(())
+        } else {
+            Check::Pending(format!(
+                "{} slices: {}",
+                items.len(),
+                items
+                    .iter()
+                    .filter_map(|s| s.metadata.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    })
+    .await
+    .map_err(|e| DriverError::Wait(e, driver.to_owned()))
+}
+
 struct NodeInstance {
     plugin: NodePlugin,
     stoppers: Vec<Stopper>,
@@ -159,8 +221,9 @@ pub struct Driver {
     unregistered: Vec<String>,
     /// Stands in for the plugin pod's UID in rolling-update socket names.
     instance_uid: String,
-    /// Time of each teardown phase, for `make bench`.
-    pub teardown_timings: Vec<(&'static str, Duration)>,
+    /// Time of each setup and teardown phase, for `--timings`.
+    pub setup_timings: Timings,
+    pub teardown_timings: Timings,
     /// Set when one of its served sockets fails for good.
     broken: BrokenSender,
 }
@@ -208,6 +271,7 @@ impl Driver {
             torn_down: false,
             unregistered: Vec::new(),
             instance_uid: format!("{:08x}", rand::random::<u32>()),
+            setup_timings: Vec::new(),
             teardown_timings: Vec::new(),
             broken: BrokenSender::default(),
         }
@@ -300,7 +364,12 @@ impl Driver {
     /// `SetUp`: identity objects, slices, plugins on every node, and (with a
     /// kubelet) the wait until every node registered the plugin.
     pub async fn set_up(&mut self) -> Result<(), DriverError> {
+        let mut laps = Laps::start();
         self.create_identity().await?;
+        laps.lap(
+            &mut self.setup_timings,
+            Phase::harness("create RBAC and admission policy"),
+        );
         let host = self
             .hosts
             .node_host(
@@ -316,14 +385,20 @@ impl Driver {
             })?;
         self.host = Some(host);
         self.publish_shared_slices().await?;
+        laps.lap(&mut self.setup_timings, Phase::harness("start node hosts"));
         let nodes = self.nodes.clone();
         for (index, node) in nodes.iter().enumerate() {
             self.start_node(index, node).await?;
         }
+        laps.lap(&mut self.setup_timings, Phase::harness("start plugins"));
         // Pods created right after setup must see every node's devices, or the
         // scheduler decides on a partial view.
         self.unless_broken(self.wait_published(Duration::from_secs(60)))
             .await?;
+        laps.lap(
+            &mut self.setup_timings,
+            Phase::wait("wait for slices to be published"),
+        );
         if self.options.with_kubelet {
             for node in &nodes {
                 if let Some(inst) = self.instances.get(node) {
@@ -342,6 +417,10 @@ impl Driver {
                 }
             }
         }
+        laps.lap(
+            &mut self.setup_timings,
+            Phase::wait("wait for registration"),
+        );
         tracing::info!(driver = %self.name, instance = %self.options.instance_suffix, nodes = ?self.nodes, "driver is up");
         Ok(())
     }
@@ -351,14 +430,23 @@ impl Driver {
             driver: self.name.clone(),
             message: format!("building RBAC objects: {e}"),
         })?;
-        for object in IdentityObject::ALL {
-            object
-                .create(&self.ctx.admin, &self.identity, &objects)
-                .await
-                .map_err(self.kube_err(object.purpose()))?;
-            self.identity_created.push(object);
+        // Independent objects (a binding may name what does not exist yet),
+        // created at once; what was created is kept for teardown.
+        let created = futures::future::join_all(IdentityObject::ALL.map(|object| {
+            let (admin, identity, objects) = (&self.ctx.admin, &self.identity, &objects);
+            async move { (object, object.create(admin, identity, objects).await) }
+        }))
+        .await;
+        let mut first_error = None;
+        for (object, result) in created {
+            match result {
+                Ok(()) => self.identity_created.push(object),
+                Err(e) => {
+                    first_error.get_or_insert(self.kube_err(object.purpose())(e));
+                }
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn publish_shared_slices(&mut self) -> Result<(), DriverError> {
@@ -621,28 +709,45 @@ impl Driver {
     /// `TearDown` in upstream's order: plugins, proxy pods, identity objects,
     /// shared slices, then `IsGone` when expected. Safe to call twice.
     pub async fn tear_down(&mut self) -> Result<(), DriverError> {
+        let released = self.release().await;
+        let started = Instant::now();
+        let gone = match self.slices_gone() {
+            Some(wait) => wait.wait().await,
+            None => Ok(()),
+        };
+        self.teardown_timings
+            .push((SlicesGone::PHASE, started.elapsed()));
+        released.and(gone)
+    }
+
+    /// Everything of [`Driver::tear_down`] but the wait until the kubelets
+    /// wiped the driver's slices ([`Driver::slices_gone`]), which a caller
+    /// may leave to run beside whatever comes next.
+    pub async fn release(&mut self) -> Result<(), DriverError> {
         if self.torn_down {
             return Ok(());
         }
         self.torn_down = true;
-        let mut t = Instant::now();
-        let mut lap = |timings: &mut Vec<(&'static str, Duration)>, phase: &'static str| {
-            timings.push((phase, t.elapsed()));
-            t = Instant::now();
-        };
+        let mut laps = Laps::start();
         self.stop_plugins().await;
         if let Some(host) = self.host.take() {
             host.tear_down().await;
         }
-        lap(&mut self.teardown_timings, "stop plugins");
+        laps.lap(&mut self.teardown_timings, Phase::harness("stop plugins"));
         let mut first_error = None;
-        for object in std::mem::take(&mut self.identity_created).into_iter().rev() {
-            if let Err(e) = object.delete(&self.ctx.admin, &self.identity).await {
+        let created = std::mem::take(&mut self.identity_created);
+        let deleted = futures::future::join_all(created.into_iter().map(|object| {
+            let (admin, identity) = (&self.ctx.admin, &self.identity);
+            async move { (object, object.delete(admin, identity).await) }
+        }))
+        .await;
+        for (object, result) in deleted {
+            if let Err(e) = result {
                 let action = format!("deleting {} {}", object.kind(), object.name(&self.identity));
                 first_error.get_or_insert(self.kube_err(action)(e));
             }
         }
-        lap(&mut self.teardown_timings, "delete RBAC");
+        laps.lap(&mut self.teardown_timings, Phase::harness("delete RBAC"));
         // A kubelet wipes only the slices of plugins it registered: a wait
         // for the rest could never end, so they are deleted here.
         // Only when no other instance of the driver keeps publishing.
@@ -659,16 +764,26 @@ impl Driver {
                 first_error.get_or_insert(self.kube_err("deleting the driver's ResourceSlices")(e));
             }
         }
-        if self.options.expect_slice_removal
-            && let Err(e) = self.is_gone(Duration::from_secs(120)).await
-        {
-            first_error.get_or_insert(e);
-        }
-        lap(&mut self.teardown_timings, "wait for slices to be wiped");
+        laps.lap(
+            &mut self.teardown_timings,
+            Phase::harness("delete shared slices"),
+        );
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The wait that ends the driver's teardown: until no slice of it is
+    /// left (upstream's `IsGone` after the plugins stopped). `None` when the
+    /// driver expects its slices to stay (another instance keeps
+    /// publishing them).
+    pub fn slices_gone(&self) -> Option<SlicesGone> {
+        self.options.expect_slice_removal.then(|| SlicesGone {
+            admin: self.ctx.admin.clone(),
+            driver: self.name.clone(),
+            timeout: IS_GONE_TIMEOUT,
+        })
     }
 
     /// Deletes the driver's slices of `nodes`, whose kubelets never
@@ -689,26 +804,7 @@ impl Driver {
     /// `IsGone`: waits until no ResourceSlice of the driver is left (the
     /// kubelet wipes node-local ones a delay after the plugin went away).
     pub async fn is_gone(&self, timeout: Duration) -> Result<(), DriverError> {
-        self.wait_slices(
-            &format!("the ResourceSlices of driver {} to be removed", self.name),
-            timeout,
-            |items| {
-                if items.is_empty() {
-                    Check::Done(())
-                } else {
-                    Check::Pending(format!(
-                        "{} slices: {}",
-                        items.len(),
-                        items
-                            .iter()
-                            .filter_map(|s| s.metadata.name.clone())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                }
-            },
-        )
-        .await
+        slices_removed(&self.ctx.admin, &self.name, timeout).await
     }
 
     /// Per-node plugin call logs, for artifacts.

@@ -94,15 +94,8 @@ impl BinariesDir {
                 origin: DirSource::Env(build.dir_env),
             };
         }
-        let cache_root = match env(CACHE_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => env("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env("HOME").unwrap_or_default()).join(".cache"))
-                .join("dra-e2e"),
-        };
         Self {
-            dir: cache_root.join(&build.cache_path),
+            dir: cache_root_with(env).join(&build.cache_path),
             origin: DirSource::Cache,
         }
     }
@@ -119,6 +112,22 @@ impl BinariesDir {
             .filter(|n| !is_executable(&self.dir.join(n)))
             .map(|n| (*n).to_owned())
             .collect()
+    }
+}
+
+/// The cache root: `DRA_E2E_CACHE_DIR`, else
+/// `${XDG_CACHE_HOME:-~/.cache}/dra-e2e`.
+pub fn cache_root() -> PathBuf {
+    cache_root_with(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
+}
+
+fn cache_root_with(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    match env(CACHE_DIR_ENV) {
+        Some(dir) => PathBuf::from(dir),
+        None => env("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env("HOME").unwrap_or_default()).join(".cache"))
+            .join("dra-e2e"),
     }
 }
 

@@ -87,6 +87,16 @@ impl ScenarioLog {
             })
     }
 
+    /// What failed the scenario: [`ScenarioLog::first_failure`], else a
+    /// check that went on after it ended (its record says).
+    pub fn failure(&self, record: Option<&Record>) -> Option<(String, String)> {
+        self.first_failure().or_else(|| {
+            record
+                .and_then(|r| r.late_failure.as_ref())
+                .map(|e| ("after the scenario ended".to_owned(), e.clone()))
+        })
+    }
+
     /// The scenario's title with its outline's example row, for where the
     /// title alone does not tell rows apart (see [`RunLog::titles`]).
     pub fn title_with_example(&self) -> String {

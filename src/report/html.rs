@@ -157,7 +157,7 @@ impl<'a> View<'a> {
         if let Some(reason) = self.record.and_then(|r| r.skip_reason.as_ref()) {
             let _ = writeln!(out, "<p class=\"reason\">skipped: {}</p>", esc(reason));
         }
-        if let Some((step, error)) = s.first_failure() {
+        if let Some((step, error)) = s.failure(self.record) {
             let _ = writeln!(
                 out,
                 "<div class=\"failure\"><p>{}</p><pre>{}</pre></div>",
@@ -188,19 +188,25 @@ impl<'a> View<'a> {
             );
         }
         out.push_str("</ol>\n");
-        if let Some(r) = self.record
-            && !r.teardown.is_empty()
-        {
-            let phases: Vec<String> = r
-                .teardown
-                .iter()
-                .map(|(p, d)| format!("{} {:.2} s", esc(p), d.as_secs_f64()))
-                .collect();
-            let _ = writeln!(
-                out,
-                "<p class=\"teardown\">teardown: {}</p>",
-                phases.join(", ")
-            );
+        if let Some(r) = self.record {
+            for (part, timings) in [
+                ("setup", &r.setup),
+                ("teardown", &r.teardown),
+                ("after the scenario", &r.after),
+            ] {
+                if timings.is_empty() {
+                    continue;
+                }
+                let phases: Vec<String> = timings
+                    .iter()
+                    .map(|(p, d)| format!("{} {:.2} s", esc(p.name), d.as_secs_f64()))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "<p class=\"teardown\">{part}: {}</p>",
+                    phases.join(", ")
+                );
+            }
         }
         if let Some(dir) = self.record.and_then(|r| r.artifacts.as_ref()) {
             artifacts(out, dir, dest);

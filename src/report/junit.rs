@@ -106,7 +106,7 @@ struct Case {
 impl Case {
     fn of(s: &ScenarioLog, title: &str, record: Option<&Record>) -> Case {
         let unfinished = s.finished.is_none();
-        let failure = s.first_failure();
+        let failure = s.failure(record);
         let outcome = s.outcome(record);
         let location = format!("{}:{}", s.id.path, s.id.line);
         let mut body = format!("{location}\n");
@@ -118,6 +118,9 @@ impl Case {
             let _ = writeln!(body, "{}", tags.join(" "));
         }
         body.push_str(&s.step_log());
+        if let Some(e) = record.and_then(|r| r.late_failure.as_ref()) {
+            let _ = writeln!(body, "[FAILED] after the scenario ended\n    {e}");
+        }
         let artifacts = record.and_then(|r| r.artifacts.as_ref());
         if let Some(dir) = artifacts {
             let _ = writeln!(body, "artifacts: {}", dir.display());
@@ -134,6 +137,8 @@ impl Case {
                 Some((step, error)) => {
                     let kind = if step.starts_with("scenario setup") {
                         "HookFailed"
+                    } else if s.first_failure().is_none() {
+                        "AfterScenarioFailed"
                     } else {
                         "StepFailed"
                     };
@@ -287,11 +292,9 @@ mod tests {
 
     fn record(outcome: Outcome, skip: Option<&str>) -> Record {
         Record {
-            outcome,
-            duration: Duration::ZERO,
-            teardown: vec![],
             skip_reason: skip.map(str::to_owned),
             artifacts: (outcome == Outcome::Failed).then(|| "art/x".into()),
+            ..Record::new(outcome)
         }
     }
 

@@ -63,15 +63,92 @@ impl std::fmt::Display for ScenarioId {
     }
 }
 
+/// Whose time a phase of a scenario's setup or teardown is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cost {
+    /// The harness's own work (namespace, RBAC, plugins, deletions): the
+    /// fixed cost every scenario pays.
+    Harness,
+    /// A wait upstream's test makes as well (pods gone, claims unprepared,
+    /// slices wiped), set by the cluster's pace rather than ours.
+    Wait,
+}
+
+/// A timed phase of a scenario's setup or teardown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Phase {
+    pub name: &'static str,
+    pub cost: Cost,
+}
+
+impl Phase {
+    pub const fn harness(name: &'static str) -> Self {
+        Phase {
+            name,
+            cost: Cost::Harness,
+        }
+    }
+
+    pub const fn wait(name: &'static str) -> Self {
+        Phase {
+            name,
+            cost: Cost::Wait,
+        }
+    }
+}
+
+/// The run's first phase; with the longest scenario, the floor of its wall
+/// time.
+pub const CLUSTER_START: Phase = Phase::harness("start the cluster");
+
+/// Phases and their times, in the order they ran.
+pub type Timings = Vec<(Phase, Duration)>;
+
+/// Times consecutive phases: each lap is the time since the previous one.
+#[derive(Debug)]
+pub struct Laps(std::time::Instant);
+
+impl Laps {
+    pub fn start() -> Self {
+        Laps(std::time::Instant::now())
+    }
+
+    pub fn lap(&mut self, into: &mut Timings, phase: Phase) {
+        into.push((phase, self.0.elapsed()));
+        self.0 = std::time::Instant::now();
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Record {
     pub outcome: Outcome,
+    /// From the start of setup to the end of teardown.
     pub duration: Duration,
-    /// Time spent in each teardown phase, in order.
-    pub teardown: Vec<(&'static str, Duration)>,
+    pub setup: Timings,
+    pub teardown: Timings,
+    /// Checks that went on after the scenario ended, beside the scenarios
+    /// that followed (a driver's slices wiped): not in `duration`.
+    pub after: Timings,
     pub skip_reason: Option<String>,
     /// Where the artifacts of a failed scenario are.
     pub artifacts: Option<PathBuf>,
+    /// Why a check that went on after the scenario failed it.
+    pub late_failure: Option<String>,
+}
+
+impl Record {
+    pub fn new(outcome: Outcome) -> Self {
+        Record {
+            outcome,
+            duration: Duration::ZERO,
+            setup: Vec::new(),
+            teardown: Vec::new(),
+            after: Vec::new(),
+            skip_reason: None,
+            artifacts: None,
+            late_failure: None,
+        }
+    }
 }
 
 /// Outcomes of the run; a retried scenario keeps its last attempt.
@@ -114,6 +191,26 @@ impl Outcomes {
         }
     }
 
+    /// A check that went on after scenario `id` ended has ended: its time
+    /// joins the record, and its failure fails the scenario.
+    pub fn finished_late(
+        &self,
+        id: &ScenarioId,
+        phase: Phase,
+        took: Duration,
+        failure: Option<String>,
+    ) {
+        let Ok(mut m) = self.records.lock() else {
+            return;
+        };
+        let Some(r) = m.get_mut(id) else { return };
+        r.after.push((phase, took));
+        if let Some(f) = failure {
+            r.outcome = Outcome::Failed;
+            r.late_failure.get_or_insert(f);
+        }
+    }
+
     pub fn snapshot(&self) -> BTreeMap<ScenarioId, Record> {
         self.records.lock().map(|m| m.clone()).unwrap_or_default()
     }
@@ -148,60 +245,109 @@ pub fn skip_summary(records: &BTreeMap<ScenarioId, Record>) -> Vec<String> {
         .collect()
 }
 
-/// Wall time per scenario (median, slowest five) and where teardown time goes.
-pub fn timings(records: &BTreeMap<ScenarioId, Record>, wall: Duration) -> String {
+/// Where a run's time went: its own phases (cluster start, scenarios, the
+/// waits after them), per scenario (median, slowest five), the fixed cost
+/// each scenario pays in harness work, and every setup and teardown phase.
+pub fn timings(records: &BTreeMap<ScenarioId, Record>, run: &Timings) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut ran: Vec<(&ScenarioId, &Record)> = records
         .iter()
         .filter(|(_, r)| r.outcome != Outcome::Skipped)
         .collect();
+    let total: Duration = run.iter().map(|(_, d)| *d).sum();
     let _ = writeln!(
         out,
-        "wall time: {:.1}s for {} scenarios",
-        wall.as_secs_f64(),
+        "run: {:.1}s for {} scenarios",
+        total.as_secs_f64(),
         ran.len()
     );
+    for (phase, d) in run {
+        let _ = writeln!(out, "  {:>6.1}s  {}", d.as_secs_f64(), phase.name);
+    }
     if ran.is_empty() {
         return out;
     }
     ran.sort_by_key(|(_, r)| r.duration);
+    let start: Duration = run
+        .iter()
+        .filter(|(p, _)| *p == CLUSTER_START)
+        .map(|(_, d)| *d)
+        .sum();
+    let floor = start + ran[ran.len() - 1].1.duration;
+    let _ = writeln!(
+        out,
+        "floor: {:.1}s (cluster start and the longest scenario); run/floor {:.2}",
+        floor.as_secs_f64(),
+        total.as_secs_f64() / floor.as_secs_f64().max(0.001)
+    );
     let median = ran[ran.len() / 2].1.duration;
     let _ = writeln!(out, "per scenario: median {:.1}s", median.as_secs_f64());
     let _ = writeln!(out, "slowest:");
     for (id, r) in ran.iter().rev().take(5) {
         let _ = writeln!(out, "  {:>6.1}s  {}", r.duration.as_secs_f64(), id);
     }
-    let mut phases: BTreeMap<&str, (Duration, usize)> = BTreeMap::new();
-    let mut total_teardown = Duration::ZERO;
-    for (_, r) in &ran {
-        for (phase, d) in &r.teardown {
-            let e = phases.entry(phase).or_default();
-            e.0 += *d;
-            e.1 += 1;
-            total_teardown += *d;
-        }
-    }
+    let mut fixed: Vec<Duration> = ran
+        .iter()
+        .map(|(_, r)| {
+            r.setup
+                .iter()
+                .chain(&r.teardown)
+                .filter(|(p, _)| p.cost == Cost::Harness)
+                .map(|(_, d)| *d)
+                .sum()
+        })
+        .collect();
+    fixed.sort();
     let _ = writeln!(
         out,
-        "teardown: {:.1}s in total ({:.0}% of scenario time)",
-        total_teardown.as_secs_f64(),
-        100.0 * total_teardown.as_secs_f64()
-            / ran
-                .iter()
-                .map(|(_, r)| r.duration.as_secs_f64())
-                .sum::<f64>()
-                .max(0.001)
+        "fixed cost per scenario (harness work in setup and teardown, not the waits upstream makes too): median {:.2}s, 90th percentile {:.2}s",
+        fixed[fixed.len() / 2].as_secs_f64(),
+        fixed[fixed.len() * 9 / 10].as_secs_f64()
     );
-    let mut phases: Vec<_> = phases.into_iter().collect();
-    phases.sort_by_key(|p| std::cmp::Reverse(p.1.0));
-    for (phase, (d, n)) in phases {
+    let scenario_time: f64 = ran.iter().map(|(_, r)| r.duration.as_secs_f64()).sum();
+    for (part, of) in [
+        ("setup", (|r: &Record| &r.setup) as fn(&Record) -> &Timings),
+        ("teardown", |r: &Record| &r.teardown),
+        (
+            "after the scenarios, beside the ones that followed",
+            |r: &Record| &r.after,
+        ),
+    ] {
+        let mut phases: BTreeMap<Phase, (Duration, usize)> = BTreeMap::new();
+        let mut sum = Duration::ZERO;
+        for (_, r) in &ran {
+            for (phase, d) in of(r) {
+                let e = phases.entry(*phase).or_default();
+                e.0 += *d;
+                e.1 += 1;
+                sum += *d;
+            }
+        }
+        if phases.is_empty() {
+            continue;
+        }
         let _ = writeln!(
             out,
-            "  {:>6.1}s  {phase} (mean {:.2}s over {n})",
-            d.as_secs_f64(),
-            d.as_secs_f64() / n as f64
+            "{part}: {:.1}s in total ({:.0}% of scenario time)",
+            sum.as_secs_f64(),
+            100.0 * sum.as_secs_f64() / scenario_time.max(0.001)
         );
+        let mut phases: Vec<_> = phases.into_iter().collect();
+        phases.sort_by_key(|p| std::cmp::Reverse(p.1.0));
+        for (phase, (d, n)) in phases {
+            let kind = match phase.cost {
+                Cost::Harness => "",
+                Cost::Wait => ", a wait upstream makes too",
+            };
+            let _ = writeln!(
+                out,
+                "  {:>6.1}s  {} (mean {:.2}s over {n}{kind})",
+                d.as_secs_f64(),
+                phase.name,
+                d.as_secs_f64() / n as f64
+            );
+        }
     }
     out
 }
@@ -267,11 +413,10 @@ mod tests {
 
     fn rec(outcome: Outcome, secs: u64) -> Record {
         Record {
-            outcome,
             duration: Duration::from_secs(secs),
-            teardown: vec![("driver", Duration::from_secs(1))],
+            teardown: vec![(Phase::harness("driver"), Duration::from_secs(1))],
             skip_reason: (outcome == Outcome::Skipped).then(|| "too few nodes".to_owned()),
-            artifacts: None,
+            ..Record::new(outcome)
         }
     }
 
@@ -308,10 +453,40 @@ mod tests {
         for i in 1..=7 {
             m.insert(id(i), rec(Outcome::Passed, i as u64));
         }
-        let t = timings(&m, Duration::from_secs(30));
+        let run = vec![
+            (CLUSTER_START, Duration::from_secs(5)),
+            (Phase::harness("scenarios"), Duration::from_secs(25)),
+        ];
+        let t = timings(&m, &run);
+        assert!(t.contains("run: 30.0s for 7 scenarios"), "{t}");
+        // 5 s to start and 7 s for the longest scenario.
+        assert!(t.contains("floor: 12.0s"), "{t}");
+        assert!(t.contains("run/floor 2.50"), "{t}");
         assert!(t.contains("median 4.0s"), "{t}");
         assert!(t.contains("7.0s  s7"), "{t}");
         assert!(t.contains("driver (mean 1.00s over 7)"), "{t}");
+        // Only harness phases count as fixed cost: 1 s of teardown each.
+        assert!(t.contains("fixed cost per scenario"), "{t}");
+        assert!(t.contains("median 1.00s"), "{t}");
+    }
+
+    #[test]
+    fn a_late_failure_fails_the_scenario_and_adds_its_time() {
+        let o = Outcomes::default();
+        o.record(id(1), rec(Outcome::Passed, 1));
+        let wiped = Phase::wait("wait for slices to be wiped");
+        o.finished_late(&id(1), wiped, Duration::from_secs(3), None);
+        assert_eq!(summary_line(&o.snapshot()), "1 passed, 0 failed");
+        o.finished_late(
+            &id(1),
+            wiped,
+            Duration::from_secs(120),
+            Some("slices stayed".into()),
+        );
+        let r = &o.snapshot()[&id(1)];
+        assert_eq!(r.outcome, Outcome::Failed);
+        assert_eq!(r.late_failure.as_deref(), Some("slices stayed"));
+        assert_eq!(r.after.len(), 2);
     }
 
     #[test]

@@ -190,9 +190,12 @@ fn controller_common(
             "/healthz,/readyz,/livez,/metrics",
         ),
         // Scenarios create and delete many objects in bursts; the default
-        // client rate limits would make controllers lag behind them.
-        arg("kube-api-qps", 100),
-        arg("kube-api-burst", 200),
+        // client rate limits would make controllers lag behind them. The
+        // namespace controller is the hungriest: about 64 requests to sweep
+        // one namespace, so at 100 a second the last scenarios' namespaces
+        // queued for seconds after the run.
+        arg("kube-api-qps", 1000),
+        arg("kube-api-burst", 2000),
     ];
     args.extend(gates_arg(s.feature_gates));
     args
