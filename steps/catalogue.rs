@@ -129,7 +129,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then pod \"<name>\" is running|scheduled|unschedulable|completed|failed|gone|pending",
-                description: "Wait (5 minutes) until the pod reaches the state; `unschedulable` fails if the pod gets scheduled.",
+                description: "Wait (5 minutes) until the pod reaches the state; `unschedulable` waits for the scheduler's reason `Unschedulable` and fails if the pod gets scheduled.",
                 example: "Then pod \"tester-1\" is running",
             },
             Entry {
@@ -194,7 +194,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then pod \"<name>\" gets a \"<reason>\" event containing \"<text>\"",
-                description: "An event with that reason and message appears for the pod.",
+                description: "An event with that reason and message appears for the pod (10 minutes). The text may name `${old uid:<claim>}`: the UID of a claim a plugin still has prepared under the name of a claim the scenario re-created.",
                 example: "Then pod \"tester-2\" gets a \"FailedPrepareDynamicResources\" event containing \"still exists\"",
             },
         ],
@@ -283,9 +283,9 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then the slices of driver \"new\" are unchanged",
             },
             Entry {
-                pattern: "Then the slices of <driver> are unchanged if the outage was shorter than the kubelet's wiping delay",
-                description: "After `is replaced by`: the check applies only when the outage was shorter than the wiping delay.",
-                example: "Then the slices of driver \"new\" are unchanged if the outage was shorter than the kubelet's wiping delay",
+                pattern: "Then the outage was shorter than the kubelet's wiping delay",
+                description: "After `is replaced by`: fails when the driver was gone as long as the kubelet's slice wiping delay (30s on a kubelet, `--wipe-delay` on simulated nodes).",
+                example: "Then the outage was shorter than the kubelet's wiping delay",
             },
             Entry {
                 pattern: "Then the slices of <driver> are removed",

@@ -325,7 +325,44 @@ pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::
 }
 
 async fn pod_is(w: &World, name: String, state: PodState) -> anyhow::Result<()> {
-    wait_pod(w, &name, state).await
+    if state != PodState::Unschedulable {
+        return wait_pod(w, &name, state).await;
+    }
+    // As upstream: the scheduler tried and found no node (reason
+    // `Unschedulable`); a pod merely not scheduled yet, or held back by
+    // scheduling gates, is not.
+    let api = w.api::<Pod>()?;
+    wait::object(
+        &api,
+        &name,
+        &format!("pod {name} to be unschedulable (PodScheduled=False, reason Unschedulable)"),
+        POD_TIMEOUT,
+        |p| match wait::pod_in_state(&name, state, p) {
+            Check::Done(()) => match scheduled_reason(p) {
+                Some("Unschedulable") => Check::Done(()),
+                other => Check::Pending(format!(
+                    "PodScheduled=False with reason {:?}; {}",
+                    other.unwrap_or(""),
+                    describe_pod(p)
+                )),
+            },
+            other => other,
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The reason of the pod's PodScheduled condition.
+fn scheduled_reason(p: Option<&Pod>) -> Option<&str> {
+    p?.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .reason
+        .as_deref()
 }
 
 async fn all_pods_are(w: &World, state: PodState) -> anyhow::Result<()> {
@@ -667,7 +704,31 @@ async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The scenario's placeholders, plus `old uid:<claim>` for each claim a
+/// plugin still has prepared under the name of a claim the scenario
+/// re-created since: the UID the kubelet names when it blocks the new one.
+fn vars_with_old_claims(w: &World) -> BTreeMap<String, String> {
+    let mut vars = w.vars();
+    for (_, d) in w.scenario.drivers() {
+        for n in d.nodenames() {
+            let Some(prepared) = d.prepared(n) else {
+                continue;
+            };
+            for c in prepared.claims() {
+                if w.scenario
+                    .claim_uid(&c.name)
+                    .is_some_and(|now| now != c.uid)
+                {
+                    vars.insert(format!("old uid:{}", c.name), c.uid);
+                }
+            }
+        }
+    }
+    vars
+}
+
 async fn pod_event(w: &World, pod: String, reason: String, text: String) -> anyhow::Result<()> {
+    let text = objects::expand(&text, &vars_with_old_claims(w))?;
     let api = w.api::<Event>()?;
     let config = watcher::Config::default().fields(&format!("involvedObject.name={pod}"));
     wait::list(
