@@ -138,6 +138,21 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then all pods are scheduled",
             },
             Entry {
+                pattern: "Then pod \"<name>\" is running with env \"<k=v>\"[, \"<k=v>\"]... in every container",
+                description: "Upstream's TestPod: wait (5 minutes) until the pod runs, then every one of its containers has each entry in its env.",
+                example: "Then pod \"tester-1\" is running with env \"admin_x=y\" and \"user_a=b\" in every container",
+            },
+            Entry {
+                pattern: "Then all pods are running with env \"<k=v>\"[, \"<k=v>\"]... in every container",
+                description: "The same for every pod the scenario created.",
+                example: "Then all pods are running with env \"admin_x=y\" and \"user_a=b\" in every container",
+            },
+            Entry {
+                pattern: "Then each pod in turn is scheduled|running with env \"<k=v>\"... in every container and then deleted",
+                description: "For pods created at once that compete for devices: each, in whatever order, gets there (5 minutes per pod), is deleted and gone, which frees its devices for the others.",
+                example: "Then each pod in turn is scheduled and then deleted",
+            },
+            Entry {
                 pattern: "Then pod \"<name>\" stays pending|running for <duration>",
                 description: "The pod stays Pending, or Running and not being deleted, the whole time (checked every 200ms).",
                 example: "Then pod \"tester-1\" stays pending for 20s",

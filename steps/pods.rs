@@ -37,6 +37,17 @@ sentences! {
     #[then(expr = "all pods are {podstate}")]
     fn all_pods_are(state: PodState);
 
+    #[then(expr = "pod {string} is running with env {strings} in every container")]
+    fn pod_running_with_env(name: String, env: Strings);
+
+    #[then(expr = "all pods are running with env {strings} in every container")]
+    fn all_running_with_env(env: Strings);
+
+    /// The pods compete for devices: each must get there once the ones
+    /// before it are deleted, in whatever order the scheduler picks them.
+    #[then(expr = "each pod in turn is {readiness} and then deleted")]
+    fn each_in_turn(readiness: Readiness);
+
     #[then(expr = "pod {string} stays {steadystate} for {duration}")]
     fn stays(name: String, state: SteadyPodState, d: Dur);
 
@@ -82,6 +93,36 @@ sentences! {
 
 /// Upstream's PodStart timeout.
 pub const POD_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What upstream's TestPod checks of a pod: scheduled, when the driver is
+/// not registered with the kubelet; otherwise running, with these env
+/// entries in every container.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "readiness",
+    regex = r#"scheduled|running with env ".+" in every container"#
+)]
+pub enum Readiness {
+    Scheduled,
+    RunningWithEnv(Vec<String>),
+}
+
+impl std::str::FromStr for Readiness {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "scheduled" {
+            return Ok(Readiness::Scheduled);
+        }
+        s.strip_prefix("running with env ")
+            .and_then(|r| r.strip_suffix(" in every container"))
+            .map(|list| Readiness::RunningWithEnv(quoted_list(list)))
+            .ok_or_else(|| {
+                format!(
+                    "expected `scheduled` or `running with env \"k=v\"... in every container`, got {s:?}"
+                )
+            })
+    }
+}
 
 /// The template of an inline claim, as a pod step's options shape it.
 struct InlineTemplate {
@@ -363,6 +404,85 @@ fn scheduled_reason(p: Option<&Pod>) -> Option<&str> {
         .find(|c| c.type_ == "PodScheduled")?
         .reason
         .as_deref()
+}
+
+async fn wait_pod_within(
+    w: &World,
+    name: &str,
+    state: PodState,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let api = w.api::<Pod>()?;
+    let what = format!("pod {name} to be {state:?}").to_lowercase();
+    wait::object(&api, name, &what, timeout, |p| {
+        wait::pod_in_state(name, state, p)
+    })
+    .await?;
+    Ok(())
+}
+
+/// Waits until the pod is as `readiness` says, checking the env of each
+/// of its containers once it runs.
+async fn reach(
+    w: &World,
+    pod: &str,
+    readiness: &Readiness,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    match readiness {
+        Readiness::Scheduled => wait_pod_within(w, pod, PodState::Scheduled, timeout).await,
+        Readiness::RunningWithEnv(want) => {
+            wait_pod_within(w, pod, PodState::Running, timeout).await?;
+            let containers: Vec<String> = w
+                .pod(pod)
+                .await?
+                .spec
+                .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                .unwrap_or_default();
+            for c in containers {
+                let env = env_of(w, pod, &c).await?;
+                check_env(&format!("container {c}"), pod, want, &env)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn pod_running_with_env(w: &World, name: String, env: Strings) -> anyhow::Result<()> {
+    reach(w, &name, &Readiness::RunningWithEnv(env.0), POD_TIMEOUT).await
+}
+
+async fn all_running_with_env(w: &World, env: Strings) -> anyhow::Result<()> {
+    let readiness = Readiness::RunningWithEnv(env.0);
+    let names: Vec<String> = w.scenario.pods().map(|p| p.name.clone()).collect();
+    if names.is_empty() {
+        bail!("the scenario created no pods");
+    }
+    let waits = names.iter().map(|p| reach(w, p, &readiness, POD_TIMEOUT));
+    futures::future::try_join_all(waits).await?;
+    Ok(())
+}
+
+async fn each_in_turn(w: &World, readiness: Readiness) -> anyhow::Result<()> {
+    let names: Vec<String> = w.scenario.pods().map(|p| p.name.clone()).collect();
+    if names.is_empty() {
+        bail!("the scenario created no pods");
+    }
+    // A pod may wait for every other one to come and go first.
+    let timeout = POD_TIMEOUT * names.len() as u32;
+    let pods = w.api::<Pod>()?;
+    let turns = names.iter().map(|name| {
+        let (readiness, pods) = (&readiness, &pods);
+        async move {
+            reach(w, name, readiness, timeout).await?;
+            pods.delete(name, &DeleteParams::default())
+                .await
+                .with_context(|| format!("deleting pod {name}"))?;
+            wait_pod_within(w, name, PodState::Gone, timeout).await
+        }
+    });
+    futures::future::try_join_all(turns).await?;
+    Ok(())
 }
 
 async fn all_pods_are(w: &World, state: PodState) -> anyhow::Result<()> {
