@@ -193,6 +193,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then container \"with-resource\" of pod \"tester-1\" gets request \"container-0-request-0\" of the extended resource claim of pod \"tester-1\"",
             },
             Entry {
+                pattern: "Then container \"<c>\" of pod \"<name>\" gets|does not get requests \"<request>\"[, \"<request>\"]... of <claim>",
+                description: "The same for each of several requests of the claim.",
+                example: "Then container \"with-resource-1\" of pod \"tester-1\" gets requests \"container-1-request-0\", \"container-1-request-1\" of the extended resource claim of pod \"tester-1\"",
+            },
+            Entry {
                 pattern: "Then pod \"<name>\" has extended resource requests: (table | container | resource | request |)",
                 description: "The pod's extendedResourceClaimStatus maps exactly these container resources to requests of its extended resource claim.",
                 example: "Then pod \"tester-1\" has extended resource requests:",

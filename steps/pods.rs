@@ -81,6 +81,9 @@ sentences! {
     #[then(expr = "container {string} of pod {string} {gets} request {string} of {claim}")]
     fn gets_request(container: String, pod: String, gets: Gets, request: String, claim: ClaimPhrase);
 
+    #[then(expr = "container {string} of pod {string} {gets} requests {strings} of {claim}")]
+    fn gets_requests(container: String, pod: String, gets: Gets, requests: Strings, claim: ClaimPhrase);
+
     #[then(expr = "pod {string} has extended resource requests:")]
     fn extended_requests(pod: String, step: Step<'_>);
 
@@ -745,23 +748,36 @@ async fn gets_request(
     request: String,
     claim: ClaimPhrase,
 ) -> anyhow::Result<()> {
+    gets_requests(w, container, pod, gets, Strings(vec![request]), claim).await
+}
+
+async fn gets_requests(
+    w: &World,
+    container: String,
+    pod: String,
+    gets: Gets,
+    requests: Strings,
+    claim: ClaimPhrase,
+) -> anyhow::Result<()> {
     wait_pod(w, &pod, PodState::Running).await?;
     let name = claim_name(w, &claim).await?;
-    // The driver marks every request it prepared with this env entry, so
-    // it shows which requests' devices reached the container.
-    let marker = format!(
-        "{}=true",
-        driver_logic::marker_env_key(&name, driver_logic::base_request(&request))
-    );
     let env = env_of(w, &pod, &container).await?;
     let want = gets.0;
-    if env.contains(&marker) != want {
-        bail!(
-            "container {container} of pod {pod}: expected {}the device of request {request} of claim {name} \
-             (env {marker}); its DRA env is {:?}",
-            if want { "" } else { "not " },
-            driver_env(&env)
+    for request in &requests.0 {
+        // The driver marks every request it prepared with this env entry, so
+        // it shows which requests' devices reached the container.
+        let marker = format!(
+            "{}=true",
+            driver_logic::marker_env_key(&name, driver_logic::base_request(request))
         );
+        if env.contains(&marker) != want {
+            bail!(
+                "container {container} of pod {pod}: expected {}the device of request {request} of claim {name} \
+                 (env {marker}); its DRA env is {:?}",
+                if want { "" } else { "not " },
+                driver_env(&env)
+            );
+        }
     }
     Ok(())
 }
