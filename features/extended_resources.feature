@@ -345,6 +345,7 @@ Feature: DRA-backed extended resources
     When pod "tester-1" without claims is created
       | extended resource | ${driver}/resource-0=10 |
     Then pod "tester-1" is running
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
     When pod "tester-2" without claims is created
       | extended resource | ${driver}/resource-0=10 |
     Then pod "tester-2" is unschedulable
