@@ -99,7 +99,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When <claim> is deleted|force-deleted",
-                description: "Delete the claim; force-deletion also drops its finalizers.",
+                description: "Delete the claim; force-deletion with a grace period of 0. Its finalizer stays: the control plane removes it once no pod reserves the claim.",
                 example: "When claim \"external-claim\" is force-deleted",
             },
             Entry {
@@ -264,7 +264,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then the plugin on <node> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
-                description: "Tell a force-deleted claim from its re-created namesake by UID.",
+                description: "Tell a force-deleted claim from its re-created namesake by UID; `only the current claim` is checked at once, not waited for.",
                 example: "Then the plugin on node 0 has prepared only the current claim \"external-claim\"",
             },
         ],
