@@ -66,7 +66,8 @@ Feature: driver lifecycle
     And pod "tester-1" with an inline claim is created
       | device class | ${class:old} |
     Then pod "tester-1" is running
-    And the slices of driver "new" are unchanged if the outage was shorter than the kubelet's wiping delay
+    And the outage was shorter than the kubelet's wiping delay
+    And the slices of driver "new" are unchanged
     When all pods are deleted
     And driver "new" is torn down
     Then the slices of driver "new" are removed

@@ -15,36 +15,193 @@ Feature: DRA-backed extended resources
   @KubeletMinVersion:1.34
   Scenario: must run a pod with explicit extended resource with one container one resource
     Given a device class serving extended resource "${driver}/resource-0"
-    When pod "tester-1" without claims is created
-      | extended resource | ${driver}/resource-0=1 |
+    # Upstream's pod: an init container asking for two of each, a sidecar, a
+    # second init container, then the main container at index 3. The init
+    # containers' scripts must find their devices for the pod to start.
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: Pod
+      metadata: { name: tester-1 }
+      spec:
+        restartPolicy: Never
+        initContainers:
+        - name: with-resource-init
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_1_request_0=true"]
+          resources: { requests: { ${driver}/resource-0: "2" }, limits: { ${driver}/resource-0: "2" } }
+        - name: with-resource-sidecar
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          restartPolicy: Always
+          command: [sh, -c, "while true; do env; env|grep container_1_request_0=true; echo $?; sleep 5; done"]
+          resources: { requests: { ${driver}/resource-0: "1" }, limits: { ${driver}/resource-0: "1" } }
+        - name: with-resource-init-1
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_3_request_0=true"]
+          resources: { requests: { ${driver}/resource-0: "1" }, limits: { ${driver}/resource-0: "1" } }
+        containers:
+        - name: with-resource
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "trap exit TERM; while true; do sleep 1; done"]
+          resources: { requests: { ${driver}/resource-0: "1" }, limits: { ${driver}/resource-0: "1" } }
+      """
     Then pod "tester-1" is running
     And pod "tester-1" has extended resource requests:
-      | container     | resource             | request               |
-      | with-resource | ${driver}/resource-0 | container-0-request-0 |
+      | container             | resource             | request               |
+      | with-resource         | ${driver}/resource-0 | container-3-request-0 |
+      | with-resource-init    | ${driver}/resource-0 | container-1-request-0 |
+      | with-resource-init    | ${driver}/resource-0 | container-3-request-0 |
+      | with-resource-init-1  | ${driver}/resource-0 | container-3-request-0 |
+      | with-resource-sidecar | ${driver}/resource-0 | container-1-request-0 |
     And the extended resource claim of pod "tester-1" is allocated
     And the extended resource claim of pod "tester-1" is reserved for pod "tester-1"
-    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource" of pod "tester-1" gets requests "container-3-request-0" of the extended resource claim of pod "tester-1"
 
   @KubeletMinVersion:1.35
   Scenario: must run a pod with implicit extended resource with one container one resource
     Given a device class
-    When pod "tester-1" without claims is created
-      | extended resource | deviceclass.resource.kubernetes.io/${class}=1 |
+    # Upstream's pod: an init container asking for two of each, a sidecar, a
+    # second init container, then the main container at index 3. The init
+    # containers' scripts must find their devices for the pod to start.
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: Pod
+      metadata: { name: tester-1 }
+      spec:
+        restartPolicy: Never
+        initContainers:
+        - name: with-resource-init
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_1_request_0=true"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "2" }, limits: { deviceclass.resource.kubernetes.io/${class}: "2" } }
+        - name: with-resource-sidecar
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          restartPolicy: Always
+          command: [sh, -c, "while true; do env; env|grep container_1_request_0=true; echo $?; sleep 5; done"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { deviceclass.resource.kubernetes.io/${class}: "1" } }
+        - name: with-resource-init-1
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_3_request_0=true"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { deviceclass.resource.kubernetes.io/${class}: "1" } }
+        containers:
+        - name: with-resource
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "trap exit TERM; while true; do sleep 1; done"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { deviceclass.resource.kubernetes.io/${class}: "1" } }
+      """
     Then pod "tester-1" is running
     And pod "tester-1" has extended resource requests:
-      | container     | resource                                     | request               |
-      | with-resource | deviceclass.resource.kubernetes.io/${class} | container-0-request-0 |
-    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
+      | container             | resource                                    | request               |
+      | with-resource         | deviceclass.resource.kubernetes.io/${class} | container-3-request-0 |
+      | with-resource-init    | deviceclass.resource.kubernetes.io/${class} | container-1-request-0 |
+      | with-resource-init    | deviceclass.resource.kubernetes.io/${class} | container-3-request-0 |
+      | with-resource-init-1  | deviceclass.resource.kubernetes.io/${class} | container-3-request-0 |
+      | with-resource-sidecar | deviceclass.resource.kubernetes.io/${class} | container-1-request-0 |
+    And container "with-resource" of pod "tester-1" gets requests "container-3-request-0" of the extended resource claim of pod "tester-1"
 
   @KubeletMinVersion:1.35
   Scenario: must run a pod with both implicit and explicit extended resource with one container two resources
     Given a device class serving extended resource "${driver}/resource-0"
-    When pod "tester-1" without claims is created
-      | extended resource | ${driver}/resource-0=1, deviceclass.resource.kubernetes.io/${class}=1 |
+    # Upstream's pod: an init container asking for two of each, a sidecar, a
+    # second init container, then the main container at index 3. The init
+    # containers' scripts must find their devices for the pod to start.
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: Pod
+      metadata: { name: tester-1 }
+      spec:
+        restartPolicy: Never
+        initContainers:
+        - name: with-resource-init
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_1_request_0=true"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "2", ${driver}/resource-0: "2" }, limits: { deviceclass.resource.kubernetes.io/${class}: "2", ${driver}/resource-0: "2" } }
+        - name: with-resource-sidecar
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          restartPolicy: Always
+          command: [sh, -c, "while true; do env; env|grep container_1_request_0=true; echo $?; sleep 5; done"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "1", ${driver}/resource-0: "1" }, limits: { deviceclass.resource.kubernetes.io/${class}: "1", ${driver}/resource-0: "1" } }
+        - name: with-resource-init-1
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_3_request_0=true"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "1", ${driver}/resource-0: "1" }, limits: { deviceclass.resource.kubernetes.io/${class}: "1", ${driver}/resource-0: "1" } }
+        containers:
+        - name: with-resource
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "trap exit TERM; while true; do sleep 1; done"]
+          resources: { requests: { deviceclass.resource.kubernetes.io/${class}: "1", ${driver}/resource-0: "1" }, limits: { deviceclass.resource.kubernetes.io/${class}: "1", ${driver}/resource-0: "1" } }
+      """
     Then pod "tester-1" is running
-    And the extended resource claim of pod "tester-1" is allocated with results "container-0-request-0", "container-0-request-1"
-    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
-    And container "with-resource" of pod "tester-1" gets request "container-0-request-1" of the extended resource claim of pod "tester-1"
+    And pod "tester-1" has extended resource requests:
+      | container             | resource                                    | request               |
+      | with-resource         | deviceclass.resource.kubernetes.io/${class} | container-3-request-0 |
+      | with-resource         | ${driver}/resource-0                        | container-3-request-1 |
+      | with-resource-init    | deviceclass.resource.kubernetes.io/${class} | container-1-request-0 |
+      | with-resource-init    | deviceclass.resource.kubernetes.io/${class} | container-3-request-0 |
+      | with-resource-init    | ${driver}/resource-0                        | container-1-request-1 |
+      | with-resource-init    | ${driver}/resource-0                        | container-3-request-1 |
+      | with-resource-init-1  | deviceclass.resource.kubernetes.io/${class} | container-3-request-0 |
+      | with-resource-init-1  | ${driver}/resource-0                        | container-3-request-1 |
+      | with-resource-sidecar | deviceclass.resource.kubernetes.io/${class} | container-1-request-0 |
+      | with-resource-sidecar | ${driver}/resource-0                        | container-1-request-1 |
+    And container "with-resource" of pod "tester-1" gets requests "container-3-request-0", "container-3-request-1" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.34
+  Scenario: must run a pod with explicit extended resource with one container three resources
+    Given a device class serving extended resource "${driver}/resource-0"
+    And device class "${class}-1" is created as a copy of the device class, serving extended resource "${driver}/resource-1"
+    And device class "${class}-2" is created as a copy of the device class, serving extended resource "${driver}/resource-2"
+    # Upstream's pod: an init container asking for two of each, a sidecar, a
+    # second init container, then the main container at index 3. The init
+    # containers' scripts must find their devices for the pod to start.
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: Pod
+      metadata: { name: tester-1 }
+      spec:
+        restartPolicy: Never
+        initContainers:
+        - name: with-resource-init
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_1_request_0=true"]
+          resources: { requests: { ${driver}/resource-0: "2", ${driver}/resource-1: "2", ${driver}/resource-2: "2" }, limits: { ${driver}/resource-0: "2", ${driver}/resource-1: "2", ${driver}/resource-2: "2" } }
+        - name: with-resource-sidecar
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          restartPolicy: Always
+          command: [sh, -c, "while true; do env; env|grep container_1_request_0=true; echo $?; sleep 5; done"]
+          resources: { requests: { ${driver}/resource-0: "1", ${driver}/resource-1: "1", ${driver}/resource-2: "1" }, limits: { ${driver}/resource-0: "1", ${driver}/resource-1: "1", ${driver}/resource-2: "1" } }
+        - name: with-resource-init-1
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep container_3_request_0=true"]
+          resources: { requests: { ${driver}/resource-0: "1", ${driver}/resource-1: "1", ${driver}/resource-2: "1" }, limits: { ${driver}/resource-0: "1", ${driver}/resource-1: "1", ${driver}/resource-2: "1" } }
+        containers:
+        - name: with-resource
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "trap exit TERM; while true; do sleep 1; done"]
+          resources: { requests: { ${driver}/resource-0: "1", ${driver}/resource-1: "1", ${driver}/resource-2: "1" }, limits: { ${driver}/resource-0: "1", ${driver}/resource-1: "1", ${driver}/resource-2: "1" } }
+      """
+    Then pod "tester-1" is running
+    And pod "tester-1" has extended resource requests:
+      | container             | resource             | request               |
+      | with-resource         | ${driver}/resource-0 | container-3-request-0 |
+      | with-resource         | ${driver}/resource-1 | container-3-request-1 |
+      | with-resource         | ${driver}/resource-2 | container-3-request-2 |
+      | with-resource-init    | ${driver}/resource-0 | container-1-request-0 |
+      | with-resource-init    | ${driver}/resource-0 | container-3-request-0 |
+      | with-resource-init    | ${driver}/resource-1 | container-1-request-1 |
+      | with-resource-init    | ${driver}/resource-1 | container-3-request-1 |
+      | with-resource-init    | ${driver}/resource-2 | container-1-request-2 |
+      | with-resource-init    | ${driver}/resource-2 | container-3-request-2 |
+      | with-resource-init-1  | ${driver}/resource-0 | container-3-request-0 |
+      | with-resource-init-1  | ${driver}/resource-1 | container-3-request-1 |
+      | with-resource-init-1  | ${driver}/resource-2 | container-3-request-2 |
+      | with-resource-sidecar | ${driver}/resource-0 | container-1-request-0 |
+      | with-resource-sidecar | ${driver}/resource-1 | container-1-request-1 |
+      | with-resource-sidecar | ${driver}/resource-2 | container-1-request-2 |
+    And container "with-resource" of pod "tester-1" gets requests "container-3-request-0", "container-3-request-1", "container-3-request-2" of the extended resource claim of pod "tester-1"
 
   @KubeletMinVersion:1.35
   Scenario: must run a pod with extended resource with resource quota
@@ -62,23 +219,48 @@ Feature: DRA-backed extended resources
           ${class}.deviceclass.resource.k8s.io/devices: "10"
       """
     And resource quota "test-quota" reports 0 used for "${class}.deviceclass.resource.k8s.io/devices"
-    # One device under each name: two devices of the class, in one claim.
-    # Quota charges every device of the class to each of its names, however
-    # it was asked for, so the three device figures stay equal.
-    When pod "tester-1" without claims is created
-      | extended resource | ${driver}/resource-0=1, deviceclass.resource.kubernetes.io/${class}=1 |
+    # Upstream's pod: every container asks for one device under each name.
+    # The quota charges a device of the class to each of its names, however
+    # it was asked for.
+    And the following objects are created:
+      """
+      apiVersion: v1
+      kind: Pod
+      metadata: { name: tester-1 }
+      spec:
+        restartPolicy: Never
+        initContainers:
+        - name: with-resource-init
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep request_0=true"]
+          resources: { requests: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" } }
+        - name: with-resource-sidecar
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          restartPolicy: Always
+          command: [sh, -c, "env|grep container_1_request_0=true; sleep 1"]
+          resources: { requests: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" } }
+        - name: with-resource-init-1
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "env|grep request_0=true"]
+          resources: { requests: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" } }
+        containers:
+        - name: with-resource
+          image: registry.k8s.io/e2e-test-images/busybox:1.37.0-1
+          command: [sh, -c, "trap exit TERM; while true; do sleep 1; done"]
+          resources: { requests: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" }, limits: { ${driver}/resource-0: "1", deviceclass.resource.kubernetes.io/${class}: "1" } }
+      """
     Then pod "tester-1" is running
-    And resource quota "test-quota" reports 1 used for "count/resourceclaims.resource.k8s.io"
-    And resource quota "test-quota" reports 2 used for "requests.${driver}/resource-0"
-    And resource quota "test-quota" reports 2 used for "requests.deviceclass.resource.kubernetes.io/${class}"
-    And resource quota "test-quota" reports 2 used for "${class}.deviceclass.resource.k8s.io/devices"
+    And container "with-resource" of pod "tester-1" gets requests "container-3-request-0", "container-3-request-1" of the extended resource claim of pod "tester-1"
     Given an external claim "external-claim"
     When pod "tester-2" using claim "external-claim" is created
-    Then pod "tester-2" is running
+    Then pod "tester-2" is running with env "user_a=b" in every container
+    # The external claim's device, plus the four of the pod's claim: the
+    # sidecar and the main container need one under each name, the other
+    # init containers reuse theirs.
     And resource quota "test-quota" reports 2 used for "count/resourceclaims.resource.k8s.io"
-    And resource quota "test-quota" reports 3 used for "requests.${driver}/resource-0"
-    And resource quota "test-quota" reports 3 used for "requests.deviceclass.resource.kubernetes.io/${class}"
-    And resource quota "test-quota" reports 3 used for "${class}.deviceclass.resource.k8s.io/devices"
+    And resource quota "test-quota" reports 5 used for "requests.${driver}/resource-0"
+    And resource quota "test-quota" reports 5 used for "requests.deviceclass.resource.kubernetes.io/${class}"
+    And resource quota "test-quota" reports 5 used for "${class}.deviceclass.resource.k8s.io/devices"
 
   @KubeletMinVersion:1.34
   Scenario: must run a pod with explicit extended resource with three containers one resource each
@@ -103,6 +285,32 @@ Feature: DRA-backed extended resources
     And container "with-resource-2" of pod "tester-1" does not get request "container-0-request-0" of the extended resource claim of pod "tester-1"
 
   @KubeletMinVersion:1.34
+  Scenario: must run a pod with explicit extended resource with three containers multiple resources each
+    Given a device class serving extended resource "${driver}/resource-0"
+    And device class "${class}-1" is created as a copy of the device class, serving extended resource "${driver}/resource-1"
+    And device class "${class}-2" is created as a copy of the device class, serving extended resource "${driver}/resource-2"
+    And device class "${class}-3" is created as a copy of the device class, serving extended resource "${driver}/resource-3"
+    And device class "${class}-4" is created as a copy of the device class, serving extended resource "${driver}/resource-4"
+    And device class "${class}-5" is created as a copy of the device class, serving extended resource "${driver}/resource-5"
+    When pod "tester-1" without claims is created
+      | containers                     | 3                                                                    |
+      | container 0 extended resources | ${driver}/resource-0=1                                               |
+      | container 1 extended resources | ${driver}/resource-1=1, ${driver}/resource-2=1                       |
+      | container 2 extended resources | ${driver}/resource-3=1, ${driver}/resource-4=1, ${driver}/resource-5=1 |
+    Then pod "tester-1" is running
+    And pod "tester-1" has extended resource requests:
+      | container       | resource             | request               |
+      | with-resource   | ${driver}/resource-0 | container-0-request-0 |
+      | with-resource-1 | ${driver}/resource-1 | container-1-request-0 |
+      | with-resource-1 | ${driver}/resource-2 | container-1-request-1 |
+      | with-resource-2 | ${driver}/resource-3 | container-2-request-0 |
+      | with-resource-2 | ${driver}/resource-4 | container-2-request-1 |
+      | with-resource-2 | ${driver}/resource-5 | container-2-request-2 |
+    And container "with-resource" of pod "tester-1" gets requests "container-0-request-0" of the extended resource claim of pod "tester-1"
+    And container "with-resource-1" of pod "tester-1" gets requests "container-1-request-0", "container-1-request-1" of the extended resource claim of pod "tester-1"
+    And container "with-resource-2" of pod "tester-1" gets requests "container-2-request-0", "container-2-request-1", "container-2-request-2" of the extended resource claim of pod "tester-1"
+
+  @KubeletMinVersion:1.34
   Scenario: must accurately populate ExtendedResourceClaimStatus
     Given a device class serving extended resource "${driver}/resource-0"
     And device class "${class}-1" is created as a copy of the device class, serving extended resource "${driver}/resource-1"
@@ -114,6 +322,7 @@ Feature: DRA-backed extended resources
       | with-resource | ${driver}/resource-0 | container-0-request-0 |
       | with-resource | ${driver}/resource-1 | container-0-request-1 |
     And the extended resource claim of pod "tester-1" is allocated with results "container-0-request-0", "container-0-request-0", "container-0-request-1"
+    And container "with-resource" of pod "tester-1" gets requests "container-0-request-0", "container-0-request-1" of the extended resource claim of pod "tester-1"
 
   @KubeletMinVersion:1.34
   Scenario Outline: must cleanup extended resource claims when pods <end>
@@ -136,6 +345,7 @@ Feature: DRA-backed extended resources
     When pod "tester-1" without claims is created
       | extended resource | ${driver}/resource-0=10 |
     Then pod "tester-1" is running
+    And container "with-resource" of pod "tester-1" gets request "container-0-request-0" of the extended resource claim of pod "tester-1"
     When pod "tester-2" without claims is created
       | extended resource | ${driver}/resource-0=10 |
     Then pod "tester-2" is unschedulable

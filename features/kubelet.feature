@@ -118,7 +118,7 @@ Feature: kubelet
     Given an external claim "external-claim"
     When pod "tester-2" using claim "external-claim" is created
       | node selector | 0 |
-    Then pod "tester-2" gets a "FailedPrepareDynamicResources" event containing "still exists"
+    Then pod "tester-2" gets a "FailedPrepareDynamicResources" event containing "old ResourceClaim with same name external-claim and different UID ${old uid:external-claim} still exists"
     When NodeUnprepareResources no longer fails on node 0
     Then pod "tester-2" is running
     And the plugin on node 0 has prepared only the current claim "external-claim"
@@ -153,4 +153,13 @@ Feature: kubelet
               image: registry.k8s.io/pause:3.10
               resources: { claims: [ { name: my-inline-claim } ] }
       """
-    Then daemonset "monitor" runs a pod on node 0
+    Then ResourceClaimTemplate "admin-template" has:
+      """
+      spec:
+        spec:
+          devices:
+            requests:
+            - name: my-request
+              exactly: { adminAccess: true }
+      """
+    And daemonset "monitor" runs a pod on node 0

@@ -14,35 +14,21 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
-
-  Scenario: supports claim and class parameters (kubelet env)
-    Given 1 ready node
-    And a driver with 1 device per node
-    And a device class with parameters {"x":"y"}
-    When pod "tester-1" with an inline claim is created
-    Then pod "tester-1" is running
-    And every container of pod "tester-1" has env "admin_x=y" and "user_a=b"
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports reusing resources (<mode>)
     Given 1 ready node
     And a driver with 1 device per node<registration>
     And a device class with parameters {"x":"y"}
-    When pod "tester-1" with an inline claim is created
-    Then pod "tester-1" is <state>
-    When pod "tester-1" is deleted
-    And pod "tester-2" with an inline claim is created
-    Then pod "tester-2" is <state>
-    When pod "tester-2" is deleted
-    And pod "tester-3" with an inline claim is created
-    Then pod "tester-3" is <state>
+    When 5 pods "tester" with an inline claim are created
+    Then each pod in turn is <state> and then deleted
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports sharing a claim concurrently (<mode>)
     Given 1 ready node
@@ -53,9 +39,9 @@ Feature: single node
     Then all pods are <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: retries pod scheduling after creating device class (<mode>)
     Given 1 ready node
@@ -68,9 +54,9 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: retries pod scheduling after updating device class (<mode>)
     Given 1 ready node
@@ -83,9 +69,9 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: runs a pod without a generated resource claim (<mode>)
     Given 1 ready node
@@ -109,9 +95,9 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports inline claim referenced by multiple containers (<mode>)
     Given 1 ready node
@@ -122,17 +108,9 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
-
-  Scenario: supports inline claim referenced by multiple containers (kubelet env)
-    Given 1 ready node
-    And a driver with 1 device per node
-    And a device class with parameters {"x":"y"}
-    When pod "tester-1" with an inline claim is created
-      | containers | 3 |
-    Then every container of pod "tester-1" has env "admin_x=y" and "user_a=b"
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports simple pod referencing external resource claim (<mode>)
     Given 1 ready node
@@ -143,9 +121,9 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports external claim referenced by multiple pods (<mode>)
     Given 1 ready node
@@ -156,9 +134,9 @@ Feature: single node
     Then all pods are <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports external claim referenced by multiple containers of multiple pods (<mode>)
     Given 1 ready node
@@ -170,9 +148,9 @@ Feature: single node
     Then all pods are <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario Outline: supports init containers (<mode>)
     Given 1 ready node
@@ -183,9 +161,9 @@ Feature: single node
     Then pod "tester-1" is <state>
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   Scenario: supports init containers (kubelet env)
     Given 1 ready node
@@ -208,9 +186,9 @@ Feature: single node
     Then claim "external-claim" is deallocated
 
     Examples:
-      | mode          | registration                      | state     |
-      | control plane | , not registered with the kubelet | scheduled |
-      | kubelet       |                                   | running   |
+      | mode          | registration                      | state                                                            |
+      | control plane | , not registered with the kubelet | scheduled                                                        |
+      | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   # Needs the sample device plugin, a real pod: only on a cluster with a container runtime.
   @ContainerRuntime @serial

@@ -255,26 +255,13 @@ async fn old_prepared(w: &World, node: NodeSel, claim: String) -> anyhow::Result
 
 async fn only_current(w: &World, node: NodeSel, claim: String) -> anyhow::Result<()> {
     let current = w.claim(&claim).await?.metadata.uid.unwrap_or_default();
+    // Checked at once, not waited for: a pod that runs must not have been
+    // started before the old claim was unprepared.
     for n in node.resolve(w).await? {
-        let driver = w.driver(&DriverRef::The)?;
-        let prepared = driver
-            .prepared(&n)
-            .ok_or_else(|| anyhow::anyhow!("no plugin on {n}"))?;
-        let want = current.clone();
-        let name = claim.clone();
-        prepared
-            .wait_until(
-                &format!("only claim {claim} ({current}) prepared"),
-                Duration::from_secs(120),
-                move |claims| claims.len() == 1 && claims[0].name == name && claims[0].uid == want,
-            )
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "expected only claim {claim} ({current}) prepared on {n}: {e}; prepared: {:?}",
-                    prepared.claims()
-                )
-            })?;
+        let names = prepared_names(w, &DriverRef::The, &n)?;
+        if names != [(claim.clone(), current.clone())] {
+            bail!("expected only claim {claim} ({current}) prepared on {n}; prepared: {names:?}");
+        }
     }
     Ok(())
 }

@@ -99,7 +99,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When <claim> is deleted|force-deleted",
-                description: "Delete the claim; force-deletion also drops its finalizers.",
+                description: "Delete the claim; force-deletion with a grace period of 0. Its finalizer stays: the control plane removes it once no pod reserves the claim.",
                 example: "When claim \"external-claim\" is force-deleted",
             },
             Entry {
@@ -129,13 +129,28 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then pod \"<name>\" is running|scheduled|unschedulable|completed|failed|gone|pending",
-                description: "Wait (5 minutes) until the pod reaches the state; `unschedulable` fails if the pod gets scheduled.",
+                description: "Wait (5 minutes) until the pod reaches the state; `unschedulable` waits for the scheduler's reason `Unschedulable` and fails if the pod gets scheduled.",
                 example: "Then pod \"tester-1\" is running",
             },
             Entry {
                 pattern: "Then all pods are <state>",
                 description: "Every pod the scenario created reaches the state.",
                 example: "Then all pods are scheduled",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" is running with env \"<k=v>\"[, \"<k=v>\"]... in every container",
+                description: "Upstream's TestPod: wait (5 minutes) until the pod runs, then every one of its containers has each entry in its env.",
+                example: "Then pod \"tester-1\" is running with env \"admin_x=y\" and \"user_a=b\" in every container",
+            },
+            Entry {
+                pattern: "Then all pods are running with env \"<k=v>\"[, \"<k=v>\"]... in every container",
+                description: "The same for every pod the scenario created.",
+                example: "Then all pods are running with env \"admin_x=y\" and \"user_a=b\" in every container",
+            },
+            Entry {
+                pattern: "Then each pod in turn is scheduled|running with env \"<k=v>\"... in every container and then deleted",
+                description: "For pods created at once that compete for devices: each, in whatever order, gets there (5 minutes per pod), is deleted and gone, which frees its devices for the others.",
+                example: "Then each pod in turn is scheduled and then deleted",
             },
             Entry {
                 pattern: "Then pod \"<name>\" stays pending|running for <duration>",
@@ -178,6 +193,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then container \"with-resource\" of pod \"tester-1\" gets request \"container-0-request-0\" of the extended resource claim of pod \"tester-1\"",
             },
             Entry {
+                pattern: "Then container \"<c>\" of pod \"<name>\" gets|does not get requests \"<request>\"[, \"<request>\"]... of <claim>",
+                description: "The same for each of several requests of the claim.",
+                example: "Then container \"with-resource-1\" of pod \"tester-1\" gets requests \"container-1-request-0\", \"container-1-request-1\" of the extended resource claim of pod \"tester-1\"",
+            },
+            Entry {
                 pattern: "Then pod \"<name>\" has extended resource requests: (table | container | resource | request |)",
                 description: "The pod's extendedResourceClaimStatus maps exactly these container resources to requests of its extended resource claim.",
                 example: "Then pod \"tester-1\" has extended resource requests:",
@@ -194,7 +214,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then pod \"<name>\" gets a \"<reason>\" event containing \"<text>\"",
-                description: "An event with that reason and message appears for the pod.",
+                description: "An event with that reason and message appears for the pod (10 minutes). The text may name `${old uid:<claim>}`: the UID of a claim a plugin still has prepared under the name of a claim the scenario re-created.",
                 example: "Then pod \"tester-2\" gets a \"FailedPrepareDynamicResources\" event containing \"still exists\"",
             },
         ],
@@ -244,7 +264,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then the plugin on <node> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
-                description: "Tell a force-deleted claim from its re-created namesake by UID.",
+                description: "Tell a force-deleted claim from its re-created namesake by UID; `only the current claim` is checked at once, not waited for.",
                 example: "Then the plugin on node 0 has prepared only the current claim \"external-claim\"",
             },
         ],
@@ -283,9 +303,9 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then the slices of driver \"new\" are unchanged",
             },
             Entry {
-                pattern: "Then the slices of <driver> are unchanged if the outage was shorter than the kubelet's wiping delay",
-                description: "After `is replaced by`: the check applies only when the outage was shorter than the wiping delay.",
-                example: "Then the slices of driver \"new\" are unchanged if the outage was shorter than the kubelet's wiping delay",
+                pattern: "Then the outage was shorter than the kubelet's wiping delay",
+                description: "After `is replaced by`: fails when the driver was gone as long as the kubelet's slice wiping delay (30s on a kubelet, `--wipe-delay` on simulated nodes).",
+                example: "Then the outage was shorter than the kubelet's wiping delay",
             },
             Entry {
                 pattern: "Then the slices of <driver> are removed",

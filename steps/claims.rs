@@ -6,7 +6,7 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 
 use super::World;
 use super::params::{ClaimOptions, ClaimPhrase, ClaimState, DriverRef, Strings};
@@ -260,22 +260,12 @@ async fn delete_claim(w: &World, claim: ClaimPhrase, force: bool) -> anyhow::Res
     } else {
         DeleteParams::default()
     };
+    // Only the grace period differs: the claim's finalizer stays, so the
+    // control plane (the resourceclaim controller) has to release the claim
+    // once no pod reserves it, as it does for upstream's force-delete.
     api.delete(&name, &dp)
         .await
         .with_context(|| format!("deleting ResourceClaim {name}"))?;
-    if force {
-        // Force deletion of a claim also drops its finalizer, as upstream does,
-        // so it goes away although a kubelet may still have it prepared.
-        let patch = serde_json::json!({ "metadata": { "finalizers": null } });
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(ref s)) if s.code == 404 => {}
-            Err(e) => bail!("removing the finalizers of ResourceClaim {name}: {e}"),
-        }
-    }
     Ok(())
 }
 

@@ -37,6 +37,17 @@ sentences! {
     #[then(expr = "all pods are {podstate}")]
     fn all_pods_are(state: PodState);
 
+    #[then(expr = "pod {string} is running with env {strings} in every container")]
+    fn pod_running_with_env(name: String, env: Strings);
+
+    #[then(expr = "all pods are running with env {strings} in every container")]
+    fn all_running_with_env(env: Strings);
+
+    /// The pods compete for devices: each must get there once the ones
+    /// before it are deleted, in whatever order the scheduler picks them.
+    #[then(expr = "each pod in turn is {readiness} and then deleted")]
+    fn each_in_turn(readiness: Readiness);
+
     #[then(expr = "pod {string} stays {steadystate} for {duration}")]
     fn stays(name: String, state: SteadyPodState, d: Dur);
 
@@ -70,6 +81,9 @@ sentences! {
     #[then(expr = "container {string} of pod {string} {gets} request {string} of {claim}")]
     fn gets_request(container: String, pod: String, gets: Gets, request: String, claim: ClaimPhrase);
 
+    #[then(expr = "container {string} of pod {string} {gets} requests {strings} of {claim}")]
+    fn gets_requests(container: String, pod: String, gets: Gets, requests: Strings, claim: ClaimPhrase);
+
     #[then(expr = "pod {string} has extended resource requests:")]
     fn extended_requests(pod: String, step: Step<'_>);
 
@@ -82,6 +96,36 @@ sentences! {
 
 /// Upstream's PodStart timeout.
 pub const POD_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What upstream's TestPod checks of a pod: scheduled, when the driver is
+/// not registered with the kubelet; otherwise running, with these env
+/// entries in every container.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "readiness",
+    regex = r#"scheduled|running with env ".+" in every container"#
+)]
+pub enum Readiness {
+    Scheduled,
+    RunningWithEnv(Vec<String>),
+}
+
+impl std::str::FromStr for Readiness {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "scheduled" {
+            return Ok(Readiness::Scheduled);
+        }
+        s.strip_prefix("running with env ")
+            .and_then(|r| r.strip_suffix(" in every container"))
+            .map(|list| Readiness::RunningWithEnv(quoted_list(list)))
+            .ok_or_else(|| {
+                format!(
+                    "expected `scheduled` or `running with env \"k=v\"... in every container`, got {s:?}"
+                )
+            })
+    }
+}
 
 /// The template of an inline claim, as a pod step's options shape it.
 struct InlineTemplate {
@@ -325,7 +369,123 @@ pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::
 }
 
 async fn pod_is(w: &World, name: String, state: PodState) -> anyhow::Result<()> {
-    wait_pod(w, &name, state).await
+    if state != PodState::Unschedulable {
+        return wait_pod(w, &name, state).await;
+    }
+    // As upstream: the scheduler tried and found no node (reason
+    // `Unschedulable`); a pod merely not scheduled yet, or held back by
+    // scheduling gates, is not.
+    let api = w.api::<Pod>()?;
+    wait::object(
+        &api,
+        &name,
+        &format!("pod {name} to be unschedulable (PodScheduled=False, reason Unschedulable)"),
+        POD_TIMEOUT,
+        |p| match wait::pod_in_state(&name, state, p) {
+            Check::Done(()) => match scheduled_reason(p) {
+                Some("Unschedulable") => Check::Done(()),
+                other => Check::Pending(format!(
+                    "PodScheduled=False with reason {:?}; {}",
+                    other.unwrap_or(""),
+                    describe_pod(p)
+                )),
+            },
+            other => other,
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The reason of the pod's PodScheduled condition.
+fn scheduled_reason(p: Option<&Pod>) -> Option<&str> {
+    p?.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .reason
+        .as_deref()
+}
+
+async fn wait_pod_within(
+    w: &World,
+    name: &str,
+    state: PodState,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let api = w.api::<Pod>()?;
+    let what = format!("pod {name} to be {state:?}").to_lowercase();
+    wait::object(&api, name, &what, timeout, |p| {
+        wait::pod_in_state(name, state, p)
+    })
+    .await?;
+    Ok(())
+}
+
+/// Waits until the pod is as `readiness` says, checking the env of each
+/// of its containers once it runs.
+async fn reach(
+    w: &World,
+    pod: &str,
+    readiness: &Readiness,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    match readiness {
+        Readiness::Scheduled => wait_pod_within(w, pod, PodState::Scheduled, timeout).await,
+        Readiness::RunningWithEnv(want) => {
+            wait_pod_within(w, pod, PodState::Running, timeout).await?;
+            let containers: Vec<String> = w
+                .pod(pod)
+                .await?
+                .spec
+                .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                .unwrap_or_default();
+            for c in containers {
+                let env = env_of(w, pod, &c).await?;
+                check_env(&format!("container {c}"), pod, want, &env)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn pod_running_with_env(w: &World, name: String, env: Strings) -> anyhow::Result<()> {
+    reach(w, &name, &Readiness::RunningWithEnv(env.0), POD_TIMEOUT).await
+}
+
+async fn all_running_with_env(w: &World, env: Strings) -> anyhow::Result<()> {
+    let readiness = Readiness::RunningWithEnv(env.0);
+    let names: Vec<String> = w.scenario.pods().map(|p| p.name.clone()).collect();
+    if names.is_empty() {
+        bail!("the scenario created no pods");
+    }
+    let waits = names.iter().map(|p| reach(w, p, &readiness, POD_TIMEOUT));
+    futures::future::try_join_all(waits).await?;
+    Ok(())
+}
+
+async fn each_in_turn(w: &World, readiness: Readiness) -> anyhow::Result<()> {
+    let names: Vec<String> = w.scenario.pods().map(|p| p.name.clone()).collect();
+    if names.is_empty() {
+        bail!("the scenario created no pods");
+    }
+    // A pod may wait for every other one to come and go first.
+    let timeout = POD_TIMEOUT * names.len() as u32;
+    let pods = w.api::<Pod>()?;
+    let turns = names.iter().map(|name| {
+        let (readiness, pods) = (&readiness, &pods);
+        async move {
+            reach(w, name, readiness, timeout).await?;
+            pods.delete(name, &DeleteParams::default())
+                .await
+                .with_context(|| format!("deleting pod {name}"))?;
+            wait_pod_within(w, name, PodState::Gone, timeout).await
+        }
+    });
+    futures::future::try_join_all(turns).await?;
+    Ok(())
 }
 
 async fn all_pods_are(w: &World, state: PodState) -> anyhow::Result<()> {
@@ -588,23 +748,36 @@ async fn gets_request(
     request: String,
     claim: ClaimPhrase,
 ) -> anyhow::Result<()> {
+    gets_requests(w, container, pod, gets, Strings(vec![request]), claim).await
+}
+
+async fn gets_requests(
+    w: &World,
+    container: String,
+    pod: String,
+    gets: Gets,
+    requests: Strings,
+    claim: ClaimPhrase,
+) -> anyhow::Result<()> {
     wait_pod(w, &pod, PodState::Running).await?;
     let name = claim_name(w, &claim).await?;
-    // The driver marks every request it prepared with this env entry, so
-    // it shows which requests' devices reached the container.
-    let marker = format!(
-        "{}=true",
-        driver_logic::marker_env_key(&name, driver_logic::base_request(&request))
-    );
     let env = env_of(w, &pod, &container).await?;
     let want = gets.0;
-    if env.contains(&marker) != want {
-        bail!(
-            "container {container} of pod {pod}: expected {}the device of request {request} of claim {name} \
-             (env {marker}); its DRA env is {:?}",
-            if want { "" } else { "not " },
-            driver_env(&env)
+    for request in &requests.0 {
+        // The driver marks every request it prepared with this env entry, so
+        // it shows which requests' devices reached the container.
+        let marker = format!(
+            "{}=true",
+            driver_logic::marker_env_key(&name, driver_logic::base_request(request))
         );
+        if env.contains(&marker) != want {
+            bail!(
+                "container {container} of pod {pod}: expected {}the device of request {request} of claim {name} \
+                 (env {marker}); its DRA env is {:?}",
+                if want { "" } else { "not " },
+                driver_env(&env)
+            );
+        }
     }
     Ok(())
 }
@@ -667,7 +840,31 @@ async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The scenario's placeholders, plus `old uid:<claim>` for each claim a
+/// plugin still has prepared under the name of a claim the scenario
+/// re-created since: the UID the kubelet names when it blocks the new one.
+fn vars_with_old_claims(w: &World) -> BTreeMap<String, String> {
+    let mut vars = w.vars();
+    for (_, d) in w.scenario.drivers() {
+        for n in d.nodenames() {
+            let Some(prepared) = d.prepared(n) else {
+                continue;
+            };
+            for c in prepared.claims() {
+                if w.scenario
+                    .claim_uid(&c.name)
+                    .is_some_and(|now| now != c.uid)
+                {
+                    vars.insert(format!("old uid:{}", c.name), c.uid);
+                }
+            }
+        }
+    }
+    vars
+}
+
 async fn pod_event(w: &World, pod: String, reason: String, text: String) -> anyhow::Result<()> {
+    let text = objects::expand(&text, &vars_with_old_claims(w))?;
     let api = w.api::<Event>()?;
     let config = watcher::Config::default().fields(&format!("involvedObject.name={pod}"));
     wait::list(

@@ -1,0 +1,173 @@
+//! Evidence that the kubelet-side assertions restored to upstream's can
+//! fail: the runner on tests/fixtures/fidelity-kubelet, whose scenarios each
+//! break what one of them guards, must fail every scenario with the message
+//! of that assertion.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::*;
+
+/// The build cache as this test process sees it, so no test builds the
+/// control plane again.
+fn machine_cache() -> PathBuf {
+    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
+    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
+    match dir.ends_with(Path::new("controlplane").join(&sub)) {
+        true => dir.ancestors().nth(2).unwrap().to_owned(),
+        false => std::env::var_os("DRA_E2E_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
+            }),
+    }
+}
+
+/// The runner on its own one-node local cluster, with no kubeconfig and its
+/// temp files under `home`.
+fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home)
+        .env("DRA_E2E_CACHE_DIR", machine_cache())
+        .env("DRA_E2E_AGENT", bin())
+        .args(["--cluster", "local", "--nodes", "1", "--features"])
+        .arg(fixtures(fixture))
+        .args(extra);
+    c
+}
+
+/// Each failed scenario's failure message, by scenario name.
+fn failures(junit: &Path) -> BTreeMap<String, String> {
+    let xml = std::fs::read_to_string(junit).unwrap();
+    let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
+    let mut out = BTreeMap::new();
+    for suite in &suites.suites {
+        for case in &suite.cases {
+            let message = match &case.status {
+                junit_parser::TestStatus::Failure(f) => f.message.clone(),
+                other => format!("did not fail: {other:?}"),
+            };
+            out.insert(case.original_name.clone(), message);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_restored_kubelet_assertion_fails_its_broken_variant() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let artifacts = home.path().join("artifacts");
+    // The waits that would otherwise run into their own deadlines of minutes
+    // end at the step timeout; no replacement of a driver is as short as the
+    // wipe delay.
+    let o = local_run(
+        home.path(),
+        "fidelity-kubelet",
+        &[
+            "--step-timeout",
+            "20s",
+            "--wipe-delay",
+            "10ms",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--artifacts",
+            artifacts.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    let t = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 11 failed"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+
+    // (scenario, the failing step, what its message must say)
+    let expected: [(&str, &str, &[&str]); 11] = [
+        (
+            "a force-deleted claim of a running pod stays",
+            "Then claim \"external-claim\" is deleted: ",
+            &["reservedFor=[pods/tester-1], deleting=true"],
+        ),
+        (
+            "no old claim is left to name",
+            "Then pod \"tester-2\" gets a \"FailedPrepareDynamicResources\" event",
+            &["unknown placeholder ${old uid:external-claim}"],
+        ),
+        (
+            "another claim is still prepared",
+            "And the plugin on node 0 has prepared only the current claim \"second\": ",
+            &["expected only claim second (", "(\"first\", "],
+        ),
+        (
+            "the template has no admin access",
+            "Then ResourceClaimTemplate \"admin-template\" has:",
+            &[".spec.spec.devices.requests[0].exactly.adminAccess is false, expected true"],
+        ),
+        (
+            "a gated pod is not unschedulable",
+            "Then pod \"gated\" is unschedulable: ",
+            &["PodScheduled=False with reason \"SchedulingGated\""],
+        ),
+        (
+            "the outage lasts as long as the wipe delay",
+            "Then the outage was shorter than the kubelet's wiping delay: ",
+            &["not shorter than the kubelet's wiping delay of 10ms"],
+        ),
+        (
+            "the class parameters are missing",
+            "Then pod \"tester-1\" is running with env \"admin_x=y\" and \"user_a=b\" in every container: ",
+            &["container with-resource of pod tester-1: expected env to contain [\"admin_x=y\"]"],
+        ),
+        (
+            "a pod taking its turn lacks the env",
+            "Then each pod in turn is running with env \"admin_x=z\" in every container and then deleted: ",
+            &["expected env to contain [\"admin_x=z\"]"],
+        ),
+        (
+            "the main container is not at index 0",
+            "And pod \"tester-1\" has extended resource requests:",
+            &[
+                "(\"with-resource\", ",
+                "\"container-3-request-0\")",
+                "(\"with-resource-init\", ",
+            ],
+        ),
+        (
+            "a request does not reach the container",
+            "Then container \"with-resource\" of pod \"tester-1\" gets requests ",
+            &["expected the device of request container-0-request-1 of claim"],
+        ),
+        (
+            "the quota counts fewer devices",
+            "And resource quota \"test-quota\" reports 1 used for ",
+            &["= Some(\"2\")"],
+        ),
+    ];
+    let got = failures(&junit);
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+    for (scenario, step, parts) in expected {
+        let message = got
+            .get(scenario)
+            .unwrap_or_else(|| panic!("no scenario {scenario:?} in {got:#?}"));
+        assert!(
+            message.starts_with(step),
+            "{scenario}: expected the failure of {step:?}, got {message}"
+        );
+        for part in parts {
+            assert!(
+                message.contains(part),
+                "{scenario}: expected {part:?} in {message}"
+            );
+        }
+    }
+    assert_nothing_left(home.path(), &t);
+}
