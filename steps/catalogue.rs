@@ -269,7 +269,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "Then <driver> publishes one slice per node with devices \"<d>\"[, ...]",
-                description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, these devices.",
+                description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, and these devices compared device by device (a device with attributes, capacity or taints is not a bare name).",
                 example: "Then the driver publishes one slice per node with devices \"device-00\"",
             },
             Entry {
@@ -294,7 +294,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then the driver publishes pool \"<pool>\" for all nodes / When the slice of pool \"<pool>\" is deleted / Then the slice of pool \"<pool>\" is recreated with a new UID",
-                description: "An all-nodes pool kept in place by the driver.",
+                description: "An all-nodes pool kept in place by the driver: exactly one slice of the pool, for all nodes, resourceSliceCount 1, with the driver's devices device by device (again after the re-creation).",
                 example: "Then the slice of pool \"all-nodes-pool\" is recreated with a new UID",
             },
             Entry {
@@ -328,6 +328,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then ResourceSlice \"${namespace}-crud\" has:",
             },
             Entry {
+                pattern: "Then <Kind> \"<name>\" has \"<path>\" equal to:",
+                description: "The field at the dotted path (e.g. `status.devices`) equals the YAML doc string exactly: nothing missing, nothing extra.",
+                example: "Then ResourceClaim \"external-claim\" has \"status.devices\" equal to:",
+            },
+            Entry {
                 pattern: "Then listing <Kind> objects finds \"<name>\"",
                 description: "A list of that type (in the scenario's namespace when namespaced) contains the object.",
                 example: "Then listing DeviceClass objects finds \"${namespace}-crud\"",
@@ -343,8 +348,13 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then creating the following objects as the plugin on node 0 fails with \"may not modify\":",
             },
             Entry {
+                pattern: "Then creating the following objects as <identity> is denied with \"<text>\":",
+                description: "Tried once: the first request must fail with the text (for policies that must hold from the start; nothing is retried).",
+                example: "Then creating the following objects as the plugin on node 0 is denied with \"may not modify\":",
+            },
+            Entry {
                 pattern: "Then updating|deleting ResourceSlice \"<name>\" as <identity> fails with \"<text>\"|succeeds",
-                description: "Permission checks of ResourceSlice writes.",
+                description: "Permission checks of ResourceSlice writes, tried once. Updating is a PUT of the object as the admin reads it, with a label changed.",
                 example: "Then deleting ResourceSlice \"s\" as the plugin on node \"n\" succeeds",
             },
             Entry {

@@ -33,6 +33,11 @@ sentences! {
     #[then(expr = "{kind} {string} has:")]
     fn has(kind: Kind, name: String, step: Step<'_>);
 
+    /// The field at the dotted path equals the doc string's value exactly:
+    /// nothing missing, nothing extra.
+    #[then(expr = "{kind} {string} has {string} equal to:")]
+    fn has_exactly(kind: Kind, name: String, path: String, step: Step<'_>);
+
     #[then(expr = "listing {kind} objects finds {string}")]
     fn listed(kind: Kind, name: String);
 
@@ -274,6 +279,40 @@ async fn has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result
     contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
 }
 
+/// The value at a dotted path (`status.devices`), `null` where it is absent.
+fn at_path<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.')
+        .filter(|k| !k.is_empty())
+        .try_fold(v, |v, k| v.get(k))
+        .unwrap_or(&Value::Null)
+}
+
+async fn has_exactly(
+    w: &World,
+    kind: Kind,
+    name: String,
+    path: String,
+    step: &Step,
+) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    let want = yaml_doc(w, step)?;
+    let obj = api
+        .get(&name)
+        .await
+        .with_context(|| format!("reading {kind} {name}"))?;
+    let got = serde_json::to_value(&obj)?;
+    let got = at_path(&got, &path);
+    if *got != want {
+        let diff = contains(got, &want, &path)
+            .err()
+            .unwrap_or_else(|| "it holds fields the expectation does not list".to_owned());
+        bail!(
+            "{kind} {name}: {path} is not as expected ({diff})\nexpected: {want}\nobserved: {got}"
+        );
+    }
+    Ok(())
+}
+
 async fn listed(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
     let (api, name) = lookup(w, &kind.0, &name)?;
     let names: Vec<String> = api
@@ -320,7 +359,7 @@ async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::{DRA_KINDS, contains, dra_kind};
+    use super::{DRA_KINDS, at_path, contains, dra_kind};
     use serde_json::json;
 
     #[test]
@@ -330,6 +369,14 @@ mod tests {
             assert_eq!(ar.kind, kind);
         }
         assert!(dra_kind("ConfigMap").is_none());
+    }
+
+    #[test]
+    fn at_path_finds_nested_fields_or_null() {
+        let v = json!({ "status": { "devices": [1] } });
+        assert_eq!(at_path(&v, "status.devices"), &json!([1]));
+        assert_eq!(at_path(&v, "status.missing"), &serde_json::Value::Null);
+        assert_eq!(at_path(&v, ""), &v);
     }
 
     #[test]

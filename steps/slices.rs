@@ -4,11 +4,13 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
 
 use super::World;
 use super::params::{DriverRef, Dur, Strings};
+use crate::driver::{Resources, slices as driver_slices};
 use crate::wait::{self, Check};
 
 sentences! {
@@ -48,6 +50,26 @@ fn essence(s: &ResourceSlice) -> serde_json::Value {
         "uid": s.metadata.uid,
         "spec": s.spec,
     })
+}
+
+/// How `got` differs from the devices `want` (as JSON), device by device.
+fn device_problem(got: &[Device], want: &[Value]) -> Option<String> {
+    let got: Vec<Value> = got
+        .iter()
+        .map(|d| serde_json::to_value(d).unwrap_or_default())
+        .collect();
+    if got.len() != want.len() {
+        return Some(format!(
+            "{} devices, expected {}: {}",
+            got.len(),
+            want.len(),
+            Value::from(got)
+        ));
+    }
+    got.iter()
+        .zip(want)
+        .find(|(g, w)| g != w)
+        .map(|(g, w)| format!("device {g}, expected {w}"))
 }
 
 /// What is wrong with the node-local slices of `driver` (upstream's
@@ -103,17 +125,11 @@ async fn node_local_problems(
                 spec.pool.name, spec.pool.resource_slice_count
             )));
         }
-        let names: Vec<String> = spec
-            .devices
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|d| d.name)
-            .collect();
-        if names != devices {
-            return Ok(Some(format!(
-                "slice of node {node} has devices {names:?}, expected {devices:?}"
-            )));
+        // Device by device, as upstream: a device with the right name but
+        // attributes, capacity or taints of its own is not the one expected.
+        let want: Vec<Value> = devices.iter().map(|d| json!({ "name": d })).collect();
+        if let Some(p) = device_problem(spec.devices.as_deref().unwrap_or_default(), &want) {
+            return Ok(Some(format!("slice of node {node}: {p}")));
         }
     }
     Ok(None)
@@ -214,6 +230,60 @@ async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlic
     Ok(slices.into_iter().find(|s| s.spec.pool.name == pool))
 }
 
+/// The one slice of the driver's all-nodes pool `pool`, when it is as the
+/// driver publishes it: alone, for all nodes, one slice in the pool, and the
+/// driver's devices device by device.
+async fn all_nodes_slice(w: &World, pool: &str) -> anyhow::Result<Check<ResourceSlice>> {
+    let driver = w.driver(&DriverRef::The)?;
+    let devices = match &driver.options.resources {
+        Resources::AllNodes { pool: p, devices } if p == pool => devices,
+        _ => bail!("{} has no all-nodes pool {pool:?}", driver.name),
+    };
+    let want = driver_slices::all_nodes_slice(&driver.name, pool, devices)?;
+    let want: Vec<Value> = want
+        .spec
+        .devices
+        .unwrap_or_default()
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    let mut of_pool: Vec<ResourceSlice> = driver
+        .slices()
+        .await?
+        .into_iter()
+        .filter(|s| s.spec.pool.name == pool)
+        .collect();
+    if of_pool.len() != 1 {
+        let names: Vec<String> = of_pool
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap_or_default())
+            .collect();
+        return Ok(Check::Pending(format!(
+            "{} slices of pool {pool}, expected exactly 1: {names:?}",
+            of_pool.len()
+        )));
+    }
+    let s = of_pool.remove(0);
+    let spec = &s.spec;
+    if spec.node_name.is_some()
+        || spec.node_selector.is_some()
+        || spec.all_nodes != Some(true)
+        || spec.pool.resource_slice_count != 1
+    {
+        return Ok(Check::Pending(format!(
+            "the slice of pool {pool} is not for all nodes alone (nodeName {:?}, nodeSelector {}, allNodes {:?}, resourceSliceCount {})",
+            spec.node_name,
+            spec.node_selector.is_some(),
+            spec.all_nodes,
+            spec.pool.resource_slice_count
+        )));
+    }
+    if let Some(p) = device_problem(spec.devices.as_deref().unwrap_or_default(), &want) {
+        return Ok(Check::Pending(format!("the slice of pool {pool}: {p}")));
+    }
+    Ok(Check::Done(s))
+}
+
 /// The slices of one pool agree with each other: the count each declares,
 /// one generation, and devices named once across them.
 fn check_pool(slices: &[ResourceSlice], pool: &str, count: usize, devices: usize) -> Check<()> {
@@ -270,32 +340,20 @@ async fn pool_in_slices(
 
 async fn pool_for_all_nodes(w: &mut World, pool: String) -> anyhow::Result<()> {
     let s = wait::poll(
-        &format!("a slice of pool {pool}"),
+        &format!("exactly one slice of pool {pool}, for all nodes"),
         Duration::from_secs(30),
         Duration::from_millis(200),
         || {
             let w = &*w;
             let pool = pool.clone();
             async move {
-                match pool_slice(w, &pool).await {
-                    Ok(Some(s)) => Check::Done(s),
-                    Ok(None) => Check::Pending("no slice of that pool".into()),
-                    Err(e) => Check::Fail(e.to_string()),
-                }
+                all_nodes_slice(w, &pool)
+                    .await
+                    .unwrap_or_else(|e| Check::Fail(format!("{e:#}")))
             }
         },
     )
     .await?;
-    let spec = s.spec.clone();
-    if spec.node_name.is_some()
-        || spec.all_nodes != Some(true)
-        || spec.pool.resource_slice_count != 1
-    {
-        bail!(
-            "expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}",
-            spec
-        );
-    }
     w.slice_uids
         .insert(pool, s.metadata.uid.unwrap_or_default());
     Ok(())
@@ -322,7 +380,7 @@ async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
         .cloned()
         .with_context(|| format!("the slice of pool {pool} was not seen before"))?;
     wait::poll(
-        &format!("the slice of pool {pool} to be recreated"),
+        &format!("the slice of pool {pool} to be recreated, alone and for all nodes"),
         Duration::from_secs(50),
         Duration::from_millis(200),
         || {
@@ -330,13 +388,14 @@ async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
             let pool = pool.clone();
             let old = old.clone();
             async move {
-                match pool_slice(w, &pool).await {
-                    Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => {
-                        Check::Done(())
+                match all_nodes_slice(w, &pool).await {
+                    Ok(Check::Done(s)) if s.metadata.uid.as_deref() == Some(old.as_str()) => {
+                        Check::Pending("the old slice is still there".into())
                     }
-                    Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
-                    Ok(None) => Check::Pending("no slice of that pool".into()),
-                    Err(e) => Check::Fail(e.to_string()),
+                    Ok(Check::Done(_)) => Check::Done(()),
+                    Ok(Check::Pending(p)) => Check::Pending(p),
+                    Ok(Check::Fail(f)) => Check::Fail(f),
+                    Err(e) => Check::Fail(format!("{e:#}")),
                 }
             }
         },

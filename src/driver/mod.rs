@@ -61,6 +61,9 @@ impl Resources {
     }
 }
 
+/// How long the API server may take to enforce the driver's admission policy.
+const POLICY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Everything that distinguishes one driver instance.
 #[derive(Debug, Clone)]
 pub struct DriverOptions {
@@ -324,6 +327,13 @@ impl Driver {
         // scheduler decides on a partial view.
         self.unless_broken(self.wait_published(Duration::from_secs(60)))
             .await?;
+        // Scenarios expect a plugin's writes to other nodes' slices to be
+        // denied from the first request on.
+        if let Some(node) = nodes.first() {
+            slices::wait_policy_enforced(&self.plugin_client(node)?, &self.name, POLICY_TIMEOUT)
+                .await
+                .map_err(|e| DriverError::Wait(e, self.name.clone()))?;
+        }
         if self.options.with_kubelet {
             for node in &nodes {
                 if let Some(inst) = self.instances.get(node) {

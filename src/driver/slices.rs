@@ -234,6 +234,58 @@ fn devices_of(s: &ResourceSlice) -> Value {
     serde_json::to_value(s.spec.devices.clone()).unwrap_or_default()
 }
 
+/// Waits until the admission policy that keeps a plugin to its own node's
+/// slices is in force for `plugin` (a client acting as the driver's plugin on
+/// some node): a dry-run create of a slice for a node that does not exist is
+/// denied. The API server takes a moment to load a new policy, and scenarios
+/// check that such writes are denied from the first request on.
+pub async fn wait_policy_enforced(
+    plugin: &kube::Client,
+    driver: &str,
+    timeout: Duration,
+) -> Result<(), crate::wait::WaitError> {
+    use crate::wait::{self, Check};
+    let probe: ResourceSlice = match build(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": { "generateName": "dra-e2e-policy-probe-" },
+        "spec": {
+            "driver": driver,
+            "nodeName": POLICY_PROBE_NODE,
+            "pool": { "name": POLICY_PROBE_NODE, "generation": 1, "resourceSliceCount": 1 },
+        },
+    })) {
+        Ok(s) => s,
+        // A constant object always converts; nothing to wait for otherwise.
+        Err(_) => return Ok(()),
+    };
+    let api: Api<ResourceSlice> = Api::all(plugin.clone());
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    wait::poll(
+        &format!("the ResourceSlice admission policy of {driver} to be in force"),
+        timeout,
+        Duration::from_millis(200),
+        || async {
+            match api.create(&pp, &probe).await {
+                Ok(_) => Check::Pending("a plugin may still write another node's slice".into()),
+                Err(e)
+                    if e.to_string()
+                        .contains("may not modify resourceslices on node") =>
+                {
+                    Check::Done(())
+                }
+                Err(e) => Check::Pending(format!("the probe failed otherwise: {e}")),
+            }
+        },
+    )
+    .await
+}
+
+/// A node name no cluster has, for [`wait_policy_enforced`]'s probe.
+const POLICY_PROBE_NODE: &str = "dra-e2e-policy-probe-node";
+
 /// Keeps one pool's slice in place with the given client until stopped.
 pub struct Publisher {
     cancel: CancellationToken,
