@@ -261,6 +261,7 @@ async fn slice_op_fails(
     text: String,
 ) -> anyhow::Result<()> {
     let text = objects::expand(&text, &w.vars())?;
+    let name = objects::expand(&name, &w.vars())?;
     match slice_op(w, &who, verb, &name).await {
         Ok(()) => bail!(
             "expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, but it succeeded"
@@ -278,6 +279,7 @@ async fn slice_op_succeeds(
     name: String,
     who: Identity,
 ) -> anyhow::Result<()> {
+    let name = objects::expand(&name, &w.vars())?;
     slice_op(w, &who, verb, &name)
         .await
         .with_context(|| format!("{verb:?} ResourceSlice {name} as {who:?}"))?;

@@ -279,6 +279,26 @@ async fn has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result
     contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
 }
 
+/// The first field of `got` that `want` does not have, as a path.
+fn extra_field(got: &Value, want: &Value, path: &str) -> Option<String> {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => g.iter().find_map(|(k, gv)| {
+            let p = format!("{path}.{k}");
+            match w.get(k) {
+                None if !gv.is_null() => Some(p),
+                None => None,
+                Some(wv) => extra_field(gv, wv, &p),
+            }
+        }),
+        (Value::Array(g), Value::Array(w)) => g
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (gv, wv))| extra_field(gv, wv, &format!("{path}[{i}]"))),
+        _ => None,
+    }
+}
+
 /// The value at a dotted path (`status.devices`), `null` where it is absent.
 fn at_path<'a>(v: &'a Value, path: &str) -> &'a Value {
     path.split('.')
@@ -303,9 +323,12 @@ async fn has_exactly(
     let got = serde_json::to_value(&obj)?;
     let got = at_path(&got, &path);
     if *got != want {
-        let diff = contains(got, &want, &path)
-            .err()
-            .unwrap_or_else(|| "it holds fields the expectation does not list".to_owned());
+        let diff = contains(got, &want, &path).err().unwrap_or_else(|| {
+            extra_field(got, &want, &path).map_or_else(
+                || "it differs".to_owned(),
+                |p| format!("{p} is there, but not expected"),
+            )
+        });
         bail!(
             "{kind} {name}: {path} is not as expected ({diff})\nexpected: {want}\nobserved: {got}"
         );
@@ -359,7 +382,7 @@ async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::{DRA_KINDS, at_path, contains, dra_kind};
+    use super::{DRA_KINDS, at_path, contains, dra_kind, extra_field};
     use serde_json::json;
 
     #[test]
@@ -377,6 +400,14 @@ mod tests {
         assert_eq!(at_path(&v, "status.devices"), &json!([1]));
         assert_eq!(at_path(&v, "status.missing"), &serde_json::Value::Null);
         assert_eq!(at_path(&v, ""), &v);
+    }
+
+    #[test]
+    fn extra_field_names_what_the_expectation_lacks() {
+        let got = json!({ "a": [ { "x": 1, "y": 2 } ] });
+        let want = json!({ "a": [ { "x": 1 } ] });
+        assert_eq!(extra_field(&got, &want, "").as_deref(), Some(".a[0].y"));
+        assert_eq!(extra_field(&want, &want, ""), None);
     }
 
     #[test]
