@@ -253,6 +253,11 @@ pub const CATALOGUE: &[Topic] = &[
         title: "Device health",
         entries: &[
             Entry {
+                pattern: "Then no health stream of <driver> was opened through the v1|v1alpha1 API on <node>",
+                description: "The kubelet subscribes on one health API version only: it never called NodeWatchResources of that version (served or not).",
+                example: "Then no health stream of driver \"old\" was opened through the v1 API on node 0",
+            },
+            Entry {
                 pattern: "When <driver> reports device \"<device>\" on <node> as Healthy|Unhealthy|Unknown[ with message \"<m>\"]",
                 description: "The plugin's health stream reports the device so (its pool is found from the driver's resources).",
                 example: "When the driver reports device \"device-00\" on node 0 as Unhealthy with message \"ECC errors\"",
@@ -316,6 +321,31 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "When <Kind> \"<name>\" is patched with: / When the status of <Kind> \"<name>\" is patched [as <identity>] with:",
                 description: "JSON merge patch (YAML doc string) of an object, or of its status (as the admin unless said otherwise; retried for up to a minute while RBAC still forbids it). Objects are those the scenario created from manifests, and Pods, ResourceClaims and ResourceClaimTemplates of its namespace and DeviceClasses, ResourceSlices and DeviceTaintRules by name (so for all object steps below).",
                 example: "When DeviceClass \"${namespace}-crud\" is patched with:",
+            },
+            Entry {
+                pattern: "When <Kind> \"<name>\" is patched with a(n) JSON merge|strategic merge|JSON|apply patch: / When the status of <Kind> \"<name>\" is patched with a(n) ... patch:",
+                description: "A patch of that type (YAML doc string; a JSON patch is a list of operations; an apply patch gets apiVersion, kind and name filled in and is forced, field manager dra-e2e), with strict field validation, of the object or its status.",
+                example: "When ResourceClaim \"crud-claim\" is patched with an apply patch:",
+            },
+            Entry {
+                pattern: "When <Kind> \"<name>\" is updated with: / When the status of <Kind> \"<name>\" is updated with:",
+                description: "Read the object (or its status), merge the YAML doc string in, write it back whole (PUT); the write must give a new resourceVersion. Retried on conflicts only.",
+                example: "When the status of ResourceClaim \"crud-claim\" is updated with:",
+            },
+            Entry {
+                pattern: "Then the status of <Kind> \"<name>\" has:",
+                description: "Like `has:`, read through the status subresource.",
+                example: "Then the status of ResourceClaim \"crud-claim\" has:",
+            },
+            Entry {
+                pattern: "Then listing <Kind> objects labelled \"<k=v>\" finds \"<name>\"[, ...]",
+                description: "A list with that label selector (in the scenario's namespace when namespaced) holds exactly these objects.",
+                example: "Then listing ResourceClaim objects labelled \"crud=${namespace}\" finds \"crud-claim\"",
+            },
+            Entry {
+                pattern: "When <Kind> objects labelled \"<k=v>\" are deleted as a collection",
+                description: "One delete-collection request; a watch opened before it must see every object it listed deleted (1 minute).",
+                example: "When ResourceClaim objects labelled \"crud=${namespace}\" are deleted as a collection",
             },
             Entry {
                 pattern: "Then patching the status of <Kind> \"<name>\" as <identity> fails with \"<text>\":",

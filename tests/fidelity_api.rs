@@ -58,8 +58,8 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 5 failed"), "{t}");
-    let expected: [(&str, &[&str]); 5] = [
+    assert!(t.contains("0 passed, 9 failed"), "{t}");
+    let expected: [(&str, &[&str]); 9] = [
         // A denial is tried once, and an allowed write fails the step.
         (
             "a write the policy allows is not denied",
@@ -89,6 +89,31 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
             &[
                 "device {\"attributes\":{\"dra.example.com/version\":{\"version\":\"1.0.0\"}},\"name\":\"device-00\"}, expected {\"name\":\"device-00\"}",
             ],
+        ),
+        // The health stream the kubelet did open is seen.
+        (
+            "no stream expected on the version the kubelet chose",
+            &[
+                "expected no health stream of",
+                "through the v1 API on",
+                "/v1.DRAResourceHealth/NodeWatchResources: 1",
+            ],
+        ),
+        // Lists are compared as a set of names, not searched for one.
+        (
+            "a list that holds more than expected",
+            &["found [\"crud-claim\", \"other-claim\"], expected [\"crud-claim\"]"],
+        ),
+        // The status is read through its subresource, where the main
+        // endpoint does not write.
+        (
+            "a status written through the main endpoint",
+            &["the status of ResourceClaim crud-claim: .status.allocation is missing"],
+        ),
+        // An update (PUT) must be a write: a new resourceVersion.
+        (
+            "an update that changes nothing",
+            &["updating ResourceClaim crud-claim left its resourceVersion at"],
         ),
     ];
     for (name, messages) in expected {
