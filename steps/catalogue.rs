@@ -307,6 +307,11 @@ pub const CATALOGUE: &[Topic] = &[
                 description: "Wait (1 minute) until the pool is exactly n slices holding m devices; fails at once if they disagree on resourceSliceCount or generation, or name a device twice. A network pool is split at the API limit of 128 devices per slice (64 with taints), slices <driver>-0, <driver>-1, ...",
                 example: "Then the driver publishes pool \"network\" in 10 slices with 1280 devices",
             },
+            Entry {
+                pattern: "Then a ResourceSlice controller publishes <n> maximum-size slice(s), rests for <duration> and shrinks them to one empty slice",
+                description: "Upstream's ResourceSlice controller check in one step (the controller lives only as long as the step): a controller for a driver of its own publishes n slices of 128 devices with 32 attributes each, names and values of maximum length; each is 600 KiB to 1 MiB in protobuf; the controller made exactly n creates and then nothing for the duration; asked for one empty slice, it deletes the n and creates that one (n+1 creates, n deletes), and rests again. Its slices are deleted at the end, pass or fail.",
+                example: "Then a ResourceSlice controller publishes 10 maximum-size slices, rests for 20s and shrinks them to one empty slice",
+            },
         ],
     },
     Topic {

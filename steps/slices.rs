@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::World;
 use super::params::{DriverRef, Dur, Strings};
+use crate::driver::slices::{ControllerStats, SliceController};
 use crate::driver::{Resources, slices as driver_slices};
 use crate::wait::{self, Check};
 
@@ -41,6 +42,14 @@ sentences! {
 
     #[then(expr = "the slice of pool {string} is recreated with a new UID")]
     fn recreated(pool: String);
+
+    /// Upstream's ResourceSlice controller check, start to end in one step
+    /// (the controller lives only as long as it): the slices are published,
+    /// their size is near the API's limit, the controller made exactly those
+    /// creates and then nothing for the duration; asked for one empty slice,
+    /// it deletes them all and creates that one, and again rests.
+    #[then(expr = "a ResourceSlice controller publishes {int} maximum-size slice(s), rests for {duration} and shrinks them to one empty slice")]
+    fn controller_round(slices: usize, rest: Dur);
 }
 
 /// Compares the fields that matter, ignoring server bookkeeping.
@@ -402,4 +411,231 @@ async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Protobuf size bounds of a maximum-size slice, as upstream checks them.
+const MIN_SLICE_BYTES: usize = 600 * 1024;
+const MAX_SLICE_BYTES: usize = 1024 * 1024;
+
+/// Which slice sizes (name, bytes) are out of bounds.
+fn size_problems(sizes: &[(String, usize)]) -> Option<String> {
+    let bad: Vec<String> = sizes
+        .iter()
+        .filter(|(_, b)| !(MIN_SLICE_BYTES..MAX_SLICE_BYTES).contains(b))
+        .map(|(n, b)| format!("{n}: {b} bytes"))
+        .collect();
+    if sizes.is_empty() {
+        Some("no slices to measure".to_owned())
+    } else if bad.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "slices not between {MIN_SLICE_BYTES} and {MAX_SLICE_BYTES} bytes in protobuf: {}",
+            bad.join(", ")
+        ))
+    }
+}
+
+/// A slice as the API server stores it (protobuf), in bytes.
+async fn protobuf_size(client: &kube::Client, name: &str) -> anyhow::Result<usize> {
+    use futures::AsyncReadExt as _;
+    let req = http::Request::get(format!("/apis/resource.k8s.io/v1/resourceslices/{name}"))
+        .header(http::header::ACCEPT, "application/vnd.kubernetes.protobuf")
+        .body(Vec::new())
+        .context("building the request")?;
+    let mut body = Vec::new();
+    client
+        .request_stream(req)
+        .await
+        .with_context(|| format!("reading ResourceSlice {name} as protobuf"))?
+        .read_to_end(&mut body)
+        .await
+        .with_context(|| format!("reading ResourceSlice {name} as protobuf"))?;
+    Ok(body.len())
+}
+
+async fn driver_slices_of(api: &Api<ResourceSlice>, driver: &str) -> Check<Vec<ResourceSlice>> {
+    match api
+        .list(&kube::api::ListParams::default().fields(&format!("spec.driver={driver}")))
+        .await
+    {
+        Ok(l) => Check::Done(l.items),
+        Err(e) => Check::Pending(format!("listing slices failed: {e}")),
+    }
+}
+
+/// Waits until the controller's stats are `want`, then that they stay so.
+async fn stats_settle(
+    c: &SliceController,
+    want: ControllerStats,
+    rest: Duration,
+) -> anyhow::Result<()> {
+    wait::poll(
+        &format!("the controller's writes to be {want}"),
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async {
+            let got = c.stats();
+            if got == want {
+                Check::Done(())
+            } else {
+                Check::Pending(got.to_string())
+            }
+        },
+    )
+    .await?;
+    wait::consistently(
+        &format!("the controller to write nothing more than {want}"),
+        rest,
+        Duration::from_millis(500),
+        || async {
+            let got = c.stats();
+            if got == want {
+                Ok(())
+            } else {
+                Err(got.to_string())
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn controller_checks(
+    client: &kube::Client,
+    c: &SliceController,
+    driver: &str,
+    slices: usize,
+    rest: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<ResourceSlice> = Api::all(client.clone());
+    let published = wait::poll(
+        &format!("{slices} slices of {driver}"),
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || async {
+            match driver_slices_of(&api, driver).await {
+                Check::Done(l) if l.len() == slices => Check::Done(l),
+                Check::Done(l) => Check::Pending(format!("{} slices", l.len())),
+                other => other,
+            }
+        },
+    )
+    .await?;
+    let mut sizes = Vec::new();
+    for s in &published {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        sizes.push((name.clone(), protobuf_size(client, &name).await?));
+    }
+    if let Some(p) = size_problems(&sizes) {
+        bail!(p);
+    }
+    let created = ControllerStats {
+        creates: slices as u64,
+        ..Default::default()
+    };
+    stats_settle(c, created, rest).await?;
+    c.update(vec![Vec::new()]);
+    wait::poll(
+        &format!("{driver} to have one slice without devices"),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async {
+            match driver_slices_of(&api, driver).await {
+                Check::Done(l)
+                    if l.len() == 1 && l[0].spec.devices.as_ref().is_none_or(Vec::is_empty) =>
+                {
+                    Check::Done(())
+                }
+                Check::Done(l) => Check::Pending(format!(
+                    "{} slices with {} devices",
+                    l.len(),
+                    l.iter()
+                        .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+                        .sum::<usize>()
+                )),
+                Check::Pending(p) => Check::Pending(p),
+                Check::Fail(f) => Check::Fail(f),
+            }
+        },
+    )
+    .await?;
+    let shrunk = ControllerStats {
+        creates: slices as u64 + 1,
+        updates: 0,
+        deletes: slices as u64,
+    };
+    stats_settle(c, shrunk, rest).await
+}
+
+async fn controller_round(w: &World, slices: usize, rest: Dur) -> anyhow::Result<()> {
+    let client = w.client()?;
+    // As upstream: a driver of its own, named after the namespace.
+    let driver = format!("{}.example.com", w.namespace);
+    let c = SliceController::start(
+        client.clone(),
+        &driver,
+        "network-attached",
+        driver_slices::max_size_slices(slices),
+    );
+    let checked = controller_checks(&client, &c, &driver, slices, rest.0).await;
+    c.stop().await;
+    // Whatever happened, nothing of the driver stays behind.
+    let api: Api<ResourceSlice> = Api::all(client);
+    let lp = kube::api::ListParams::default().fields(&format!("spec.driver={driver}"));
+    let cleaned = async {
+        api.delete_collection(&DeleteParams::default(), &lp).await?;
+        wait::poll(
+            &format!("the slices of {driver} to be gone"),
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            || async {
+                match api.list(&lp).await {
+                    Ok(l) if l.items.is_empty() => Check::Done(()),
+                    Ok(l) => Check::Pending(format!("{} left", l.items.len())),
+                    Err(e) => Check::Pending(e.to_string()),
+                }
+            },
+        )
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    checked?;
+    cleaned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_sizes_out_of_bounds_are_named() {
+        let ok = vec![("a".to_owned(), 700 * 1024)];
+        assert_eq!(size_problems(&ok), None);
+        let small = vec![("a".to_owned(), 700 * 1024), ("b".to_owned(), 599 * 1024)];
+        let p = size_problems(&small).unwrap();
+        assert!(p.contains("b: 613376 bytes") && !p.contains("a:"), "{p}");
+        let big = vec![("c".to_owned(), 1024 * 1024)];
+        assert!(size_problems(&big).unwrap().contains("c: 1048576 bytes"));
+        assert_eq!(size_problems(&[]).as_deref(), Some("no slices to measure"));
+    }
+
+    #[test]
+    fn devices_are_compared_whole() {
+        let bare = vec![json!({ "name": "device-00" })];
+        let device: Device = serde_json::from_value(json!({ "name": "device-00" })).unwrap();
+        assert_eq!(device_problem(std::slice::from_ref(&device), &bare), None);
+        let with_attr: Device = serde_json::from_value(
+            json!({ "name": "device-00", "attributes": { "a.example.com/x": { "int": 1 } } }),
+        )
+        .unwrap();
+        let p = device_problem(&[with_attr], &bare).unwrap();
+        assert!(p.contains("attributes") && p.contains("expected"), "{p}");
+        assert!(
+            device_problem(&[], &bare)
+                .unwrap()
+                .contains("0 devices, expected 1")
+        );
+    }
 }

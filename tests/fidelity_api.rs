@@ -58,8 +58,8 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 9 failed"), "{t}");
-    let expected: [(&str, &[&str]); 9] = [
+    assert!(t.contains("0 passed, 10 failed"), "{t}");
+    let expected: [(&str, &[&str]); 10] = [
         // A denial is tried once, and an allowed write fails the step.
         (
             "a write the policy allows is not denied",
@@ -114,6 +114,11 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         (
             "an update that changes nothing",
             &["updating ResourceClaim crud-claim left its resourceVersion at"],
+        ),
+        // The size bounds need slices to measure.
+        (
+            "a controller with no slices to measure",
+            &["no slices to measure"],
         ),
     ];
     for (name, messages) in expected {
