@@ -260,7 +260,7 @@ Feature: control plane
     When pod "tester-1" using claim "external-claim" is created
     Then pod "tester-1" is scheduled
     And claim "external-claim" is allocated
-    When the status of ResourceClaim "external-claim" is patched as the plugin on node 0 with:
+    When the status of ResourceClaim "external-claim" is updated as the plugin on node 0 with:
       """
       status:
         devices:
@@ -288,7 +288,7 @@ Feature: control plane
           ips: [10.9.8.0/24, 2001:db8::/64]
           hardwareAddress: bc:1c:b6:3e:b8:25
       """
-    When the status of ResourceClaim "external-claim" is patched as the plugin on node 0 with:
+    When the status of ResourceClaim "external-claim" is updated as the plugin on node 0 with:
       """
       status:
         devices:

@@ -333,8 +333,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When ResourceClaim \"crud-claim\" is patched with an apply patch:",
             },
             Entry {
-                pattern: "When <Kind> \"<name>\" is updated with: / When the status of <Kind> \"<name>\" is updated with:",
-                description: "Read the object (or its status), merge the YAML doc string in, write it back whole (PUT); the write must give a new resourceVersion. Retried on conflicts only.",
+                pattern: "When <Kind> \"<name>\" is updated with: / When the status of <Kind> \"<name>\" is updated [as <identity>] with:",
+                description: "Read the object (or its status), merge the YAML doc string in, write it back whole (PUT; as the admin unless said otherwise, retried for up to a minute while RBAC still forbids it); the write must give a new resourceVersion and return what was sent. Retried on conflicts.",
                 example: "When the status of ResourceClaim \"crud-claim\" is updated with:",
             },
             Entry {

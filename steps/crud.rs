@@ -43,6 +43,11 @@ sentences! {
     #[when(expr = "the status of {kind} {string} is updated with:")]
     fn status_updated(kind: Kind, name: String, step: Step<'_>);
 
+    /// Read as the admin, written as `identity`; retried while RBAC still
+    /// forbids it. What the write returns must hold the doc string as sent.
+    #[when(expr = "the status of {kind} {string} is updated as {identity} with:")]
+    fn status_updated_as(kind: Kind, name: String, who: Identity, step: Step<'_>);
+
     /// Read through the status subresource.
     #[then(expr = "the status of {kind} {string} has:")]
     fn status_has(kind: Kind, name: String, step: Step<'_>);
@@ -511,7 +516,19 @@ async fn update(
     step: &Step,
     status: bool,
 ) -> anyhow::Result<()> {
+    update_as(w, &Identity::Admin, kind, name, step, status).await
+}
+
+async fn update_as(
+    w: &World,
+    who: &Identity,
+    kind: &str,
+    name: &str,
+    step: &Step,
+    status: bool,
+) -> anyhow::Result<()> {
     let (api, name) = lookup(w, kind, name)?;
+    let (writer, _) = lookup_as(w, who, kind, &name)?;
     let change = yaml_doc(w, step)?;
     let what = format!(
         "{}{kind} {name}",
@@ -529,10 +546,11 @@ async fn update(
         merge(&mut obj, &change);
         let obj: DynamicObject = serde_json::from_value(obj)?;
         let written = if status {
-            api.replace_status(&name, &PostParams::default(), &obj)
+            writer
+                .replace_status(&name, &PostParams::default(), &obj)
                 .await
         } else {
-            api.replace(&name, &PostParams::default(), &obj).await
+            writer.replace(&name, &PostParams::default(), &obj).await
         };
         match written {
             Ok(after) => {
@@ -540,6 +558,9 @@ async fn update(
                 if after.metadata.resource_version == before {
                     bail!("updating {what} left its resourceVersion at {before:?}");
                 }
+                let returned = serde_json::to_value(&after)?;
+                contains(&returned, &change, "")
+                    .map_err(|e| anyhow::anyhow!("updating {what} returned otherwise: {e}"))?;
                 return Ok(());
             }
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
@@ -555,6 +576,31 @@ async fn updated(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Re
 
 async fn status_updated(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
     update(w, &kind.0, &name, step, true).await
+}
+
+async fn status_updated_as(
+    w: &World,
+    kind: Kind,
+    name: String,
+    who: Identity,
+    step: &Step,
+) -> anyhow::Result<()> {
+    let kind = kind.0;
+    // A role granted a moment ago may not be in the authorizer's cache yet.
+    wait::poll(
+        &format!("the status update of {kind} {name} as {who:?} to be allowed"),
+        RBAC_SETTLES,
+        Duration::from_secs(1),
+        || async {
+            match update_as(w, &who, &kind, &name, step, true).await {
+                Ok(()) => Check::Done(()),
+                Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
+                Err(e) => Check::Fail(format!("{e:#}")),
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 async fn status_has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {

@@ -58,8 +58,8 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 10 failed"), "{t}");
-    let expected: [(&str, &[&str]); 10] = [
+    assert!(t.contains("0 passed, 11 failed"), "{t}");
+    let expected: [(&str, &[&str]); 11] = [
         // A denial is tried once, and an allowed write fails the step.
         (
             "a write the policy allows is not denied",
@@ -119,6 +119,13 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         (
             "a controller with no slices to measure",
             &["no slices to measure"],
+        ),
+        // What an update returns must hold what was sent.
+        (
+            "an update whose result lacks what was sent",
+            &[
+                "updating the status of ResourceClaim crud-claim returned otherwise: .status.notAField is missing",
+            ],
         ),
     ];
     for (name, messages) in expected {
