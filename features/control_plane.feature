@@ -88,7 +88,9 @@ Feature: control plane
 
   Scenario: must apply per-node permission checks
     Given a driver with 1 device per node, not registered with the kubelet
-    Then creating the following objects as the plugin on node 0 fails with "this user running on node '${node0}' may not modify resourceslices on node 'dra-fictional-node'":
+    # A slice of a node no plugin runs on: only a plugin on that node, and
+    # the admin, may write it. Denials hold from the first request.
+    Then creating the following objects as the plugin on node 0 is denied with "this user running on node '${node0}' may not modify resourceslices on node 'dra-fictional-node'":
       """
       apiVersion: resource.k8s.io/v1
       kind: ResourceSlice
@@ -96,7 +98,7 @@ Feature: control plane
       spec:
         driver: dra.example.com
         nodeName: dra-fictional-node
-        pool: { name: dra-fictional-node, generation: 1, resourceSliceCount: 1 }
+        pool: { name: some-pool, generation: 1, resourceSliceCount: 1 }
       """
     And creating the following objects as the plugin on node "dra-fictional-node" succeeds:
       """
@@ -106,14 +108,26 @@ Feature: control plane
       spec:
         driver: dra.example.com
         nodeName: dra-fictional-node
-        pool: { name: dra-fictional-node, generation: 1, resourceSliceCount: 1 }
+        pool: { name: some-pool, generation: 1, resourceSliceCount: 1 }
+      """
+    And deleting ResourceSlice "dra-fictional-node-slice" as the plugin on node "dra-fictional-node" succeeds
+    And creating the following objects as the admin succeeds:
+      """
+      apiVersion: resource.k8s.io/v1
+      kind: ResourceSlice
+      metadata: { name: dra-fictional-node-slice }
+      spec:
+        driver: dra.example.com
+        nodeName: dra-fictional-node
+        pool: { name: some-pool, generation: 1, resourceSliceCount: 1 }
       """
     And updating ResourceSlice "dra-fictional-node-slice" as the plugin on node 0 fails with "this user running on node '${node0}' may not modify resourceslices on node 'dra-fictional-node'"
     And updating ResourceSlice "dra-fictional-node-slice" as the plugin on node "dra-fictional-node" succeeds
     And updating ResourceSlice "dra-fictional-node-slice" as the admin succeeds
-    And deleting ResourceSlice "dra-fictional-node-slice" as the plugin on node 0 fails with "may not modify resourceslices on node 'dra-fictional-node'"
+    And deleting ResourceSlice "dra-fictional-node-slice" as the plugin on node 0 fails with "this user running on node '${node0}' may not modify resourceslices on node 'dra-fictional-node'"
     And deleting ResourceSlice "dra-fictional-node-slice" as the plugin on node "dra-fictional-node" succeeds
-    And creating the following objects as the plugin on node 0 fails with "this user running on node '${node0}' may not modify cluster resourceslices":
+    # A slice of no node: only the admin may write it.
+    And creating the following objects as the plugin on node 0 is denied with "this user running on node '${node0}' may not modify cluster resourceslices":
       """
       apiVersion: resource.k8s.io/v1
       kind: ResourceSlice
@@ -121,9 +135,9 @@ Feature: control plane
       spec:
         driver: another.example.com
         allNodes: true
-        pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
+        pool: { name: cluster-pool, generation: 1, resourceSliceCount: 1 }
       """
-    And creating the following objects as the plugin on node "dra-fictional-node" fails with "may not modify cluster resourceslices":
+    And creating the following objects as the plugin on node "dra-fictional-node" is denied with "this user running on node 'dra-fictional-node' may not modify cluster resourceslices":
       """
       apiVersion: resource.k8s.io/v1
       kind: ResourceSlice
@@ -131,7 +145,7 @@ Feature: control plane
       spec:
         driver: another.example.com
         allNodes: true
-        pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
+        pool: { name: cluster-pool, generation: 1, resourceSliceCount: 1 }
       """
     And creating the following objects as the admin succeeds:
       """
@@ -141,8 +155,14 @@ Feature: control plane
       spec:
         driver: another.example.com
         allNodes: true
-        pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
+        pool: { name: cluster-pool, generation: 1, resourceSliceCount: 1 }
       """
+    And updating ResourceSlice "cluster-slice" as the plugin on node 0 fails with "this user running on node '${node0}' may not modify cluster resourceslices"
+    And updating ResourceSlice "cluster-slice" as the plugin on node "dra-fictional-node" fails with "this user running on node 'dra-fictional-node' may not modify cluster resourceslices"
+    And updating ResourceSlice "cluster-slice" as the admin succeeds
+    And deleting ResourceSlice "cluster-slice" as the plugin on node 0 fails with "this user running on node '${node0}' may not modify cluster resourceslices"
+    And deleting ResourceSlice "cluster-slice" as the plugin on node "dra-fictional-node" fails with "this user running on node 'dra-fictional-node' may not modify cluster resourceslices"
+    And deleting ResourceSlice "cluster-slice" as the admin succeeds
 
   @FeatureGate:DRAResourceClaimDeviceStatus
   Scenario: must be impossible for a node ServiceAccount to update the non-node ResourceClaim.Status.Devices once allocated
@@ -240,37 +260,61 @@ Feature: control plane
     When pod "tester-1" using claim "external-claim" is created
     Then pod "tester-1" is scheduled
     And claim "external-claim" is allocated
-    When the status of ResourceClaim "external-claim" is patched as the plugin on node 0 with:
+    When the status of ResourceClaim "external-claim" is updated as the plugin on node 0 with:
       """
       status:
         devices:
         - driver: "${driver}"
           pool: "${node0}"
           device: device-00
+          conditions:
+          - { type: a, status: "True", reason: d, message: c, lastTransitionTime: "2026-01-01T00:00:00Z" }
           data: { foo: bar }
-          networkData: { interfaceName: inf1 }
+          networkData:
+            interfaceName: inf1
+            ips: [10.9.8.0/24, 2001:db8::/64]
+            hardwareAddress: bc:1c:b6:3e:b8:25
       """
-    Then ResourceClaim "external-claim" has:
+    Then ResourceClaim "external-claim" has "status.devices" equal to:
       """
-      status:
-        devices:
-        - { driver: "${driver}", pool: "${node0}", device: device-00, data: { foo: bar }, networkData: { interfaceName: inf1 } }
+      - driver: "${driver}"
+        pool: "${node0}"
+        device: device-00
+        conditions:
+        - { type: a, status: "True", reason: d, message: c, lastTransitionTime: "2026-01-01T00:00:00Z" }
+        data: { foo: bar }
+        networkData:
+          interfaceName: inf1
+          ips: [10.9.8.0/24, 2001:db8::/64]
+          hardwareAddress: bc:1c:b6:3e:b8:25
       """
-    When the status of ResourceClaim "external-claim" is patched as the plugin on node 0 with:
+    When the status of ResourceClaim "external-claim" is updated as the plugin on node 0 with:
       """
       status:
         devices:
         - driver: "${driver}"
           pool: "${node0}"
           device: device-00
-          data: { foo: baz }
-          networkData: { interfaceName: inf2 }
+          conditions:
+          - { type: e, status: "True", reason: h, message: g, lastTransitionTime: "2026-01-02T00:00:00Z" }
+          data: { bar: foo }
+          networkData:
+            interfaceName: inf2
+            ips: [10.9.8.1/24, 2001:db8::1/64]
+            hardwareAddress: bc:1c:b6:3e:b8:26
       """
-    Then ResourceClaim "external-claim" has:
+    Then ResourceClaim "external-claim" has "status.devices" equal to:
       """
-      status:
-        devices:
-        - { driver: "${driver}", pool: "${node0}", device: device-00, data: { foo: baz }, networkData: { interfaceName: inf2 } }
+      - driver: "${driver}"
+        pool: "${node0}"
+        device: device-00
+        conditions:
+        - { type: e, status: "True", reason: h, message: g, lastTransitionTime: "2026-01-02T00:00:00Z" }
+        data: { bar: foo }
+        networkData:
+          interfaceName: inf2
+          ips: [10.9.8.1/24, 2001:db8::1/64]
+          hardwareAddress: bc:1c:b6:3e:b8:26
       """
 
   @FeatureGate:DRAResourceClaimDeviceStatus
@@ -311,7 +355,16 @@ Feature: control plane
       """
       status:
         devices:
-        - { driver: "${driver}", pool: network, device: device-0, data: { foo: bar } }
+        - driver: "${driver}"
+          pool: network
+          device: device-0
+          conditions:
+          - { type: a, status: "True", reason: d, message: c, lastTransitionTime: "2026-01-01T00:00:00Z" }
+          data: { foo: bar }
+          networkData:
+            interfaceName: inf1
+            ips: [10.9.8.0/24, 2001:db8::/64]
+            hardwareAddress: bc:1c:b6:3e:b8:25
       """
     When ClusterRole "${namespace}-claim-status-updater" is patched with:
       """
@@ -331,13 +384,29 @@ Feature: control plane
       """
       status:
         devices:
-        - { driver: "${driver}", pool: network, device: device-0, data: { foo: bar } }
+        - driver: "${driver}"
+          pool: network
+          device: device-0
+          conditions:
+          - { type: a, status: "True", reason: d, message: c, lastTransitionTime: "2026-01-01T00:00:00Z" }
+          data: { foo: bar }
+          networkData:
+            interfaceName: inf1
+            ips: [10.9.8.0/24, 2001:db8::/64]
+            hardwareAddress: bc:1c:b6:3e:b8:25
       """
-    Then ResourceClaim "external-claim" has:
+    Then ResourceClaim "external-claim" has "status.devices" equal to:
       """
-      status:
-        devices:
-        - { driver: "${driver}", pool: network, device: device-0, data: { foo: bar } }
+      - driver: "${driver}"
+        pool: network
+        device: device-0
+        conditions:
+        - { type: a, status: "True", reason: d, message: c, lastTransitionTime: "2026-01-01T00:00:00Z" }
+        data: { foo: bar }
+        networkData:
+          interfaceName: inf1
+          ips: [10.9.8.0/24, 2001:db8::/64]
+          hardwareAddress: bc:1c:b6:3e:b8:25
       """
     # Any driver's devices, with a rule that names none.
     When ClusterRole "${namespace}-claim-status-updater" is patched with:
@@ -357,11 +426,27 @@ Feature: control plane
       """
       status:
         devices:
-        - { driver: "${driver}", pool: network, device: device-0, data: { foo: baz } }
+        - driver: "${driver}"
+          pool: network
+          device: device-0
+          conditions:
+          - { type: e, status: "True", reason: h, message: g, lastTransitionTime: "2026-01-02T00:00:00Z" }
+          data: { bar: foo }
+          networkData:
+            interfaceName: inf2
+            ips: [10.9.8.1/24, 2001:db8::1/64]
+            hardwareAddress: bc:1c:b6:3e:b8:26
       """
-    Then ResourceClaim "external-claim" has:
+    Then ResourceClaim "external-claim" has "status.devices" equal to:
       """
-      status:
-        devices:
-        - { driver: "${driver}", pool: network, device: device-0, data: { foo: baz } }
+      - driver: "${driver}"
+        pool: network
+        device: device-0
+        conditions:
+        - { type: e, status: "True", reason: h, message: g, lastTransitionTime: "2026-01-02T00:00:00Z" }
+        data: { bar: foo }
+        networkData:
+          interfaceName: inf2
+          ips: [10.9.8.1/24, 2001:db8::1/64]
+          hardwareAddress: bc:1c:b6:3e:b8:26
       """

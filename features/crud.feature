@@ -1,6 +1,8 @@
 Feature: CRUD of the resource.k8s.io/v1 types
-  Create, read, list, update, patch and delete each DRA API type, with no
-  driver involved.
+  Create, read, list, update (PUT), patch (JSON merge, strategic merge, JSON
+  and apply), status read, update and patch, delete and delete-collection
+  (seen by a watch) of each DRA API type, with no driver involved, as
+  upstream's conformance helper does.
   (upstream: [sig-node] [DRA] CRUD Tests)
 
   @conformance
@@ -11,26 +13,38 @@ Feature: CRUD of the resource.k8s.io/v1 types
       kind: DeviceClass
       metadata:
         name: ${namespace}-crud
+        labels: { crud: "${namespace}" }
       spec:
         selectors:
         - cel: { expression: "false" }
       """
-    Then listing DeviceClass objects finds "${namespace}-crud"
-    When DeviceClass "${namespace}-crud" is patched with:
+    Then listing DeviceClass objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    When DeviceClass "${namespace}-crud" is updated with:
       """
-      metadata: { labels: { crud: patched } }
       spec:
         selectors:
         - cel: { expression: "1 == 0" }
       """
     Then DeviceClass "${namespace}-crud" has:
       """
-      metadata: { labels: { crud: patched } }
+      metadata: { labels: { crud: "${namespace}" } }
       spec:
         selectors:
         - cel: { expression: "1 == 0" }
       """
-    When DeviceClass "${namespace}-crud" is deleted
+    When DeviceClass "${namespace}-crud" is patched with a strategic merge patch:
+      """
+      spec:
+        selectors:
+        - cel: { expression: "2 == 0" }
+      """
+    Then DeviceClass "${namespace}-crud" has:
+      """
+      spec:
+        selectors:
+        - cel: { expression: "2 == 0" }
+      """
+    When DeviceClass objects labelled "crud=${namespace}" are deleted as a collection
     Then creating the following objects as the admin succeeds:
       """
       apiVersion: resource.k8s.io/v1
@@ -48,39 +62,105 @@ Feature: CRUD of the resource.k8s.io/v1 types
       kind: ResourceClaim
       metadata:
         name: crud-claim
+        labels: { crud: "${namespace}" }
       spec:
         devices:
           requests:
           - name: req-0
             exactly: { deviceClassName: dra.example.com }
       """
-    Then listing ResourceClaim objects finds "crud-claim"
-    When ResourceClaim "crud-claim" is patched with:
+    Then listing ResourceClaim objects labelled "crud=${namespace}" finds "crud-claim"
+    And ResourceClaim "crud-claim" has:
       """
-      metadata: { labels: { crud: patched } }
-      """
-    Then ResourceClaim "crud-claim" has:
-      """
-      metadata: { labels: { crud: patched } }
       spec:
         devices:
           requests:
           - name: req-0
             exactly: { deviceClassName: dra.example.com, allocationMode: ExactCount, count: 1 }
       """
-    When the status of ResourceClaim "crud-claim" is patched with:
+    # The spec is immutable: updates and patches change labels.
+    When ResourceClaim "crud-claim" is updated with:
       """
-      status:
-        allocation:
-          devices: { results: [] }
+      metadata: { labels: { test.dra.example.com: update } }
+      """
+    And ResourceClaim "crud-claim" is patched with a JSON merge patch:
+      """
+      metadata: { labels: { merge.dra.example.com: test } }
+      """
+    And ResourceClaim "crud-claim" is patched with a strategic merge patch:
+      """
+      metadata: { labels: { strategic.dra.example.com: test } }
+      """
+    And ResourceClaim "crud-claim" is patched with a JSON patch:
+      """
+      - { op: add, path: /metadata/labels/json.dra.example.com, value: test }
+      """
+    And ResourceClaim "crud-claim" is patched with an apply patch:
+      """
+      metadata: { labels: { apply.dra.example.com: test } }
       """
     Then ResourceClaim "crud-claim" has:
       """
-      status:
-        allocation:
-          devices: {}
+      metadata:
+        labels:
+          crud: "${namespace}"
+          test.dra.example.com: update
+          merge.dra.example.com: test
+          strategic.dra.example.com: test
+          json.dra.example.com: test
+          apply.dra.example.com: test
       """
-    When ResourceClaim "crud-claim" is deleted
+    # "Nothing allocated" is a valid allocation; each status write sets it
+    # after the one before was taken back.
+    When the status of ResourceClaim "crud-claim" is updated with:
+      """
+      status: { allocation: {} }
+      """
+    Then the status of ResourceClaim "crud-claim" has:
+      """
+      status: { allocation: { devices: {} } }
+      """
+    When the status of ResourceClaim "crud-claim" is patched with a JSON patch:
+      """
+      - { op: remove, path: /status/allocation }
+      """
+    Then the status of ResourceClaim "crud-claim" has:
+      """
+      status: { allocation: null }
+      """
+    When the status of ResourceClaim "crud-claim" is patched with a JSON merge patch:
+      """
+      status: { allocation: {} }
+      """
+    Then the status of ResourceClaim "crud-claim" has:
+      """
+      status: { allocation: { devices: {} } }
+      """
+    When the status of ResourceClaim "crud-claim" is patched with a JSON patch:
+      """
+      - { op: remove, path: /status/allocation }
+      """
+    And the status of ResourceClaim "crud-claim" is patched with a strategic merge patch:
+      """
+      status: { allocation: {} }
+      """
+    Then the status of ResourceClaim "crud-claim" has:
+      """
+      status: { allocation: { devices: {} } }
+      """
+    When the status of ResourceClaim "crud-claim" is patched with a JSON patch:
+      """
+      - { op: remove, path: /status/allocation }
+      """
+    And the status of ResourceClaim "crud-claim" is patched with an apply patch:
+      """
+      status: { allocation: {} }
+      """
+    Then the status of ResourceClaim "crud-claim" has:
+      """
+      status: { allocation: { devices: {} } }
+      """
+    When ResourceClaim objects labelled "crud=${namespace}" are deleted as a collection
 
   @conformance
   Scenario: resource.k8s.io/v1 ResourceClaimTemplate
@@ -90,6 +170,7 @@ Feature: CRUD of the resource.k8s.io/v1 types
       kind: ResourceClaimTemplate
       metadata:
         name: crud-template
+        labels: { crud: "${namespace}" }
       spec:
         spec:
           devices:
@@ -97,21 +178,26 @@ Feature: CRUD of the resource.k8s.io/v1 types
             - name: req-0
               exactly: { deviceClassName: dra.example.com }
       """
-    Then listing ResourceClaimTemplate objects finds "crud-template"
-    When ResourceClaimTemplate "crud-template" is patched with:
+    Then listing ResourceClaimTemplate objects labelled "crud=${namespace}" finds "crud-template"
+    When ResourceClaimTemplate "crud-template" is updated with:
       """
-      metadata: { labels: { crud: patched } }
+      metadata: { labels: { test.dra.example.com: update } }
+      """
+    And ResourceClaimTemplate "crud-template" is patched with a strategic merge patch:
+      """
+      metadata: { labels: { strategic.dra.example.com: test } }
       """
     Then ResourceClaimTemplate "crud-template" has:
       """
-      metadata: { labels: { crud: patched } }
+      metadata:
+        labels: { crud: "${namespace}", test.dra.example.com: update, strategic.dra.example.com: test }
       spec:
         spec:
           devices:
             requests:
             - name: req-0
       """
-    When ResourceClaimTemplate "crud-template" is deleted
+    When ResourceClaimTemplate objects labelled "crud=${namespace}" are deleted as a collection
 
   @conformance
   Scenario: resource.k8s.io/v1 ResourceSlice
@@ -121,13 +207,14 @@ Feature: CRUD of the resource.k8s.io/v1 types
       kind: ResourceSlice
       metadata:
         name: ${namespace}-crud
+        labels: { crud: "${namespace}" }
       spec:
         driver: dra.example.com
         nodeName: no-such-node
         pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
       """
-    Then listing ResourceSlice objects finds "${namespace}-crud"
-    When ResourceSlice "${namespace}-crud" is patched with:
+    Then listing ResourceSlice objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    When ResourceSlice "${namespace}-crud" is updated with:
       """
       spec:
         devices:
@@ -140,7 +227,19 @@ Feature: CRUD of the resource.k8s.io/v1 types
         devices:
         - name: device-0
       """
-    When ResourceSlice "${namespace}-crud" is deleted
+    When ResourceSlice "${namespace}-crud" is patched with a strategic merge patch:
+      """
+      spec:
+        devices:
+        - name: device-1
+      """
+    Then ResourceSlice "${namespace}-crud" has:
+      """
+      spec:
+        devices:
+        - name: device-1
+      """
+    When ResourceSlice objects labelled "crud=${namespace}" are deleted as a collection
 
   @conformance
   Scenario: resource.k8s.io/v1 DeviceTaintRule
@@ -150,14 +249,15 @@ Feature: CRUD of the resource.k8s.io/v1 types
       kind: DeviceTaintRule
       metadata:
         name: ${namespace}-crud
+        labels: { crud: "${namespace}" }
       spec:
         # An empty selector would match every device in the cluster, and
         # NoExecute below would then evict other scenarios' pods.
         deviceSelector: { driver: no-such-driver.example.com }
         taint: { key: testing, effect: None }
       """
-    Then listing DeviceTaintRule objects finds "${namespace}-crud"
-    When DeviceTaintRule "${namespace}-crud" is patched with:
+    Then listing DeviceTaintRule objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    When DeviceTaintRule "${namespace}-crud" is updated with:
       """
       spec:
         taint: { key: testing, effect: NoExecute }
@@ -167,21 +267,36 @@ Feature: CRUD of the resource.k8s.io/v1 types
       spec:
         taint: { key: testing, effect: NoExecute }
       """
-    When the status of DeviceTaintRule "${namespace}-crud" is patched with:
+    When the status of DeviceTaintRule "${namespace}-crud" is updated with:
       """
       status:
         conditions:
         - type: Testing
           status: "True"
           reason: Testing
-          message: set by the CRUD test
+          message: set by an update
           lastTransitionTime: "2026-01-01T00:00:00Z"
       """
-    Then DeviceTaintRule "${namespace}-crud" has:
+    Then the status of DeviceTaintRule "${namespace}-crud" has:
+      """
+      status:
+        conditions:
+        - { type: Testing, status: "True", message: set by an update }
+      """
+    When the status of DeviceTaintRule "${namespace}-crud" is patched with a strategic merge patch:
       """
       status:
         conditions:
         - type: Testing
           status: "True"
+          reason: Testing
+          message: set by a patch
+          lastTransitionTime: "2026-01-01T00:00:00Z"
       """
-    When DeviceTaintRule "${namespace}-crud" is deleted
+    Then the status of DeviceTaintRule "${namespace}-crud" has:
+      """
+      status:
+        conditions:
+        - { type: Testing, status: "True", message: set by a patch }
+      """
+    When DeviceTaintRule objects labelled "crud=${namespace}" are deleted as a collection

@@ -16,6 +16,7 @@ Feature: device health
     Then pod "tester-1" is running
     And NodeWatchResources is called on node 0
     And NodeWatchResources was called through the v1 API on node 0
+    And no health stream of the driver was opened through the v1alpha1 API on node 0
     When the driver reports device "device-00" on node 0 as Healthy
     Then the devices of pod "tester-1" are reported Healthy
     When the driver reports device "device-00" on node 0 as Unhealthy
@@ -51,7 +52,25 @@ Feature: device health
     When pod "tester-1" using claim "old-claim" is created
     Then pod "tester-1" is running
     And NodeWatchResources of driver "old" was called through the v1alpha1 API on node 0
+    And no health stream of driver "old" was opened through the v1 API on node 0
     When driver "old" reports device "device-00" on node 0 as Unhealthy
     Then the devices of pod "tester-1" are reported Unhealthy
     And NodeWatchResources of driver "old" was called 1 time on node 0
     And NodeWatchResources of driver "plain" was called 0 times on node 0
+
+  # A driver that dropped v1alpha1: kubelets from 1.37 on stream through v1.
+  @KubeletMinVersion:1.37
+  Scenario: device health reaches the pod through the v1 health API alone
+    Given a driver "new" with 1 device per node, serving the v1 health API
+    And a device class for driver "new"
+    And an external claim "new-claim" for driver "new"
+    When pod "tester-1" using claim "new-claim" is created
+    Then pod "tester-1" is running
+    And NodeWatchResources of driver "new" was called through the v1 API on node 0
+    And no health stream of driver "new" was opened through the v1alpha1 API on node 0
+    When driver "new" reports device "device-00" on node 0 as Healthy
+    Then the devices of pod "tester-1" are reported Healthy
+    When driver "new" reports device "device-00" on node 0 as Unhealthy
+    Then the devices of pod "tester-1" are reported Unhealthy
+    When driver "new" reports device "device-00" on node 0 as Healthy
+    Then the devices of pod "tester-1" are reported Healthy

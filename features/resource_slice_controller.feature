@@ -8,7 +8,13 @@ Feature: ResourceSlice controller
   Background:
     Given 1 ready node
 
+  # Slices as large as the API allows (128 devices of 32 attributes, names
+  # and values of maximum length), through a controller that counts its
+  # writes.
   Scenario: creates slices
+    Then a ResourceSlice controller publishes 10 maximum-size slices, rests for 20s and shrinks them to one empty slice
+
+  Scenario: splits a large pool into slices of at most 128 devices
     Given a driver with a network pool of 1280 devices, not registered with the kubelet
     Then the driver publishes pool "network" in 10 slices with 1280 devices
 

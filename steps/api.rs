@@ -16,7 +16,7 @@ use serde_json::json;
 use super::World;
 use super::params::{DriverRef, Identity, Verb};
 use crate::driver::rbac;
-use crate::objects;
+use crate::objects::{self, delete_if_present};
 use crate::wait::{self, Check};
 
 sentences! {
@@ -29,9 +29,16 @@ sentences! {
     #[then(expr = "creating the following objects as {identity} fails with {string}:")]
     fn create_fails(who: Identity, text: String, step: Step<'_>);
 
+    /// Tries once: what a policy denies must be denied from the first
+    /// request on (only requests that must succeed wait for RBAC to settle).
+    #[then(expr = "creating the following objects as {identity} is denied with {string}:")]
+    fn create_denied(who: Identity, text: String, step: Step<'_>);
+
     #[then(expr = "creating the following objects as {identity} succeeds:")]
     fn create_succeeds(who: Identity, step: Step<'_>);
 
+    /// Tries once; updating is a PUT of the object as the admin reads it,
+    /// with a label added.
     #[then(expr = "{verb} ResourceSlice {string} as {identity} fails with {string}")]
     fn slice_op_fails(verb: Verb, name: String, who: Identity, text: String);
 
@@ -175,6 +182,38 @@ async fn create_fails(w: &World, who: Identity, text: String, step: &Step) -> an
     }
 }
 
+async fn create_denied(w: &World, who: Identity, text: String, step: &Step) -> anyhow::Result<()> {
+    let text = objects::expand(&text, &w.vars())?;
+    let objs = manifests(w, step)?;
+    let client = client_for(w, &who)?;
+    let admin = w.client()?;
+    for obj in &objs {
+        let (api, ar, _) = api_for(&client, &admin, &w.namespace, obj).await?;
+        match api.create(&PostParams::default(), obj).await {
+            Ok(created) => {
+                let name = created.metadata.name.unwrap_or_default();
+                let (admin_api, _, _) = api_for(&admin, &admin, &w.namespace, obj).await?;
+                let removed = delete_if_present(&admin_api, &name, &DeleteParams::default())
+                    .await
+                    .map_or_else(
+                        |e| format!(" (deleting it again failed: {e})"),
+                        |_| String::new(),
+                    );
+                bail!(
+                    "expected creating {} {name} as {who:?} to be denied with {text:?}, but it was created{removed}",
+                    ar.kind
+                );
+            }
+            Err(e) if e.to_string().contains(&text) => {}
+            Err(e) => bail!(
+                "expected creating {} as {who:?} to be denied with {text:?}, observed: {e}",
+                ar.kind
+            ),
+        }
+    }
+    Ok(())
+}
+
 async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> anyhow::Result<()> {
     let mut objs = manifests(w, step)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -194,8 +233,19 @@ async fn slice_op(w: &World, who: &Identity, verb: Verb, name: &str) -> Result<(
     let api: Api<k8s_openapi::api::resource::v1::ResourceSlice> = Api::all(client);
     match verb {
         Verb::Updating => {
-            let patch = json!({ "metadata": { "labels": { "dra-e2e.k8s.io/touched": "yes" } } });
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            // The admin reads, so that a denial is the write's and not the read's.
+            let admin = w.client().map_err(|e| kube::Error::Service(e.into()))?;
+            let mut slice = Api::<k8s_openapi::api::resource::v1::ResourceSlice>::all(admin)
+                .get(name)
+                .await?;
+            let touched = slice
+                .metadata
+                .labels
+                .get_or_insert_default()
+                .entry("dra-e2e.k8s.io/touched".to_owned())
+                .or_default();
+            touched.push('x');
+            api.replace(name, &PostParams::default(), &slice)
                 .await
                 .map(|_| ())
         }
@@ -211,6 +261,7 @@ async fn slice_op_fails(
     text: String,
 ) -> anyhow::Result<()> {
     let text = objects::expand(&text, &w.vars())?;
+    let name = objects::expand(&name, &w.vars())?;
     match slice_op(w, &who, verb, &name).await {
         Ok(()) => bail!(
             "expected {verb:?} ResourceSlice {name} as {who:?} to fail with {text:?}, but it succeeded"
@@ -223,14 +274,18 @@ async fn slice_op_fails(
 }
 
 async fn slice_op_succeeds(
-    w: &World,
+    w: &mut World,
     verb: Verb,
     name: String,
     who: Identity,
 ) -> anyhow::Result<()> {
+    let name = objects::expand(&name, &w.vars())?;
     slice_op(w, &who, verb, &name)
         .await
         .with_context(|| format!("{verb:?} ResourceSlice {name} as {who:?}"))?;
+    if verb == Verb::Deleting {
+        w.scenario.forget_object("ResourceSlice", &name);
+    }
     Ok(())
 }
 

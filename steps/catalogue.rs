@@ -273,6 +273,11 @@ pub const CATALOGUE: &[Topic] = &[
         title: "Device health",
         entries: &[
             Entry {
+                pattern: "Then no health stream of <driver> was opened through the v1|v1alpha1 API on <node>",
+                description: "The kubelet subscribes on one health API version only: it never called NodeWatchResources of that version (served or not).",
+                example: "Then no health stream of driver \"old\" was opened through the v1 API on node 0",
+            },
+            Entry {
                 pattern: "When <driver> reports device \"<device>\" on <node> as Healthy|Unhealthy|Unknown[ with message \"<m>\"]",
                 description: "The plugin's health stream reports the device so (its pool is found from the driver's resources).",
                 example: "When the driver reports device \"device-00\" on node 0 as Unhealthy with message \"ECC errors\"",
@@ -289,7 +294,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "Then <driver> publishes one slice per node with devices \"<d>\"[, ...]",
-                description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, these devices.",
+                description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, and these devices compared device by device (a device with attributes, capacity or taints is not a bare name).",
                 example: "Then the driver publishes one slice per node with devices \"device-00\"",
             },
             Entry {
@@ -314,13 +319,18 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then the driver publishes pool \"<pool>\" for all nodes / When the slice of pool \"<pool>\" is deleted / Then the slice of pool \"<pool>\" is recreated with a new UID",
-                description: "An all-nodes pool kept in place by the driver.",
+                description: "An all-nodes pool kept in place by the driver: exactly one slice of the pool, for all nodes, resourceSliceCount 1, with the driver's devices device by device (again after the re-creation).",
                 example: "Then the slice of pool \"all-nodes-pool\" is recreated with a new UID",
             },
             Entry {
                 pattern: "Then <driver> publishes pool \"<pool>\" in <n> slice(s) with <m> device(s)",
                 description: "Wait (1 minute) until the pool is exactly n slices holding m devices; fails at once if they disagree on resourceSliceCount or generation, or name a device twice. A network pool is split at the API limit of 128 devices per slice (64 with taints), slices <driver>-0, <driver>-1, ...",
                 example: "Then the driver publishes pool \"network\" in 10 slices with 1280 devices",
+            },
+            Entry {
+                pattern: "Then a ResourceSlice controller publishes <n> maximum-size slice(s), rests for <duration> and shrinks them to one empty slice",
+                description: "Upstream's ResourceSlice controller check in one step (the controller lives only as long as the step): a controller for a driver of its own publishes n slices of 128 devices with 32 attributes each, names and values of maximum length; each is 600 KiB to 1 MiB in protobuf; the controller made exactly n creates and then nothing for the duration; asked for one empty slice, it deletes the n and creates that one (n+1 creates, n deletes), and rests again. Its slices are deleted at the end, pass or fail.",
+                example: "Then a ResourceSlice controller publishes 10 maximum-size slices, rests for 20s and shrinks them to one empty slice",
             },
         ],
     },
@@ -338,6 +348,31 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When DeviceClass \"${namespace}-crud\" is patched with:",
             },
             Entry {
+                pattern: "When <Kind> \"<name>\" is patched with a(n) JSON merge|strategic merge|JSON|apply patch: / When the status of <Kind> \"<name>\" is patched with a(n) ... patch:",
+                description: "A patch of that type (YAML doc string; a JSON patch is a list of operations; an apply patch gets apiVersion, kind and name filled in and is forced, field manager dra-e2e), with strict field validation, of the object or its status.",
+                example: "When ResourceClaim \"crud-claim\" is patched with an apply patch:",
+            },
+            Entry {
+                pattern: "When <Kind> \"<name>\" is updated with: / When the status of <Kind> \"<name>\" is updated [as <identity>] with:",
+                description: "Read the object (or its status), merge the YAML doc string in, write it back whole (PUT; as the admin unless said otherwise, retried for up to a minute while RBAC still forbids it); the write must give a new resourceVersion and return what was sent. Retried on conflicts.",
+                example: "When the status of ResourceClaim \"crud-claim\" is updated with:",
+            },
+            Entry {
+                pattern: "Then the status of <Kind> \"<name>\" has:",
+                description: "Like `has:`, read through the status subresource.",
+                example: "Then the status of ResourceClaim \"crud-claim\" has:",
+            },
+            Entry {
+                pattern: "Then listing <Kind> objects labelled \"<k=v>\" finds \"<name>\"[, ...]",
+                description: "A list with that label selector (in the scenario's namespace when namespaced) holds exactly these objects.",
+                example: "Then listing ResourceClaim objects labelled \"crud=${namespace}\" finds \"crud-claim\"",
+            },
+            Entry {
+                pattern: "When <Kind> objects labelled \"<k=v>\" are deleted as a collection",
+                description: "One delete-collection request; a watch opened before it must see every object it listed deleted (1 minute).",
+                example: "When ResourceClaim objects labelled \"crud=${namespace}\" are deleted as a collection",
+            },
+            Entry {
                 pattern: "Then patching the status of <Kind> \"<name>\" as <identity> fails with \"<text>\":",
                 description: "Retried for up to a minute until the status patch fails with the text (RBAC takes a moment to apply).",
                 example: "Then patching the status of ResourceClaim \"external-claim\" as the plugin on node 0 fails with \"cannot arbitrary-node:patch\":",
@@ -346,6 +381,11 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then <Kind> \"<name>\" has:",
                 description: "Every field of the YAML doc string is in the object with that value (lists must match in length).",
                 example: "Then ResourceSlice \"${namespace}-crud\" has:",
+            },
+            Entry {
+                pattern: "Then <Kind> \"<name>\" has \"<path>\" equal to:",
+                description: "The field at the dotted path (e.g. `status.devices`) equals the YAML doc string exactly: nothing missing, nothing extra.",
+                example: "Then ResourceClaim \"external-claim\" has \"status.devices\" equal to:",
             },
             Entry {
                 pattern: "Then listing <Kind> objects finds \"<name>\"",
@@ -363,8 +403,13 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then creating the following objects as the plugin on node 0 fails with \"may not modify\":",
             },
             Entry {
+                pattern: "Then creating the following objects as <identity> is denied with \"<text>\":",
+                description: "Tried once: the first request must fail with the text (for policies that must hold from the start; nothing is retried).",
+                example: "Then creating the following objects as the plugin on node 0 is denied with \"may not modify\":",
+            },
+            Entry {
                 pattern: "Then updating|deleting ResourceSlice \"<name>\" as <identity> fails with \"<text>\"|succeeds",
-                description: "Permission checks of ResourceSlice writes.",
+                description: "Permission checks of ResourceSlice writes, tried once. Updating is a PUT of the object as the admin reads it, with a label changed.",
                 example: "Then deleting ResourceSlice \"s\" as the plugin on node \"n\" succeeds",
             },
             Entry {

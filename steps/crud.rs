@@ -6,12 +6,16 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{then, when};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use futures::TryStreamExt as _;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
 use serde_json::Value;
 
 use super::World;
 use super::api::client_for;
-use super::params::{Identity, Kind};
+use super::params::{Identity, Kind, Strings};
 use crate::objects::{self, delete_if_present};
 use crate::wait::{self, Check};
 
@@ -21,6 +25,37 @@ sentences! {
 
     #[when(expr = "the status of {kind} {string} is patched with:")]
     fn status_patched(kind: Kind, name: String, step: Step<'_>);
+
+    /// A patch of the given type (`JSON merge`, `strategic merge`, `JSON`
+    /// (a list of operations) or `apply`, whose apiVersion, kind and name
+    /// are filled in), of the object or of its status subresource.
+    #[when(expr = "{kind} {string} is patched with a(n) {patchtype} patch:")]
+    fn patched_typed(kind: Kind, name: String, pt: PatchType, step: Step<'_>);
+
+    #[when(expr = "the status of {kind} {string} is patched with a(n) {patchtype} patch:")]
+    fn status_patched_typed(kind: Kind, name: String, pt: PatchType, step: Step<'_>);
+
+    /// Read, merge the doc string in, write back whole (PUT); retried on a
+    /// conflict only.
+    #[when(expr = "{kind} {string} is updated with:")]
+    fn updated(kind: Kind, name: String, step: Step<'_>);
+
+    #[when(expr = "the status of {kind} {string} is updated with:")]
+    fn status_updated(kind: Kind, name: String, step: Step<'_>);
+
+    /// Read as the admin, written as `identity`; retried while RBAC still
+    /// forbids it. What the write returns must hold the doc string as sent.
+    #[when(expr = "the status of {kind} {string} is updated as {identity} with:")]
+    fn status_updated_as(kind: Kind, name: String, who: Identity, step: Step<'_>);
+
+    /// Read through the status subresource.
+    #[then(expr = "the status of {kind} {string} has:")]
+    fn status_has(kind: Kind, name: String, step: Step<'_>);
+
+    /// One delete-collection request; a watch opened before it must see
+    /// every listed object deleted.
+    #[when(expr = "{kind} objects labelled {string} are deleted as a collection")]
+    fn deleted_collection(kind: Kind, label: String);
 
     #[when(expr = "the status of {kind} {string} is patched as {identity} with:")]
     fn status_patched_as(kind: Kind, name: String, who: Identity, step: Step<'_>);
@@ -33,8 +68,16 @@ sentences! {
     #[then(expr = "{kind} {string} has:")]
     fn has(kind: Kind, name: String, step: Step<'_>);
 
+    /// The field at the dotted path equals the doc string's value exactly:
+    /// nothing missing, nothing extra.
+    #[then(expr = "{kind} {string} has {string} equal to:")]
+    fn has_exactly(kind: Kind, name: String, path: String, step: Step<'_>);
+
     #[then(expr = "listing {kind} objects finds {string}")]
     fn listed(kind: Kind, name: String);
+
+    #[then(expr = "listing {kind} objects labelled {string} finds {strings}")]
+    fn listed_labelled(kind: Kind, label: String, names: Strings);
 
     #[when(expr = "{kind} {string} is deleted")]
     fn deleted(kind: Kind, name: String);
@@ -274,6 +317,406 @@ async fn has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result
     contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
 }
 
+/// The first field of `got` that `want` does not have, as a path.
+fn extra_field(got: &Value, want: &Value, path: &str) -> Option<String> {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => g.iter().find_map(|(k, gv)| {
+            let p = format!("{path}.{k}");
+            match w.get(k) {
+                None if !gv.is_null() => Some(p),
+                None => None,
+                Some(wv) => extra_field(gv, wv, &p),
+            }
+        }),
+        (Value::Array(g), Value::Array(w)) => g
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (gv, wv))| extra_field(gv, wv, &format!("{path}[{i}]"))),
+        _ => None,
+    }
+}
+
+/// The value at a dotted path (`status.devices`), `null` where it is absent.
+fn at_path<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.')
+        .filter(|k| !k.is_empty())
+        .try_fold(v, |v, k| v.get(k))
+        .unwrap_or(&Value::Null)
+}
+
+async fn has_exactly(
+    w: &World,
+    kind: Kind,
+    name: String,
+    path: String,
+    step: &Step,
+) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    let want = yaml_doc(w, step)?;
+    let obj = api
+        .get(&name)
+        .await
+        .with_context(|| format!("reading {kind} {name}"))?;
+    let got = serde_json::to_value(&obj)?;
+    let got = at_path(&got, &path);
+    if *got != want {
+        let diff = contains(got, &want, &path).err().unwrap_or_else(|| {
+            extra_field(got, &want, &path).map_or_else(
+                || "it differs".to_owned(),
+                |p| format!("{p} is there, but not expected"),
+            )
+        });
+        bail!(
+            "{kind} {name}: {path} is not as expected ({diff})\nexpected: {want}\nobserved: {got}"
+        );
+    }
+    Ok(())
+}
+
+/// The four patch types of the API: `JSON merge`, `strategic merge`, `JSON`
+/// and `apply` (server-side apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "patchtype", regex = "JSON merge|strategic merge|JSON|apply")]
+pub enum PatchType {
+    Merge,
+    Strategic,
+    Json,
+    Apply,
+}
+
+impl std::str::FromStr for PatchType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "JSON merge" => Ok(PatchType::Merge),
+            "strategic merge" => Ok(PatchType::Strategic),
+            "JSON" => Ok(PatchType::Json),
+            "apply" => Ok(PatchType::Apply),
+            o => Err(format!("unknown patch type {o:?}")),
+        }
+    }
+}
+
+impl PatchType {
+    fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// The field manager of apply patches.
+const FIELD_MANAGER: &str = "dra-e2e";
+
+async fn typed_patch(
+    w: &World,
+    kind: &str,
+    name: &str,
+    pt: PatchType,
+    step: &Step,
+    status: bool,
+) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, kind, name)?;
+    let mut body = yaml_doc(w, step)?;
+    let current = api
+        .get(&name)
+        .await
+        .with_context(|| format!("reading {kind} {name}"))?;
+    if pt == PatchType::Apply {
+        // An apply patch names what it applies to.
+        let types = current.types.clone().unwrap_or_default();
+        let obj = body
+            .as_object_mut()
+            .context("an apply patch must be a YAML mapping")?;
+        obj.insert("apiVersion".into(), types.api_version.into());
+        obj.insert("kind".into(), types.kind.into());
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert("name".into(), name.clone().into());
+        }
+    }
+    if pt == PatchType::Json && !body.is_array() {
+        bail!("a JSON patch is a list of operations (- {{ op: add, path: ..., value: ... }})");
+    }
+    // JSON patches go out as raw requests: the typed client has no JSON patch.
+    let mut url = format!("{}/{name}", api.resource_url());
+    if status {
+        url.push_str("/status");
+    }
+    let mut query = "fieldValidation=Strict".to_owned();
+    if pt == PatchType::Apply {
+        query.push_str(&format!("&fieldManager={FIELD_MANAGER}&force=true"));
+    }
+    let req = http::Request::patch(format!("{url}?{query}"))
+        .header(http::header::CONTENT_TYPE, pt.content_type())
+        .body(serde_json::to_vec(&body)?)
+        .context("building the patch request")?;
+    let client = w.client()?;
+    client
+        .request::<DynamicObject>(req)
+        .await
+        .with_context(|| {
+            format!(
+                "patching {}{kind} {name} with a {pt:?} patch",
+                if status { "the status of " } else { "" }
+            )
+        })?;
+    Ok(())
+}
+
+async fn patched_typed(
+    w: &World,
+    kind: Kind,
+    name: String,
+    pt: PatchType,
+    step: &Step,
+) -> anyhow::Result<()> {
+    typed_patch(w, &kind.0, &name, pt, step, false).await
+}
+
+async fn status_patched_typed(
+    w: &World,
+    kind: Kind,
+    name: String,
+    pt: PatchType,
+    step: &Step,
+) -> anyhow::Result<()> {
+    typed_patch(w, &kind.0, &name, pt, step, true).await
+}
+
+/// Merges `patch` into `target` as a JSON merge patch does.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// How often an update is retried when someone else wrote the object first.
+const CONFLICT_RETRIES: usize = 5;
+
+async fn update(
+    w: &World,
+    kind: &str,
+    name: &str,
+    step: &Step,
+    status: bool,
+) -> anyhow::Result<()> {
+    update_as(w, &Identity::Admin, kind, name, step, status).await
+}
+
+async fn update_as(
+    w: &World,
+    who: &Identity,
+    kind: &str,
+    name: &str,
+    step: &Step,
+    status: bool,
+) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, kind, name)?;
+    let (writer, _) = lookup_as(w, who, kind, &name)?;
+    let change = yaml_doc(w, step)?;
+    let what = format!(
+        "{}{kind} {name}",
+        if status { "the status of " } else { "" }
+    );
+    for _ in 0..CONFLICT_RETRIES {
+        let current = if status {
+            api.get_status(&name).await
+        } else {
+            api.get(&name).await
+        }
+        .with_context(|| format!("reading {what}"))?;
+        let before = current.metadata.resource_version.clone();
+        let mut obj = serde_json::to_value(&current)?;
+        merge(&mut obj, &change);
+        let obj: DynamicObject = serde_json::from_value(obj)?;
+        let written = if status {
+            writer
+                .replace_status(&name, &PostParams::default(), &obj)
+                .await
+        } else {
+            writer.replace(&name, &PostParams::default(), &obj).await
+        };
+        match written {
+            Ok(after) => {
+                // A write that changes something gets a new resource version.
+                if after.metadata.resource_version == before {
+                    bail!("updating {what} left its resourceVersion at {before:?}");
+                }
+                let returned = serde_json::to_value(&after)?;
+                contains(&returned, &change, "")
+                    .map_err(|e| anyhow::anyhow!("updating {what} returned otherwise: {e}"))?;
+                return Ok(());
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e).with_context(|| format!("updating {what}")),
+        }
+    }
+    bail!("updating {what} conflicted {CONFLICT_RETRIES} times in a row")
+}
+
+async fn updated(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
+    update(w, &kind.0, &name, step, false).await
+}
+
+async fn status_updated(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
+    update(w, &kind.0, &name, step, true).await
+}
+
+async fn status_updated_as(
+    w: &World,
+    kind: Kind,
+    name: String,
+    who: Identity,
+    step: &Step,
+) -> anyhow::Result<()> {
+    let kind = kind.0;
+    // A role granted a moment ago may not be in the authorizer's cache yet.
+    wait::poll(
+        &format!("the status update of {kind} {name} as {who:?} to be allowed"),
+        RBAC_SETTLES,
+        Duration::from_secs(1),
+        || async {
+            match update_as(w, &who, &kind, &name, step, true).await {
+                Ok(()) => Check::Done(()),
+                Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
+                Err(e) => Check::Fail(format!("{e:#}")),
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn status_has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    let want = yaml_doc(w, step)?;
+    let obj = api
+        .get_status(&name)
+        .await
+        .with_context(|| format!("reading the status of {kind} {name}"))?;
+    let got = serde_json::to_value(&obj)?;
+    contains(&got, &want, "").map_err(|e| anyhow::anyhow!("the status of {kind} {name}: {e}"))
+}
+
+/// The API of `kind` (in the scenario's namespace when namespaced), for
+/// steps about all objects of a kind.
+fn kind_api(w: &World, kind: &str) -> anyhow::Result<Api<DynamicObject>> {
+    let client = w.client()?;
+    if let Some((ar, namespaced)) = w
+        .scenario
+        .objects()
+        .find(|(ar, _, _)| ar.kind == kind)
+        .map(|(ar, _, n)| (ar.clone(), n))
+        .or_else(|| dra_kind(kind))
+    {
+        return Ok(if namespaced {
+            Api::namespaced_with(client, &w.namespace, &ar)
+        } else {
+            Api::all_with(client, &ar)
+        });
+    }
+    bail!("this scenario created no {kind} objects")
+}
+
+async fn listed_labelled(
+    w: &World,
+    kind: Kind,
+    label: String,
+    names: Strings,
+) -> anyhow::Result<()> {
+    let label = objects::expand(&label, &w.vars())?;
+    let api = kind_api(w, &kind.0)?;
+    let mut found: Vec<String> = api
+        .list(&ListParams::default().labels(&label))
+        .await
+        .with_context(|| format!("listing {kind} objects labelled {label}"))?
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    found.sort();
+    let mut want = names
+        .0
+        .iter()
+        .map(|n| objects::expand(n, &w.vars()))
+        .collect::<Result<Vec<_>, _>>()?;
+    want.sort();
+    if found != want {
+        bail!("listing {kind} objects labelled {label} found {found:?}, expected {want:?}");
+    }
+    Ok(())
+}
+
+async fn deleted_collection(w: &mut World, kind: Kind, label: String) -> anyhow::Result<()> {
+    let label = objects::expand(&label, &w.vars())?;
+    let api = kind_api(w, &kind.0)?;
+    let list = api
+        .list(&ListParams::default().labels(&label))
+        .await
+        .with_context(|| format!("listing {kind} objects labelled {label}"))?;
+    let mut left: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    if left.is_empty() {
+        bail!("no {kind} objects are labelled {label}; nothing to delete");
+    }
+    let rv = list.metadata.resource_version.unwrap_or_default();
+    let watch = api
+        .watch(&WatchParams::default().labels(&label), &rv)
+        .await
+        .with_context(|| format!("watching {kind} objects labelled {label}"))?;
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels(&label),
+    )
+    .await
+    .with_context(|| format!("deleting the {kind} objects labelled {label}"))?;
+    let mut watch = std::pin::pin!(watch);
+    let what = format!("the watch to see the {kind} objects labelled {label} deleted");
+    let seen = tokio::time::timeout(DELETE_TIMEOUT, async {
+        while !left.is_empty() {
+            match watch.try_next().await {
+                Ok(Some(WatchEvent::Deleted(o))) => {
+                    let n = o.metadata.name.unwrap_or_default();
+                    left.retain(|l| *l != n);
+                }
+                Ok(Some(WatchEvent::Error(e))) => bail!("{what}: the watch failed: {e}"),
+                Ok(Some(_)) => {}
+                Ok(None) => bail!("{what}: the watch ended; not seen deleted: {left:?}"),
+                Err(e) => bail!("{what}: {e}"),
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match seen {
+        Ok(r) => r?,
+        Err(_) => bail!("timed out after {DELETE_TIMEOUT:?} waiting for {what}"),
+    }
+    for n in list.items.iter().filter_map(|o| o.metadata.name.as_deref()) {
+        w.scenario.forget_object(&kind.0, n);
+    }
+    Ok(())
+}
+
 async fn listed(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
     let (api, name) = lookup(w, &kind.0, &name)?;
     let names: Vec<String> = api
@@ -320,7 +763,7 @@ async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::{DRA_KINDS, contains, dra_kind};
+    use super::{DRA_KINDS, at_path, contains, dra_kind, extra_field};
     use serde_json::json;
 
     #[test]
@@ -330,6 +773,22 @@ mod tests {
             assert_eq!(ar.kind, kind);
         }
         assert!(dra_kind("ConfigMap").is_none());
+    }
+
+    #[test]
+    fn at_path_finds_nested_fields_or_null() {
+        let v = json!({ "status": { "devices": [1] } });
+        assert_eq!(at_path(&v, "status.devices"), &json!([1]));
+        assert_eq!(at_path(&v, "status.missing"), &serde_json::Value::Null);
+        assert_eq!(at_path(&v, ""), &v);
+    }
+
+    #[test]
+    fn extra_field_names_what_the_expectation_lacks() {
+        let got = json!({ "a": [ { "x": 1, "y": 2 } ] });
+        let want = json!({ "a": [ { "x": 1 } ] });
+        assert_eq!(extra_field(&got, &want, "").as_deref(), Some(".a[0].y"));
+        assert_eq!(extra_field(&want, &want, ""), None);
     }
 
     #[test]

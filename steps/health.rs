@@ -2,11 +2,13 @@
 //! kubelet shows of it in pod status (`allocatedResourcesStatus`).
 use std::time::Duration;
 
+use anyhow::bail;
 use cucumber::{then, when};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::World;
-use super::params::{DriverRef, Health, NodeSel};
+use super::params::{ApiVersion, DriverRef, Health, NodeSel};
+use crate::plugin::HealthApi;
 use crate::wait::{self, Check};
 
 /// Upstream waits up to a minute for the kubelet to pass a change on.
@@ -24,6 +26,11 @@ sentences! {
         health: Health,
         message: String,
     );
+
+    /// The kubelet subscribes on one health API version only: it never
+    /// opened a stream on this one (served or not).
+    #[then(expr = "no health stream of {driver} was opened through the {apiversion} API on {node}")]
+    fn no_stream_via(d: DriverRef, api: ApiVersion, node: NodeSel);
 
     #[then(expr = "the devices of pod {string} are reported {health}")]
     fn reported(pod: String, health: Health);
@@ -53,6 +60,38 @@ async fn reports_with_message(
     let driver = w.driver(&d)?;
     for n in node.resolve(w).await? {
         driver.set_device_health(&n, &device, health.0, &message)?;
+    }
+    Ok(())
+}
+
+async fn no_stream_via(
+    w: &World,
+    d: DriverRef,
+    api: ApiVersion,
+    node: NodeSel,
+) -> anyhow::Result<()> {
+    let method = api.0.parse::<HealthApi>()?.watch_method();
+    let driver = w.driver(&d)?;
+    for n in node.resolve(w).await? {
+        let c = driver.call_count(&n, method);
+        if c != 0 {
+            let all: Vec<String> = HealthApi::ALL
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}: {}",
+                        a.watch_method(),
+                        driver.call_count(&n, a.watch_method())
+                    )
+                })
+                .collect();
+            bail!(
+                "expected no health stream of {} through the {} API on {n}; calls observed: {}",
+                driver.name,
+                api.0,
+                all.join(", ")
+            );
+        }
     }
     Ok(())
 }

@@ -4,11 +4,14 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
 
 use super::World;
 use super::params::{DriverRef, Dur, Strings};
+use crate::driver::slices::{ControllerStats, SliceController};
+use crate::driver::{Resources, slices as driver_slices};
 use crate::wait::{self, Check};
 
 sentences! {
@@ -39,6 +42,14 @@ sentences! {
 
     #[then(expr = "the slice of pool {string} is recreated with a new UID")]
     fn recreated(pool: String);
+
+    /// Upstream's ResourceSlice controller check, start to end in one step
+    /// (the controller lives only as long as it): the slices are published,
+    /// their size is near the API's limit, the controller made exactly those
+    /// creates and then nothing for the duration; asked for one empty slice,
+    /// it deletes them all and creates that one, and again rests.
+    #[then(expr = "a ResourceSlice controller publishes {int} maximum-size slice(s), rests for {duration} and shrinks them to one empty slice")]
+    fn controller_round(slices: usize, rest: Dur);
 }
 
 /// Compares the fields that matter, ignoring server bookkeeping.
@@ -48,6 +59,26 @@ fn essence(s: &ResourceSlice) -> serde_json::Value {
         "uid": s.metadata.uid,
         "spec": s.spec,
     })
+}
+
+/// How `got` differs from the devices `want` (as JSON), device by device.
+fn device_problem(got: &[Device], want: &[Value]) -> Option<String> {
+    let got: Vec<Value> = got
+        .iter()
+        .map(|d| serde_json::to_value(d).unwrap_or_default())
+        .collect();
+    if got.len() != want.len() {
+        return Some(format!(
+            "{} devices, expected {}: {}",
+            got.len(),
+            want.len(),
+            Value::from(got)
+        ));
+    }
+    got.iter()
+        .zip(want)
+        .find(|(g, w)| g != w)
+        .map(|(g, w)| format!("device {g}, expected {w}"))
 }
 
 /// What is wrong with the node-local slices of `driver` (upstream's
@@ -103,17 +134,11 @@ async fn node_local_problems(
                 spec.pool.name, spec.pool.resource_slice_count
             )));
         }
-        let names: Vec<String> = spec
-            .devices
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|d| d.name)
-            .collect();
-        if names != devices {
-            return Ok(Some(format!(
-                "slice of node {node} has devices {names:?}, expected {devices:?}"
-            )));
+        // Device by device, as upstream: a device with the right name but
+        // attributes, capacity or taints of its own is not the one expected.
+        let want: Vec<Value> = devices.iter().map(|d| json!({ "name": d })).collect();
+        if let Some(p) = device_problem(spec.devices.as_deref().unwrap_or_default(), &want) {
+            return Ok(Some(format!("slice of node {node}: {p}")));
         }
     }
     Ok(None)
@@ -214,6 +239,60 @@ async fn pool_slice(w: &World, pool: &str) -> anyhow::Result<Option<ResourceSlic
     Ok(slices.into_iter().find(|s| s.spec.pool.name == pool))
 }
 
+/// The one slice of the driver's all-nodes pool `pool`, when it is as the
+/// driver publishes it: alone, for all nodes, one slice in the pool, and the
+/// driver's devices device by device.
+async fn all_nodes_slice(w: &World, pool: &str) -> anyhow::Result<Check<ResourceSlice>> {
+    let driver = w.driver(&DriverRef::The)?;
+    let devices = match &driver.options.resources {
+        Resources::AllNodes { pool: p, devices } if p == pool => devices,
+        _ => bail!("{} has no all-nodes pool {pool:?}", driver.name),
+    };
+    let want = driver_slices::all_nodes_slice(&driver.name, pool, devices)?;
+    let want: Vec<Value> = want
+        .spec
+        .devices
+        .unwrap_or_default()
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    let mut of_pool: Vec<ResourceSlice> = driver
+        .slices()
+        .await?
+        .into_iter()
+        .filter(|s| s.spec.pool.name == pool)
+        .collect();
+    if of_pool.len() != 1 {
+        let names: Vec<String> = of_pool
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap_or_default())
+            .collect();
+        return Ok(Check::Pending(format!(
+            "{} slices of pool {pool}, expected exactly 1: {names:?}",
+            of_pool.len()
+        )));
+    }
+    let s = of_pool.remove(0);
+    let spec = &s.spec;
+    if spec.node_name.is_some()
+        || spec.node_selector.is_some()
+        || spec.all_nodes != Some(true)
+        || spec.pool.resource_slice_count != 1
+    {
+        return Ok(Check::Pending(format!(
+            "the slice of pool {pool} is not for all nodes alone (nodeName {:?}, nodeSelector {}, allNodes {:?}, resourceSliceCount {})",
+            spec.node_name,
+            spec.node_selector.is_some(),
+            spec.all_nodes,
+            spec.pool.resource_slice_count
+        )));
+    }
+    if let Some(p) = device_problem(spec.devices.as_deref().unwrap_or_default(), &want) {
+        return Ok(Check::Pending(format!("the slice of pool {pool}: {p}")));
+    }
+    Ok(Check::Done(s))
+}
+
 /// The slices of one pool agree with each other: the count each declares,
 /// one generation, and devices named once across them.
 fn check_pool(slices: &[ResourceSlice], pool: &str, count: usize, devices: usize) -> Check<()> {
@@ -270,32 +349,20 @@ async fn pool_in_slices(
 
 async fn pool_for_all_nodes(w: &mut World, pool: String) -> anyhow::Result<()> {
     let s = wait::poll(
-        &format!("a slice of pool {pool}"),
+        &format!("exactly one slice of pool {pool}, for all nodes"),
         Duration::from_secs(30),
         Duration::from_millis(200),
         || {
             let w = &*w;
             let pool = pool.clone();
             async move {
-                match pool_slice(w, &pool).await {
-                    Ok(Some(s)) => Check::Done(s),
-                    Ok(None) => Check::Pending("no slice of that pool".into()),
-                    Err(e) => Check::Fail(e.to_string()),
-                }
+                all_nodes_slice(w, &pool)
+                    .await
+                    .unwrap_or_else(|e| Check::Fail(format!("{e:#}")))
             }
         },
     )
     .await?;
-    let spec = s.spec.clone();
-    if spec.node_name.is_some()
-        || spec.all_nodes != Some(true)
-        || spec.pool.resource_slice_count != 1
-    {
-        bail!(
-            "expected pool {pool} with allNodes, no nodeName and one slice; observed {:?}",
-            spec
-        );
-    }
     w.slice_uids
         .insert(pool, s.metadata.uid.unwrap_or_default());
     Ok(())
@@ -322,7 +389,7 @@ async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
         .cloned()
         .with_context(|| format!("the slice of pool {pool} was not seen before"))?;
     wait::poll(
-        &format!("the slice of pool {pool} to be recreated"),
+        &format!("the slice of pool {pool} to be recreated, alone and for all nodes"),
         Duration::from_secs(50),
         Duration::from_millis(200),
         || {
@@ -330,17 +397,245 @@ async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
             let pool = pool.clone();
             let old = old.clone();
             async move {
-                match pool_slice(w, &pool).await {
-                    Ok(Some(s)) if s.metadata.uid.as_deref() != Some(old.as_str()) => {
-                        Check::Done(())
+                match all_nodes_slice(w, &pool).await {
+                    Ok(Check::Done(s)) if s.metadata.uid.as_deref() == Some(old.as_str()) => {
+                        Check::Pending("the old slice is still there".into())
                     }
-                    Ok(Some(_)) => Check::Pending("the old slice is still there".into()),
-                    Ok(None) => Check::Pending("no slice of that pool".into()),
-                    Err(e) => Check::Fail(e.to_string()),
+                    Ok(Check::Done(_)) => Check::Done(()),
+                    Ok(Check::Pending(p)) => Check::Pending(p),
+                    Ok(Check::Fail(f)) => Check::Fail(f),
+                    Err(e) => Check::Fail(format!("{e:#}")),
                 }
             }
         },
     )
     .await?;
     Ok(())
+}
+
+/// Protobuf size bounds of a maximum-size slice, as upstream checks them.
+const MIN_SLICE_BYTES: usize = 600 * 1024;
+const MAX_SLICE_BYTES: usize = 1024 * 1024;
+
+/// Which slice sizes (name, bytes) are out of bounds.
+fn size_problems(sizes: &[(String, usize)]) -> Option<String> {
+    let bad: Vec<String> = sizes
+        .iter()
+        .filter(|(_, b)| !(MIN_SLICE_BYTES..MAX_SLICE_BYTES).contains(b))
+        .map(|(n, b)| format!("{n}: {b} bytes"))
+        .collect();
+    if sizes.is_empty() {
+        Some("no slices to measure".to_owned())
+    } else if bad.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "slices not between {MIN_SLICE_BYTES} and {MAX_SLICE_BYTES} bytes in protobuf: {}",
+            bad.join(", ")
+        ))
+    }
+}
+
+/// A slice as the API server stores it (protobuf), in bytes.
+async fn protobuf_size(client: &kube::Client, name: &str) -> anyhow::Result<usize> {
+    use futures::AsyncReadExt as _;
+    let req = http::Request::get(format!("/apis/resource.k8s.io/v1/resourceslices/{name}"))
+        .header(http::header::ACCEPT, "application/vnd.kubernetes.protobuf")
+        .body(Vec::new())
+        .context("building the request")?;
+    let mut body = Vec::new();
+    client
+        .request_stream(req)
+        .await
+        .with_context(|| format!("reading ResourceSlice {name} as protobuf"))?
+        .read_to_end(&mut body)
+        .await
+        .with_context(|| format!("reading ResourceSlice {name} as protobuf"))?;
+    Ok(body.len())
+}
+
+async fn driver_slices_of(api: &Api<ResourceSlice>, driver: &str) -> Check<Vec<ResourceSlice>> {
+    match api
+        .list(&kube::api::ListParams::default().fields(&format!("spec.driver={driver}")))
+        .await
+    {
+        Ok(l) => Check::Done(l.items),
+        Err(e) => Check::Pending(format!("listing slices failed: {e}")),
+    }
+}
+
+/// Waits until the controller's stats are `want`, then that they stay so.
+async fn stats_settle(
+    c: &SliceController,
+    want: ControllerStats,
+    rest: Duration,
+) -> anyhow::Result<()> {
+    wait::poll(
+        &format!("the controller's writes to be {want}"),
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async {
+            let got = c.stats();
+            if got == want {
+                Check::Done(())
+            } else {
+                Check::Pending(got.to_string())
+            }
+        },
+    )
+    .await?;
+    wait::consistently(
+        &format!("the controller to write nothing more than {want}"),
+        rest,
+        Duration::from_millis(500),
+        || async {
+            let got = c.stats();
+            if got == want {
+                Ok(())
+            } else {
+                Err(got.to_string())
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn controller_checks(
+    client: &kube::Client,
+    c: &SliceController,
+    driver: &str,
+    slices: usize,
+    rest: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<ResourceSlice> = Api::all(client.clone());
+    let published = wait::poll(
+        &format!("{slices} slices of {driver}"),
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || async {
+            match driver_slices_of(&api, driver).await {
+                Check::Done(l) if l.len() == slices => Check::Done(l),
+                Check::Done(l) => Check::Pending(format!("{} slices", l.len())),
+                other => other,
+            }
+        },
+    )
+    .await?;
+    let mut sizes = Vec::new();
+    for s in &published {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        sizes.push((name.clone(), protobuf_size(client, &name).await?));
+    }
+    if let Some(p) = size_problems(&sizes) {
+        bail!(p);
+    }
+    let created = ControllerStats {
+        creates: slices as u64,
+        ..Default::default()
+    };
+    stats_settle(c, created, rest).await?;
+    c.update(vec![Vec::new()]);
+    wait::poll(
+        &format!("{driver} to have one slice without devices"),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async {
+            match driver_slices_of(&api, driver).await {
+                Check::Done(l)
+                    if l.len() == 1 && l[0].spec.devices.as_ref().is_none_or(Vec::is_empty) =>
+                {
+                    Check::Done(())
+                }
+                Check::Done(l) => Check::Pending(format!(
+                    "{} slices with {} devices",
+                    l.len(),
+                    l.iter()
+                        .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+                        .sum::<usize>()
+                )),
+                Check::Pending(p) => Check::Pending(p),
+                Check::Fail(f) => Check::Fail(f),
+            }
+        },
+    )
+    .await?;
+    let shrunk = ControllerStats {
+        creates: slices as u64 + 1,
+        updates: 0,
+        deletes: slices as u64,
+    };
+    stats_settle(c, shrunk, rest).await
+}
+
+async fn controller_round(w: &World, slices: usize, rest: Dur) -> anyhow::Result<()> {
+    let client = w.client()?;
+    // As upstream: a driver of its own, named after the namespace.
+    let driver = format!("{}.example.com", w.namespace);
+    let c = SliceController::start(
+        client.clone(),
+        &driver,
+        "network-attached",
+        driver_slices::max_size_slices(slices),
+    );
+    let checked = controller_checks(&client, &c, &driver, slices, rest.0).await;
+    c.stop().await;
+    // Whatever happened, nothing of the driver stays behind.
+    let api: Api<ResourceSlice> = Api::all(client);
+    let lp = kube::api::ListParams::default().fields(&format!("spec.driver={driver}"));
+    let cleaned = async {
+        api.delete_collection(&DeleteParams::default(), &lp).await?;
+        wait::poll(
+            &format!("the slices of {driver} to be gone"),
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            || async {
+                match api.list(&lp).await {
+                    Ok(l) if l.items.is_empty() => Check::Done(()),
+                    Ok(l) => Check::Pending(format!("{} left", l.items.len())),
+                    Err(e) => Check::Pending(e.to_string()),
+                }
+            },
+        )
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    checked?;
+    cleaned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_sizes_out_of_bounds_are_named() {
+        let ok = vec![("a".to_owned(), 700 * 1024)];
+        assert_eq!(size_problems(&ok), None);
+        let small = vec![("a".to_owned(), 700 * 1024), ("b".to_owned(), 599 * 1024)];
+        let p = size_problems(&small).unwrap();
+        assert!(p.contains("b: 613376 bytes") && !p.contains("a:"), "{p}");
+        let big = vec![("c".to_owned(), 1024 * 1024)];
+        assert!(size_problems(&big).unwrap().contains("c: 1048576 bytes"));
+        assert_eq!(size_problems(&[]).as_deref(), Some("no slices to measure"));
+    }
+
+    #[test]
+    fn devices_are_compared_whole() {
+        let bare = vec![json!({ "name": "device-00" })];
+        let device: Device = serde_json::from_value(json!({ "name": "device-00" })).unwrap();
+        assert_eq!(device_problem(std::slice::from_ref(&device), &bare), None);
+        let with_attr: Device = serde_json::from_value(
+            json!({ "name": "device-00", "attributes": { "a.example.com/x": { "int": 1 } } }),
+        )
+        .unwrap();
+        let p = device_problem(&[with_attr], &bare).unwrap();
+        assert!(p.contains("attributes") && p.contains("expected"), "{p}");
+        assert!(
+            device_problem(&[], &bare)
+                .unwrap()
+                .contains("0 devices, expected 1")
+        );
+    }
 }

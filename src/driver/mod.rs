@@ -62,6 +62,9 @@ impl Resources {
     }
 }
 
+/// How long the API server may take to enforce the driver's admission policy.
+const POLICY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Everything that distinguishes one driver instance.
 #[derive(Debug, Clone)]
 pub struct DriverOptions {
@@ -398,6 +401,17 @@ impl Driver {
         laps.lap(
             &mut self.setup_timings,
             Phase::wait("wait for slices to be published"),
+        );
+        // Scenarios expect a plugin's writes to other nodes' slices to be
+        // denied from the first request on.
+        if let Some(node) = nodes.first() {
+            slices::wait_policy_enforced(&self.plugin_client(node)?, &self.name, POLICY_TIMEOUT)
+                .await
+                .map_err(|e| DriverError::Wait(e, self.name.clone()))?;
+        }
+        laps.lap(
+            &mut self.setup_timings,
+            Phase::harness("wait for the admission policy to be enforced"),
         );
         if self.options.with_kubelet {
             for node in &nodes {

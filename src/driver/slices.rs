@@ -234,6 +234,58 @@ fn devices_of(s: &ResourceSlice) -> Value {
     serde_json::to_value(s.spec.devices.clone()).unwrap_or_default()
 }
 
+/// Waits until the admission policy that keeps a plugin to its own node's
+/// slices is in force for `plugin` (a client acting as the driver's plugin on
+/// some node): a dry-run create of a slice for a node that does not exist is
+/// denied. The API server takes a moment to load a new policy, and scenarios
+/// check that such writes are denied from the first request on.
+pub async fn wait_policy_enforced(
+    plugin: &kube::Client,
+    driver: &str,
+    timeout: Duration,
+) -> Result<(), crate::wait::WaitError> {
+    use crate::wait::{self, Check};
+    let probe: ResourceSlice = match build(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": { "generateName": "dra-e2e-policy-probe-" },
+        "spec": {
+            "driver": driver,
+            "nodeName": POLICY_PROBE_NODE,
+            "pool": { "name": POLICY_PROBE_NODE, "generation": 1, "resourceSliceCount": 1 },
+        },
+    })) {
+        Ok(s) => s,
+        // A constant object always converts; nothing to wait for otherwise.
+        Err(_) => return Ok(()),
+    };
+    let api: Api<ResourceSlice> = Api::all(plugin.clone());
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    wait::poll(
+        &format!("the ResourceSlice admission policy of {driver} to be in force"),
+        timeout,
+        Duration::from_millis(200),
+        || async {
+            match api.create(&pp, &probe).await {
+                Ok(_) => Check::Pending("a plugin may still write another node's slice".into()),
+                Err(e)
+                    if e.to_string()
+                        .contains("may not modify resourceslices on node") =>
+                {
+                    Check::Done(())
+                }
+                Err(e) => Check::Pending(format!("the probe failed otherwise: {e}")),
+            }
+        },
+    )
+    .await
+}
+
+/// A node name no cluster has, for [`wait_policy_enforced`]'s probe.
+const POLICY_PROBE_NODE: &str = "dra-e2e-policy-probe-node";
+
 /// Keeps one pool's slice in place with the given client until stopped.
 pub struct Publisher {
     cancel: CancellationToken,
@@ -324,9 +376,254 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
     }
 }
 
+/// API limits of resource.k8s.io/v1 that make the largest slices.
+pub mod limits {
+    pub const DEVICES_PER_SLICE: usize = 128;
+    pub const ATTRIBUTES_PER_DEVICE: usize = 32;
+    pub const DOMAIN_LENGTH: usize = 63;
+    pub const ID_LENGTH: usize = 32;
+    pub const VALUE_LENGTH: usize = 64;
+    pub const NAME_LENGTH: usize = 63;
+}
+
+/// `slices` slices of the largest devices the API accepts: the most devices
+/// per slice, the most attributes per device, names and values of maximum
+/// length (upstream's integration helper that measures slice sizes).
+pub fn max_size_slices(slices: usize) -> Vec<Vec<Value>> {
+    use limits::*;
+    let suffix = ".example.com";
+    let domain = format!("{}{suffix}", "x".repeat(DOMAIN_LENGTH - suffix.len()));
+    let value = "v".repeat(VALUE_LENGTH);
+    let attributes: serde_json::Map<String, Value> = (0..ATTRIBUTES_PER_DEVICE)
+        .map(|j| {
+            (
+                format!("{domain}/{}{j:04}", "x".repeat(ID_LENGTH - 4)),
+                json!({ "string": value }),
+            )
+        })
+        .collect();
+    let prefix = "dev-";
+    let filler = "x".repeat(NAME_LENGTH - prefix.len() - 6);
+    (0..slices)
+        .map(|i| {
+            (0..DEVICES_PER_SLICE)
+                .map(|e| {
+                    let n = i * DEVICES_PER_SLICE + e;
+                    json!({ "name": format!("{prefix}{filler}{n:06}"), "attributes": attributes })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The writes a [`SliceController`] made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ControllerStats {
+    pub creates: u64,
+    pub updates: u64,
+    pub deletes: u64,
+}
+
+impl std::fmt::Display for ControllerStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} creates, {} updates, {} deletes",
+            self.creates, self.updates, self.deletes
+        )
+    }
+}
+
+struct Desired {
+    /// The devices of each slice of the pool.
+    slices: Vec<Vec<Value>>,
+    generation: i64,
+}
+
+/// Publishes one cluster-wide pool of a driver as a list of slices, like the
+/// kubelet plugin helper's ResourceSlice controller: watches the driver's
+/// slices and, on every change, creates what is missing and deletes what is
+/// no longer wanted, counting its writes. Nothing is written while the
+/// slices are as wanted.
+pub struct SliceController {
+    desired: std::sync::Arc<std::sync::Mutex<Desired>>,
+    stats: std::sync::Arc<std::sync::Mutex<ControllerStats>>,
+    kick: tokio::sync::watch::Sender<u64>,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl SliceController {
+    pub fn start(client: kube::Client, driver: &str, pool: &str, slices: Vec<Vec<Value>>) -> Self {
+        let desired = std::sync::Arc::new(std::sync::Mutex::new(Desired {
+            slices,
+            generation: 1,
+        }));
+        let stats = std::sync::Arc::new(std::sync::Mutex::new(ControllerStats::default()));
+        let (kick, kicked) = tokio::sync::watch::channel(0);
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(control(
+            client,
+            driver.to_owned(),
+            pool.to_owned(),
+            desired.clone(),
+            stats.clone(),
+            kicked,
+            cancel.clone(),
+        ));
+        Self {
+            desired,
+            stats,
+            kick,
+            cancel,
+            task,
+        }
+    }
+
+    pub fn stats(&self) -> ControllerStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wants the pool as these slices from now on (a new generation).
+    pub fn update(&self, slices: Vec<Vec<Value>>) {
+        {
+            let mut d = self.desired.lock().unwrap_or_else(|p| p.into_inner());
+            d.slices = slices;
+            d.generation += 1;
+        }
+        self.kick.send_modify(|k| *k += 1);
+    }
+
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn control(
+    client: kube::Client,
+    driver: String,
+    pool: String,
+    desired: std::sync::Arc<std::sync::Mutex<Desired>>,
+    stats: std::sync::Arc<std::sync::Mutex<ControllerStats>>,
+    mut kicked: tokio::sync::watch::Receiver<u64>,
+    cancel: CancellationToken,
+) {
+    let api: Api<ResourceSlice> = Api::all(client);
+    let selector = format!("spec.driver={driver}");
+    let mut changes = std::pin::pin!(
+        watcher::watcher(api.clone(), watcher::Config::default().fields(&selector))
+            .default_backoff()
+    );
+    let mut retry = false;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = kicked.changed() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)), if retry => {}
+            e = changes.next() => match e {
+                None => return,
+                Some(Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_))) => {}
+                Some(_) => continue,
+            },
+        }
+        // One reconcile for a burst of events (its own writes among them).
+        while let Some(Some(_)) = futures::FutureExt::now_or_never(changes.next()) {}
+        let (want, generation) = {
+            let d = desired.lock().unwrap_or_else(|p| p.into_inner());
+            (d.slices.clone(), d.generation)
+        };
+        retry = reconcile(&api, &selector, &driver, &pool, &want, generation, &stats)
+            .await
+            .inspect_err(
+                |e| tracing::warn!(%pool, error = %e, "reconciling the pool failed, retrying"),
+            )
+            .is_err();
+    }
+}
+
+async fn reconcile(
+    api: &Api<ResourceSlice>,
+    selector: &str,
+    driver: &str,
+    pool: &str,
+    want: &[Vec<Value>],
+    generation: i64,
+    stats: &std::sync::Mutex<ControllerStats>,
+) -> Result<(), kube::Error> {
+    let count =
+        |f: fn(&mut ControllerStats)| f(&mut stats.lock().unwrap_or_else(|p| p.into_inner()));
+    let existing: Vec<ResourceSlice> = api
+        .list(&ListParams::default().fields(selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| s.spec.pool.name == pool)
+        .collect();
+    let mut kept: Vec<bool> = vec![false; want.len()];
+    for slice in &existing {
+        // The API server drops an empty device list.
+        let devices = match devices_of(slice) {
+            Value::Null => json!([]),
+            d => d,
+        };
+        let matches = slice.spec.pool.generation == generation
+            && slice.spec.pool.resource_slice_count == want.len() as i64
+            && want
+                .iter()
+                .enumerate()
+                .find(|(i, w)| !kept[*i] && devices == json!(w))
+                .map(|(i, _)| kept[i] = true)
+                .is_some();
+        if !matches {
+            let name = slice.metadata.name.clone().unwrap_or_default();
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => count(|s| s.deletes += 1),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    for (devices, _) in want.iter().zip(&kept).filter(|(_, k)| !**k) {
+        let slice = build(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": { "generateName": format!("{driver}-{pool}-") },
+            "spec": {
+                "driver": driver,
+                "allNodes": true,
+                "pool": { "name": pool, "generation": generation, "resourceSliceCount": want.len() },
+                "devices": devices,
+            },
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        api.create(&PostParams::default(), &slice).await?;
+        count(|s| s.creates += 1);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn maximum_size_slices_reach_every_limit() {
+        let slices = max_size_slices(2);
+        assert_eq!(slices.len(), 2);
+        assert!(slices.iter().all(|s| s.len() == limits::DEVICES_PER_SLICE));
+        let d = &slices[1][127];
+        let name = d["name"].as_str().unwrap();
+        assert_eq!(name.len(), limits::NAME_LENGTH);
+        assert!(name.ends_with("000255"), "{name}");
+        let attrs = d["attributes"].as_object().unwrap();
+        assert_eq!(attrs.len(), limits::ATTRIBUTES_PER_DEVICE);
+        for (k, v) in attrs {
+            let (domain, id) = k.split_once('/').unwrap();
+            assert_eq!(domain.len(), limits::DOMAIN_LENGTH);
+            assert_eq!(id.len(), limits::ID_LENGTH);
+            assert_eq!(v["string"].as_str().unwrap().len(), limits::VALUE_LENGTH);
+        }
+    }
 
     #[test]
     fn a_large_network_pool_is_split_at_the_api_limit() {

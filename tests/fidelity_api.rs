@@ -1,0 +1,140 @@
+//! Evidence that the API-side checks restored from upstream can fail: the
+//! runner on `tests/fixtures/fidelity-api`, whose scenarios are each wrong on
+//! purpose, must fail every one of them with the message of the check that
+//! caught it.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::*;
+
+/// The build cache as this test process sees it (as in `tests/runner.rs`).
+fn machine_cache() -> PathBuf {
+    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
+    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
+    match dir.ends_with(Path::new("controlplane").join(&sub)) {
+        true => dir.ancestors().nth(2).unwrap().to_owned(),
+        false => std::env::var_os("DRA_E2E_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
+            }),
+    }
+}
+
+/// The runner on its own local cluster with one node, on a fixture directory,
+/// with no kubeconfig or temp dir of this machine in reach.
+fn local_run(home: &Path, fixture: &str) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home)
+        .env("DRA_E2E_CACHE_DIR", machine_cache())
+        .env("DRA_E2E_AGENT", bin())
+        .args(["--cluster", "local", "--nodes", "1", "--features"])
+        .arg(fixtures(fixture));
+    c
+}
+
+/// The output of one scenario: from its `Scenario:` line to the next.
+fn scenario<'a>(t: &'a str, name: &str) -> &'a str {
+    let head = format!("Scenario: {name}\n");
+    let start = t
+        .find(&head)
+        .unwrap_or_else(|| panic!("no scenario {name:?} in the output\n{t}"));
+    let rest = &t[start + head.len()..];
+    let end = rest.find("Scenario: ").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[test]
+fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
+    let home = tempfile::tempdir().unwrap();
+    let o = local_run(home.path(), "fidelity-api").output().unwrap();
+    let t = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 11 failed"), "{t}");
+    let expected: [(&str, &[&str]); 11] = [
+        // A denial is tried once, and an allowed write fails the step.
+        (
+            "a write the policy allows is not denied",
+            &["to be denied with \"may not modify\", but it was created"],
+        ),
+        // Updating is a real write, checked by the admission policy.
+        (
+            "a plugin updating a cluster slice is denied",
+            &[
+                "this user running on node 'dra-fictional-node' may not modify cluster resourceslices",
+            ],
+        ),
+        // Device status is compared for equality, not as a subset.
+        (
+            "device status read back as a subset",
+            &[
+                "status.devices is not as expected (status.devices[0].networkData.hardwareAddress is there, but not expected)",
+            ],
+        ),
+        (
+            "a second slice in an all-nodes pool",
+            &["2 slices of pool all-nodes-pool, expected exactly 1"],
+        ),
+        // Devices are compared device by device, not by name.
+        (
+            "a node-local device with an attribute of its own",
+            &[
+                "device {\"attributes\":{\"dra.example.com/version\":{\"version\":\"1.0.0\"}},\"name\":\"device-00\"}, expected {\"name\":\"device-00\"}",
+            ],
+        ),
+        // The health stream the kubelet did open is seen.
+        (
+            "no stream expected on the version the kubelet chose",
+            &[
+                "expected no health stream of",
+                "through the v1 API on",
+                "/v1.DRAResourceHealth/NodeWatchResources: 1",
+            ],
+        ),
+        // Lists are compared as a set of names, not searched for one.
+        (
+            "a list that holds more than expected",
+            &["found [\"crud-claim\", \"other-claim\"], expected [\"crud-claim\"]"],
+        ),
+        // The status is read through its subresource, where the main
+        // endpoint does not write.
+        (
+            "a status written through the main endpoint",
+            &["the status of ResourceClaim crud-claim: .status.allocation is missing"],
+        ),
+        // An update (PUT) must be a write: a new resourceVersion.
+        (
+            "an update that changes nothing",
+            &["updating ResourceClaim crud-claim left its resourceVersion at"],
+        ),
+        // The size bounds need slices to measure.
+        (
+            "a controller with no slices to measure",
+            &["no slices to measure"],
+        ),
+        // What an update returns must hold what was sent.
+        (
+            "an update whose result lacks what was sent",
+            &[
+                "updating the status of ResourceClaim crud-claim returned otherwise: .status.notAField is missing",
+            ],
+        ),
+    ];
+    for (name, messages) in expected {
+        let out = scenario(&t, name);
+        assert!(out.contains('✘'), "scenario {name:?} did not fail\n{out}");
+        for m in messages {
+            assert!(out.contains(m), "scenario {name:?} lacks {m:?}\n{out}");
+        }
+    }
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert_nothing_left(home.path(), &t);
+}
