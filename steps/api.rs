@@ -58,11 +58,13 @@ sentences! {
     fn daemonset_runs(name: String, node: usize);
 }
 
-pub(crate) fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Client> {
+/// A client acting as `who`. Acting as a plugin waits until the driver's
+/// slice admission policy is in force, so what it denies is denied at once.
+pub(crate) async fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Client> {
     match who {
         Identity::Admin => w.client(),
-        Identity::PluginOnIndex(i) => Ok(w.driver(&DriverRef::The)?.plugin_client(w.node(*i)?)?),
-        Identity::PluginOnNamed(n) => Ok(w.driver(&DriverRef::The)?.plugin_client(n)?),
+        Identity::PluginOnIndex(i) => plugin_client(w, w.node(*i)?).await,
+        Identity::PluginOnNamed(n) => plugin_client(w, n).await,
         Identity::ServiceAccount(name) => {
             let admin = super::context()?.cluster.kube_config();
             let config = rbac::impersonate_service_account(&admin, &w.namespace, name);
@@ -70,6 +72,12 @@ pub(crate) fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube::Clie
                 .with_context(|| format!("building a client for service account {name}"))
         }
     }
+}
+
+async fn plugin_client(w: &World, node: &str) -> anyhow::Result<kube::Client> {
+    let driver = w.driver(&DriverRef::The)?;
+    driver.policy_enforced().await?;
+    Ok(driver.plugin_client(node)?)
 }
 
 /// Parses a (multi-document) manifest with placeholders.
@@ -122,7 +130,7 @@ async fn create_all(
     who: &Identity,
     objs: &mut Vec<DynamicObject>,
 ) -> anyhow::Result<()> {
-    let client = client_for(w, who)?;
+    let client = client_for(w, who).await?;
     let admin = w.client()?;
     while let Some(obj) = objs.first() {
         let (api, ar, namespaced) = api_for(&client, &admin, &w.namespace, obj).await?;
@@ -140,7 +148,7 @@ async fn objects_created(w: &mut World, step: &Step) -> anyhow::Result<()> {
 async fn create_fails(w: &World, who: Identity, text: String, step: &Step) -> anyhow::Result<()> {
     let text = objects::expand(&text, &w.vars())?;
     let objs = manifests(w, step)?;
-    let client = client_for(w, &who)?;
+    let client = client_for(w, &who).await?;
     let admin = w.client()?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -185,7 +193,7 @@ async fn create_fails(w: &World, who: Identity, text: String, step: &Step) -> an
 async fn create_denied(w: &World, who: Identity, text: String, step: &Step) -> anyhow::Result<()> {
     let text = objects::expand(&text, &w.vars())?;
     let objs = manifests(w, step)?;
-    let client = client_for(w, &who)?;
+    let client = client_for(w, &who).await?;
     let admin = w.client()?;
     for obj in &objs {
         let (api, ar, _) = api_for(&client, &admin, &w.namespace, obj).await?;
@@ -229,7 +237,9 @@ async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> anyhow::R
 }
 
 async fn slice_op(w: &World, who: &Identity, verb: Verb, name: &str) -> Result<(), kube::Error> {
-    let client = client_for(w, who).map_err(|e| kube::Error::Service(e.into()))?;
+    let client = client_for(w, who)
+        .await
+        .map_err(|e| kube::Error::Service(e.into()))?;
     let api: Api<k8s_openapi::api::resource::v1::ResourceSlice> = Api::all(client);
     match verb {
         Verb::Updating => {

@@ -89,18 +89,26 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The API and real name of an object this scenario created; `name` may hold
 /// placeholders.
 fn lookup(w: &World, kind: &str, name: &str) -> anyhow::Result<(Api<DynamicObject>, String)> {
-    lookup_as(w, &Identity::Admin, kind, name)
+    lookup_with(w, w.client()?, kind, name)
 }
 
 /// [`lookup`], with the API calls made as `who`.
-fn lookup_as(
+async fn lookup_as(
     w: &World,
     who: &Identity,
     kind: &str,
     name: &str,
 ) -> anyhow::Result<(Api<DynamicObject>, String)> {
+    lookup_with(w, client_for(w, who).await?, kind, name)
+}
+
+fn lookup_with(
+    w: &World,
+    client: kube::Client,
+    kind: &str,
+    name: &str,
+) -> anyhow::Result<(Api<DynamicObject>, String)> {
     let name = objects::expand(name, &w.vars())?;
-    let client = client_for(w, who)?;
     let found = w
         .scenario
         .objects()
@@ -288,7 +296,7 @@ async fn patch_as(
     step: &Step,
     status: bool,
 ) -> anyhow::Result<()> {
-    let (api, name) = lookup_as(w, who, kind, name)?;
+    let (api, name) = lookup_as(w, who, kind, name).await?;
     let body = yaml_doc(w, step)?;
     let pp = PatchParams::default();
     let patch = Patch::Merge(&body);
@@ -528,7 +536,7 @@ async fn update_as(
     status: bool,
 ) -> anyhow::Result<()> {
     let (api, name) = lookup(w, kind, name)?;
-    let (writer, _) = lookup_as(w, who, kind, &name)?;
+    let (writer, _) = lookup_as(w, who, kind, &name).await?;
     let change = yaml_doc(w, step)?;
     let what = format!(
         "{}{kind} {name}",

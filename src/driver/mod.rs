@@ -229,6 +229,8 @@ pub struct Driver {
     pub teardown_timings: Timings,
     /// Set when one of its served sockets fails for good.
     broken: BrokenSender,
+    /// See [`Driver::policy_enforced`].
+    policy_in_force: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -277,6 +279,7 @@ impl Driver {
             setup_timings: Vec::new(),
             teardown_timings: Vec::new(),
             broken: BrokenSender::default(),
+            policy_in_force: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -319,6 +322,26 @@ impl Driver {
             pod.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
         );
         kube::Client::try_from(config).map_err(self.kube_err("building the plugin's client"))
+    }
+
+    /// Waits, once per driver, until the admission policy that keeps its
+    /// plugins to their own nodes' slices is in force: the API server loads
+    /// a new policy a moment after it was created, and scenarios acting as
+    /// a plugin expect a write to another node's slice to be denied from the
+    /// first request on. Only those scenarios wait for it.
+    pub async fn policy_enforced(&self) -> Result<(), DriverError> {
+        let Some(node) = self.nodes.first() else {
+            return Ok(());
+        };
+        let plugin = self.plugin_client(node)?;
+        self.policy_in_force
+            .get_or_try_init(|| async {
+                slices::wait_policy_enforced(&plugin, &self.name, POLICY_TIMEOUT)
+                    .await
+                    .map_err(|e| DriverError::Wait(e, self.name.clone()))
+            })
+            .await
+            .map(drop)
     }
 
     /// Fires when the plugin can no longer be reached on one of its nodes
@@ -401,17 +424,6 @@ impl Driver {
         laps.lap(
             &mut self.setup_timings,
             Phase::wait("wait for slices to be published"),
-        );
-        // Scenarios expect a plugin's writes to other nodes' slices to be
-        // denied from the first request on.
-        if let Some(node) = nodes.first() {
-            slices::wait_policy_enforced(&self.plugin_client(node)?, &self.name, POLICY_TIMEOUT)
-                .await
-                .map_err(|e| DriverError::Wait(e, self.name.clone()))?;
-        }
-        laps.lap(
-            &mut self.setup_timings,
-            Phase::harness("wait for the admission policy to be enforced"),
         );
         if self.options.with_kubelet {
             for node in &nodes {
