@@ -56,11 +56,12 @@ kind-up: ## create the kind cluster from kind.yaml and side-load the proxy image
 kind-down: ## delete the kind cluster
 	$(KIND) delete cluster --name $(KIND_CLUSTER)
 
-bench: controlplane node ## benchmarks: local cluster and real node start-up, the whole suite on simulated and on real nodes with timings (BENCH_FLAGS=--profile=dev skips the optimised build)
+bench: controlplane node ## benchmarks: local cluster and real node start-up; the whole suite on simulated and on real nodes with timings, floor, wall and their ratio (BENCH_FLAGS=--profile=dev skips the optimised build)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench local_cluster_startup
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench real_node_startup
-	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --timings $(ARGS)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --timings $(ARGS)
+	$(CARGO) build
+	DRA_E2E_BINARIES_DIR=$(BINARIES) hack/bench-suite.sh "simulated nodes" --cluster local $(ARGS)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/bench-suite.sh "two real nodes" --cluster local --node-kind real --nodes 2 --tags @DynamicResourceAllocation $(ARGS)
 
 SOAK_RUNS ?= 10
 soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once
