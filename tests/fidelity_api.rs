@@ -2,40 +2,9 @@
 //! runner on `tests/fixtures/fidelity-api`, whose scenarios are each wrong on
 //! purpose, must fail every one of them with the message of the check that
 //! caught it.
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
 use common::*;
-
-/// The build cache as this test process sees it (as in `tests/runner.rs`).
-fn machine_cache() -> PathBuf {
-    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
-    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
-    match dir.ends_with(Path::new("controlplane").join(&sub)) {
-        true => dir.ancestors().nth(2).unwrap().to_owned(),
-        false => std::env::var_os("DRA_E2E_CACHE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
-            }),
-    }
-}
-
-/// The runner on its own local cluster with one node, on a fixture directory,
-/// with no kubeconfig or temp dir of this machine in reach.
-fn local_run(home: &Path, fixture: &str) -> Command {
-    let mut c = Command::new(bin());
-    c.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .env("TMPDIR", home)
-        .env("DRA_E2E_CACHE_DIR", machine_cache())
-        .env("DRA_E2E_AGENT", bin())
-        .args(["--cluster", "local", "--nodes", "1", "--features"])
-        .arg(fixtures(fixture));
-    c
-}
 
 /// The output of one scenario: from its `Scenario:` line to the next.
 fn scenario<'a>(t: &'a str, name: &str) -> &'a str {
@@ -51,7 +20,9 @@ fn scenario<'a>(t: &'a str, name: &str) -> &'a str {
 #[test]
 fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
-    let o = local_run(home.path(), "fidelity-api").output().unwrap();
+    let o = local_run(home.path(), "fidelity-api", &[])
+        .output()
+        .unwrap();
     let t = format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),

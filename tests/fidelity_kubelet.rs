@@ -3,42 +3,10 @@
 //! break what one of them guards, must fail every scenario with the message
 //! of that assertion.
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 mod common;
 use common::*;
-
-/// The build cache as this test process sees it, so no test builds the
-/// control plane again.
-fn machine_cache() -> PathBuf {
-    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
-    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
-    match dir.ends_with(Path::new("controlplane").join(&sub)) {
-        true => dir.ancestors().nth(2).unwrap().to_owned(),
-        false => std::env::var_os("DRA_E2E_CACHE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
-            }),
-    }
-}
-
-/// The runner on its own one-node local cluster, with no kubeconfig and its
-/// temp files under `home`.
-fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
-    let mut c = Command::new(bin());
-    c.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .env("TMPDIR", home)
-        .env("DRA_E2E_CACHE_DIR", machine_cache())
-        .env("DRA_E2E_AGENT", bin())
-        .args(["--cluster", "local", "--nodes", "1", "--features"])
-        .arg(fixtures(fixture))
-        .args(extra);
-    c
-}
 
 /// Each failed scenario's failure message, by scenario name.
 fn failures(junit: &Path) -> BTreeMap<String, String> {

@@ -8,44 +8,6 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
-/// A command with no kubeconfig and no local cluster reachable by accident.
-fn isolated(home: &Path) -> Command {
-    let mut c = Command::new(bin());
-    c.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .env("TMPDIR", home)
-        // The build cache stays the machine's, so no test builds it again.
-        .env("DRA_E2E_CACHE_DIR", machine_cache());
-    c
-}
-
-/// The build cache as this test process sees it.
-fn machine_cache() -> PathBuf {
-    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
-    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
-    match dir.ends_with(Path::new("controlplane").join(&sub)) {
-        true => dir.ancestors().nth(2).unwrap().to_owned(),
-        // Binaries from DRA_E2E_BINARIES_DIR: the cache root is where the
-        // scripts put it.
-        false => std::env::var_os("DRA_E2E_CACHE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
-            }),
-    }
-}
-
-/// The runner on its own local cluster with one node, on a fixture directory.
-fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
-    let mut c = isolated(home);
-    c.env("DRA_E2E_AGENT", bin())
-        .args(["--cluster", "local", "--nodes", "1", "--features"])
-        .arg(fixtures(fixture))
-        .args(extra);
-    c
-}
-
 fn text(o: &Output) -> String {
     format!(
         "{}\n{}",

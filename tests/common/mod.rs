@@ -10,6 +10,44 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_dra-e2e")
 }
 
+/// The build cache as this test process sees it, so no run a test starts
+/// builds the control plane again.
+pub fn machine_cache() -> PathBuf {
+    let dir = dra_e2e::cluster::local::binaries::locate(None).dir;
+    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
+    match dir.ends_with(Path::new("controlplane").join(&sub)) {
+        true => dir.ancestors().nth(2).unwrap().to_owned(),
+        // Binaries from DRA_E2E_BINARIES_DIR: the cache root is where the
+        // scripts put it.
+        false => std::env::var_os("DRA_E2E_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dra-e2e")
+            }),
+    }
+}
+
+/// The runner with no kubeconfig and its temp files under `home`.
+pub fn isolated(home: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env("TMPDIR", home)
+        .env("DRA_E2E_CACHE_DIR", machine_cache());
+    c
+}
+
+/// The runner on its own one-node local cluster, on a fixture directory.
+pub fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
+    let mut c = isolated(home);
+    c.env("DRA_E2E_AGENT", bin())
+        .args(["--cluster", "local", "--nodes", "1", "--features"])
+        .arg(fixtures(fixture))
+        .args(extra);
+    c
+}
+
 pub fn fixtures(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
