@@ -231,20 +231,27 @@ async fn status_patched_as(
     step: &Step,
 ) -> anyhow::Result<()> {
     let kind = kind.0;
-    // A role granted a moment ago may not be in the authorizer's cache
-    // yet: retry what RBAC forbids, for a while, and nothing else.
-    wait::poll(
-        &format!("the status patch of {kind} {name} as {who:?} to be allowed"),
-        RBAC_SETTLES,
-        Duration::from_secs(1),
-        || async {
-            match patch_as(w, &who, &kind, &name, step, true).await {
-                Ok(()) => Check::Done(()),
-                Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
-                Err(e) => Check::Fail(format!("{e:#}")),
-            }
-        },
+    until_rbac_allows(
+        format!("the status patch of {kind} {name} as {who:?} to be allowed"),
+        || patch_as(w, &who, &kind, &name, step, true),
     )
+    .await
+}
+
+/// Retries `write` while RBAC forbids it, and nothing else: a role granted
+/// a moment ago may not be in the authorizer's cache yet.
+async fn until_rbac_allows<F, Fut>(what: String, write: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    wait::poll(&what, RBAC_SETTLES, Duration::from_secs(1), || async {
+        match write().await {
+            Ok(()) => Check::Done(()),
+            Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
+            Err(e) => Check::Fail(format!("{e:#}")),
+        }
+    })
     .await?;
     Ok(())
 }
@@ -594,21 +601,11 @@ async fn status_updated_as(
     step: &Step,
 ) -> anyhow::Result<()> {
     let kind = kind.0;
-    // A role granted a moment ago may not be in the authorizer's cache yet.
-    wait::poll(
-        &format!("the status update of {kind} {name} as {who:?} to be allowed"),
-        RBAC_SETTLES,
-        Duration::from_secs(1),
-        || async {
-            match update_as(w, &who, &kind, &name, step, true).await {
-                Ok(()) => Check::Done(()),
-                Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
-                Err(e) => Check::Fail(format!("{e:#}")),
-            }
-        },
+    until_rbac_allows(
+        format!("the status update of {kind} {name} as {who:?} to be allowed"),
+        || update_as(w, &who, &kind, &name, step, true),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 async fn status_has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {

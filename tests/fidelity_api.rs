@@ -23,11 +23,7 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
     let o = local_run(home.path(), "fidelity-api", &[])
         .output()
         .unwrap();
-    let t = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("0 passed, 11 failed"), "{t}");
     let expected: [(&str, &[&str]); 11] = [

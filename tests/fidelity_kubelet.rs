@@ -49,11 +49,7 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     )
     .output()
     .unwrap();
-    let t = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("0 passed, 11 failed"), "{t}");
     assert!(t.contains("leak check: nothing left behind"), "{t}");

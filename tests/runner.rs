@@ -8,14 +8,6 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 #[test]
 fn list_needs_no_cluster() {
     let home = tempfile::tempdir().unwrap();

@@ -48,6 +48,15 @@ pub fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
     c
 }
 
+/// A finished run's stdout and stderr, one after the other.
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 pub fn fixtures(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
