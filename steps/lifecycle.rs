@@ -172,7 +172,6 @@ pub async fn after(
 fn finish_later(ctx: &'static Context, id: ScenarioId, wait: SlicesGone) {
     ctx.after_scenarios.spawn(async move {
         let started = Instant::now();
-        let driver = wait.driver().to_owned();
         let failure = wait.wait().await.err().map(|e| {
             let message = format!("after the scenario ended: {e}");
             tracing::error!(scenario = %id, "{message}");
@@ -180,7 +179,6 @@ fn finish_later(ctx: &'static Context, id: ScenarioId, wait: SlicesGone) {
         });
         ctx.outcomes
             .finished_late(&id, SlicesGone::PHASE, started.elapsed(), failure);
-        tracing::debug!(%driver, "driver's slices are gone");
     });
 }
 

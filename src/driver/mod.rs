@@ -151,10 +151,6 @@ impl SlicesGone {
     /// The wait as `--timings` shows it.
     pub const PHASE: Phase = Phase::wait("wait for slices to be wiped");
 
-    pub fn driver(&self) -> &str {
-        &self.driver
-    }
-
     pub async fn wait(self) -> Result<(), DriverError> {
         slices_removed(&self.admin, &self.driver, self.timeout).await
     }
