@@ -241,25 +241,37 @@ async fn replaced(w: &mut World, old: DriverRef, new: DriverRef) -> anyhow::Resu
 
 async fn registered(w: &World, d: DriverRef) -> anyhow::Result<()> {
     let driver = w.driver(&d)?;
+    // The plugin counts itself registered when the kubelet's notification
+    // arrives; the call record completes when the answer has gone out, a
+    // moment later.
     for node in driver.nodenames() {
-        let ok =
-            driver.calls().log(node).iter().any(|c| {
-                c.method == crate::proto::method::NOTIFY_REGISTRATION_STATUS && c.succeeded()
-            });
-        if !ok {
-            bail!(
-                "expected a successful NotifyRegistrationStatus on node {node}; the plugin's calls there: {:?}",
-                driver
-                    .calls()
-                    .log(node)
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-            );
-        }
+        driver
+            .calls()
+            .wait_for_call(
+                node,
+                "a successful NotifyRegistrationStatus",
+                REGISTRATION_RECORDED,
+                |c| c.method == crate::proto::method::NOTIFY_REGISTRATION_STATUS && c.succeeded(),
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "the plugin's calls on node {node}: {:?}",
+                    driver
+                        .calls()
+                        .log(node)
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                )
+            })?;
     }
     Ok(())
 }
+
+/// How long a registration the plugin has seen may take to show as a
+/// completed call.
+const REGISTRATION_RECORDED: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn device_class(w: &mut World, options: ClassOptions) -> anyhow::Result<()> {
     let parameters: Option<serde_json::Value> = match &options.parameters {
