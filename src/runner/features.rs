@@ -481,6 +481,31 @@ pub fn scenarios(features: &[gherkin::Feature]) -> Vec<ScenarioRef> {
     out
 }
 
+/// Adds `NAME=true` to `gates` for every `@FeatureGate:NAME` tag of the
+/// selected scenarios that `gates` does not already name, and returns the
+/// names added. A local cluster is ours to configure: turning on what the
+/// chosen scenarios need beats skipping them, and a gate the user set either
+/// way stays as set.
+pub fn enable_tagged_gates(gates: &mut Vec<String>, selected: &[ScenarioRef]) -> Vec<String> {
+    let named = |g: &str, gates: &[String]| {
+        gates
+            .iter()
+            .any(|e| e.split('=').next().map(str::trim) == Some(g))
+    };
+    let mut added = Vec::new();
+    for gate in selected
+        .iter()
+        .flat_map(|s| s.tags.iter())
+        .filter_map(|t| t.strip_prefix("FeatureGate:"))
+    {
+        if !named(gate, gates) {
+            gates.push(format!("{gate}=true"));
+            added.push(gate.to_owned());
+        }
+    }
+    added
+}
+
 /// Whether a scenario passes `--tags` / `--name`, as cucumber would decide.
 pub fn selected(
     tags: Option<&cucumber::gherkin::tagexpr::TagOperation>,
@@ -561,6 +586,27 @@ pub fn check<W>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tagged_gates_are_enabled_unless_the_user_set_them() {
+        let scenario = |tags: &[&str]| ScenarioRef {
+            feature: "f".into(),
+            rule: None,
+            name: "s".into(),
+            path: PathBuf::new(),
+            line: 1,
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        let selected = [
+            scenario(&["DynamicResourceAllocation", "FeatureGate:A"]),
+            scenario(&["FeatureGate:B", "FeatureGate:A"]),
+            scenario(&["FeatureGate:C"]),
+        ];
+        let mut gates = vec!["B=false".to_owned()];
+        let added = enable_tagged_gates(&mut gates, &selected);
+        assert_eq!(added, ["A", "C"]);
+        assert_eq!(gates, ["B=false", "A=true", "C=true"]);
+    }
 
     fn parse_error(text: &str) -> String {
         let dir = tempfile::tempdir().unwrap();

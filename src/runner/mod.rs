@@ -359,7 +359,17 @@ pub async fn run() -> anyhow::Result<i32> {
     }
     let args = opts.custom.clone();
     check_outputs_and_host(&args, &typed).await?;
-    let connect = args.connect_options();
+    let mut connect = args.connect_options();
+    if connect.is_local() {
+        let added = features::enable_tagged_gates(&mut connect.feature_gates, &selected);
+        if !added.is_empty() {
+            eprintln!(
+                "dra-e2e: enabling the feature gates the selected scenarios are tagged with: {} \
+                 (--feature-gates NAME=false skips their scenarios instead)",
+                added.join(", ")
+            );
+        }
+    }
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
     // temp dir, and a real node's links and cgroups, behind).

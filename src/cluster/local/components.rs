@@ -6,10 +6,28 @@ use std::path::PathBuf;
 use super::gates::FeatureGates;
 use crate::host::pki::Pki;
 
-/// Gate of the resource pool status controller (alpha in 1.37); it also needs
-/// the `resource.k8s.io/v1alpha3` API, which carries its objects.
+/// Gate of the resource pool status controller (alpha in 1.37).
 pub const RESOURCE_POOL_STATUS_GATE: &str = "DRAResourcePoolStatus";
-const RESOURCE_POOL_STATUS_API: &str = "resource.k8s.io/v1alpha3";
+
+/// What an alpha gate cannot work without on the local cluster: the API
+/// versions that carry its objects (off by default, so `--runtime-config`
+/// must name them) and the controllers that act on them (not in the default
+/// controller list). One row per gate; a gate without needs has no row.
+struct GateNeeds {
+    gate: &'static str,
+    apis: &'static [&'static str],
+    controllers: &'static [&'static str],
+}
+
+const GATE_NEEDS: &[GateNeeds] = &[GateNeeds {
+    gate: RESOURCE_POOL_STATUS_GATE,
+    apis: &["resource.k8s.io/v1alpha3"],
+    controllers: &["resourcepoolstatusrequest-controller"],
+}];
+
+fn needs_of(gates: &FeatureGates) -> impl Iterator<Item = &'static GateNeeds> + '_ {
+    GATE_NEEDS.iter().filter(|n| gates.enabled(n.gate, false))
+}
 
 /// The service-account issuer; also the in-cluster name of the API server.
 pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc";
@@ -76,9 +94,10 @@ fn gates_arg(gates: &FeatureGates) -> Option<OsString> {
 /// enabled gate cannot work without.
 pub fn effective_runtime_config(requested: &[String], gates: &FeatureGates) -> Vec<String> {
     let mut entries = requested.to_vec();
-    let mentions = |api: &str| entries.iter().any(|e| e.split('=').next() == Some(api));
-    if gates.enabled(RESOURCE_POOL_STATUS_GATE, false) && !mentions(RESOURCE_POOL_STATUS_API) {
-        entries.push(format!("{RESOURCE_POOL_STATUS_API}=true"));
+    for api in needs_of(gates).flat_map(|n| n.apis) {
+        if !entries.iter().any(|e| e.split('=').next() == Some(api)) {
+            entries.push(format!("{api}=true"));
+        }
     }
     entries
 }
@@ -86,8 +105,10 @@ pub fn effective_runtime_config(requested: &[String], gates: &FeatureGates) -> V
 /// The controllers kube-controller-manager runs for these gates.
 pub fn controllers(gates: &FeatureGates) -> Vec<&'static str> {
     let mut list = CONTROLLERS.to_vec();
-    if gates.enabled(RESOURCE_POOL_STATUS_GATE, false) {
-        list.push("resourcepoolstatusrequest-controller");
+    for c in needs_of(gates).flat_map(|n| n.controllers) {
+        if !list.contains(c) {
+            list.push(c);
+        }
     }
     list
 }
