@@ -122,6 +122,7 @@ mod health;
 mod journal;
 mod node_object;
 mod plugins;
+mod pod_groups;
 mod pod_worker;
 mod pods;
 mod registration;
@@ -170,6 +171,10 @@ pub struct SimNodeConfig {
     /// The kubelet's `ResourceHealthStatus` gate (beta, on by default in
     /// 1.37): stream device health from plugins and report it in pod status.
     pub resource_health: bool,
+    /// The kubelet's `DRAWorkloadResourceClaims` gate (beta, off by default
+    /// in 1.37): a claim owned by or reserved for the pod's PodGroup is the
+    /// pod's to use.
+    pub pod_group_claims: bool,
     /// Pause before a failed or ended health stream is opened again
     /// (kubelet: 5 s).
     pub health_retry: Duration,
@@ -217,6 +222,7 @@ impl SimNodeConfig {
             delete_node_on_stop: true,
             allow_v1alpha4: false,
             resource_health: true,
+            pod_group_claims: false,
             health_retry: Duration::from_secs(5),
             labels: BTreeMap::new(),
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -415,12 +421,15 @@ impl SimNode {
             cancel.clone(),
         )?;
 
-        let dra = Arc::new(dra_manager::DraManager::new(
-            client.clone(),
-            store.clone(),
-            journal.clone(),
-            cfg.call_timeout,
-        ));
+        let dra = Arc::new(
+            dra_manager::DraManager::new(
+                client.clone(),
+                store.clone(),
+                journal.clone(),
+                cfg.call_timeout,
+            )
+            .with_pod_group_claims(cfg.pod_group_claims),
+        );
         let ctx = Arc::new(pod_worker::NodeCtx {
             client,
             node: name,
