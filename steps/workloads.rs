@@ -64,8 +64,9 @@ const INLINE_POD_CLAIM: &str = "my-inline-claim";
 const EVICTION_REASON: &str = "DeletionByDeviceTaintManager";
 const EVICTION_MESSAGE: &str = "Device Taint manager: deleting due to NoExecute taint";
 
-/// How long removing a finalizer is retried at teardown (upstream: 30 s).
-const FINALIZER_REMOVAL: Duration = Duration::from_secs(30);
+/// How long adding or removing a finalizer is retried while the pod changes
+/// under it (upstream retries the removal for 30 s).
+const FINALIZER_CHANGE: Duration = Duration::from_secs(30);
 
 /// The PodGroup a step makes for `workload` (upstream: workload, template
 /// and a counter that starts at 0).
@@ -327,27 +328,45 @@ async fn uses_group_claims(w: &mut World, pod: String, workload: String) -> anyh
 
 async fn kept_by_finalizer(w: &mut World, pod: String, finalizer: String) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
-    let current = api
-        .get(&pod)
-        .await
-        .with_context(|| format!("reading pod {pod}"))?;
-    let mut finalizers = current.metadata.finalizers.unwrap_or_default();
-    if !finalizers.contains(&finalizer) {
-        finalizers.push(finalizer.clone());
-    }
-    // The resourceVersion makes the patch fail rather than drop a finalizer
-    // someone else added meanwhile.
-    let patch = serde_json::json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": current.metadata.resource_version,
-        }
-    });
     // Registered first, so a failed patch still leaves nothing behind.
     w.scenario.finalizer_added(&pod, &finalizer);
-    api.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| format!("adding finalizer {finalizer} to pod {pod}"))?;
+    let what = format!("finalizer {finalizer} to be added to pod {pod}");
+    wait::poll(
+        &what,
+        FINALIZER_CHANGE,
+        Duration::from_millis(200),
+        || async {
+            let current = match api.get(&pod).await {
+                Ok(p) => p,
+                Err(e) => return Check::Fail(format!("reading pod {pod}: {e}")),
+            };
+            let mut finalizers = current.metadata.finalizers.unwrap_or_default();
+            if finalizers.contains(&finalizer) {
+                return Check::Done(());
+            }
+            finalizers.push(finalizer.clone());
+            // The resourceVersion makes the patch fail rather than drop a
+            // finalizer someone else added meanwhile; the kubelet and the
+            // scheduler write the pod too, so a conflict is tried again.
+            let patch = serde_json::json!({
+                "metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": current.metadata.resource_version,
+                }
+            });
+            match api
+                .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => Check::Done(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    Check::Pending(format!("the pod changed meanwhile: {}", e.message))
+                }
+                Err(e) => Check::Fail(format!("adding it: {e}")),
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -361,7 +380,7 @@ pub(crate) async fn remove_pod_finalizer(
 ) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let what = format!("finalizer {finalizer} to be removed from pod {pod}");
-    wait::poll(&what, FINALIZER_REMOVAL, Duration::from_secs(1), || async {
+    wait::poll(&what, FINALIZER_CHANGE, Duration::from_secs(1), || async {
         let current = match api.get_opt(pod).await {
             Ok(Some(p)) => p,
             Ok(None) => return Check::Done(()),
