@@ -340,6 +340,9 @@ impl LocalCluster {
     ) -> Result<SimNodes, NodeSimError> {
         let resource_health = self.feature_gates().get("ResourceHealthStatus") != Some(false);
         let pod_group_claims = self.feature_gates().get("DRAWorkloadResourceClaims") == Some(true);
+        let optional_node_operations = self
+            .feature_gates()
+            .enabled("DRAOptionalNodeOperations", false);
         SimNodes::start(
             self.client(),
             NODE_PREFIX,
@@ -348,6 +351,7 @@ impl LocalCluster {
             |c| {
                 c.resource_health = resource_health;
                 c.pod_group_claims = pod_group_claims;
+                c.optional_node_operations = optional_node_operations;
                 configure(c);
             },
         )
