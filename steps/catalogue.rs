@@ -300,6 +300,46 @@ pub const CATALOGUE: &[Topic] = &[
         ],
     },
     Topic {
+        title: "Workloads and device taint rules",
+        entries: &[
+            Entry {
+                pattern: "Given a workload \"<name>\" with a pod group with an inline claim|using claim(s) \"<c>\"[, ...]|without claims",
+                description: "A Workload with one PodGroupTemplate `group` and the PodGroup `<name>-group-0` made from it, both carrying the claims: an external claim as pod-group claim `resource-claim` (several keep their names), or a template named after the workload as `my-inline-claim`. Optional table | device toleration | <toleration> | shapes that template.",
+                example: "Given a workload \"tester-0\" with a pod group using claim \"external-claim\"",
+            },
+            Entry {
+                pattern: "When pod \"<name>\" joins the pod group of workload \"<w>\"",
+                description: "A pod in the workload's PodGroup (`spec.schedulingGroup`) listing the group's claims, each used by its container.",
+                example: "When pod \"tester-1\" joins the pod group of workload \"tester-0\"",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" uses the claims of the pod group of workload \"<w>\"",
+                description: "Each of the group's claims resolves, for the pod, to the group's ResourceClaim (not one of its own), and that claim is reserved for the PodGroup.",
+                example: "Then pod \"tester-1\" uses the claims of the pod group of workload \"tester-0\"",
+            },
+            Entry {
+                pattern: "Given|When pod \"<name>\" is kept by finalizer \"<f>\"",
+                description: "Add the finalizer, so the pod stays visible once deleted; teardown removes it (retried for 30 s) before the pods are deleted.",
+                example: "When pod \"tester-1\" is kept by finalizer \"e2e-test/dont-delete-me\"",
+            },
+            Entry {
+                pattern: "When a DeviceTaintRule for the devices of <driver> with taint \"<key>=<value>:<Effect>\" is created",
+                description: "A DeviceTaintRule (generateName `device-taint-rule-<namespace>-`) selecting every device of the driver, with that taint and no timeAdded; deleted at teardown.",
+                example: "When a DeviceTaintRule for the devices of the driver with taint \"test.example.com/evict=now:NoExecute\" is created",
+            },
+            Entry {
+                pattern: "Then the taint of the DeviceTaintRule was added within a minute of now",
+                description: "The server set the taint's timeAdded of the scenario's last DeviceTaintRule to within a minute of now.",
+                example: "Then the taint of the DeviceTaintRule was added within a minute of now",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" is evicted by the device taint manager",
+                description: "Wait (5 minutes) until the pod is being deleted; it must then carry the condition DisruptionTarget=True with reason DeletionByDeviceTaintManager and upstream's message. Needs a finalizer on the pod.",
+                example: "Then pod \"tester-1\" is evicted by the device taint manager",
+            },
+        ],
+    },
+    Topic {
         title: "ResourceSlices",
         entries: &[
             Entry {

@@ -59,6 +59,7 @@ pub mod params;
 pub mod pods;
 pub mod scenario;
 pub mod slices;
+pub mod workloads;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

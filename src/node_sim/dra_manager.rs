@@ -13,6 +13,7 @@ use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, Skips, cdi_i
 use super::dra_api::{CallError, DraClient, ResponseError, validate_prepare, validate_unprepare};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
+use super::pod_groups;
 use crate::proto::dra::{ClaimRef, PreparedDevice};
 
 /// Why preparing or unpreparing failed; worded as the kubelet words it, the
@@ -29,6 +30,14 @@ pub enum DraError {
     /// `claim` and `pod` are `<namespace>/<name>`.
     #[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
     NotOwner { claim: String, pod: String },
+    #[error(
+        "ResourceClaim {claim} was not created for Pod {pod} (neither Pod nor PodGroup {group} is the owner)"
+    )]
+    NotOwnerNorGroup {
+        claim: String,
+        pod: String,
+        group: String,
+    },
     #[error("pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} ({claim_uid})")]
     NotReserved {
         pod: String,
@@ -139,6 +148,8 @@ pub struct DraManager {
     cache: ClaimCache,
     journal: Journal,
     call_timeout: Duration,
+    /// See [`super::SimNodeConfig::pod_group_claims`].
+    pod_group_claims: bool,
     optional_node_operations: bool,
 }
 
@@ -159,8 +170,14 @@ impl DraManager {
             cache: ClaimCache::default(),
             journal,
             call_timeout,
+            pod_group_claims: false,
             optional_node_operations: false,
         }
+    }
+
+    pub fn with_pod_group_claims(mut self, on: bool) -> Self {
+        self.pod_group_claims = on;
+        self
     }
 
     /// Whether the `DRAOptionalNodeOperations` gate is on for this kubelet.
@@ -307,17 +324,30 @@ impl DraManager {
                 .iter()
                 .any(|o| o.controller == Some(true) && o.uid == pod_uid)
         {
-            return Err(DraError::NotOwner {
-                claim: cname,
-                pod: pod_name(pod),
-            });
+            match pod_groups::group_name(pod).filter(|_| self.pod_group_claims) {
+                None => {
+                    return Err(DraError::NotOwner {
+                        claim: cname,
+                        pod: pod_name(pod),
+                    });
+                }
+                Some(group) if !pod_groups::owned_by_group(pod, &claim) => {
+                    return Err(DraError::NotOwnerNorGroup {
+                        claim: cname,
+                        pod: pod_name(pod),
+                        group: group.to_owned(),
+                    });
+                }
+                Some(_) => {}
+            }
         }
         let status = claim.status.as_ref();
         let reserved = status
             .and_then(|s| s.reserved_for.as_deref())
             .unwrap_or_default()
             .iter()
-            .any(|r| r.uid == pod_uid);
+            .any(|r| r.uid == pod_uid)
+            || (self.pod_group_claims && pod_groups::reserved_for_group(pod, &claim));
         if !reserved {
             return Err(DraError::NotReserved {
                 pod: pod.name_any(),

@@ -129,6 +129,7 @@ mod health;
 mod journal;
 mod node_object;
 mod plugins;
+mod pod_groups;
 mod pod_worker;
 mod pods;
 mod registration;
@@ -177,6 +178,10 @@ pub struct SimNodeConfig {
     /// The kubelet's `ResourceHealthStatus` gate (beta, on by default in
     /// 1.37): stream device health from plugins and report it in pod status.
     pub resource_health: bool,
+    /// The kubelet's `DRAWorkloadResourceClaims` gate (beta, off by default
+    /// in 1.37): a claim owned by or reserved for the pod's PodGroup is the
+    /// pod's to use.
+    pub pod_group_claims: bool,
     /// The kubelet's `DRAOptionalNodeOperations` gate (alpha in 1.37): the
     /// Node declares the feature (the scheduler allocates devices whose
     /// slices skip node operations only on nodes that do), and prepare and
@@ -230,6 +235,7 @@ impl SimNodeConfig {
             delete_node_on_stop: true,
             allow_v1alpha4: false,
             resource_health: true,
+            pod_group_claims: false,
             optional_node_operations: false,
             health_retry: Duration::from_secs(5),
             labels: BTreeMap::new(),
@@ -441,6 +447,7 @@ impl SimNode {
                 journal.clone(),
                 cfg.call_timeout,
             )
+            .with_pod_group_claims(cfg.pod_group_claims)
             .with_optional_node_operations(cfg.optional_node_operations),
         );
         let ctx = Arc::new(pod_worker::NodeCtx {
