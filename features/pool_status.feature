@@ -1,4 +1,4 @@
-@FeatureGate:DRAResourcePoolStatus
+@DynamicResourceAllocation @FeatureGate:DRAResourcePoolStatus
 Feature: resource pool status
   A ResourcePoolStatusRequest (resource.k8s.io/v1alpha3) asks the control
   plane for a one-time snapshot of a driver's pools: per pool its device

@@ -344,7 +344,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then the pool status request reports: (table | field | value |)",
-                description: "Wait (15 s) for the status the control plane sets and check it: `pool count`, `pools` (names, in any order), `pools listed` (how many), `condition <Type>` (that condition's status). Values: the value, `none` (absent or empty), `set`, `more than N`. While the status differs, a fresh request with the same spec is made, for up to a minute (as upstream); every check made on the request so far must hold on the fresh one.",
+                description: "Wait (15 s) for the status the control plane sets and check it: `pool count`, `pools` (names, in any order), `pools listed` (how many), `condition <Type>` (that condition's status). Values: the value, `none` (absent or empty), `set` (present; a list: not empty), `more than N`. While the status differs, a fresh request with the same spec is made, for up to a minute (as upstream); every check made on the request so far must hold on the fresh one.",
                 example: "Then the pool status request reports:",
             },
             Entry {

@@ -241,7 +241,7 @@ fn is_none(v: &Value) -> bool {
 }
 
 /// Whether `got` is what a table cell asks for: `none` (absent, null or
-/// empty), `set` (present), `more than N`, a comma-separated list of names
+/// empty), `set` (present; a list: not empty), `more than N`, a comma-separated list of names
 /// in any order (for list fields), or the value itself.
 fn matches(got: &Value, want: &str) -> Result<(), String> {
     let shown = || match got {
@@ -250,7 +250,11 @@ fn matches(got: &Value, want: &str) -> Result<(), String> {
     };
     let ok = match want {
         "none" => is_none(got),
-        "set" => !got.is_null(),
+        // A list is set when it holds something; a count of 0 is set.
+        "set" => match got {
+            Value::Array(a) => !a.is_empty(),
+            v => !v.is_null(),
+        },
         _ => {
             if let Some(n) = want.strip_prefix("more than ") {
                 let n: f64 = n
@@ -738,6 +742,8 @@ mod tests {
         assert!(matches(&json!(""), "none").is_err());
         assert!(matches(&json!("n"), "set").is_ok());
         assert!(matches(&Value::Null, "set").is_err());
+        assert!(matches(&json!(0), "set").is_ok());
+        assert!(matches(&json!([]), "set").is_err());
         assert!(matches(&json!(3), "more than 0").is_ok());
         assert!(matches(&json!(0), "more than 0").is_err());
         assert!(matches(&Value::Null, "more than 0").is_err());
