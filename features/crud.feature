@@ -300,3 +300,38 @@ Feature: CRUD of the resource.k8s.io/v1 types
         - { type: Testing, status: "True", message: set by a patch }
       """
     When DeviceTaintRule objects labelled "crud=${namespace}" are deleted as a collection
+
+  # Not conformance upstream: an alpha API. Its spec is immutable, so the
+  # update and the patch change labels; the status is the controller's.
+  @FeatureGate:DRAResourcePoolStatus
+  Scenario: resource.k8s.io/v1alpha3 ResourcePoolStatusRequest
+    Given the following objects are created:
+      """
+      apiVersion: resource.k8s.io/v1alpha3
+      kind: ResourcePoolStatusRequest
+      metadata:
+        name: ${namespace}-crud
+        labels: { crud: "${namespace}" }
+      spec:
+        driver: dra.example.com
+      """
+    Then listing ResourcePoolStatusRequest objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    And ResourcePoolStatusRequest "${namespace}-crud" has:
+      """
+      spec: { driver: dra.example.com }
+      """
+    When ResourcePoolStatusRequest "${namespace}-crud" is updated with:
+      """
+      metadata: { labels: { test.dra.example.com: test } }
+      """
+    And ResourcePoolStatusRequest "${namespace}-crud" is patched with a strategic merge patch:
+      """
+      metadata: { labels: { strategic.dra.example.com: test } }
+      """
+    Then ResourcePoolStatusRequest "${namespace}-crud" has:
+      """
+      metadata:
+        labels: { crud: "${namespace}", test.dra.example.com: test, strategic.dra.example.com: test }
+      spec: { driver: dra.example.com }
+      """
+    When ResourcePoolStatusRequest objects labelled "crud=${namespace}" are deleted as a collection

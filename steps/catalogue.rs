@@ -385,6 +385,36 @@ pub const CATALOGUE: &[Topic] = &[
         ],
     },
     Topic {
+        title: "Pool status",
+        entries: &[
+            Entry {
+                pattern: "When a pool status request for <driver>|driver name \"<name>\"[ with pool name \"<pool>\"][ and limit <n>] is created",
+                description: "A ResourcePoolStatusRequest (resource.k8s.io/v1alpha3) for the driver's pools, or for any driver name; optionally only one pool, or at most n pools listed. It becomes \"the pool status request\" of the steps below (placeholders allowed); teardown deletes it.",
+                example: "When a pool status request for the driver with pool name \"${node0}\" is created",
+            },
+            Entry {
+                pattern: "Then the pool status request reports: (table | field | value |)",
+                description: "Wait (15 s) for the status the control plane sets and check it: `pool count`, `pools` (names, in any order), `pools listed` (how many), `condition <Type>` (that condition's status). Values: the value, `none` (absent or empty), `set` (present; a list: not empty), `more than N`. While the status differs, a fresh request with the same spec is made, for up to a minute (as upstream); every check made on the request so far must hold on the fresh one.",
+                example: "Then the pool status request reports:",
+            },
+            Entry {
+                pattern: "Then pool \"<pool>\" in the pool status request has: / Then every pool in the pool status request has: (table | field | value |)",
+                description: "The same for one listed pool (which must be listed), or for every one (at least one listed): `driver`, `generation`, `resource slice count`, `total devices`, `allocated devices`, `available devices`, `unavailable devices`, `node name`, `validation error`, `partition summary`, `shareable summary`, `fully available devices`, `partially available devices`, `shareable capacity` (capacity names).",
+                example: "Then pool \"network\" in the pool status request has:",
+            },
+            Entry {
+                pattern: "Then pool \"<pool>\" in the pool status request has partition types: (table | attribute | type | total | allocatable |)",
+                description: "The pool's partitionSummary holds exactly these entries, in any order; checked and re-requested as above.",
+                example: "Then pool \"partitioned\" in the pool status request has partition types:",
+            },
+            Entry {
+                pattern: "Then the pool status request stays unchanged for <duration> / Then <Kind> \"<name>\" stays unchanged for <duration>",
+                description: "Once the request's status is set (30 s), a watch must see no change of it for the duration, and its resourceVersion must be the same when read again after (the request is a one-shot snapshot). Also for any object the step library finds by kind and name.",
+                example: "Then the pool status request stays unchanged for 5s",
+            },
+        ],
+    },
+    Topic {
         title: "Manifests and API checks",
         entries: &[
             Entry {

@@ -88,7 +88,11 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The API and real name of an object this scenario created; `name` may hold
 /// placeholders.
-fn lookup(w: &World, kind: &str, name: &str) -> anyhow::Result<(Api<DynamicObject>, String)> {
+pub(super) fn lookup(
+    w: &World,
+    kind: &str,
+    name: &str,
+) -> anyhow::Result<(Api<DynamicObject>, String)> {
     lookup_with(w, w.client()?, kind, name)
 }
 

@@ -57,6 +57,7 @@ pub mod lifecycle;
 pub mod node_ops;
 pub mod params;
 pub mod pods;
+pub mod pool_status;
 pub mod scenario;
 pub mod slices;
 pub mod workloads;
@@ -129,6 +130,8 @@ pub struct World {
     pub slice_uids: BTreeMap<String, String>,
     /// How long the plugin was gone while one driver instance replaced another.
     pub outage: Option<Duration>,
+    /// The scenario's current ResourcePoolStatusRequest and its checks.
+    pub pool_request: Option<pool_status::PoolRequest>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.

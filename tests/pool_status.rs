@@ -1,0 +1,104 @@
+//! Evidence that the pool status checks can fail: the runner on
+//! `tests/fixtures/pool-status`, whose scenarios each expect what the control
+//! plane does not report, must fail every one of them with the message of the
+//! check that caught it.
+
+mod common;
+use common::*;
+
+/// The output of one scenario: from its `Scenario:` line to the next.
+fn scenario<'a>(t: &'a str, name: &str) -> &'a str {
+    let head = format!("Scenario: {name}\n");
+    let start = t
+        .find(&head)
+        .unwrap_or_else(|| panic!("no scenario {name:?} in the output\n{t}"));
+    let rest = &t[start + head.len()..];
+    let end = rest.find("Scenario: ").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[test]
+fn every_broken_pool_status_expectation_fails_with_the_check_that_caught_it() {
+    let home = tempfile::tempdir().unwrap();
+    let o = isolated(home.path())
+        .env("DRA_E2E_AGENT", bin())
+        .args(["--cluster", "local", "--nodes", "2", "--features"])
+        .arg(fixtures("pool-status"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 13 failed"), "{t}");
+    let expected: [(&str, &[&str]); 13] = [
+        (
+            "wrong device count",
+            &["pool \"network\": total devices is 10, expected 9"],
+        ),
+        (
+            "allocated devices with nothing allocated",
+            &["pool \"network\": allocated devices is 0, expected more than 0"],
+        ),
+        (
+            "a pool that is not there",
+            &["no pool \"no-such-pool\" is listed (pools: [\"network\"])"],
+        ),
+        // Checks already made hold on every fresh request too, and the
+        // request was made again while the status differed.
+        (
+            "a later check on a replaced request",
+            &[
+                "condition Complete is \"True\", expected False",
+                "made with its spec over 60s",
+            ],
+        ),
+        // The filter keeps the other node's pool out.
+        (
+            "a filter that should exclude",
+            &["pools are [\"", "], expected [\""],
+        ),
+        (
+            "a truncated list taken for all of it",
+            &["pools listed is 1, expected 2"],
+        ),
+        (
+            "pools of a driver that does not exist",
+            &["pool count is 0, expected 1"],
+        ),
+        (
+            "node-local pools without a node name",
+            &["node name is \"", "expected none"],
+        ),
+        (
+            "a node name for a pool on two nodes",
+            &["pool \"mixed-node-pool\": node name is absent, expected set"],
+        ),
+        (
+            "wrong partition counts",
+            &[
+                "the partition summary is dra.e2e.example.com/profile=Full (total 1, allocatable 1), \
+                 dra.e2e.example.com/profile=Half (total 2, allocatable 2), expected",
+            ],
+        ),
+        (
+            "partition types without a declared partition type",
+            &["pool \"partitioned\": the partition summary is empty, expected"],
+        ),
+        (
+            "wrong shareable counts",
+            &["pool \"shareable\": fully available devices is 2, expected 1"],
+        ),
+        (
+            "an object that changes is not unchanged",
+            &["Pod tester-1 changed within 5s: resourceVersion"],
+        ),
+    ];
+    for (name, messages) in expected {
+        let out = scenario(&t, name);
+        assert!(out.contains('✘'), "scenario {name:?} did not fail\n{out}");
+        for m in messages {
+            assert!(out.contains(m), "scenario {name:?} lacks {m:?}\n{out}");
+        }
+    }
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert_nothing_left(home.path(), &t);
+}
