@@ -753,3 +753,65 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_whole_words_only() {
+        assert!(contains_words("work using v1 API", "v1 API"));
+        assert!(!contains_words("work using v1 APIs", "v1 API"));
+        assert!(!contains_words("using only drapbv1beta1", "only drapbv1"));
+        assert!(contains_words("v1alpha1+v1beta1", "v1beta1"));
+        assert!(contains_words("Kubelet on single node", "kubelet"));
+        assert!(!contains_words("anything", ""));
+    }
+
+    #[test]
+    fn a_title_used_twice_needs_keys_and_rows_need_their_fields() {
+        let text = "upstream\tdra.go\tcontrol plane\tuses all resources\t\t\t\n\
+                    upstream\tdra.go\tkubelet on multiple nodes\tuses all resources\t\tkubelet\t\n\
+                    upstream\tdra.go\tkubelet\ttoo few fields\n\
+                    own\tfeatures/x.feature\tno note\t\n\
+                    extra\tsomething\n";
+        let errors = parse_catalogue(text, Path::new("t.tsv")).expect_err("inconsistent rows");
+        let all = errors.join("\n");
+        assert!(all.contains("t.tsv:1: upstream uses the title `uses all resources` 2 times, so this row needs keys"), "{all}");
+        assert!(
+            all.contains("t.tsv:3: an upstream row has 7 tab-separated fields"),
+            "{all}"
+        );
+        assert!(
+            all.contains("t.tsv:4: an own row has 4 tab-separated, non-empty fields"),
+            "{all}"
+        );
+        assert!(
+            all.contains("t.tsv:5: a row starts with `upstream` or `own`, not `extra`"),
+            "{all}"
+        );
+        assert_eq!(errors.len(), 4, "{all}");
+    }
+
+    #[test]
+    fn tags_are_the_gates_and_kubelet_versions_of_the_name() {
+        let t = UpstreamTest {
+            line: 1,
+            source: "dra.go".into(),
+            context: "kubelet [Feature:DynamicResourceAllocation] [FeatureGate:DRADeviceTaints]"
+                .into(),
+            title: "DeviceTaintRule evicts pod".into(),
+            labels: "[Serial] [FeatureGate:DRADeviceTaintRules] [KubeletMinVersion:1.34]".into(),
+            keys: Vec::new(),
+            reason: None,
+        };
+        assert_eq!(
+            t.tags(),
+            [
+                "FeatureGate:DRADeviceTaints",
+                "FeatureGate:DRADeviceTaintRules",
+                "KubeletMinVersion:1.34"
+            ]
+        );
+    }
+}
