@@ -37,7 +37,7 @@ lint: ## formatting and clippy, warnings are errors
 	$(CARGO) clippy --all-targets -- -D warnings
 
 upstream-table: ## regenerate the README's table of upstream's tests and their scenarios (from features/ and docs/upstream-tests.tsv), no cluster needed
-	$(CARGO) run --quiet -- upstream --write README.md
+	$(CARGO) run --quiet -- upstream --write README.md $(ARGS)
 
 check: ## check the feature files (undefined/ambiguous steps, unknown tags), no cluster needed
 	$(CARGO) run --quiet -- check features

@@ -109,7 +109,7 @@ fn every_disagreement_between_data_and_features_is_named() {
         // An upstream test with neither a scenario nor a reason.
         "../upstream-tests.tsv:4: upstream test `[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] registers plugin` has no scenario (no scenario has its title) and no reason it is not ported",
         // A reason given for a test a scenario ports.
-        "../upstream-tests.tsv:7: upstream test `[sig-node] [DRA] metadata [Feature:DynamicResourceAllocation] v1beta1 must mount device metadata for resource claims` is ported by features/kubelet.feature:9, yet its row gives a reason it is not ported: delete the reason",
+        "../upstream-tests.tsv:7: upstream test `[sig-node] [DRA] metadata [Feature:DynamicResourceAllocation] v1beta1 must mount device metadata for resource claims` is ported by features/kubelet.feature:9, yet its row gives a reason it is not ported: delete the reason (`dra-e2e upstream --drop-ported-reasons` does)",
         // A scenario claiming an upstream title that does not exist.
         "features/kubelet.feature:3: scenario `registers plugins` ports no upstream test by its title",
         // Upstream's title, but no context of it named.
@@ -180,4 +180,42 @@ fn a_readme_without_markers_is_refused() {
         std::fs::read_to_string(&readme).expect("read README"),
         "# no table here\n"
     );
+}
+
+#[test]
+fn reasons_of_tests_now_ported_can_be_dropped() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let data = tmp.path().join("upstream-tests.tsv");
+    std::fs::copy(fixtures("upstream-table/upstream-tests.tsv"), &data).expect("copy data");
+    let before = std::fs::read_to_string(&data).expect("read data");
+    let o = upstream(
+        &fixtures("upstream-table/broken"),
+        &[
+            "--data",
+            data.to_str().expect("utf-8 temp path"),
+            "--drop-ported-reasons",
+        ],
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("emptied the reason of 1 test(s) a scenario now ports"),
+        "{err}"
+    );
+    // The other disagreements are still there.
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("yet its row gives a reason"), "{err}");
+    let after = std::fs::read_to_string(&data).expect("read data");
+    let changed: Vec<(&str, &str)> = before
+        .lines()
+        .zip(after.lines())
+        .filter(|(b, a)| b != a)
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "upstream\tdra.go\tmetadata [Feature:DynamicResourceAllocation] v1beta1\tmust mount device metadata for resource claims\t\tv1beta1\tneeds the driver to write device metadata files",
+            "upstream\tdra.go\tmetadata [Feature:DynamicResourceAllocation] v1beta1\tmust mount device metadata for resource claims\t\tv1beta1\t"
+        )]
+    );
+    assert_eq!(before.lines().count(), after.lines().count());
 }

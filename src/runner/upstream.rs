@@ -46,6 +46,9 @@ struct Args {
     /// Fail when the section between the markers of this README is not the table.
     #[arg(long, value_name = "README")]
     check: Option<PathBuf>,
+    /// First empty the reason of every test a scenario now ports, in the data file.
+    #[arg(long)]
+    drop_ported_reasons: bool,
 }
 
 /// One of upstream's tests, as the data file lists it.
@@ -564,7 +567,7 @@ pub fn map(cat: &Catalogue, scenarios: &[Scenario], data: &Path) -> Mapping {
                 let at: Vec<String> = ported.iter().map(|&i| scenarios[i].location()).collect();
                 m.problems.push(format!(
                     "{}:{}: upstream test `{}` is ported by {}, yet its row gives a reason it is \
-                     not ported: delete the reason",
+                     not ported: delete the reason (`dra-e2e upstream --drop-ported-reasons` does)",
                     data.display(),
                     t.line,
                     t.full_name(),
@@ -705,10 +708,61 @@ pub fn generate(features_path: &Path, data: &Path) -> Result<String, Vec<String>
     Ok(render(&cat, &scenarios, &m))
 }
 
+/// Empties, in the data file, the reason of each test a scenario now ports
+/// (after scenarios for it were written); returns how many.
+pub fn drop_ported_reasons(features_path: &Path, data: &Path) -> Result<usize, Vec<String>> {
+    let text = std::fs::read_to_string(data)
+        .map_err(|e| vec![format!("reading {}: {e}", data.display())])?;
+    let cat = parse_catalogue(&text, data)?;
+    let scenarios = load_scenarios(features_path)?;
+    let m = map(&cat, &scenarios, data);
+    let lines: Vec<usize> = cat
+        .tests
+        .iter()
+        .zip(&m.ported)
+        .filter(|(t, p)| t.reason.is_some() && !p.is_empty())
+        .map(|(t, _)| t.line)
+        .collect();
+    if lines.is_empty() {
+        return Ok(0);
+    }
+    let updated: Vec<String> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            if !lines.contains(&(i + 1)) {
+                return l.to_owned();
+            }
+            let mut fields: Vec<&str> = l.split('\t').collect();
+            if let Some(reason) = fields.get_mut(6) {
+                *reason = "";
+            }
+            fields.join("\t")
+        })
+        .collect();
+    std::fs::write(data, updated.join("\n"))
+        .map_err(|e| vec![format!("writing {}: {e}", data.display())])?;
+    Ok(lines.len())
+}
+
 pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
     let args =
         Args::try_parse_from(std::iter::once(OsString::from("dra-e2e upstream")).chain(args))
             .unwrap_or_else(|e| e.exit());
+    if args.drop_ported_reasons {
+        match drop_ported_reasons(&args.features, &args.data) {
+            Ok(n) => eprintln!(
+                "{}: emptied the reason of {n} test(s) a scenario now ports",
+                args.data.display()
+            ),
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!("{p}");
+                }
+                return Ok(1);
+            }
+        }
+    }
     let section = match generate(&args.features, &args.data) {
         Ok(s) => s,
         Err(problems) => {
