@@ -436,15 +436,11 @@ fn match_scenario(
     if let Some(group) = by_title.get(s.title.as_str()) {
         return resolve(tests, group, None, s);
     }
-    if let Some(open) = s
-        .title
-        .strip_suffix(')')
-        .and_then(|t| t.rfind(" (").map(|i| (i, t)))
+    // `supports init containers (kubelet)`: a title and a qualifier in parentheses.
+    if let Some((base, qualifier)) = s.title.strip_suffix(')').and_then(|t| t.rsplit_once(" ("))
+        && let Some(group) = by_title.get(base)
     {
-        let (i, t) = open;
-        if let Some(group) = by_title.get(&t[..i]) {
-            return resolve(tests, group, Some(&t[i + 2..]), s);
-        }
+        return resolve(tests, group, Some(qualifier), s);
     }
     // `work using v1 API`: a shared title followed by words naming the context.
     let prefixed = by_title
