@@ -86,7 +86,7 @@ fn scenarios_map_by_title_rule_qualifier_and_example_row() {
         // A longer key wins over one it contains (v1alpha1+v1beta1 over v1beta1).
         "| metadata [Feature:DynamicResourceAllocation] v1alpha1+v1beta1 | must mount device metadata for resource claims | not ported: needs the driver to write device metadata files |",
         // The suite's own scenario.
-        "| [features/crud.feature:5](features/crud.feature#L5) an extra check of our own | shows an own scenario in the table |",
+        "| [features/crud.feature:6](features/crud.feature#L6) an extra check of our own | shows an own scenario in the table |",
     ] {
         assert!(out.contains(row), "missing row\n  {row}\nin\n{out}");
     }
@@ -115,10 +115,10 @@ fn every_disagreement_between_data_and_features_is_named() {
         // Upstream's title, but no context of it named.
         "features/kubelet.feature:6: scenario `supports init containers` has the title of an upstream test, but not of one test: upstream has 2 tests of that title",
         // Upstream's gates and kubelet versions missing from the tags.
-        "features/kubelet.feature:12: scenario `must reflect device health changes in the pod status (v1 health API)` ports upstream's `[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:ResourceHealthStatus] [KubeletMinVersion:1.36] with a driver which only serves the v1 health API must reflect device health changes in the pod status [KubeletMinVersion:1.37]` but lacks its tag(s) @FeatureGate:ResourceHealthStatus @KubeletMinVersion:1.36 @KubeletMinVersion:1.37",
+        "features/kubelet.feature:12: scenario `must reflect device health changes in the pod status (v1 health API)` ports upstream's `[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:ResourceHealthStatus] [KubeletMinVersion:1.36] with a driver which only serves the v1 health API must reflect device health changes in the pod status [KubeletMinVersion:1.37]` but lacks its tag(s) @DynamicResourceAllocation @FeatureGate:ResourceHealthStatus @KubeletMinVersion:1.36 @KubeletMinVersion:1.37",
         // An own row whose scenario is gone.
         "../upstream-tests.tsv:13: no scenario `an extra check of our own` in features/crud.feature",
-        "12 problem(s) mapping upstream's tests",
+        "13 problem(s) mapping upstream's tests",
     ] {
         assert!(err.contains(expected), "missing\n  {expected}\nin\n{err}");
     }

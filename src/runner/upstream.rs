@@ -84,14 +84,22 @@ impl UpstreamTest {
 }
 
 impl UpstreamTest {
-    /// The tags a scenario porting the test carries: upstream's feature-gate
-    /// and kubelet-version labels, which select and skip tests as the tags do.
+    /// The tags a scenario porting the test carries: those of upstream's
+    /// labels that select, skip or serialise tests as the suite's tags do
+    /// (`[Feature:DynamicResourceAllocation]`, feature gates, kubelet
+    /// versions, `[Serial]`, `[Slow]`, `[Conformance]`).
     pub fn tags(&self) -> Vec<String> {
         let mut tags: Vec<String> = format!("{} {}", self.context, self.labels)
             .split('[')
             .filter_map(|part| part.split_once(']').map(|(label, _)| label))
-            .filter(|l| l.starts_with("FeatureGate:") || l.starts_with("KubeletMinVersion:"))
-            .map(str::to_owned)
+            .filter_map(|label| match label {
+                "Feature:DynamicResourceAllocation" => Some("DynamicResourceAllocation".to_owned()),
+                "Serial" | "Slow" | "Conformance" => Some(label.to_lowercase()),
+                l if l.starts_with("FeatureGate:") || l.starts_with("KubeletMinVersion:") => {
+                    Some(l.to_owned())
+                }
+                _ => None,
+            })
             .collect();
         tags.dedup();
         tags
@@ -844,7 +852,7 @@ mod tests {
     }
 
     #[test]
-    fn tags_are_the_gates_and_kubelet_versions_of_the_name() {
+    fn tags_are_those_of_the_labels_the_suite_mirrors() {
         let t = UpstreamTest {
             line: 1,
             source: "dra.go".into(),
@@ -858,7 +866,9 @@ mod tests {
         assert_eq!(
             t.tags(),
             [
+                "DynamicResourceAllocation",
                 "FeatureGate:DRADeviceTaints",
+                "serial",
                 "FeatureGate:DRADeviceTaintRules",
                 "KubeletMinVersion:1.34"
             ]
