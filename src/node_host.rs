@@ -60,6 +60,9 @@ pub struct SocketError {
     pub message: String,
 }
 
+/// The waiting end of a [`NodeHost::tear_down`].
+pub type Finishing = BoxFuture<'static, anyhow::Result<()>>;
+
 /// The nodes of one driver instance, as the plugin sees them.
 #[async_trait]
 pub trait NodeHost: Send + Sync {
@@ -73,8 +76,12 @@ pub trait NodeHost: Send + Sync {
     }
     /// Starts accepting the kubelet's connections to `socket` (a host path).
     async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError>;
-    /// Removes what the host set up for the driver (proxy pods).
-    async fn tear_down(&self) {}
+    /// Removes what the host set up for the driver (proxy pods). What is
+    /// left is only a wait (for pods to terminate): it is handed back, so the
+    /// caller may let it run beside whatever comes next.
+    async fn tear_down(&self) -> Option<Finishing> {
+        None
+    }
 }
 
 /// Provides the [`NodeHost`] of a driver instance once its identity exists

@@ -24,7 +24,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
-                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`. Without a name it is \"the driver\"; otherwise the first driver is.",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes). Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
             },
             Entry {
@@ -213,6 +213,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then container \"with-resource\" of pod \"tester-1\" has exactly the driver env \"user_a=b\", \"claim_c_my_request=true\"",
             },
             Entry {
+                pattern: "Then pod \"<name>\" got no \"<reason>\" event",
+                description: "No event with that reason exists for the pod now (checked once, as upstream does once the pod runs).",
+                example: "Then pod \"tester-1\" got no \"FailedPrepareDynamicResources\" event",
+            },
+            Entry {
                 pattern: "Then pod \"<name>\" gets a \"<reason>\" event containing \"<text>\"",
                 description: "An event with that reason and message appears for the pod (10 minutes). The text may name `${old uid:<claim>}`: the UID of a claim a plugin still has prepared under the name of a claim the scenario re-created.",
                 example: "Then pod \"tester-2\" gets a \"FailedPrepareDynamicResources\" event containing \"still exists\"",
@@ -251,6 +256,11 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then <method> [of <driver>] was called through the v1|v1beta1|v1alpha4|v1alpha1 API on <node>",
                 description: "The kubelet used that gRPC API version (NodeWatchResources: the health API, v1 or v1alpha1).",
                 example: "Then NodePrepareResources of driver \"other\" was called through the v1beta1 API on the node of pod \"tester-1\"",
+            },
+            Entry {
+                pattern: "When the plugin on <node> unprepares <claim> by hand",
+                description: "The plugin forgets the claim (the one of that name on the API server) and removes its CDI files without a NodeUnprepareResources call, as upstream does after a pod whose claim the kubelet was told not to unprepare.",
+                example: "When the plugin on node 0 unprepares claim \"external-claim\" by hand",
             },
             Entry {
                 pattern: "Then the plugin on <node> has prepared <claim>",

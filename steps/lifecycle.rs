@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::{Context, World, context};
 use crate::cluster::RUN_LABEL;
-use crate::driver::SlicesGone;
+use crate::driver::Unfinished;
 use crate::report::{
     self, Laps, Outcome, Phase, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped,
 };
@@ -117,7 +117,7 @@ pub async fn after(
         ..Record::new(outcome)
     };
     let id = ScenarioId::of(feature, scenario);
-    let mut slices_gone = Vec::new();
+    let mut unfinished = Vec::new();
     if let Some(w) = world {
         if !w.namespace.is_empty() {
             if outcome == Outcome::Failed {
@@ -153,7 +153,7 @@ pub async fn after(
                     );
                     ctx.outcomes.teardown_failed();
                 }
-                slices_gone = w.scenario.take_slices_gone();
+                unfinished = w.scenario.take_unfinished();
             }
         }
         record.setup = std::mem::take(&mut w.setup_timings);
@@ -161,24 +161,25 @@ pub async fn after(
         record.duration = w.started.map(|s| s.elapsed()).unwrap_or_default();
     }
     ctx.outcomes.record(id.clone(), record);
-    for wait in slices_gone {
+    for wait in unfinished {
         finish_later(ctx, id.clone(), wait);
     }
 }
 
-/// Leaves the wait until a torn-down driver's slices are wiped (seconds on
-/// a simulated node, 30 s on a real kubelet) to run beside the scenarios
-/// that follow; if the slices stay, the scenario fails after all.
-fn finish_later(ctx: &'static Context, id: ScenarioId, wait: SlicesGone) {
+/// Leaves the waits that end a driver's teardown (its proxy pods gone, its
+/// slices wiped: seconds on a simulated node, 30 s on a real kubelet) to run
+/// beside the scenarios that follow; if one fails, the scenario fails after
+/// all.
+fn finish_later(ctx: &'static Context, id: ScenarioId, wait: Unfinished) {
     ctx.after_scenarios.spawn(async move {
-        let started = Instant::now();
+        let (phase, started) = (wait.phase(), Instant::now());
         let failure = wait.wait().await.err().map(|e| {
             let message = format!("after the scenario ended: {e}");
             tracing::error!(scenario = %id, "{message}");
             message
         });
         ctx.outcomes
-            .finished_late(&id, SlicesGone::PHASE, started.elapsed(), failure);
+            .finished_late(&id, phase, started.elapsed(), failure);
     });
 }
 

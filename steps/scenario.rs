@@ -26,7 +26,7 @@ use kube::runtime::watcher;
 
 use super::params::DriverRef;
 use super::{World, context};
-use crate::driver::{self, Driver, DriverOptions, SlicesGone};
+use crate::driver::{self, Driver, DriverOptions, Unfinished};
 use crate::objects::{self, delete_if_present};
 use crate::report::{self, Timings};
 use crate::wait::{self, Check};
@@ -137,7 +137,7 @@ pub struct Scenario {
     stack: Vec<Created>,
     /// The drivers' waits until their slices are wiped, left by teardown
     /// to run beside the scenarios that follow.
-    slices_gone: Vec<SlicesGone>,
+    unfinished: Vec<Unfinished>,
 }
 
 impl Scenario {
@@ -259,15 +259,15 @@ impl Scenario {
         });
     }
 
-    /// The waits teardown left: until each driver's slices are wiped. The
-    /// scenario's outcome still depends on them.
-    pub fn take_slices_gone(&mut self) -> Vec<SlicesGone> {
-        std::mem::take(&mut self.slices_gone)
+    /// The waits teardown left: until each driver's proxy pods are gone
+    /// and its slices wiped. The scenario's outcome still depends on them.
+    pub fn take_unfinished(&mut self) -> Vec<Unfinished> {
+        std::mem::take(&mut self.unfinished)
     }
 
     /// Runs every cleanup, phase by phase, and records each phase's time.
-    /// The wait until the drivers' slices are wiped is not run here but
-    /// left to [`Scenario::take_slices_gone`].
+    /// The drivers' waits (proxy pods gone, slices wiped) are not run here
+    /// but left to [`Scenario::take_unfinished`].
     pub async fn tear_down(
         &mut self,
         client: &kube::Client,
@@ -312,7 +312,7 @@ impl Scenario {
             Created::Driver { driver, .. } => {
                 let r = driver.release().await;
                 timings.append(&mut driver.teardown_timings);
-                self.slices_gone.extend(driver.slices_gone());
+                self.unfinished.extend(driver.take_unfinished());
                 Ok(r?)
             }
             Created::DeviceClass { name, .. } => {

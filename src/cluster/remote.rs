@@ -10,7 +10,7 @@ use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
-use crate::node_host::{NodeHost, Served, SocketError};
+use crate::node_host::{Finishing, NodeHost, Served, SocketError};
 
 /// Whether the user configured a kubeconfig cluster (flag, env or default file).
 pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
@@ -237,6 +237,9 @@ pub async fn exec_env(
         })?
 }
 
+/// How long a driver's proxy pods may take to terminate once scaled down.
+const PROXY_PODS_GONE: Duration = Duration::from_secs(120);
+
 /// How long reading a container's env by exec may take.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -460,12 +463,13 @@ impl NodeHost for RemoteHost {
         Ok(Served::new(incoming, stop))
     }
 
-    async fn tear_down(&self) {
-        if let Some(pods) = self.pods.lock().await.take()
-            && let Err(e) = pods.teardown(Duration::from_secs(120)).await
-        {
-            tracing::warn!(error = %e, "removing proxy pods");
-        }
+    async fn tear_down(&self) -> Option<Finishing> {
+        use futures::FutureExt as _;
+        let pods = self.pods.lock().await.take()?;
+        Some(match pods.begin_teardown(PROXY_PODS_GONE).await {
+            Ok(rest) => async move { Ok(rest.await?) }.boxed(),
+            Err(e) => futures::future::ready(Err(e.into())).boxed(),
+        })
     }
 }
 

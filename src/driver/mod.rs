@@ -83,6 +83,10 @@ pub struct DriverOptions {
     pub rolling_update: bool,
     /// Teardown waits until the driver's slices are gone (`IsGone`).
     pub expect_slice_removal: bool,
+    /// `spec.skipNodeOperations` of every slice the driver publishes
+    /// (`*`, `NodeUnprepareResources`, ...; upstream's
+    /// `DriverResourcesWithSkipNodeOperations`); empty for none.
+    pub skip_node_operations: Vec<String>,
 }
 
 impl Default for DriverOptions {
@@ -96,6 +100,7 @@ impl Default for DriverOptions {
             with_kubelet: true,
             rolling_update: false,
             expect_slice_removal: true,
+            skip_node_operations: Vec::new(),
         }
     }
 }
@@ -131,28 +136,35 @@ pub enum DriverError {
 /// (upstream's `IsGone`).
 const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The last part of a driver's teardown, detached from the driver so it can
-/// run on its own task: the wait until none of its slices is left.
-pub struct SlicesGone {
-    admin: kube::Client,
-    driver: String,
-    timeout: Duration,
+/// A wait that ends a driver's teardown, detached from the driver so it can
+/// run on its own task: until the kubelets wiped the driver's slices
+/// (upstream's `IsGone`), or until its proxy pods are gone. Whatever tore the
+/// driver down still fails if the wait does, even when it ends later.
+pub struct Unfinished {
+    phase: Phase,
+    wait: futures::future::BoxFuture<'static, Result<(), DriverError>>,
 }
 
-impl std::fmt::Debug for SlicesGone {
+impl std::fmt::Debug for Unfinished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlicesGone")
-            .field("driver", &self.driver)
+        f.debug_struct("Unfinished")
+            .field("phase", &self.phase.name)
             .finish_non_exhaustive()
     }
 }
 
-impl SlicesGone {
-    /// The wait as `--timings` shows it.
-    pub const PHASE: Phase = Phase::wait("wait for slices to be wiped");
+impl Unfinished {
+    /// The wait until no slice of the driver is left, as `--timings` shows it.
+    pub const SLICES_WIPED: Phase = Phase::wait("wait for slices to be wiped");
+    /// The wait until the proxy pods terminated.
+    pub const PROXY_PODS_GONE: Phase = Phase::harness("wait for proxy pods to be gone");
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
 
     pub async fn wait(self) -> Result<(), DriverError> {
-        slices_removed(&self.admin, &self.driver, self.timeout).await
+        self.wait.await
     }
 }
 
@@ -216,6 +228,8 @@ pub struct Driver {
     /// What of the plugin's identity exists, in creation order.
     identity_created: Vec<IdentityObject>,
     torn_down: bool,
+    /// Waits `release` left to whoever takes them.
+    unfinished: Vec<Unfinished>,
     /// Nodes whose kubelet had not registered the plugin when it stopped.
     unregistered: Vec<String>,
     /// Stands in for the plugin pod's UID in rolling-update socket names.
@@ -270,6 +284,7 @@ impl Driver {
             admin_publisher: None,
             identity_created: Vec::new(),
             torn_down: false,
+            unfinished: Vec::new(),
             unregistered: Vec::new(),
             instance_uid: format!("{:08x}", rand::random::<u32>()),
             setup_timings: Vec::new(),
@@ -471,6 +486,14 @@ impl Driver {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// `slice` with the node operations the driver skips.
+    fn with_skips(&self, mut slice: ResourceSlice) -> ResourceSlice {
+        if !self.options.skip_node_operations.is_empty() {
+            slice.spec.skip_node_operations = Some(self.options.skip_node_operations.clone());
+        }
+        slice
+    }
+
     async fn publish_shared_slices(&mut self) -> Result<(), DriverError> {
         let err = |e: serde_json::Error| DriverError::Other {
             driver: self.name.clone(),
@@ -478,8 +501,12 @@ impl Driver {
         };
         match &self.options.resources {
             Resources::Network { devices } => {
-                let slices =
-                    slices::network_slices(&self.name, &self.nodes, devices).map_err(err)?;
+                let slices: Vec<ResourceSlice> =
+                    slices::network_slices(&self.name, &self.nodes, devices)
+                        .map_err(err)?
+                        .into_iter()
+                        .map(|s| self.with_skips(s))
+                        .collect();
                 let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
                 // Marked first, so teardown removes a partly published pool.
                 self.network_slices = true;
@@ -495,7 +522,8 @@ impl Driver {
                 }
             }
             Resources::AllNodes { pool, devices } => {
-                let slice = slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?;
+                let slice = self
+                    .with_skips(slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?);
                 self.admin_publisher = Some(Publisher::start(self.ctx.admin.clone(), slice));
                 self.network_slices = true;
             }
@@ -587,7 +615,7 @@ impl Driver {
                 driver: self.name.clone(),
                 message: format!("building ResourceSlice: {e}"),
             })?;
-        Ok(Some(Publisher::start(client, slice)))
+        Ok(Some(Publisher::start(client, self.with_skips(slice))))
     }
 
     /// Waits until every node has the node-local slice this driver publishes
@@ -683,6 +711,28 @@ impl Driver {
         Ok(())
     }
 
+    /// Unprepares a claim on `node`'s plugin directly, as upstream's
+    /// `UnprepareClaim` does for claims the kubelet skips unpreparing; the
+    /// plugin counts no call.
+    pub async fn unprepare_directly(
+        &self,
+        node: &str,
+        claim: crate::proto::dra::ClaimRef,
+    ) -> Result<(), DriverError> {
+        let inst = self.instances.get(node).ok_or_else(|| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("no plugin runs on node {node}"),
+        })?;
+        let what = claim.to_string();
+        inst.plugin
+            .unprepare_directly(claim)
+            .await
+            .map_err(|e| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("unpreparing claim {what} on node {node}: {e}"),
+            })
+    }
+
     /// Makes `method` fail (gRPC UNKNOWN "injected error") on `node`, or stops it.
     pub fn fail(&self, node: &str, method: &str, fail: bool) {
         self.calls.set_fail(node, method, fail);
@@ -732,19 +782,22 @@ impl Driver {
     /// shared slices, then `IsGone` when expected. Safe to call twice.
     pub async fn tear_down(&mut self) -> Result<(), DriverError> {
         let released = self.release().await;
-        let started = Instant::now();
-        let gone = match self.slices_gone() {
-            Some(wait) => wait.wait().await,
-            None => Ok(()),
-        };
-        self.teardown_timings
-            .push((SlicesGone::PHASE, started.elapsed()));
-        released.and(gone)
+        let waits = self.take_unfinished().into_iter().map(|u| async move {
+            let (phase, started) = (u.phase(), Instant::now());
+            (phase, u.wait().await, started.elapsed())
+        });
+        let mut result = released;
+        for (phase, r, took) in futures::future::join_all(waits).await {
+            self.teardown_timings.push((phase, took));
+            result = result.and(r);
+        }
+        result
     }
 
-    /// Everything of [`Driver::tear_down`] but the wait until the kubelets
-    /// wiped the driver's slices ([`Driver::slices_gone`]), which a caller
-    /// may leave to run beside whatever comes next.
+    /// Everything of [`Driver::tear_down`] but its waits (until the proxy
+    /// pods are gone, until the kubelets wiped the driver's slices), which
+    /// [`Driver::take_unfinished`] hands to a caller that may let them run
+    /// beside whatever comes next.
     pub async fn release(&mut self) -> Result<(), DriverError> {
         if self.torn_down {
             return Ok(());
@@ -752,8 +805,19 @@ impl Driver {
         self.torn_down = true;
         let mut laps = Laps::start();
         self.stop_plugins().await;
-        if let Some(host) = self.host.take() {
-            host.tear_down().await;
+        if let Some(host) = self.host.take()
+            && let Some(rest) = host.tear_down().await
+        {
+            let driver = self.name.clone();
+            self.unfinished.push(Unfinished {
+                phase: Unfinished::PROXY_PODS_GONE,
+                wait: Box::pin(async move {
+                    rest.await.map_err(|e| DriverError::Other {
+                        driver,
+                        message: format!("removing the proxy pods: {e:#}"),
+                    })
+                }),
+            });
         }
         laps.lap(&mut self.teardown_timings, Phase::harness("stop plugins"));
         let mut first_error = None;
@@ -790,22 +854,26 @@ impl Driver {
             &mut self.teardown_timings,
             Phase::harness("delete shared slices"),
         );
+        if self.options.expect_slice_removal {
+            let (admin, driver) = (self.ctx.admin.clone(), self.name.clone());
+            self.unfinished.push(Unfinished {
+                phase: Unfinished::SLICES_WIPED,
+                wait: Box::pin(
+                    async move { slices_removed(&admin, &driver, IS_GONE_TIMEOUT).await },
+                ),
+            });
+        }
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// The wait that ends the driver's teardown: until no slice of it is
-    /// left (upstream's `IsGone` after the plugins stopped). `None` when the
-    /// driver expects its slices to stay (another instance keeps
-    /// publishing them).
-    pub fn slices_gone(&self) -> Option<SlicesGone> {
-        self.options.expect_slice_removal.then(|| SlicesGone {
-            admin: self.ctx.admin.clone(),
-            driver: self.name.clone(),
-            timeout: IS_GONE_TIMEOUT,
-        })
+    /// The waits [`Driver::release`] left. The wait until no slice of the
+    /// driver is left is among them unless the driver expects its slices to
+    /// stay (another instance keeps publishing them).
+    pub fn take_unfinished(&mut self) -> Vec<Unfinished> {
+        std::mem::take(&mut self.unfinished)
     }
 
     /// Deletes the driver's slices of `nodes`, whose kubelets never

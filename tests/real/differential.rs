@@ -44,7 +44,7 @@ use dra_e2e::cluster::local_host::LocalHost;
 use dra_e2e::cluster::remote::RemoteEnv;
 use dra_e2e::driver::{self, Driver, DriverOptions, Resources};
 use dra_e2e::node_files::{NodeFiles, NodeFilesError};
-use dra_e2e::node_host::{HostProvider, NodeHost, Served, SocketError};
+use dra_e2e::node_host::{Finishing, HostProvider, NodeHost, Served, SocketError};
 use dra_e2e::objects::{self, ClaimShape, PodClaims, PodShape};
 use dra_e2e::proto::method;
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
@@ -130,9 +130,14 @@ impl NodeHost for BothHosts {
         self.pick(node).serve(node, socket).await
     }
 
-    async fn tear_down(&self) {
-        self.local.tear_down().await;
-        self.remote.tear_down().await;
+    async fn tear_down(&self) -> Option<Finishing> {
+        let waits: Vec<Finishing> = [self.local.tear_down().await, self.remote.tear_down().await]
+            .into_iter()
+            .flatten()
+            .collect();
+        Some(Box::pin(async move {
+            futures::future::try_join_all(waits).await.map(drop)
+        }))
     }
 }
 

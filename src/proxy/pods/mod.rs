@@ -242,6 +242,27 @@ impl ProxyPods {
     pub async fn teardown(self, timeout: Duration) -> Result<(), ProxyPodsError> {
         remove(&self.client, &self.spec, timeout).await
     }
+
+    /// The first half of [`ProxyPods::teardown`]: the scale-down, after which
+    /// nothing of the driver runs on the nodes any more. The second half,
+    /// the wait until the pods are gone and the ReplicaSet's deletion, is
+    /// handed back to run whenever the caller likes.
+    pub async fn begin_teardown(
+        self,
+        timeout: Duration,
+    ) -> Result<
+        impl std::future::Future<Output = Result<(), ProxyPodsError>> + Send + 'static,
+        ProxyPodsError,
+    > {
+        let exists = scale_down(&self.client, &self.spec).await?;
+        let (client, spec) = (self.client, self.spec);
+        Ok(async move {
+            match exists {
+                true => finish_removal(client, spec, timeout).await,
+                false => Ok(()),
+            }
+        })
+    }
 }
 
 fn api_err(action: &'static str, spec: &ProxyPodsSpec, e: kube::Error) -> ProxyPodsError {
@@ -262,18 +283,37 @@ async fn remove(
     spec: &ProxyPodsSpec,
     timeout: Duration,
 ) -> Result<(), ProxyPodsError> {
+    if scale_down(client, spec).await? {
+        finish_removal(client.clone(), spec.clone(), timeout).await?;
+    }
+    Ok(())
+}
+
+/// Scales the ReplicaSet to 0; false when it does not exist.
+async fn scale_down(client: &kube::Client, spec: &ProxyPodsSpec) -> Result<bool, ProxyPodsError> {
+    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), &spec.namespace);
+    let scale = serde_json::json!({ "spec": { "replicas": 0 } });
+    match api
+        .patch(&spec.name(), &PatchParams::default(), &Patch::Merge(&scale))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(api_err("scaling down", spec, e)),
+    }
+}
+
+/// After [`scale_down`]: waits until the pods are gone, then deletes the
+/// ReplicaSet.
+async fn finish_removal(
+    client: kube::Client,
+    spec: ProxyPodsSpec,
+    timeout: Duration,
+) -> Result<(), ProxyPodsError> {
+    let (client, spec) = (&client, &spec);
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), &spec.namespace);
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &spec.namespace);
     let name = spec.name();
-    let scale = serde_json::json!({ "spec": { "replicas": 0 } });
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&scale))
-        .await
-    {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => return Ok(()),
-        Err(e) => return Err(api_err("scaling down", spec, e)),
-    }
     let gone = async {
         let list = pods_api
             .list(&ListParams::default().labels(&spec.selector()))
