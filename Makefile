@@ -9,7 +9,7 @@ BINARIES = $$(hack/build-controlplane.sh)
 NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
 
-.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci
+.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ fmt: ## format the code
 lint: ## formatting and clippy, warnings are errors
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+upstream-table: ## regenerate the README's table of upstream's tests and their scenarios (from features/ and docs/upstream-tests.tsv), no cluster needed
+	$(CARGO) run --quiet -- upstream --write README.md $(ARGS)
 
 check: ## check the feature files (undefined/ambiguous steps, unknown tags), no cluster needed
 	$(CARGO) run --quiet -- check features

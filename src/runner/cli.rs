@@ -148,6 +148,7 @@ Other commands:
   dra-e2e setup [--node-kind real]  build what the local cluster needs (the first run does it too)
   dra-e2e steps                 print the step catalogue (patterns, descriptions, examples)
   dra-e2e check [PATH...]       check feature files for undefined/ambiguous steps and unknown tags
+  dra-e2e upstream [--write F]  the README's table of upstream's tests and their scenarios
   dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C
   dra-e2e proxy-agent ...       the socket proxy agent used inside proxy pods and by the local cluster
 

@@ -7,6 +7,7 @@ pub mod history;
 pub mod preflight;
 pub mod setup;
 pub mod shard;
+pub mod upstream;
 
 use std::io::{IsTerminal as _, Write};
 use std::path::Path;

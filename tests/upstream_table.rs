@@ -1,0 +1,221 @@
+//! The README's table of upstream's tests: it is what `dra-e2e upstream`
+//! prints for the suite's features, and the command finds every way the
+//! data file and the features can disagree. No cluster is involved.
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{bin, fixtures};
+
+/// `dra-e2e upstream ARGS` run in `dir`.
+fn upstream(dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .current_dir(dir)
+        .arg("upstream")
+        .args(args)
+        .output()
+        .expect("the runner binary starts")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn the_readme_table_is_what_the_features_and_the_data_file_give() {
+    let o = upstream(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &["--check", "README.md"],
+    );
+    assert!(
+        o.status.success(),
+        "the README's upstream table is stale or inconsistent (run `make upstream-table`):\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+}
+
+#[test]
+fn every_upstream_test_of_the_catalogue_has_a_row() {
+    // Upstream's test/e2e/dra holds 153 tests: dra.go 130, health.go 3,
+    // compatibility_groups.go 2, dra_node_allocatable_resources.go 18.
+    let data = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/upstream-tests.tsv"),
+    )
+    .expect("docs/upstream-tests.tsv is readable");
+    let mut per_source = std::collections::BTreeMap::new();
+    for line in data.lines().filter(|l| l.starts_with("upstream\t")) {
+        let source = line.split('\t').nth(1).unwrap_or_default();
+        *per_source.entry(source.to_owned()).or_insert(0) += 1;
+    }
+    let expected: std::collections::BTreeMap<String, i32> = [
+        ("dra.go", 130),
+        ("health.go", 3),
+        ("compatibility_groups.go", 2),
+        ("dra_node_allocatable_resources.go", 18),
+    ]
+    .into_iter()
+    .map(|(s, n)| (s.to_owned(), n))
+    .collect();
+    assert_eq!(per_source, expected);
+}
+
+#[test]
+fn scenarios_map_by_title_rule_qualifier_and_example_row() {
+    let dir = fixtures("upstream-table/good");
+    let o = upstream(&dir, &["--data", "../upstream-tests.tsv"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    for row in [
+        // A title upstream uses once.
+        "| kubelet [Feature:DynamicResourceAllocation] | registers plugin | [features/kubelet.feature:3](features/kubelet.feature#L3) |",
+        // One title in two contexts, told apart by the scenarios' Rules.
+        "| control plane | supports init containers | [features/kubelet.feature:7](features/kubelet.feature#L7) |",
+        "| kubelet [Feature:DynamicResourceAllocation] on single node | supports init containers | [features/kubelet.feature:11](features/kubelet.feature#L11) |",
+        // Outline rows, each mapped to its own test at its row's line.
+        "| kubelet [Feature:DynamicResourceAllocation] with multiple drivers using only drapbv1 [KubeletMinVersion:1.34] | work | [features/multiple_drivers.feature:9](features/multiple_drivers.feature#L9) |",
+        "| kubelet [Feature:DynamicResourceAllocation] with multiple drivers using drapbv1beta1 and drapbv1 | work | [features/multiple_drivers.feature:13](features/multiple_drivers.feature#L13) |",
+        // A qualifier in parentheses, and the default key when none is named.
+        "with a driver which serves all health API versions | must reflect device health changes in the pod status | [features/device_health.feature:3](features/device_health.feature#L3) |",
+        "with a driver which only serves the v1 health API | must reflect device health changes in the pod status [KubeletMinVersion:1.37] | [features/device_health.feature:7](features/device_health.feature#L7) |",
+        // A longer key wins over one it contains (v1alpha1+v1beta1 over v1beta1).
+        "| metadata [Feature:DynamicResourceAllocation] v1alpha1+v1beta1 | must mount device metadata for resource claims | not ported: needs the driver to write device metadata files |",
+        // The suite's own scenario.
+        "| [features/crud.feature:6](features/crud.feature#L6) an extra check of our own | shows an own scenario in the table |",
+    ] {
+        assert!(out.contains(row), "missing row\n  {row}\nin\n{out}");
+    }
+    assert!(
+        out.contains(
+            "Of upstream's 10 tests in `test/e2e/dra/`, 8 are ported (by 8 scenarios) and 2 are not"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn every_disagreement_between_data_and_features_is_named() {
+    let dir = fixtures("upstream-table/broken");
+    let o = upstream(&dir, &["--data", "../upstream-tests.tsv"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(stdout(&o).is_empty(), "no table is printed: {}", stdout(&o));
+    for expected in [
+        // An upstream test with neither a scenario nor a reason.
+        "../upstream-tests.tsv:4: upstream test `[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] registers plugin` has no scenario (no scenario has its title) and no reason it is not ported",
+        // A reason given for a test a scenario ports.
+        "../upstream-tests.tsv:7: upstream test `[sig-node] [DRA] metadata [Feature:DynamicResourceAllocation] v1beta1 must mount device metadata for resource claims` is ported by features/kubelet.feature:9, yet its row gives a reason it is not ported: delete the reason (`dra-e2e upstream --drop-ported-reasons` does)",
+        // A scenario claiming an upstream title that does not exist.
+        "features/kubelet.feature:3: scenario `registers plugins` ports no upstream test by its title",
+        // Upstream's title, but no context of it named.
+        "features/kubelet.feature:6: scenario `supports init containers` has the title of an upstream test, but not of one test: upstream has 2 tests of that title",
+        // Upstream's gates and kubelet versions missing from the tags.
+        "features/kubelet.feature:12: scenario `must reflect device health changes in the pod status (v1 health API)` ports upstream's `[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:ResourceHealthStatus] [KubeletMinVersion:1.36] with a driver which only serves the v1 health API must reflect device health changes in the pod status [KubeletMinVersion:1.37]` but lacks its tag(s) @DynamicResourceAllocation @FeatureGate:ResourceHealthStatus @KubeletMinVersion:1.36 @KubeletMinVersion:1.37",
+        // An own row whose scenario is gone.
+        "../upstream-tests.tsv:13: no scenario `an extra check of our own` in features/crud.feature",
+        "13 problem(s) mapping upstream's tests",
+    ] {
+        assert!(err.contains(expected), "missing\n  {expected}\nin\n{err}");
+    }
+}
+
+#[test]
+fn check_fails_on_a_stale_table_and_write_replaces_only_the_table() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let readme = tmp.path().join("README.md");
+    std::fs::copy(fixtures("upstream-table/README.md"), &readme).expect("copy README");
+    let readme_arg = readme.to_str().expect("utf-8 temp path");
+    let dir = fixtures("upstream-table/good");
+    let data = ["--data", "../upstream-tests.tsv"];
+
+    let o = upstream(&dir, &[&data[..], &["--check", readme_arg]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the upstream table is not what the feature files and ../upstream-tests.tsv give; run `make upstream-table`"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = upstream(&dir, &[&data[..], &["--write", readme_arg]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let written = std::fs::read_to_string(&readme).expect("read README");
+    let table = stdout(&upstream(&dir, &data));
+    assert_eq!(
+        written,
+        format!(
+            "# A README with a stale table\n\nText before the table stays.\n\n{table}\nText after the table stays.\n"
+        )
+    );
+
+    let o = upstream(&dir, &[&data[..], &["--check", readme_arg]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_readme_without_markers_is_refused() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let readme = tmp.path().join("README.md");
+    std::fs::write(&readme, "# no table here\n").expect("write README");
+    let o = upstream(
+        &fixtures("upstream-table/good"),
+        &[
+            "--data",
+            "../upstream-tests.tsv",
+            "--write",
+            readme.to_str().expect("utf-8 temp path"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no generated section: put a line `<!-- upstream-table:begin -->`"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&readme).expect("read README"),
+        "# no table here\n"
+    );
+}
+
+#[test]
+fn reasons_of_tests_now_ported_can_be_dropped() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let data = tmp.path().join("upstream-tests.tsv");
+    std::fs::copy(fixtures("upstream-table/upstream-tests.tsv"), &data).expect("copy data");
+    let before = std::fs::read_to_string(&data).expect("read data");
+    let o = upstream(
+        &fixtures("upstream-table/broken"),
+        &[
+            "--data",
+            data.to_str().expect("utf-8 temp path"),
+            "--drop-ported-reasons",
+        ],
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("emptied the reason of 1 test(s) a scenario now ports"),
+        "{err}"
+    );
+    // The other disagreements are still there.
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("yet its row gives a reason"), "{err}");
+    let after = std::fs::read_to_string(&data).expect("read data");
+    let changed: Vec<(&str, &str)> = before
+        .lines()
+        .zip(after.lines())
+        .filter(|(b, a)| b != a)
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "upstream\tdra.go\tmetadata [Feature:DynamicResourceAllocation] v1beta1\tmust mount device metadata for resource claims\t\tv1beta1\tneeds the driver to write device metadata files",
+            "upstream\tdra.go\tmetadata [Feature:DynamicResourceAllocation] v1beta1\tmust mount device metadata for resource claims\t\tv1beta1\t"
+        )]
+    );
+    assert_eq!(before.lines().count(), after.lines().count());
+}
