@@ -44,7 +44,7 @@ Feature: device health
 
   # Drivers built before dra-health v1 offer only v1alpha1; the kubelet
   # streams through it, and a driver without the service is never asked.
-  Scenario: device health reaches the pod through the v1alpha1 health API
+  Scenario: must reflect device health changes in the pod status (v1alpha1)
     Given a driver "old" with 1 device per node, serving the v1alpha1 health API
     And a device class for driver "old"
     And an external claim "old-claim" for driver "old"
@@ -60,7 +60,7 @@ Feature: device health
 
   # A driver that dropped v1alpha1: kubelets from 1.37 on stream through v1.
   @KubeletMinVersion:1.37
-  Scenario: device health reaches the pod through the v1 health API alone
+  Scenario: must reflect device health changes in the pod status (v1 health API)
     Given a driver "new" with 1 device per node, serving the v1 health API
     And a device class for driver "new"
     And an external claim "new-claim" for driver "new"
