@@ -6,17 +6,6 @@
 mod common;
 use common::*;
 
-/// The output of one scenario: from its `Scenario:` line to the next.
-fn scenario<'a>(t: &'a str, name: &str) -> &'a str {
-    let head = format!("Scenario: {name}\n");
-    let start = t
-        .find(&head)
-        .unwrap_or_else(|| panic!("no scenario {name:?} in the output\n{t}"));
-    let rest = &t[start + head.len()..];
-    let end = rest.find("Scenario: ").unwrap_or(rest.len());
-    &rest[..end]
-}
-
 #[test]
 fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
@@ -96,7 +85,7 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         ),
     ];
     for (name, messages) in expected {
-        let out = scenario(&t, name);
+        let out = scenario_output(&t, name);
         assert!(out.contains('✘'), "scenario {name:?} did not fail\n{out}");
         for m in messages {
             assert!(out.contains(m), "scenario {name:?} lacks {m:?}\n{out}");

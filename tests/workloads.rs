@@ -3,28 +3,9 @@
 //! of them guards, must fail every scenario with that assertion's message
 //! and leave nothing behind (the DeviceTaintRules and the finalizer-held pod
 //! included).
-use std::collections::BTreeMap;
-use std::path::Path;
 
 mod common;
 use common::*;
-
-/// Each scenario's failure message, by scenario name.
-fn failures(junit: &Path) -> BTreeMap<String, String> {
-    let xml = std::fs::read_to_string(junit).unwrap();
-    let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
-    let mut out = BTreeMap::new();
-    for suite in &suites.suites {
-        for case in &suite.cases {
-            let message = match &case.status {
-                junit_parser::TestStatus::Failure(f) => f.message.clone(),
-                other => format!("did not fail: {other:?}"),
-            };
-            out.insert(case.original_name.clone(), message);
-        }
-    }
-    out
-}
 
 #[test]
 fn every_workload_and_eviction_assertion_fails_its_broken_variant() {
@@ -70,22 +51,6 @@ fn every_workload_and_eviction_assertion_fails_its_broken_variant() {
             ],
         ),
     ];
-    let got = failures(&junit);
-    assert_eq!(got.len(), expected.len(), "{got:#?}");
-    for (scenario, step, parts) in expected {
-        let message = got
-            .get(scenario)
-            .unwrap_or_else(|| panic!("no result for {scenario:?}: {got:#?}"));
-        assert!(
-            message.contains(step),
-            "{scenario}: expected the failing step {step:?} in {message}"
-        );
-        for p in parts {
-            assert!(
-                message.contains(p),
-                "{scenario}: expected {p:?} in {message}"
-            );
-        }
-    }
+    assert_failures(&junit, &expected);
     assert_nothing_left(home.path(), &t);
 }

@@ -195,3 +195,55 @@ pub fn agent_failure<'a>(t: &'a str, agent: &'a str) -> (&'a str, &'a str) {
         .unwrap_or_else(|| panic!("no --endpoint in {agent:?}"));
     (line, socket)
 }
+
+/// Each scenario's JUnit failure message, by scenario name (`did not fail:
+/// …` for a scenario that did not fail).
+pub fn junit_failures(junit: &Path) -> std::collections::BTreeMap<String, String> {
+    let xml = std::fs::read_to_string(junit).unwrap();
+    let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for suite in &suites.suites {
+        for case in &suite.cases {
+            let message = match &case.status {
+                junit_parser::TestStatus::Failure(f) => f.message.clone(),
+                other => format!("did not fail: {other:?}"),
+            };
+            out.insert(case.original_name.clone(), message);
+        }
+    }
+    out
+}
+
+/// The run's JUnit report holds exactly the `expected` scenarios, each failed
+/// at the step its message starts with, the message saying every one of the
+/// parts: (scenario, failing step, parts).
+pub fn assert_failures(junit: &Path, expected: &[(&str, &str, &[&str])]) {
+    let got = junit_failures(junit);
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+    for (scenario, step, parts) in expected {
+        let message = got
+            .get(*scenario)
+            .unwrap_or_else(|| panic!("no scenario {scenario:?} in {got:#?}"));
+        assert!(
+            message.starts_with(step),
+            "{scenario}: expected the failure of {step:?}, got {message}"
+        );
+        for part in *parts {
+            assert!(
+                message.contains(part),
+                "{scenario}: expected {part:?} in {message}"
+            );
+        }
+    }
+}
+
+/// The output of one scenario: from its `Scenario:` line to the next.
+pub fn scenario_output<'a>(t: &'a str, name: &str) -> &'a str {
+    let head = format!("Scenario: {name}\n");
+    let start = t
+        .find(&head)
+        .unwrap_or_else(|| panic!("no scenario {name:?} in the output\n{t}"));
+    let rest = &t[start + head.len()..];
+    let end = rest.find("Scenario: ").unwrap_or(rest.len());
+    &rest[..end]
+}
