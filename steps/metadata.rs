@@ -173,8 +173,8 @@ async fn cannot_read(
             "could not try to read {path} in container {container} of pod {pod}"
         ))),
         Ok((stdout, _)) => bail!(
-            "container {container} of pod {pod} can read {path}, which belongs to a request it does \
-             not use; it holds {} bytes",
+            "container {container} of pod {pod} can read {path} ({} bytes): the file must not be \
+             mounted there, only in containers that get the request's devices",
             stdout.len()
         ),
     }
