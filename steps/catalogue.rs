@@ -24,7 +24,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
-                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime). Without a name it is \"the driver\"; otherwise the first driver is.",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime). Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
             },
             Entry {
@@ -213,6 +213,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then container \"with-resource\" of pod \"tester-1\" has exactly the driver env \"user_a=b\", \"claim_c_my_request=true\"",
             },
             Entry {
+                pattern: "Then pod \"<name>\" got no \"<reason>\" event",
+                description: "No event with that reason exists for the pod now (checked once, as upstream does once the pod runs).",
+                example: "Then pod \"tester-1\" got no \"FailedPrepareDynamicResources\" event",
+            },
+            Entry {
                 pattern: "Then pod \"<name>\" gets a \"<reason>\" event containing \"<text>\"",
                 description: "An event with that reason and message appears for the pod (10 minutes). The text may name `${old uid:<claim>}`: the UID of a claim a plugin still has prepared under the name of a claim the scenario re-created.",
                 example: "Then pod \"tester-2\" gets a \"FailedPrepareDynamicResources\" event containing \"still exists\"",
@@ -251,6 +256,11 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then <method> [of <driver>] was called through the v1|v1beta1|v1alpha4|v1alpha1 API on <node>",
                 description: "The kubelet used that gRPC API version (NodeWatchResources: the health API, v1 or v1alpha1).",
                 example: "Then NodePrepareResources of driver \"other\" was called through the v1beta1 API on the node of pod \"tester-1\"",
+            },
+            Entry {
+                pattern: "When the plugin on <node> unprepares <claim> by hand",
+                description: "The plugin forgets the claim (the one of that name on the API server) and removes its CDI files without a NodeUnprepareResources call, as upstream does after a pod whose claim the kubelet was told not to unprepare.",
+                example: "When the plugin on node 0 unprepares claim \"external-claim\" by hand",
             },
             Entry {
                 pattern: "Then the plugin on <node> has prepared <claim>",
@@ -301,6 +311,46 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then container \"<c>\" of pod \"<p>\" cannot read the device metadata of request \"<r>\" of <claim>",
                 description: "`cat` of the request's metadata file fails in the container (it does not get the request's devices, so the file is not mounted there).",
                 example: "Then container \"with-resource-1\" of pod \"tester-1\" cannot read the device metadata of request \"req0\" of claim \"external-claim\"",
+            },
+        ],
+    },
+    Topic {
+        title: "Workloads and device taint rules",
+        entries: &[
+            Entry {
+                pattern: "Given a workload \"<name>\" with a pod group with an inline claim|using claim(s) \"<c>\"[, ...]|without claims",
+                description: "A Workload with one PodGroupTemplate `group` and the PodGroup `<name>-group-0` made from it, both carrying the claims: an external claim as pod-group claim `resource-claim` (several keep their names), or a template named after the workload as `my-inline-claim`. Optional table | device toleration | <toleration> | shapes that template.",
+                example: "Given a workload \"tester-0\" with a pod group using claim \"external-claim\"",
+            },
+            Entry {
+                pattern: "When pod \"<name>\" joins the pod group of workload \"<w>\"",
+                description: "A pod in the workload's PodGroup (`spec.schedulingGroup`) listing the group's claims, each used by its container.",
+                example: "When pod \"tester-1\" joins the pod group of workload \"tester-0\"",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" uses the claims of the pod group of workload \"<w>\"",
+                description: "Each of the group's claims resolves, for the pod, to the group's ResourceClaim (not one of its own), and that claim is reserved for the PodGroup.",
+                example: "Then pod \"tester-1\" uses the claims of the pod group of workload \"tester-0\"",
+            },
+            Entry {
+                pattern: "Given|When pod \"<name>\" is kept by finalizer \"<f>\"",
+                description: "Add the finalizer, so the pod stays visible once deleted; teardown removes it (retried for 30 s) before the pods are deleted.",
+                example: "When pod \"tester-1\" is kept by finalizer \"e2e-test/dont-delete-me\"",
+            },
+            Entry {
+                pattern: "When a DeviceTaintRule for the devices of <driver> with taint \"<key>=<value>:<Effect>\" is created",
+                description: "A DeviceTaintRule (generateName `device-taint-rule-<namespace>-`) selecting every device of the driver, with that taint and no timeAdded; deleted at teardown.",
+                example: "When a DeviceTaintRule for the devices of the driver with taint \"test.example.com/evict=now:NoExecute\" is created",
+            },
+            Entry {
+                pattern: "Then the taint of the DeviceTaintRule was added within a minute of now",
+                description: "The server set the taint's timeAdded of the scenario's last DeviceTaintRule to within a minute of now.",
+                example: "Then the taint of the DeviceTaintRule was added within a minute of now",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" is evicted by the device taint manager",
+                description: "Wait (5 minutes) until the pod is being deleted; it must then carry the condition DisruptionTarget=True with reason DeletionByDeviceTaintManager and upstream's message. Needs a finalizer on the pod.",
+                example: "Then pod \"tester-1\" is evicted by the device taint manager",
             },
         ],
     },

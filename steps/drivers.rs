@@ -167,6 +167,7 @@ fn options_from(
         with_kubelet: phrase.with_kubelet,
         rolling_update: phrase.rolling_update,
         device_metadata: phrase.device_metadata.clone(),
+        skip_node_operations: phrase.skip_node_operations.clone(),
         ..DriverOptions::default()
     })
 }

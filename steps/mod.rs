@@ -55,10 +55,12 @@ pub mod drivers;
 pub mod health;
 pub mod lifecycle;
 pub mod metadata;
+pub mod node_ops;
 pub mod params;
 pub mod pods;
 pub mod scenario;
 pub mod slices;
+pub mod workloads;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

@@ -492,7 +492,7 @@ async fn all_pods_are(w: &World, state: PodState) -> anyhow::Result<()> {
     if w.scenario.pods().next().is_none() {
         bail!("the scenario created no pods");
     }
-    let waits = w.scenario.pods().map(|p| wait_pod(w, &p.name, state));
+    let waits = w.scenario.pods().map(|p| pod_is(w, p.name.clone(), state));
     futures::future::try_join_all(waits).await?;
     Ok(())
 }

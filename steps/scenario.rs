@@ -73,6 +73,9 @@ pub enum Created {
     Template(String),
     /// Deleted by [`Created::AllPods`].
     Pod(PodRecord),
+    /// A finalizer a step put on a pod; taken off before the pods are
+    /// deleted, or their deletion would never finish.
+    PodFinalizer { pod: String, finalizer: String },
     /// An object of a manifest. Namespaced ones (workloads among them) go
     /// before the pods, so no controller re-creates pods.
     Object {
@@ -116,7 +119,7 @@ impl Phase {
 impl Created {
     fn phase(&self) -> Phase {
         match self {
-            Created::AllPods | Created::Pod(_) => Phase::Pods,
+            Created::AllPods | Created::Pod(_) | Created::PodFinalizer { .. } => Phase::Pods,
             Created::Object {
                 namespaced: true, ..
             } => Phase::Pods,
@@ -152,6 +155,14 @@ impl Scenario {
 
     fn push(&mut self, created: Created) {
         self.stack.push(created);
+    }
+
+    /// `finalizer` is on `pod` (or about to be): teardown removes it.
+    pub fn finalizer_added(&mut self, pod: &str, finalizer: &str) {
+        self.push(Created::PodFinalizer {
+            pod: pod.to_owned(),
+            finalizer: finalizer.to_owned(),
+        });
     }
 
     /// The drivers, in creation order.
@@ -309,6 +320,9 @@ impl Scenario {
                     .with_context(|| format!("deleting namespace {name}"))
             }
             Created::AllPods => delete_pods(client, &ns).await,
+            Created::PodFinalizer { pod, finalizer } => {
+                super::workloads::remove_pod_finalizer(client, &ns, pod, finalizer).await
+            }
             Created::Driver { driver, .. } => {
                 let r = driver.release().await;
                 timings.append(&mut driver.teardown_timings);

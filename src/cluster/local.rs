@@ -339,6 +339,10 @@ impl LocalCluster {
         mut configure: impl FnMut(&mut SimNodeConfig),
     ) -> Result<SimNodes, NodeSimError> {
         let resource_health = self.feature_gates().get("ResourceHealthStatus") != Some(false);
+        let pod_group_claims = self.feature_gates().get("DRAWorkloadResourceClaims") == Some(true);
+        let optional_node_operations = self
+            .feature_gates()
+            .enabled("DRAOptionalNodeOperations", false);
         SimNodes::start(
             self.client(),
             NODE_PREFIX,
@@ -346,6 +350,8 @@ impl LocalCluster {
             &self.dir().join("n"),
             |c| {
                 c.resource_health = resource_health;
+                c.pod_group_claims = pod_group_claims;
+                c.optional_node_operations = optional_node_operations;
                 configure(c);
             },
         )

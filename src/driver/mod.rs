@@ -86,6 +86,10 @@ pub struct DriverOptions {
     /// Device metadata API versions written at prepare, in this order (none:
     /// no device metadata, upstream's default).
     pub device_metadata: Vec<crate::plugin::metadata::MetadataVersion>,
+    /// `spec.skipNodeOperations` of every slice the driver publishes
+    /// (`*`, `NodeUnprepareResources`, ...; upstream's
+    /// `DriverResourcesWithSkipNodeOperations`); empty for none.
+    pub skip_node_operations: Vec<String>,
 }
 
 impl Default for DriverOptions {
@@ -100,6 +104,7 @@ impl Default for DriverOptions {
             rolling_update: false,
             expect_slice_removal: true,
             device_metadata: Vec::new(),
+            skip_node_operations: Vec::new(),
         }
     }
 }
@@ -485,6 +490,14 @@ impl Driver {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// `slice` with the node operations the driver skips.
+    fn with_skips(&self, mut slice: ResourceSlice) -> ResourceSlice {
+        if !self.options.skip_node_operations.is_empty() {
+            slice.spec.skip_node_operations = Some(self.options.skip_node_operations.clone());
+        }
+        slice
+    }
+
     async fn publish_shared_slices(&mut self) -> Result<(), DriverError> {
         let err = |e: serde_json::Error| DriverError::Other {
             driver: self.name.clone(),
@@ -492,8 +505,12 @@ impl Driver {
         };
         match &self.options.resources {
             Resources::Network { devices } => {
-                let slices =
-                    slices::network_slices(&self.name, &self.nodes, devices).map_err(err)?;
+                let slices: Vec<ResourceSlice> =
+                    slices::network_slices(&self.name, &self.nodes, devices)
+                        .map_err(err)?
+                        .into_iter()
+                        .map(|s| self.with_skips(s))
+                        .collect();
                 let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
                 // Marked first, so teardown removes a partly published pool.
                 self.network_slices = true;
@@ -509,7 +526,8 @@ impl Driver {
                 }
             }
             Resources::AllNodes { pool, devices } => {
-                let slice = slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?;
+                let slice = self
+                    .with_skips(slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?);
                 self.admin_publisher = Some(Publisher::start(self.ctx.admin.clone(), slice));
                 self.network_slices = true;
             }
@@ -637,7 +655,7 @@ impl Driver {
                 driver: self.name.clone(),
                 message: format!("building ResourceSlice: {e}"),
             })?;
-        Ok(Some(Publisher::start(client, slice)))
+        Ok(Some(Publisher::start(client, self.with_skips(slice))))
     }
 
     /// Waits until every node has the node-local slice this driver publishes
@@ -731,6 +749,28 @@ impl Driver {
             message: message.to_owned(),
         });
         Ok(())
+    }
+
+    /// Unprepares a claim on `node`'s plugin directly, as upstream's
+    /// `UnprepareClaim` does for claims the kubelet skips unpreparing; the
+    /// plugin counts no call.
+    pub async fn unprepare_directly(
+        &self,
+        node: &str,
+        claim: crate::proto::dra::ClaimRef,
+    ) -> Result<(), DriverError> {
+        let inst = self.instances.get(node).ok_or_else(|| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("no plugin runs on node {node}"),
+        })?;
+        let what = claim.to_string();
+        inst.plugin
+            .unprepare_directly(claim)
+            .await
+            .map_err(|e| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("unpreparing claim {what} on node {node}: {e}"),
+            })
     }
 
     /// Makes `method` fail (gRPC UNKNOWN "injected error") on `node`, or stops it.

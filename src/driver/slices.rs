@@ -245,18 +245,21 @@ pub async fn wait_policy_enforced(
     timeout: Duration,
 ) -> Result<(), crate::wait::WaitError> {
     use crate::wait::{self, Check};
-    let probe: ResourceSlice = match build(json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": { "generateName": "dra-e2e-policy-probe-" },
-        "spec": {
-            "driver": driver,
-            "nodeName": POLICY_PROBE_NODE,
-            "pool": { "name": POLICY_PROBE_NODE, "generation": 1, "resourceSliceCount": 1 },
+    let probe = ResourceSlice {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some("dra-e2e-policy-probe-".to_owned()),
+            ..Default::default()
         },
-    })) {
-        Ok(s) => s,
-        // A constant object always converts; nothing to wait for otherwise.
-        Err(_) => return Ok(()),
+        spec: k8s_openapi::api::resource::v1::ResourceSliceSpec {
+            driver: driver.to_owned(),
+            node_name: Some(POLICY_PROBE_NODE.to_owned()),
+            pool: k8s_openapi::api::resource::v1::ResourcePool {
+                name: POLICY_PROBE_NODE.to_owned(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            ..Default::default()
+        },
     };
     let api: Api<ResourceSlice> = Api::all(plugin.clone());
     let pp = PostParams {

@@ -11,12 +11,29 @@ use crate::proto::dra::{ClaimRef, PreparedDevice};
 /// makes a re-created claim with a new UID collide with the old one.
 pub type ClaimKey = (String, String);
 
+/// The node operations a claim's allocation lets the kubelet skip for one
+/// driver: those every device of that driver in the claim skips
+/// (`DeviceRequestAllocationResult.skipNodeOperations`, `*` counting as all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skips {
+    pub prepare: bool,
+    pub unprepare: bool,
+}
+
+impl Skips {
+    pub fn any(self) -> bool {
+        self.prepare || self.unprepare
+    }
+}
+
 /// What the node knows about one claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimInfo {
     pub claim: ClaimRef,
     /// Drivers of the claim's allocation results.
     pub drivers: BTreeSet<String>,
+    /// Operations skipped per driver; drivers skipping none are absent.
+    pub skips: BTreeMap<String, Skips>,
     /// UIDs of the pods on this node that use it.
     pub pods: BTreeSet<String>,
     pub prepared: bool,
@@ -163,6 +180,7 @@ mod tests {
                 uid: "u".into(),
             },
             drivers: ["a".to_string(), "b".to_string()].into(),
+            skips: BTreeMap::new(),
             pods: BTreeSet::new(),
             prepared: true,
             devices: [

@@ -5,14 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
-use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
-use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, cdi_ids};
+use super::claims::{ClaimCache, ClaimInfo, ClaimKey, PreparedClaim, Skips, cdi_ids};
 use super::dra_api::{CallError, DraClient, ResponseError, validate_prepare, validate_unprepare};
 use super::journal::{Journal, NodeEventKind};
 use super::plugins::PluginStore;
+use super::pod_groups;
 use crate::proto::dra::{ClaimRef, PreparedDevice};
 
 /// Why preparing or unpreparing failed; worded as the kubelet words it, the
@@ -29,6 +30,14 @@ pub enum DraError {
     /// `claim` and `pod` are `<namespace>/<name>`.
     #[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
     NotOwner { claim: String, pod: String },
+    #[error(
+        "ResourceClaim {claim} was not created for Pod {pod} (neither Pod nor PodGroup {group} is the owner)"
+    )]
+    NotOwnerNorGroup {
+        claim: String,
+        pod: String,
+        group: String,
+    },
     #[error("pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} ({claim_uid})")]
     NotReserved {
         pod: String,
@@ -44,6 +53,10 @@ pub enum DraError {
     OldClaimExists { claim: String, old_uid: String },
     #[error("DRA driver {driver} is not registered")]
     DriverNotRegistered { driver: String },
+    /// The allocation asks to skip a node operation the kubelet's gate
+    /// does not allow skipping.
+    #[error("ResourceClaim {claim}: DRAOptionalNodeOperations feature gate is disabled on kubelet")]
+    SkipNotEnabled { claim: String },
     /// The driver's name is not part of the kubelet's message.
     #[error("{source}")]
     Call {
@@ -96,6 +109,36 @@ struct PodClaim {
 struct CheckedClaim {
     claim: ClaimRef,
     drivers: BTreeSet<String>,
+    skips: BTreeMap<String, Skips>,
+}
+
+/// The operations of each driver that all of its devices in `results` skip,
+/// as the kubelet aggregates them; unknown operation names are ignored.
+fn skipped_operations(results: &[DeviceRequestAllocationResult]) -> BTreeMap<String, Skips> {
+    let mut devices: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for r in results {
+        let (total, prepare, unprepare) = devices.entry(r.driver.as_str()).or_default();
+        *total += 1;
+        let ops = r.skip_node_operations.as_deref().unwrap_or_default();
+        let all = ops.iter().any(|o| o == "*");
+        if all || ops.iter().any(|o| o == "NodePrepareResources") {
+            *prepare += 1;
+        }
+        if all || ops.iter().any(|o| o == "NodeUnprepareResources") {
+            *unprepare += 1;
+        }
+    }
+    devices
+        .into_iter()
+        .map(|(driver, (total, prepare, unprepare))| {
+            let skips = Skips {
+                prepare: prepare == total,
+                unprepare: unprepare == total,
+            };
+            (driver.to_owned(), skips)
+        })
+        .filter(|(_, skips)| skips.any())
+        .collect()
 }
 
 /// The DRA part of one node.
@@ -105,6 +148,9 @@ pub struct DraManager {
     cache: ClaimCache,
     journal: Journal,
     call_timeout: Duration,
+    /// See [`super::SimNodeConfig::pod_group_claims`].
+    pod_group_claims: bool,
+    optional_node_operations: bool,
 }
 
 fn pod_name(pod: &Pod) -> String {
@@ -124,7 +170,20 @@ impl DraManager {
             cache: ClaimCache::default(),
             journal,
             call_timeout,
+            pod_group_claims: false,
+            optional_node_operations: false,
         }
+    }
+
+    pub fn with_pod_group_claims(mut self, on: bool) -> Self {
+        self.pod_group_claims = on;
+        self
+    }
+
+    /// Whether the `DRAOptionalNodeOperations` gate is on for this kubelet.
+    pub fn with_optional_node_operations(mut self, enabled: bool) -> Self {
+        self.optional_node_operations = enabled;
+        self
     }
 
     /// The ResourceClaims `pod` uses, by pod claim name; `Err` names a pod
@@ -244,8 +303,9 @@ impl DraManager {
     }
 
     /// Fetches one of `pod`'s claims and checks it as the kubelet does:
-    /// owned by the pod if generated for it, reserved for it, allocated, and
-    /// every driver it uses registered here.
+    /// owned by the pod if generated for it, reserved for it, allocated, any
+    /// skipped node operation allowed by the gate, and every driver whose
+    /// prepare is not skipped registered here.
     async fn check_claim(&self, pod: &Pod, pc: &PodClaim) -> Result<CheckedClaim, DraError> {
         let ns = pod.namespace().unwrap_or_default();
         let pod_uid = pod.uid().unwrap_or_default();
@@ -264,17 +324,30 @@ impl DraManager {
                 .iter()
                 .any(|o| o.controller == Some(true) && o.uid == pod_uid)
         {
-            return Err(DraError::NotOwner {
-                claim: cname,
-                pod: pod_name(pod),
-            });
+            match pod_groups::group_name(pod).filter(|_| self.pod_group_claims) {
+                None => {
+                    return Err(DraError::NotOwner {
+                        claim: cname,
+                        pod: pod_name(pod),
+                    });
+                }
+                Some(group) if !pod_groups::owned_by_group(pod, &claim) => {
+                    return Err(DraError::NotOwnerNorGroup {
+                        claim: cname,
+                        pod: pod_name(pod),
+                        group: group.to_owned(),
+                    });
+                }
+                Some(_) => {}
+            }
         }
         let status = claim.status.as_ref();
         let reserved = status
             .and_then(|s| s.reserved_for.as_deref())
             .unwrap_or_default()
             .iter()
-            .any(|r| r.uid == pod_uid);
+            .any(|r| r.uid == pod_uid)
+            || (self.pod_group_claims && pod_groups::reserved_for_group(pod, &claim));
         if !reserved {
             return Err(DraError::NotReserved {
                 pod: pod.name_any(),
@@ -292,7 +365,17 @@ impl DraManager {
             .and_then(|d| d.results.as_deref())
             .unwrap_or_default();
         let drivers: BTreeSet<String> = results.iter().map(|r| r.driver.clone()).collect();
-        if let Some(d) = drivers.iter().find(|d| !self.plugins.is_registered(d)) {
+        let skips = skipped_operations(results);
+        if !skips.is_empty() && !self.optional_node_operations {
+            return Err(DraError::SkipNotEnabled {
+                claim: pc.name.clone(),
+            });
+        }
+        // A driver whose prepare is skipped needs no plugin on the node.
+        if let Some(d) = drivers
+            .iter()
+            .find(|d| !skips.get(*d).is_some_and(|s| s.prepare) && !self.plugins.is_registered(d))
+        {
             return Err(DraError::DriverNotRegistered { driver: d.clone() });
         }
         Ok(CheckedClaim {
@@ -302,6 +385,7 @@ impl DraManager {
                 uid: claim.uid().unwrap_or_default(),
             },
             drivers,
+            skips,
         })
     }
 
@@ -316,11 +400,17 @@ impl DraManager {
     ) -> Result<BTreeMap<String, Vec<ClaimRef>>, DraError> {
         let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
         let mut infos = self.cache.infos();
-        for CheckedClaim { claim, drivers } in checked {
+        for CheckedClaim {
+            claim,
+            drivers,
+            skips,
+        } in checked
+        {
             let key = (claim.namespace.clone(), claim.name.clone());
             let info = infos.entry(key).or_insert_with(|| ClaimInfo {
                 claim: claim.clone(),
                 drivers: drivers.clone(),
+                skips: skips.clone(),
                 pods: BTreeSet::new(),
                 prepared: false,
                 devices: BTreeMap::new(),
@@ -334,6 +424,10 @@ impl DraManager {
             info.pods.insert(pod_uid.to_owned());
             if !info.prepared {
                 for d in &info.drivers {
+                    if info.skips.get(d).is_some_and(|s| s.prepare) {
+                        debug!(driver = %d, claim = %claim, "NodePrepareResources skipped");
+                        continue;
+                    }
                     batches.entry(d.clone()).or_default().push(claim.clone());
                 }
             }
@@ -408,6 +502,10 @@ impl DraManager {
                 }
                 last_users.push(key.clone());
                 for d in &info.drivers {
+                    if info.skips.get(d).is_some_and(|s| s.unprepare) {
+                        debug!(driver = %d, claim = %info.claim, "NodeUnprepareResources skipped");
+                        continue;
+                    }
                     batches
                         .entry(d.clone())
                         .or_default()
@@ -540,5 +638,43 @@ impl DraManager {
 
     pub fn prepared_claims(&self) -> Vec<PreparedClaim> {
         self.cache.prepared_claims()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(driver: &str, ops: &[&str]) -> DeviceRequestAllocationResult {
+        DeviceRequestAllocationResult {
+            driver: driver.into(),
+            skip_node_operations: (!ops.is_empty())
+                .then(|| ops.iter().map(|o| o.to_string()).collect()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_operation_is_skipped_only_when_every_device_of_the_driver_skips_it() {
+        let skips = skipped_operations(&[
+            result("a", &["*"]),
+            result("a", &["NodeUnprepareResources"]),
+            result("b", &["NodeUnprepareResources", "NodePrepareResources"]),
+            result("c", &["*"]),
+            result("c", &[]),
+            result("d", &["SomethingNew"]),
+        ]);
+        let only_unprepare = Skips {
+            prepare: false,
+            unprepare: true,
+        };
+        let both = Skips {
+            prepare: true,
+            unprepare: true,
+        };
+        assert_eq!(skips.get("a"), Some(&only_unprepare));
+        assert_eq!(skips.get("b"), Some(&both));
+        assert_eq!(skips.get("c"), None);
+        assert_eq!(skips.get("d"), None);
     }
 }

@@ -37,6 +37,13 @@
 //!   the final status is written or the deletion is finished (grace period 0,
 //!   UID precondition). Unprepare errors keep the pod terminating and are
 //!   retried; a reconcile loop also unprepares for pods that vanished.
+//! * **Optional node operations** (the kubelet's `DRAOptionalNodeOperations`
+//!   gate, [`SimNodeConfig::optional_node_operations`]): the Node declares
+//!   the feature; a driver all of whose devices in a claim skip
+//!   `NodePrepareResources` (or `*`) is neither looked up nor called for it,
+//!   likewise for `NodeUnprepareResources`. With the gate off such a claim
+//!   fails to prepare ("DRAOptionalNodeOperations feature gate is disabled
+//!   on kubelet").
 //! * **Device health** (the kubelet's `ResourceHealthStatus` gate, on unless
 //!   [`SimNodeConfig::resource_health`] is cleared): plugins advertising
 //!   `v1alpha1.DRAResourceHealth` get a `NodeWatchResources` stream for as
@@ -122,6 +129,7 @@ mod health;
 mod journal;
 mod node_object;
 mod plugins;
+mod pod_groups;
 mod pod_worker;
 mod pods;
 mod registration;
@@ -170,6 +178,16 @@ pub struct SimNodeConfig {
     /// The kubelet's `ResourceHealthStatus` gate (beta, on by default in
     /// 1.37): stream device health from plugins and report it in pod status.
     pub resource_health: bool,
+    /// The kubelet's `DRAWorkloadResourceClaims` gate (beta, off by default
+    /// in 1.37): a claim owned by or reserved for the pod's PodGroup is the
+    /// pod's to use.
+    pub pod_group_claims: bool,
+    /// The kubelet's `DRAOptionalNodeOperations` gate (alpha in 1.37): the
+    /// Node declares the feature (the scheduler allocates devices whose
+    /// slices skip node operations only on nodes that do), and prepare and
+    /// unprepare calls the allocation says to skip are not made. Off, a
+    /// claim asking to skip one fails to prepare, as on the kubelet.
+    pub optional_node_operations: bool,
     /// Pause before a failed or ended health stream is opened again
     /// (kubelet: 5 s).
     pub health_retry: Duration,
@@ -217,6 +235,8 @@ impl SimNodeConfig {
             delete_node_on_stop: true,
             allow_v1alpha4: false,
             resource_health: true,
+            pod_group_claims: false,
+            optional_node_operations: false,
             health_retry: Duration::from_secs(5),
             labels: BTreeMap::new(),
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -321,6 +341,11 @@ impl SimNode {
             memory: cfg.memory.clone(),
             pods: cfg.max_pods.clone(),
             kubelet_version: cfg.kubelet_version.clone(),
+            declared_features: if cfg.optional_node_operations {
+                vec![node_object::OPTIONAL_NODE_OPERATIONS.to_owned()]
+            } else {
+                Vec::new()
+            },
         };
         let node = node_object::register(&client, &shape).await?;
         info!("node registered and ready");
@@ -415,12 +440,16 @@ impl SimNode {
             cancel.clone(),
         )?;
 
-        let dra = Arc::new(dra_manager::DraManager::new(
-            client.clone(),
-            store.clone(),
-            journal.clone(),
-            cfg.call_timeout,
-        ));
+        let dra = Arc::new(
+            dra_manager::DraManager::new(
+                client.clone(),
+                store.clone(),
+                journal.clone(),
+                cfg.call_timeout,
+            )
+            .with_pod_group_claims(cfg.pod_group_claims)
+            .with_optional_node_operations(cfg.optional_node_operations),
+        );
         let ctx = Arc::new(pod_worker::NodeCtx {
             client,
             node: name,

@@ -26,7 +26,14 @@ pub struct NodeShape {
     pub memory: String,
     pub pods: String,
     pub kubelet_version: String,
+    /// `status.declaredFeatures`: what this kubelet supports beyond its
+    /// version, for the scheduler to place pods that need it.
+    pub declared_features: Vec<String>,
 }
+
+/// The node feature the kubelet declares when its `DRAOptionalNodeOperations`
+/// gate is on.
+pub const OPTIONAL_NODE_OPERATIONS: &str = "DRAOptionalNodeOperations";
 
 fn kube_err(node: &str, action: impl Into<String>) -> impl FnOnce(kube::Error) -> NodeSimError {
     let node = node.to_owned();
@@ -96,7 +103,7 @@ pub async fn register(client: &kube::Client, shape: &NodeShape) -> Result<Node, 
             "lastHeartbeatTime": now, "lastTransitionTime": now,
         })
     };
-    let status = json!({
+    let mut status = json!({
         "status": {
             "capacity": resources,
             "allocatable": resources,
@@ -126,6 +133,9 @@ pub async fn register(client: &kube::Client, shape: &NodeShape) -> Result<Node, 
             },
         }
     });
+    if !shape.declared_features.is_empty() {
+        status["status"]["declaredFeatures"] = json!(shape.declared_features);
+    }
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .map_err(kube_err(name, "report Node status"))

@@ -17,7 +17,7 @@ use super::registration::{RegistrationService, RegistrationState, RegistrationSt
 use super::watch::WaitTimeout;
 use super::{Calls, PluginConfig, PluginError, ServerKind};
 use crate::conn::{Incoming, unix_incoming};
-use crate::proto::dra::add_node_service;
+use crate::proto::dra::{ClaimRef, add_node_service};
 use crate::proto::health::add_health_service;
 use crate::proto::pluginregistration::registration_server::RegistrationServer;
 
@@ -142,6 +142,21 @@ pub struct NodePlugin {
     prepared: Prepared,
     calls: Calls,
     stop_timeout: Duration,
+    core: Core,
+}
+
+/// The driver logic behind the DRA server, for what the harness does to the
+/// driver directly rather than through gRPC.
+#[derive(Clone)]
+struct Core(Arc<NodeDriver>);
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeDriver")
+            .field("driver", &self.0.driver)
+            .field("node", &self.0.node)
+            .finish_non_exhaustive()
+    }
 }
 
 fn spawn_server(
@@ -239,6 +254,7 @@ impl NodePlugin {
             health,
             prepared: config.prepared.clone(),
             calls: config.calls.clone(),
+            core: Core(core.clone()),
             stop_timeout: config.stop_timeout,
         }
     }
@@ -350,6 +366,14 @@ impl NodePlugin {
 
     pub fn prepared_claims(&self) -> Vec<ClaimId> {
         self.prepared.claims()
+    }
+
+    /// Unprepares `claim` as `NodeUnprepareResources` would, without a
+    /// call (none is counted): upstream's `UnprepareClaim`, for claims the
+    /// kubelet was told not to unprepare. Unknown claims are fine.
+    pub async fn unprepare_directly(&self, claim: ClaimRef) -> Result<(), String> {
+        let results = self.core.0.unprepare_claims(vec![claim], None).await;
+        results.into_iter().try_for_each(|(_, result)| result)
     }
 
     /// Changes a device's reported health; open health streams send the new

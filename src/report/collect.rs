@@ -192,6 +192,12 @@ impl RunLog {
 pub struct Collector(Arc<Mutex<RunLog>>);
 
 impl Collector {
+    /// A collector that already holds `log` (for tests of what reads it).
+    #[cfg(test)]
+    pub fn with(log: RunLog) -> Self {
+        Self(Arc::new(Mutex::new(log)))
+    }
+
     pub fn snapshot(&self) -> RunLog {
         self.0.lock().map(|l| l.clone()).unwrap_or_default()
     }

@@ -211,6 +211,19 @@ impl Outcomes {
         }
     }
 
+    /// Scenarios whose steps passed but a wait after them failed.
+    pub fn failed_late(&self) -> std::collections::BTreeSet<ScenarioId> {
+        self.records
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, r)| r.late_failure.is_some())
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn snapshot(&self) -> BTreeMap<ScenarioId, Record> {
         self.records.lock().map(|m| m.clone()).unwrap_or_default()
     }

@@ -8,7 +8,10 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeSet;
+
 use super::collect::{Collector, StepStatus};
+use super::{Outcomes, ScenarioId};
 
 /// Clears the terminal line the cursor is on.
 const CLEAR_LINE: &str = "\r\x1b[2K";
@@ -78,7 +81,11 @@ pub struct Progress {
 impl Progress {
     /// Starts the status line for `total` scenarios; returns it and the
     /// writer the scenario output must go through.
-    pub fn start(collector: Collector, total: usize) -> (Progress, StatusOut) {
+    pub fn start(
+        collector: Collector,
+        outcomes: &'static Outcomes,
+        total: usize,
+    ) -> (Progress, StatusOut) {
         let screen = Arc::new(Mutex::new(Screen {
             out: io::stdout(),
             shown: false,
@@ -93,7 +100,8 @@ impl Progress {
                 let mut every = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     every.tick().await;
-                    let line = status_line(&collector, total, started.elapsed(), width());
+                    let late = outcomes.failed_late();
+                    let line = status_line(&collector, &late, total, started.elapsed(), width());
                     if let Ok(mut s) = screen.lock() {
                         s.status = line;
                         let _ = s.draw();
@@ -135,7 +143,15 @@ fn width() -> usize {
 }
 
 /// `[12/103] 11 passed, 1 failed · running: a, b · 1m23s`, cut to `width`.
-pub fn status_line(collector: &Collector, total: usize, elapsed: Duration, width: usize) -> String {
+/// Scenarios in `failed_late` count as failed even though their steps
+/// passed: a wait after them failed.
+pub fn status_line(
+    collector: &Collector,
+    failed_late: &BTreeSet<ScenarioId>,
+    total: usize,
+    elapsed: Duration,
+    width: usize,
+) -> String {
     let log = collector.snapshot();
     let mut passed = 0;
     let mut failed = 0;
@@ -144,7 +160,7 @@ pub fn status_line(collector: &Collector, total: usize, elapsed: Duration, width
     for s in &log.scenarios {
         if s.finished.is_none() {
             running.push(s.id.name.as_str());
-        } else if s.first_failure().is_some() {
+        } else if s.first_failure().is_some() || failed_late.contains(&s.id) {
             failed += 1;
         } else if s.steps.iter().any(|st| st.status == StepStatus::Skipped) {
             skipped += 1;
@@ -179,15 +195,45 @@ pub fn status_line(collector: &Collector, total: usize, elapsed: Duration, width
 
 #[cfg(test)]
 mod tests {
+    use super::super::collect::{RunLog, ScenarioLog};
     use super::*;
 
     #[test]
     fn the_line_fits_the_terminal_and_keeps_the_clock() {
         let c = Collector::default();
-        let line = status_line(&c, 103, Duration::from_secs(83), 40);
+        let none = BTreeSet::new();
+        let line = status_line(&c, &none, 103, Duration::from_secs(83), 40);
         assert_eq!(line, "[0/103] 0 passed, 0 failed · 1m23s");
-        let narrow = status_line(&c, 103, Duration::from_secs(83), 20);
+        let narrow = status_line(&c, &none, 103, Duration::from_secs(83), 20);
         assert!(narrow.ends_with("… · 1m23s"), "{narrow}");
         assert!(narrow.chars().count() <= 20, "{narrow}");
+    }
+
+    #[test]
+    fn a_scenario_that_failed_after_it_ended_counts_as_failed() {
+        let id = |name: &str| ScenarioId {
+            path: "f.feature".into(),
+            line: 1,
+            name: name.into(),
+        };
+        let ended = |name: &str| ScenarioLog {
+            id: id(name),
+            feature: "f".into(),
+            feature_path: None,
+            rule: None,
+            example: Vec::new(),
+            tags: Vec::new(),
+            started: Some(std::time::SystemTime::UNIX_EPOCH),
+            finished: Some(std::time::SystemTime::UNIX_EPOCH),
+            steps: Vec::new(),
+            hook_failure: None,
+        };
+        let c = Collector::with(RunLog {
+            scenarios: vec![ended("a"), ended("b")],
+            ..Default::default()
+        });
+        let late = BTreeSet::from([id("b")]);
+        let line = status_line(&c, &late, 2, Duration::from_secs(1), 80);
+        assert!(line.starts_with("[2/2] 1 passed, 1 failed"), "{line}");
     }
 }

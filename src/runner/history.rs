@@ -1,14 +1,28 @@
 //! How long each scenario took in the last runs on the same kind of
 //! cluster, so a run starts the longest scenarios first: a scenario that
 //! starts last cannot end sooner than its own length after it started,
-//! however many run beside it. Kept in the cache as `path<TAB>line<TAB>seconds`
-//! lines; a missing or unreadable file only means file order.
+//! however many run beside it. Kept as `path<TAB>line<TAB>seconds` lines in
+//! the user's state directory (not the cache: it cannot be rebuilt, and a
+//! test run with its own home keeps its fixtures' times to itself); a
+//! missing or unreadable file only means file order.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cucumber::gherkin::{Feature, Scenario};
 
 use crate::report::{Record, ScenarioId};
+
+/// `$DRA_E2E_STATE_DIR`, else `$XDG_STATE_HOME/dra-e2e`, else
+/// `~/.local/state/dra-e2e`.
+fn state_dir(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    match env("DRA_E2E_STATE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => env("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env("HOME").unwrap_or_default()).join(".local/state"))
+            .join("dra-e2e"),
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct History {
@@ -18,10 +32,9 @@ pub struct History {
 }
 
 impl History {
-    /// The history of runs on `cluster` (a file name: `local-simulated`…)
-    /// in the cache.
+    /// The history of runs on `cluster` (a file name: `local-simulated`…).
     pub fn load(cluster: &str) -> History {
-        let path = crate::host::binaries::cache_root()
+        let path = state_dir(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
             .join("durations")
             .join(format!("{cluster}.tsv"));
         let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -151,6 +164,33 @@ fn sort_desc<T>(items: &mut [T], key: impl Fn(&T) -> f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_dir_follows_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        assert_eq!(
+            state_dir(env(&[("HOME", "/h")])),
+            PathBuf::from("/h/.local/state/dra-e2e")
+        );
+        assert_eq!(
+            state_dir(env(&[("HOME", "/h"), ("XDG_STATE_HOME", "/s")])),
+            PathBuf::from("/s/dra-e2e")
+        );
+        assert_eq!(
+            state_dir(env(&[
+                ("XDG_STATE_HOME", "/s"),
+                ("DRA_E2E_STATE_DIR", "/d")
+            ])),
+            PathBuf::from("/d")
+        );
+    }
 
     fn feature(path: &str, text: &str) -> Feature {
         let mut f = Feature::parse(text, cucumber::gherkin::GherkinEnv::default()).unwrap();

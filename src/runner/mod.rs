@@ -595,7 +595,8 @@ async fn run_on(
     // normalisation holds back all but one scenario.
     let live = report::collect::Collector::default();
     let (progress, out) = if watched {
-        let (p, out) = report::progress::Progress::start(live.clone(), selection.count);
+        let (p, out) =
+            report::progress::Progress::start(live.clone(), &ctx.outcomes, selection.count);
         (Some(p), ScenarioOut::Status(out))
     } else {
         (None, ScenarioOut::Plain(std::io::stdout()))

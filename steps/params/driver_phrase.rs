@@ -17,6 +17,8 @@ pub struct DriverPhrase {
     pub start_later: bool,
     /// `writing device metadata v1beta1 [and v1alpha1]`.
     pub device_metadata: Vec<MetadataVersion>,
+    /// `spec.skipNodeOperations` of the driver's slices.
+    pub skip_node_operations: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +50,7 @@ impl std::str::FromStr for DriverPhrase {
             rolling_update: false,
             start_later: false,
             device_metadata: Vec::new(),
+            skip_node_operations: Vec::new(),
         };
         for setting in parts {
             phrase.apply(setting.trim())?;
@@ -71,6 +74,9 @@ impl DriverPhrase {
                     .map(|v| v.trim().parse())
                     .collect::<Result<_, _>>()?;
             }
+            _ if setting.starts_with("skipping node operations ") => {
+                self.skip_node_operations = quoted_list(setting)?;
+            }
             _ => {
                 // `serving the <versions> [health ]API[s]`
                 let versions = setting
@@ -82,7 +88,8 @@ impl DriverPhrase {
                              `serving the v1beta1 API`, `serving the v1 and v1beta1 APIs`, \
                              `serving the v1alpha1 health API`, `without device health`, \
                              `writing device metadata v1beta1 and v1alpha1`, \
-                             `in rolling-update mode`, `not started yet`"
+                             `in rolling-update mode`, `not started yet`, \
+                             `skipping node operations \"*\"`"
                         )
                     })?;
                 match versions.strip_suffix(" health") {
@@ -150,6 +157,26 @@ fn network_pool(res: &str, rest: &str) -> Result<ResourcesPhrase, String> {
         taints.push(t.parse()?);
     }
     Ok(ResourcesPhrase::Network(n, taints))
+}
+
+/// `skipping node operations "A" and "B"`: the quoted words, as written.
+fn quoted_list(setting: &str) -> Result<Vec<String>, String> {
+    let rest = setting.trim_start_matches("skipping node operations ");
+    let words: Vec<String> = rest
+        .split(" and ")
+        .map(|w| {
+            w.trim()
+                .strip_prefix('"')
+                .and_then(|w| w.strip_suffix('"'))
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    format!(
+                        "expected `skipping node operations \"<operation>\"[ and \"<operation>\"]`, got {setting:?}"
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(words)
 }
 
 /// `v1 and v1beta1`, `v1, v1beta1`, `v1alpha1 only`: API versions.
@@ -222,6 +249,20 @@ mod tests {
             ResourcesPhrase::AllNodes("all-nodes-pool".into(), 1)
         );
         assert!("3 gadgets".parse::<DriverPhrase>().is_err());
+        let p: DriverPhrase =
+            "1 device per node, not registered with the kubelet, skipping node operations \"*\""
+                .parse()
+                .unwrap();
+        assert_eq!(p.skip_node_operations, vec!["*".to_string()]);
+        let p: DriverPhrase = "1 device per node, skipping node operations \"NodePrepareResources\" and \"NodeUnprepareResources\""
+            .parse()
+            .unwrap();
+        assert_eq!(p.skip_node_operations.len(), 2);
+        assert!(
+            "1 device per node, skipping node operations all"
+                .parse::<DriverPhrase>()
+                .is_err()
+        );
         let err = "1 device per node, blue"
             .parse::<DriverPhrase>()
             .unwrap_err();

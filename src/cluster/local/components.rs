@@ -19,11 +19,22 @@ struct GateNeeds {
     controllers: &'static [&'static str],
 }
 
-const GATE_NEEDS: &[GateNeeds] = &[GateNeeds {
-    gate: RESOURCE_POOL_STATUS_GATE,
-    apis: &["resource.k8s.io/v1alpha3"],
-    controllers: &["resourcepoolstatusrequest-controller"],
-}];
+const GATE_NEEDS: &[GateNeeds] = &[
+    GateNeeds {
+        gate: RESOURCE_POOL_STATUS_GATE,
+        apis: &["resource.k8s.io/v1alpha3"],
+        controllers: &["resourcepoolstatusrequest-controller"],
+    },
+    // Workload and PodGroup are served as scheduling.k8s.io/v1beta1 in 1.37
+    // (beta, off by default); the protection controller keeps a PodGroup
+    // until its pods are gone. Claims for PodGroups come from the
+    // resourceclaim-controller, which always runs.
+    GateNeeds {
+        gate: "GenericWorkload",
+        apis: &["scheduling.k8s.io/v1beta1"],
+        controllers: &["podgroup-protection-controller"],
+    },
+];
 
 fn needs_of(gates: &FeatureGates) -> impl Iterator<Item = &'static GateNeeds> + '_ {
     GATE_NEEDS.iter().filter(|n| gates.enabled(n.gate, false))
