@@ -70,6 +70,12 @@ pub trait NodeHost: Send + Sync {
     fn kubelet_root(&self, node: &str) -> PathBuf;
     /// The node's CDI spec directory.
     fn cdi_files(&self, node: &str) -> Arc<dyn NodeFiles>;
+    /// The driver's plugin directory on `node` (`<kubelet root>/plugins/<driver>`),
+    /// where device metadata files go; `None` where no container runtime
+    /// could mount them.
+    fn plugin_files(&self, _node: &str, _driver: &str) -> Option<Arc<dyn NodeFiles>> {
+        None
+    }
     /// The plugin's API identity may carry the pod it runs in.
     fn pod_of(&self, _node: &str) -> Option<(String, String)> {
         None

@@ -24,7 +24,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
-                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes). Without a name it is \"the driver\"; otherwise the first driver is.",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime). Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
             },
             Entry {
@@ -296,6 +296,21 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then the devices of pod \"<name>\" are reported Healthy|Unhealthy|Unknown[ with message \"<m>\"]",
                 description: "Wait (1 minute) until every device of the pod's claims shows that health (and message) in its container statuses' allocatedResourcesStatus.",
                 example: "Then the devices of pod \"tester-1\" are reported Unhealthy with message \"ECC errors\"",
+            },
+        ],
+    },
+    Topic {
+        title: "Device metadata",
+        entries: &[
+            Entry {
+                pattern: "Then container \"<c>\" of pod \"<p>\" reads the v1beta1|v1alpha1 device metadata of request \"<r>\" of <claim>[ written by <driver>]",
+                description: "Read by exec the request's metadata file where the container sees it (`/var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json`, or `resourceclaimtemplates/<pod claim name>/...` for a claim from a template), and check it as upstream does: the first object of a version a reader knows decodes and validates, has that API version, the claim's name, namespace and UID, generation 1, the pod claim name only for a claim from a template, exactly that one request, and devices of the driver carrying the string attributes `driverName`, `pool` and `device`. Needs a driver `writing device metadata`.",
+                example: "Then container \"with-resource\" of pod \"tester-1\" reads the v1beta1 device metadata of request \"my-request\" of claim \"external-claim\"",
+            },
+            Entry {
+                pattern: "Then container \"<c>\" of pod \"<p>\" cannot read the device metadata of request \"<r>\" of <claim>",
+                description: "`cat` of the request's metadata file fails in the container (it does not get the request's devices, so the file is not mounted there).",
+                example: "Then container \"with-resource-1\" of pod \"tester-1\" cannot read the device metadata of request \"req0\" of claim \"external-claim\"",
             },
         ],
     },

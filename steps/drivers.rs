@@ -166,6 +166,7 @@ fn options_from(
             .unwrap_or_else(|| HealthApi::ALL.to_vec()),
         with_kubelet: phrase.with_kubelet,
         rolling_update: phrase.rolling_update,
+        device_metadata: phrase.device_metadata.clone(),
         skip_node_operations: phrase.skip_node_operations.clone(),
         ..DriverOptions::default()
     })

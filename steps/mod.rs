@@ -54,6 +54,7 @@ pub mod crud;
 pub mod drivers;
 pub mod health;
 pub mod lifecycle;
+pub mod metadata;
 pub mod node_ops;
 pub mod params;
 pub mod pods;

@@ -426,6 +426,22 @@ impl NodeHost for RemoteHost {
         }
     }
 
+    fn plugin_files(
+        &self,
+        node: &str,
+        driver: &str,
+    ) -> Option<std::sync::Arc<dyn crate::node_files::NodeFiles>> {
+        let pods = self.pods.try_lock().ok()?;
+        let pod = pods.as_ref()?.pod_on(node)?;
+        // The proxy pod mounts the plugin directory at its host path.
+        let dir = self.kubelet_root.join("plugins").join(driver);
+        Some(std::sync::Arc::new(crate::proxy::pod_files::PodFiles::new(
+            self.client.clone(),
+            pod.exec_target(),
+            dir.display().to_string(),
+        )))
+    }
+
     fn pod_of(&self, node: &str) -> Option<(String, String)> {
         let pods = self.pods.try_lock().ok()?;
         let pod = pods.as_ref()?.pod_on(node)?;

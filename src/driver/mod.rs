@@ -83,6 +83,9 @@ pub struct DriverOptions {
     pub rolling_update: bool,
     /// Teardown waits until the driver's slices are gone (`IsGone`).
     pub expect_slice_removal: bool,
+    /// Device metadata API versions written at prepare, in this order (none:
+    /// no device metadata, upstream's default).
+    pub device_metadata: Vec<crate::plugin::metadata::MetadataVersion>,
     /// `spec.skipNodeOperations` of every slice the driver publishes
     /// (`*`, `NodeUnprepareResources`, ...; upstream's
     /// `DriverResourcesWithSkipNodeOperations`); empty for none.
@@ -100,6 +103,7 @@ impl Default for DriverOptions {
             with_kubelet: true,
             rolling_update: false,
             expect_slice_removal: true,
+            device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
         }
     }
@@ -532,6 +536,41 @@ impl Driver {
         Ok(())
     }
 
+    /// Device metadata needs the plugin directory on the node, which only
+    /// nodes with a container runtime (reached through proxy pods) offer.
+    fn with_device_metadata(
+        &self,
+        config: PluginConfig,
+        host: &dyn NodeHost,
+        node: &str,
+    ) -> Result<PluginConfig, DriverError> {
+        if self.options.device_metadata.is_empty() {
+            return Ok(config);
+        }
+        let files = host
+            .plugin_files(node, &self.name)
+            .ok_or_else(|| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!(
+                    "device metadata needs the driver's plugin directory on node {node}, which only \
+                     nodes with a container runtime offer (run with --node-kind real, or on kind)"
+                ),
+            })?;
+        let host_dir = host
+            .kubelet_root(node)
+            .join("plugins")
+            .join(&self.name)
+            .display()
+            .to_string();
+        Ok(
+            config.with_device_metadata(crate::plugin::metadata::MetadataConfig {
+                versions: self.options.device_metadata.clone(),
+                files,
+                host_dir,
+            }),
+        )
+    }
+
     async fn start_node(&mut self, index: usize, node: &str) -> Result<(), DriverError> {
         let host = self.host.clone().ok_or_else(|| DriverError::Other {
             driver: self.name.clone(),
@@ -556,6 +595,7 @@ impl Driver {
         .with_node_apis(self.options.node_apis.clone())
         .with_health_apis(self.options.health_apis.clone())
         .with_prepared(prepared.clone());
+        let config = self.with_device_metadata(config, host.as_ref(), node)?;
 
         let mut stoppers = Vec::new();
         let (dra_in, reg_in) = if self.options.with_kubelet {

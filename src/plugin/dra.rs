@@ -9,6 +9,7 @@ use tracing::{debug, info, warn};
 use super::calls::CallNote;
 use super::claims::{ClaimSource, ClaimSourceError};
 use super::driver_logic::{self, DriverLogicError};
+use super::metadata::{self, MetadataConfig};
 use super::prepared::{ClaimId, Prepared, PreparedClaim};
 use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::proto::dra::{
@@ -41,6 +42,10 @@ pub enum ClaimError {
     WriteCdi(#[source] NodeFilesError),
     #[error("error removing CDI file: {0}")]
     RemoveCdi(#[source] NodeFilesError),
+    #[error("failed to write device metadata file: {0}")]
+    WriteMetadata(#[source] NodeFilesError),
+    #[error("error removing device metadata file: {0}")]
+    RemoveMetadata(#[source] NodeFilesError),
 }
 
 /// One node's test-driver logic, shared by all API versions.
@@ -50,6 +55,7 @@ pub(crate) struct NodeDriver {
     pub(crate) claims: Arc<dyn ClaimSource>,
     pub(crate) cdi: Arc<dyn NodeFiles>,
     pub(crate) prepared: Prepared,
+    pub(crate) metadata: Option<MetadataConfig>,
 }
 
 type PrepareResults = Vec<(String, Result<Vec<PreparedDevice>, String>)>;
@@ -104,7 +110,28 @@ impl NodeDriver {
             debug!(driver = %self.driver, node = %self.node, %claim, "claim already prepared");
             return Ok(done.devices);
         }
-        let plan = driver_logic::plan_claim(&self.driver, object)?;
+        let mut plan = driver_logic::plan_claim(&self.driver, object)?;
+        if let Some(m) = &self.metadata {
+            // The data files exist before the specs that mount them.
+            let extra = metadata::plan(
+                &self.driver,
+                &m.versions,
+                &m.host_dir,
+                object,
+                &mut plan.devices,
+            );
+            for file in &extra.data_files {
+                m.files
+                    .create(&file.name, file.content.as_bytes())
+                    .await
+                    .map_err(ClaimError::WriteMetadata)?;
+            }
+            plan.cdi_files
+                .extend(extra.spec_files.into_iter().map(|f| driver_logic::CdiFile {
+                    name: f.name,
+                    content: f.content,
+                }));
+        }
         for file in &plan.cdi_files {
             self.cdi
                 .create(&file.name, file.content.as_bytes())
@@ -173,7 +200,11 @@ impl NodeDriver {
     async fn files_of_unknown(&self, claim: &ClaimRef) -> Vec<String> {
         match self.claims.get_claim(&claim.namespace, &claim.name).await {
             Ok(Some(object)) if object.metadata.uid.as_deref() == Some(claim.uid.as_str()) => {
-                driver_logic::cdi_file_names(&self.driver, &object)
+                let mut files = driver_logic::cdi_file_names(&self.driver, &object);
+                if self.metadata.is_some() {
+                    files.extend(metadata::spec_file_names(&self.driver, &object));
+                }
+                files
             }
             Ok(_) => Vec::new(),
             Err(e) => {
@@ -195,6 +226,14 @@ impl NodeDriver {
         };
         for file in &files {
             self.cdi.remove(file).await.map_err(ClaimError::RemoveCdi)?;
+            if let Some(m) = &self.metadata
+                && let Some(data) = metadata::data_file_of_spec(&self.driver, file)
+            {
+                m.files
+                    .remove(&data)
+                    .await
+                    .map_err(ClaimError::RemoveMetadata)?;
+            }
         }
         if self.prepared.remove(&id).is_some() {
             info!(driver = %self.driver, node = %self.node, %claim, "claim unprepared");

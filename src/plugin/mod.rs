@@ -47,6 +47,7 @@ pub mod claims;
 pub mod dra;
 pub mod driver_logic;
 pub mod health;
+pub mod metadata;
 mod node_plugin;
 pub mod prepared;
 pub mod registration;
@@ -90,6 +91,8 @@ pub struct PluginConfig {
     pub prepared: Prepared,
     /// How long [`NodePlugin::stop`] waits for each server to drain.
     pub stop_timeout: Duration,
+    /// Device metadata files to write at prepare, if the driver enables them.
+    pub metadata: Option<metadata::MetadataConfig>,
 }
 
 impl PluginConfig {
@@ -115,6 +118,7 @@ impl PluginConfig {
             calls,
             prepared: Prepared::default(),
             stop_timeout: Duration::from_secs(10),
+            metadata: None,
         }
     }
 
@@ -130,6 +134,11 @@ impl PluginConfig {
 
     pub fn with_health_interval(mut self, interval: Duration) -> Self {
         self.health_interval = interval;
+        self
+    }
+
+    pub fn with_device_metadata(mut self, metadata: metadata::MetadataConfig) -> Self {
+        self.metadata = Some(metadata);
         self
     }
 

@@ -218,6 +218,7 @@ impl NodePlugin {
             claims: config.claims.clone(),
             cdi: config.cdi.clone(),
             prepared: config.prepared.clone(),
+            metadata: config.metadata.clone(),
         });
         let health = Arc::new(HealthState::default());
         let mut routes = RoutesBuilder::default();

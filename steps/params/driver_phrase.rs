@@ -1,6 +1,7 @@
 //! The grammar of driver sentences: `2 devices per node, serving the v1beta1
 //! API`, `a network pool of 10 tainted devices`, `these devices:` ...
 use crate::driver::slices::{self, Taint};
+use crate::plugin::metadata::MetadataVersion;
 use crate::plugin::{HealthApi, NodeApi};
 
 /// What `a driver with <resources>[, <setting>]...` asks for.
@@ -14,6 +15,8 @@ pub struct DriverPhrase {
     pub health_apis: Option<Vec<HealthApi>>,
     pub rolling_update: bool,
     pub start_later: bool,
+    /// `writing device metadata v1beta1 [and v1alpha1]`.
+    pub device_metadata: Vec<MetadataVersion>,
     /// `spec.skipNodeOperations` of the driver's slices.
     pub skip_node_operations: Vec<String>,
 }
@@ -46,6 +49,7 @@ impl std::str::FromStr for DriverPhrase {
             health_apis: None,
             rolling_update: false,
             start_later: false,
+            device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
         };
         for setting in parts {
@@ -63,6 +67,13 @@ impl DriverPhrase {
             "in rolling-update mode" => self.rolling_update = true,
             "not started yet" => self.start_later = true,
             "without device health" => self.health_apis = Some(Vec::new()),
+            _ if setting.starts_with("writing device metadata ") => {
+                let list = &setting["writing device metadata ".len()..];
+                self.device_metadata = list
+                    .split(" and ")
+                    .map(|v| v.trim().parse())
+                    .collect::<Result<_, _>>()?;
+            }
             _ if setting.starts_with("skipping node operations ") => {
                 self.skip_node_operations = quoted_list(setting)?;
             }
@@ -76,6 +87,7 @@ impl DriverPhrase {
                             "unknown driver setting {setting:?}; known: `not registered with the kubelet`, \
                              `serving the v1beta1 API`, `serving the v1 and v1beta1 APIs`, \
                              `serving the v1alpha1 health API`, `without device health`, \
+                             `writing device metadata v1beta1 and v1alpha1`, \
                              `in rolling-update mode`, `not started yet`, \
                              `skipping node operations \"*\"`"
                         )

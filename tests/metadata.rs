@@ -1,0 +1,118 @@
+//! Evidence that the device metadata checks of features/metadata.feature can
+//! fail on a real node: the runner on tests/fixtures/metadata, whose
+//! scenarios each break what one check guards (a file a container must see,
+//! one it must not, a driver that writes none, a file whose first object is
+//! of another version), must fail every scenario with that check's message.
+//! Needs root and the node components (`make node`), like tests/real. The
+//! checks of the file's fields are shown to fail by the unit tests in
+//! steps/metadata.rs.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+mod common;
+use common::*;
+
+/// Each scenario's failure message, by scenario name.
+fn failures(junit: &Path) -> BTreeMap<String, String> {
+    let xml = std::fs::read_to_string(junit).unwrap();
+    let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
+    let mut out = BTreeMap::new();
+    for suite in &suites.suites {
+        for case in &suite.cases {
+            let message = match &case.status {
+                junit_parser::TestStatus::Failure(f) => f.message.clone(),
+                other => format!("did not fail: {other:?}"),
+            };
+            out.insert(case.original_name.clone(), message);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_metadata_check_fails_its_broken_variant_on_a_real_node() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let artifacts = home.path().join("artifacts");
+    let o = local_run(
+        home.path(),
+        "metadata",
+        &[
+            "--node-kind",
+            "real",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--artifacts",
+            artifacts.to_str().unwrap(),
+        ],
+    )
+    // HOME is the test's; the node components stay where the build put them.
+    .env(
+        "DRA_E2E_NODE_BINARIES_DIR",
+        dra_e2e::real_node::binaries::locate(None).dir,
+    )
+    .output()
+    .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 4 failed"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+
+    const DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
+    // (scenario, the failing step, what its message must say)
+    let expected: [(&str, &str, &[&str]); 4] = [
+        (
+            "a container reads the file of a request it does not get",
+            "And container \"with-resource-1\" of pod \"tester-1\" reads the v1beta1 device metadata of request \"req0\"",
+            &[
+                "container with-resource-1 of pod tester-1 cannot read",
+                "/resourceclaims/external-claim/req0/",
+                "No such file or directory",
+            ],
+        ),
+        (
+            "a container cannot read the file of a request it gets",
+            "And container \"with-resource-1\" of pod \"tester-1\" cannot read the device metadata of request \"req1\"",
+            &[
+                "container with-resource-1 of pod tester-1 can read",
+                "/resourceclaims/external-claim/req1/",
+                "the file must not be mounted there",
+            ],
+        ),
+        (
+            "a driver that writes no metadata",
+            "And container \"with-resource\" of pod \"tester-1\" reads the v1beta1 device metadata of request \"my-request\"",
+            &[
+                "container with-resource of pod tester-1 cannot read",
+                "/resourceclaims/external-claim/my-request/",
+            ],
+        ),
+        (
+            "the older version comes first in the file",
+            "And container \"with-resource\" of pod \"tester-1\" reads the v1beta1 device metadata of request \"my-request\" of the claim of pod",
+            &[
+                "/resourceclaimtemplates/my-inline-claim/my-request/",
+                "apiVersion metadata.resource.k8s.io/v1alpha1, expected metadata.resource.k8s.io/v1beta1",
+            ],
+        ),
+    ];
+    let got = failures(&junit);
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+    for (scenario, step, parts) in expected {
+        let message = got
+            .get(scenario)
+            .unwrap_or_else(|| panic!("no scenario {scenario:?} in {got:#?}"));
+        assert!(
+            message.starts_with(step),
+            "{scenario}: expected the failure of {step:?}, got {message}"
+        );
+        assert!(message.contains(DIR), "{scenario}: {message}");
+        for part in parts {
+            assert!(
+                message.contains(part),
+                "{scenario}: expected {part:?} in {message}"
+            );
+        }
+    }
+    assert_nothing_left(home.path(), &t);
+}
