@@ -37,17 +37,22 @@ impl Served {
 
     /// Splits off the stopper, handing the connections to a server.
     pub fn into_parts(mut self) -> (Incoming, Stopper) {
-        (self.incoming, Stopper(self.stop.take()))
+        (
+            self.incoming,
+            Stopper(self.stop.take().map(std::sync::Mutex::new)),
+        )
     }
 }
 
 /// Stops serving a socket: ends the agent and removes the socket file.
-pub struct Stopper(Option<BoxFuture<'static, ()>>);
+/// (The mutex only makes a stopper shareable between threads, so a
+/// scenario's teardown can move to a task of its own; it is never locked.)
+pub struct Stopper(Option<std::sync::Mutex<BoxFuture<'static, ()>>>);
 
 impl Stopper {
     pub async fn stop(self) {
         if let Some(f) = self.0 {
-            f.await;
+            f.into_inner().unwrap_or_else(|p| p.into_inner()).await;
         }
     }
 }

@@ -117,7 +117,7 @@ pub async fn after(
         ..Record::new(outcome)
     };
     let id = ScenarioId::of(feature, scenario);
-    let mut unfinished = Vec::new();
+    let mut teardown = None;
     if let Some(w) = world {
         if !w.namespace.is_empty() {
             if outcome == Outcome::Failed {
@@ -145,15 +145,12 @@ pub async fn after(
                     scenario.name
                 );
             } else {
-                if let Err(e) = tear_down(w).await {
-                    tracing::error!(
-                        "teardown of scenario {:?} (namespace {}) failed: {e:#}",
-                        scenario.name,
-                        w.namespace
-                    );
-                    ctx.outcomes.teardown_failed();
-                }
-                unfinished = w.scenario.take_unfinished();
+                teardown = Some(Teardown {
+                    client: w.client(),
+                    stack: std::mem::take(&mut w.scenario),
+                    namespace: w.namespace.clone(),
+                    title: scenario.name.clone(),
+                });
             }
         }
         record.setup = std::mem::take(&mut w.setup_timings);
@@ -161,8 +158,42 @@ pub async fn after(
         record.duration = w.started.map(|s| s.elapsed()).unwrap_or_default();
     }
     ctx.outcomes.record(id.clone(), record);
-    for wait in unfinished {
-        finish_later(ctx, id.clone(), wait);
+    if let Some(t) = teardown {
+        ctx.teardowns.spawn(t.run(ctx, id));
+    }
+}
+
+/// A scenario's cleanup stack, taken from its world when its steps ended.
+/// Teardown runs in upstream's order but beside the scenarios that follow:
+/// the scenario's slot is free for the next one while its pods terminate
+/// and its drivers' waits run. What teardown finds wrong still counts: a
+/// failed cleanup fails the run, a failed wait the scenario.
+struct Teardown {
+    client: anyhow::Result<kube::Client>,
+    stack: super::scenario::Scenario,
+    namespace: String,
+    title: String,
+}
+
+impl Teardown {
+    async fn run(mut self, ctx: &'static Context, id: ScenarioId) {
+        let mut timings = Vec::new();
+        let torn_down = match &self.client {
+            Ok(client) => self.stack.tear_down(client, &mut timings).await,
+            Err(e) => Err(anyhow::anyhow!("{e:#}")),
+        };
+        if let Err(e) = torn_down {
+            tracing::error!(
+                "teardown of scenario {:?} (namespace {}) failed: {e:#}",
+                self.title,
+                self.namespace
+            );
+            ctx.outcomes.teardown_failed();
+        }
+        ctx.outcomes.torn_down(&id, timings);
+        for wait in self.stack.take_unfinished() {
+            finish_later(ctx, id.clone(), wait);
+        }
     }
 }
 
@@ -181,15 +212,6 @@ fn finish_later(ctx: &'static Context, id: ScenarioId, wait: Unfinished) {
         ctx.outcomes
             .finished_late(&id, phase, started.elapsed(), failure);
     });
-}
-
-/// Runs the scenario's cleanup stack (see [`super::scenario`]): pods,
-/// claims, the wait until unprepared, classes, drivers (plugins, proxy pods,
-/// RBAC, shared slices, IsGone), cluster-scoped objects, namespace. Every
-/// cleanup runs even if one failed.
-pub async fn tear_down(w: &mut World) -> anyhow::Result<()> {
-    let client = w.client()?;
-    w.scenario.tear_down(&client, &mut w.teardown_timings).await
 }
 
 fn yaml_of<T: serde::Serialize>(items: &[T]) -> String {

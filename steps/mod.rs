@@ -90,7 +90,11 @@ pub struct Context {
     pub outcomes: Outcomes,
     /// Label value put on every namespace of this run.
     pub run_id: String,
-    /// Checks that go on after their scenario ended (a driver's slices
+    /// Teardowns of ended scenarios, running beside later scenarios; the
+    /// runner lets them finish (a first Ctrl-C does not cut them short,
+    /// lest objects stay behind).
+    pub teardowns: tokio_util::task::TaskTracker,
+    /// Checks that go on after their scenario's teardown (a driver's slices
     /// wiped); the runner waits for them before it reports.
     pub after_scenarios: tokio_util::task::TaskTracker,
 }

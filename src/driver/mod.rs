@@ -146,7 +146,8 @@ const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
 /// driver down still fails if the wait does, even when it ends later.
 pub struct Unfinished {
     phase: Phase,
-    wait: futures::future::BoxFuture<'static, Result<(), DriverError>>,
+    /// In a mutex only to be shareable between threads; never locked.
+    wait: std::sync::Mutex<futures::future::BoxFuture<'static, Result<(), DriverError>>>,
 }
 
 impl std::fmt::Debug for Unfinished {
@@ -168,7 +169,10 @@ impl Unfinished {
     }
 
     pub async fn wait(self) -> Result<(), DriverError> {
-        self.wait.await
+        self.wait
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .await
     }
 }
 
@@ -851,12 +855,12 @@ impl Driver {
             let driver = self.name.clone();
             self.unfinished.push(Unfinished {
                 phase: Unfinished::PROXY_PODS_GONE,
-                wait: Box::pin(async move {
+                wait: std::sync::Mutex::new(Box::pin(async move {
                     rest.await.map_err(|e| DriverError::Other {
                         driver,
                         message: format!("removing the proxy pods: {e:#}"),
                     })
-                }),
+                })),
             });
         }
         laps.lap(&mut self.teardown_timings, Phase::harness("stop plugins"));
@@ -898,9 +902,9 @@ impl Driver {
             let (admin, driver) = (self.ctx.admin.clone(), self.name.clone());
             self.unfinished.push(Unfinished {
                 phase: Unfinished::SLICES_WIPED,
-                wait: Box::pin(
-                    async move { slices_removed(&admin, &driver, IS_GONE_TIMEOUT).await },
-                ),
+                wait: std::sync::Mutex::new(Box::pin(async move {
+                    slices_removed(&admin, &driver, IS_GONE_TIMEOUT).await
+                })),
             });
         }
         match first_error {

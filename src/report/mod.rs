@@ -211,6 +211,15 @@ impl Outcomes {
         }
     }
 
+    /// The phases of a teardown that ran after its scenario was recorded.
+    pub fn torn_down(&self, id: &ScenarioId, mut phases: Timings) {
+        if let Ok(mut m) = self.records.lock()
+            && let Some(r) = m.get_mut(id)
+        {
+            r.teardown.append(&mut phases);
+        }
+    }
+
     /// Scenarios whose steps passed but a wait after them failed.
     pub fn failed_late(&self) -> std::collections::BTreeSet<ScenarioId> {
         self.records
@@ -321,7 +330,10 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, run: &Timings) -> String 
     let scenario_time: f64 = ran.iter().map(|(_, r)| r.duration.as_secs_f64()).sum();
     for (part, of) in [
         ("setup", (|r: &Record| &r.setup) as fn(&Record) -> &Timings),
-        ("teardown", |r: &Record| &r.teardown),
+        (
+            "teardown, after the steps, beside the scenarios that followed",
+            |r: &Record| &r.teardown,
+        ),
         (
             "after the scenarios, beside the ones that followed",
             |r: &Record| &r.after,

@@ -582,6 +582,7 @@ async fn run_on(
         interrupt: interrupt.clone(),
         outcomes: report::Outcomes::default(),
         run_id: run_id.clone(),
+        teardowns: tokio_util::task::TaskTracker::new(),
         after_scenarios: tokio_util::task::TaskTracker::new(),
     })
     .map_err(anyhow::Error::msg)?;
@@ -643,7 +644,10 @@ async fn run_on(
     if died.is_none() {
         let waits = async {
             tokio::join!(
-                checks_after_scenarios(ctx, signal_count.clone()),
+                async {
+                    teardowns(ctx).await;
+                    checks_after_scenarios(ctx, signal_count.clone()).await
+                },
                 wait_namespaces(&cluster, &run_id, signal_count.clone()),
             )
         };
@@ -876,6 +880,20 @@ async fn scenarios(
 
 /// Waits for the checks still going on for scenarios that ended (their
 /// drivers' slices wiped); a signal cuts the wait short.
+/// Lets the last scenarios' teardowns finish; only the run's ending
+/// deadline or a second Ctrl-C (which exits at once) cut them short.
+async fn teardowns(ctx: &steps::Context) {
+    let running = &ctx.teardowns;
+    running.close();
+    if !running.is_empty() {
+        eprintln!(
+            "dra-e2e: waiting for the teardown of {} ended scenario(s)",
+            running.len()
+        );
+        running.wait().await;
+    }
+}
+
 async fn checks_after_scenarios(
     ctx: &steps::Context,
     mut signal_count: tokio::sync::watch::Receiver<u32>,
