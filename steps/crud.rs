@@ -263,13 +263,20 @@ where
 /// How long RBAC and admission changes get to reach the API server's caches.
 const RBAC_SETTLES: Duration = Duration::from_secs(60);
 
-/// An RBAC denial (HTTP 403), as opposed to a rejection by validation.
+/// An RBAC denial, as opposed to a rejection by validation: HTTP 403, or a
+/// 422 whose only causes are `FieldValueForbidden` (the permission checks
+/// validation makes, such as the one for writing `status.devices`).
 fn forbidden(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<kube::Error>(),
-            Some(kube::Error::Api(s)) if s.code == 403
-        )
+    e.chain().any(|c| match c.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(s)) => {
+            s.code == 403
+                || (s.code == 422
+                    && s.details.as_ref().is_some_and(|d| {
+                        !d.causes.is_empty()
+                            && d.causes.iter().all(|c| c.reason == "FieldValueForbidden")
+                    }))
+        }
+        _ => false,
     })
 }
 
@@ -772,8 +779,36 @@ async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::{DRA_KINDS, at_path, contains, dra_kind, extra_field};
+    use super::{DRA_KINDS, at_path, contains, dra_kind, extra_field, forbidden};
     use serde_json::json;
+
+    fn api_error(status: serde_json::Value) -> anyhow::Error {
+        let status: kube::core::Status = serde_json::from_value(status).unwrap();
+        anyhow::Error::new(kube::Error::Api(Box::new(status))).context("patching")
+    }
+
+    #[test]
+    fn only_permission_denials_count_as_forbidden() {
+        let denied = |code: u16, causes: &[&str]| {
+            let causes: Vec<_> = causes
+                .iter()
+                .map(|r| json!({"reason": r, "message": "m", "field": "status.devices"}))
+                .collect();
+            api_error(json!({
+                "code": code, "message": "m", "reason": "Invalid",
+                "details": {"name": "c", "group": "g", "kind": "k", "uid": "", "causes": causes},
+            }))
+        };
+        assert!(forbidden(&denied(403, &[])));
+        assert!(forbidden(&denied(422, &["FieldValueForbidden"])));
+        assert!(!forbidden(&denied(422, &["FieldValueInvalid"])));
+        assert!(!forbidden(&denied(
+            422,
+            &["FieldValueForbidden", "FieldValueRequired"]
+        )));
+        assert!(!forbidden(&denied(422, &[])));
+        assert!(!forbidden(&anyhow::anyhow!("not an API error")));
+    }
 
     #[test]
     fn every_listed_dra_kind_resolves() {
