@@ -63,7 +63,8 @@ impl NodeHost for LocalHost {
         let config = match std::env::var_os("DRA_E2E_AGENT") {
             Some(program) if program.is_empty() => {
                 return Err(err(
-                    "DRA_E2E_AGENT is set but empty: unset it (the runner then uses its own                      proxy-agent) or name a dra-e2e executable"
+                    "DRA_E2E_AGENT is set but empty: unset it (the runner then uses its own \
+                     proxy-agent) or name a dra-e2e executable"
                         .to_owned(),
                 ));
             }

@@ -210,6 +210,19 @@ struct NodeInstance {
     publisher: Option<Publisher>,
 }
 
+/// Stops what a plugin start that failed halfway had started, so no agent
+/// or socket outlives it.
+async fn abandon(plugin: Option<NodePlugin>, stoppers: Vec<Stopper>) {
+    if let Some(plugin) = plugin
+        && let Err(e) = plugin.stop().await
+    {
+        tracing::warn!(error = %e, "stopping a plugin whose start failed");
+    }
+    for s in stoppers {
+        s.stop().await;
+    }
+}
+
 /// Shared resources of a scenario a driver needs.
 #[derive(Clone)]
 pub struct Context {
@@ -432,8 +445,30 @@ impl Driver {
         self.publish_shared_slices().await?;
         laps.lap(&mut self.setup_timings, Phase::harness("start node hosts"));
         let nodes = self.nodes.clone();
-        for (index, node) in nodes.iter().enumerate() {
-            self.start_node(index, node).await?;
+        // Every node's plugin at once: each start waits on agent processes
+        // (locally) or proxy pods, which do not depend on each other.
+        let started = futures::future::join_all(
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(index, node)| self.start_node(index, node)),
+        )
+        .await;
+        let mut first_error = None;
+        for (node, result) in nodes.iter().zip(started) {
+            match result {
+                // Kept even when another node failed, so teardown stops them.
+                Ok((prepared, instance)) => {
+                    self.prepared.insert(node.clone(), prepared);
+                    self.instances.insert(node.clone(), instance);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
         laps.lap(&mut self.setup_timings, Phase::harness("start plugins"));
         // Pods created right after setup must see every node's devices, or the
@@ -445,22 +480,22 @@ impl Driver {
             Phase::wait("wait for slices to be published"),
         );
         if self.options.with_kubelet {
-            for node in &nodes {
-                if let Some(inst) = self.instances.get(node) {
-                    let registered = async {
-                        inst.plugin
-                            .wait_registered(Duration::from_secs(60))
-                            .await
-                            .map_err(|e| DriverError::Other {
-                                driver: self.name.clone(),
-                                message: format!(
-                                    "the kubelet on node {node} did not register the plugin: {e}"
-                                ),
-                            })
-                    };
-                    self.unless_broken(registered).await?;
-                }
-            }
+            let this = &*self;
+            let registered = futures::future::try_join_all(nodes.iter().filter_map(|node| {
+                let inst = this.instances.get(node)?;
+                Some(async move {
+                    inst.plugin
+                        .wait_registered(Duration::from_secs(60))
+                        .await
+                        .map_err(|e| DriverError::Other {
+                            driver: this.name.clone(),
+                            message: format!(
+                                "the kubelet on node {node} did not register the plugin: {e}"
+                            ),
+                        })
+                })
+            }));
+            this.unless_broken(registered).await?;
         }
         laps.lap(
             &mut self.setup_timings,
@@ -575,7 +610,13 @@ impl Driver {
         )
     }
 
-    async fn start_node(&mut self, index: usize, node: &str) -> Result<(), DriverError> {
+    /// Starts the plugin of node `index`: its sockets, its gRPC servers and
+    /// (for node-local resources) its slice publisher.
+    async fn start_node(
+        &self,
+        index: usize,
+        node: &str,
+    ) -> Result<(Prepared, NodeInstance), DriverError> {
         let host = self.host.clone().ok_or_else(|| DriverError::Other {
             driver: self.name.clone(),
             message: "starting a plugin before the driver's nodes are known".to_owned(),
@@ -612,11 +653,13 @@ impl Driver {
                 .into_parts();
             stoppers.push(s1);
             let dra_in = self.watch_socket(node, dra_in);
-            let (reg_in, s2) = host
-                .serve(node, &reg_path)
-                .await
-                .map_err(|e| DriverError::Socket(e, self.name.clone()))?
-                .into_parts();
+            let (reg_in, s2) = match host.serve(node, &reg_path).await {
+                Ok(served) => served.into_parts(),
+                Err(e) => {
+                    abandon(None, stoppers).await;
+                    return Err(DriverError::Socket(e, self.name.clone()));
+                }
+            };
             stoppers.push(s2);
             let reg_in = self.watch_socket(node, reg_in);
             (dra_in, reg_in)
@@ -625,17 +668,21 @@ impl Driver {
         };
         let plugin = NodePlugin::start(config, dra_in, reg_in);
 
-        let publisher = self.node_publisher(index, node, client).await?;
-        self.prepared.insert(node.to_owned(), prepared.clone());
-        self.instances.insert(
-            node.to_owned(),
+        let publisher = match self.node_publisher(index, node, client).await {
+            Ok(publisher) => publisher,
+            Err(e) => {
+                abandon(Some(plugin), stoppers).await;
+                return Err(e);
+            }
+        };
+        Ok((
+            prepared,
             NodeInstance {
                 plugin,
                 stoppers,
                 publisher,
             },
-        );
-        Ok(())
+        ))
     }
 
     /// The plugin's own publisher of the slice of node `index`, for
@@ -801,22 +848,26 @@ impl Driver {
     /// anything else, as when a driver pod goes away.
     pub async fn stop_plugins(&mut self) {
         let instances = std::mem::take(&mut self.instances);
-        for (node, inst) in instances {
+        for (node, inst) in &instances {
             if inst.plugin.registration_status() != crate::plugin::RegistrationStatus::Registered
-                && !self.unregistered.contains(&node)
+                && !self.unregistered.contains(node)
             {
                 self.unregistered.push(node.clone());
             }
+        }
+        let driver = &self.name;
+        futures::future::join_all(instances.into_iter().map(|(node, inst)| async move {
             if let Some(p) = inst.publisher {
                 p.stop().await;
             }
             if let Err(e) = inst.plugin.stop().await {
-                tracing::warn!(driver = %self.name, %node, error = %e, "stopping plugin");
+                tracing::warn!(%driver, %node, error = %e, "stopping plugin");
             }
             for s in inst.stoppers {
                 s.stop().await;
             }
-        }
+        }))
+        .await;
         if let Some(p) = self.admin_publisher.take() {
             p.stop().await;
         }
@@ -864,39 +915,37 @@ impl Driver {
             });
         }
         laps.lap(&mut self.teardown_timings, Phase::harness("stop plugins"));
-        let mut first_error = None;
         let created = std::mem::take(&mut self.identity_created);
-        let deleted = futures::future::join_all(created.into_iter().map(|object| {
-            let (admin, identity) = (&self.ctx.admin, &self.identity);
-            async move { (object, object.delete(admin, identity).await) }
-        }))
+        // A kubelet wipes only the slices of plugins it registered: a wait
+        // for the rest could never end, so they are deleted here.
+        // Only when no other instance of the driver keeps publishing.
+        let unregistered = if self.options.with_kubelet && self.options.expect_slice_removal {
+            std::mem::take(&mut self.unregistered)
+        } else {
+            Vec::new()
+        };
+        // The identity objects and the slices do not depend on each other.
+        let (deleted, slices) = futures::future::join(
+            futures::future::join_all(created.into_iter().map(|object| {
+                let (admin, identity) = (&self.ctx.admin, &self.identity);
+                async move { (object, object.delete(admin, identity).await) }
+            })),
+            self.delete_slices(&unregistered),
+        )
         .await;
+        let mut first_error = None;
         for (object, result) in deleted {
             if let Err(e) = result {
                 let action = format!("deleting {} {}", object.kind(), object.name(&self.identity));
                 first_error.get_or_insert(self.kube_err(action)(e));
             }
         }
-        laps.lap(&mut self.teardown_timings, Phase::harness("delete RBAC"));
-        // A kubelet wipes only the slices of plugins it registered: a wait
-        // for the rest could never end, so they are deleted here.
-        // Only when no other instance of the driver keeps publishing.
-        if self.options.with_kubelet && self.options.expect_slice_removal {
-            let unregistered = std::mem::take(&mut self.unregistered);
-            if let Err(e) = self.delete_node_slices(&unregistered).await {
-                first_error.get_or_insert(e);
-            }
-        }
-        if self.network_slices || !self.options.with_kubelet {
-            let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
-            let lp = ListParams::default().fields(&format!("spec.driver={}", self.name));
-            if let Err(e) = api.delete_collection(&DeleteParams::default(), &lp).await {
-                first_error.get_or_insert(self.kube_err("deleting the driver's ResourceSlices")(e));
-            }
+        if let Err(e) = slices {
+            first_error.get_or_insert(e);
         }
         laps.lap(
             &mut self.teardown_timings,
-            Phase::harness("delete shared slices"),
+            Phase::harness("delete RBAC and shared slices"),
         );
         if self.options.expect_slice_removal {
             let (admin, driver) = (self.ctx.admin.clone(), self.name.clone());
@@ -918,6 +967,21 @@ impl Driver {
     /// stay (another instance keeps publishing them).
     pub fn take_unfinished(&mut self) -> Vec<Unfinished> {
         std::mem::take(&mut self.unfinished)
+    }
+
+    /// Deletes the slices no kubelet will wipe: those of `unregistered`
+    /// nodes, and every slice of the driver when the harness published them
+    /// or no kubelet runs.
+    async fn delete_slices(&self, unregistered: &[String]) -> Result<(), DriverError> {
+        self.delete_node_slices(unregistered).await?;
+        if self.network_slices || !self.options.with_kubelet {
+            let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+            let lp = ListParams::default().fields(&format!("spec.driver={}", self.name));
+            api.delete_collection(&DeleteParams::default(), &lp)
+                .await
+                .map_err(self.kube_err("deleting the driver's ResourceSlices"))?;
+        }
+        Ok(())
     }
 
     /// Deletes the driver's slices of `nodes`, whose kubelets never
