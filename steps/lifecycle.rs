@@ -25,7 +25,28 @@ pub fn artifacts_dir(scenario: &gherkin::Scenario, namespace: &str) -> anyhow::R
         .join(format!("{}-{namespace}", report::slug(&scenario.name))))
 }
 
-pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
+/// Whether the scenario runs alone (`@serial` on it, its rule or its
+/// feature); a scenario the runner skips never does.
+pub fn is_serial(
+    feature: &gherkin::Feature,
+    rule: Option<&gherkin::Rule>,
+    scenario: &gherkin::Scenario,
+) -> bool {
+    !is_marked_skipped(scenario)
+        && feature
+            .tags
+            .iter()
+            .chain(rule.iter().flat_map(|r| &r.tags))
+            .chain(&scenario.tags)
+            .any(|t| t == "serial")
+}
+
+pub async fn before(
+    feature: &gherkin::Feature,
+    rule: Option<&gherkin::Rule>,
+    scenario: &gherkin::Scenario,
+    w: &mut World,
+) {
     w.started = Some(Instant::now());
     if is_marked_skipped(scenario) {
         return;
@@ -33,6 +54,19 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
     let Ok(ctx) = context() else { return };
     if ctx.interrupt.is_cancelled() {
         return;
+    }
+    let mut laps = Laps::start();
+    if is_serial(feature, rule, scenario) && !ctx.teardowns.is_empty() {
+        tracing::info!(
+            scenario = %scenario.name,
+            teardowns = ctx.teardowns.len(),
+            "a serial scenario waits for earlier scenarios' teardowns"
+        );
+        ctx.teardowns.idle().await;
+        laps.lap(
+            &mut w.setup_timings,
+            Phase::harness("wait for earlier scenarios' teardowns"),
+        );
     }
     let ns: Namespace = match serde_json::from_value(json!({
         "metadata": {
@@ -50,7 +84,6 @@ pub async fn before(scenario: &gherkin::Scenario, w: &mut World) {
             return;
         }
     };
-    let mut laps = Laps::start();
     match Api::<Namespace>::all(ctx.cluster.client())
         .create(&PostParams::default(), &ns)
         .await
@@ -167,6 +200,64 @@ pub async fn after(
     }
 }
 
+/// Teardowns of ended scenarios, running beside later scenarios. A
+/// `@serial` scenario waits for them: it must find the cluster as if it ran
+/// alone, without an earlier scenario's pods still terminating.
+#[derive(Debug)]
+pub struct Teardowns {
+    tracker: tokio_util::task::TaskTracker,
+    running: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for Teardowns {
+    fn default() -> Self {
+        Self {
+            tracker: tokio_util::task::TaskTracker::new(),
+            running: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+impl Teardowns {
+    fn spawn(&self, teardown: impl std::future::Future<Output = ()> + Send + 'static) {
+        // Counted down when the task ends, even by a panic.
+        struct Running(tokio::sync::watch::Sender<usize>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.send_modify(|n| *n -= 1);
+            }
+        }
+        self.running.send_modify(|n| *n += 1);
+        let running = Running(self.running.clone());
+        self.tracker.spawn(async move {
+            let _running = running;
+            teardown.await;
+        });
+    }
+
+    /// How many are still running.
+    pub fn len(&self) -> usize {
+        *self.running.borrow()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Until none is running; more may start afterwards.
+    pub async fn idle(&self) {
+        let mut running = self.running.subscribe();
+        // The sender lives in `self`, so the channel cannot close here.
+        let _ = running.wait_for(|n| *n == 0).await;
+    }
+
+    /// Until every one has ended, none starting any more.
+    pub async fn finish(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
 /// A scenario's cleanup stack, taken from its world when its steps ended.
 /// Teardown runs in upstream's order but beside the scenarios that follow:
 /// the scenario's slot is free for the next one while its pods terminate
@@ -279,4 +370,40 @@ async fn write_artifacts(w: &World, dir: &std::path::Path) -> anyhow::Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Teardowns;
+    use futures::FutureExt as _;
+
+    #[tokio::test]
+    async fn a_serial_scenario_waits_until_every_running_teardown_ended() {
+        let teardowns = Teardowns::default();
+        let (end_first, first) = tokio::sync::oneshot::channel::<()>();
+        let (end_second, second) = tokio::sync::oneshot::channel::<()>();
+        teardowns.spawn(async move {
+            let _ = first.await;
+        });
+        teardowns.spawn(async move {
+            let _ = second.await;
+        });
+        assert_eq!(teardowns.len(), 2);
+        let mut idle = Box::pin(teardowns.idle());
+        assert!((&mut idle).now_or_never().is_none());
+        let _ = end_first.send(());
+        let mut running = teardowns.running.subscribe();
+        let _ = running.wait_for(|n| *n == 1).await;
+        assert!(
+            (&mut idle).now_or_never().is_none(),
+            "idle while one teardown still runs"
+        );
+        let _ = end_second.send(());
+        idle.await;
+        assert!(teardowns.is_empty());
+        // Counted down by a panicking teardown too.
+        teardowns.spawn(async { panic!("a teardown that panics") });
+        teardowns.idle().await;
+        teardowns.finish().await;
+    }
 }

@@ -93,7 +93,7 @@ pub struct Context {
     /// Teardowns of ended scenarios, running beside later scenarios; the
     /// runner lets them finish (a first Ctrl-C does not cut them short,
     /// lest objects stay behind).
-    pub teardowns: tokio_util::task::TaskTracker,
+    pub teardowns: lifecycle::Teardowns,
     /// Checks that go on after their scenario's teardown (a driver's slices
     /// wiped); the runner waits for them before it reports.
     pub after_scenarios: tokio_util::task::TaskTracker,

@@ -582,7 +582,7 @@ async fn run_on(
         interrupt: interrupt.clone(),
         outcomes: report::Outcomes::default(),
         run_id: run_id.clone(),
-        teardowns: tokio_util::task::TaskTracker::new(),
+        teardowns: steps::lifecycle::Teardowns::default(),
         after_scenarios: tokio_util::task::TaskTracker::new(),
     })
     .map_err(anyhow::Error::msg)?;
@@ -616,7 +616,7 @@ async fn run_on(
         .fail_on_skipped_with(|_, _, sc| !report::is_marked_skipped(sc))
         .which_scenario(run_alone)
         .max_concurrent_scenarios(default_concurrency())
-        .before(|_, _, sc, w| steps::lifecycle::before(sc, w).boxed_local())
+        .before(|f, r, sc, w| steps::lifecycle::before(f, r, sc, w).boxed_local())
         .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
         .with_cli(opts);
 
@@ -810,13 +810,7 @@ fn run_alone(
     rule: Option<&cucumber::gherkin::Rule>,
     scenario: &cucumber::gherkin::Scenario,
 ) -> cucumber::runner::ScenarioType {
-    let serial = feature
-        .tags
-        .iter()
-        .chain(rule.iter().flat_map(|r| &r.tags))
-        .chain(&scenario.tags)
-        .any(|t| t == "serial");
-    if serial && !report::is_marked_skipped(scenario) {
+    if steps::lifecycle::is_serial(feature, rule, scenario) {
         cucumber::runner::ScenarioType::Serial
     } else {
         cucumber::runner::ScenarioType::Concurrent
@@ -884,14 +878,13 @@ async fn scenarios(
 /// deadline or a second Ctrl-C (which exits at once) cut them short.
 async fn teardowns(ctx: &steps::Context) {
     let running = &ctx.teardowns;
-    running.close();
     if !running.is_empty() {
         eprintln!(
             "dra-e2e: waiting for the teardown of {} ended scenario(s)",
             running.len()
         );
-        running.wait().await;
     }
+    running.finish().await;
 }
 
 async fn checks_after_scenarios(
