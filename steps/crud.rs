@@ -1076,8 +1076,89 @@ async fn watch_sees(w: &mut World, kind: Kind, name: String, want: Watched) -> a
 
 #[cfg(test)]
 mod tests {
-    use super::{DRA_KINDS, at_path, contains, dra_kind, extra_field, forbidden};
+    use super::{
+        DRA_KINDS, ObjectWatch, Progress, Watched, at_path, contains, dra_kind, extra_field,
+        forbidden,
+    };
+    use kube::api::{DynamicObject, WatchEvent};
     use serde_json::json;
+
+    fn object(name: &str, uid: &str, version: u64) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": { "name": name, "uid": uid, "resourceVersion": version.to_string() },
+        }))
+        .unwrap()
+    }
+
+    fn watch() -> ObjectWatch {
+        ObjectWatch {
+            kind: "DeviceClass".into(),
+            label: "crud=x".into(),
+            events: Box::pin(futures::stream::empty()),
+            uids: Default::default(),
+            last_version: None,
+        }
+    }
+
+    fn wrong(p: Progress) -> String {
+        match p {
+            Progress::Wrong(why) => why,
+            other => panic!("expected a wrong event, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_watch_follows_one_object_through_its_life() {
+        let mut w = watch();
+        let added = WatchEvent::Added(object("a", "u1", 5));
+        assert_eq!(w.step("a", Watched::Added, 0, &added), Progress::Seen);
+        // Others' writes before the expected event are allowed.
+        let by_others = WatchEvent::Modified(object("a", "u1", 6));
+        assert_eq!(
+            w.step("a", Watched::Deleted, 0, &by_others),
+            Progress::Waiting
+        );
+        let ours = WatchEvent::Modified(object("a", "u1", 7));
+        assert_eq!(w.step("a", Watched::Modified, 0, &ours), Progress::Seen);
+        let gone = WatchEvent::Deleted(object("a", "u1", 8));
+        assert_eq!(w.step("a", Watched::Deleted, 1, &gone), Progress::Seen);
+        // Created again, with a new UID.
+        let again = WatchEvent::Added(object("a", "u2", 9));
+        assert_eq!(w.step("a", Watched::Added, 0, &again), Progress::Seen);
+    }
+
+    #[test]
+    fn a_watch_rejects_what_upstream_rejects() {
+        let mut w = watch();
+        assert_eq!(
+            w.step(
+                "a",
+                Watched::Added,
+                0,
+                &WatchEvent::Added(object("a", "u1", 5))
+            ),
+            Progress::Seen
+        );
+        let back = WatchEvent::Modified(object("a", "u1", 4));
+        let why = wrong(w.step("a", Watched::Modified, 0, &back));
+        assert!(
+            why.contains("resource version 4 is lower than the one before it, 5"),
+            "{why}"
+        );
+        let other_uid = WatchEvent::Modified(object("a", "u9", 6));
+        let why = wrong(w.step("a", Watched::Modified, 0, &other_uid));
+        assert!(why.contains("another a (uid u9, added as u1)"), "{why}");
+        let other_name = WatchEvent::Modified(object("b", "u1", 6));
+        let why = wrong(w.step("a", Watched::Modified, 0, &other_name));
+        assert!(why.contains("an event about b, not a"), "{why}");
+        let deleted = WatchEvent::Deleted(object("a", "u1", 6));
+        let why = wrong(w.step("a", Watched::Modified, 0, &deleted));
+        assert!(why.contains("DELETED where MODIFIED was to come"), "{why}");
+        let unknown = WatchEvent::Modified(object("c", "u3", 7));
+        let why = wrong(w.step("c", Watched::Modified, 0, &unknown));
+        assert!(why.contains("before it was seen added"), "{why}");
+    }
 
     fn api_error(status: serde_json::Value) -> anyhow::Error {
         let status: kube::core::Status = serde_json::from_value(status).unwrap();
