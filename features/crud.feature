@@ -1,13 +1,17 @@
-Feature: CRUD of the resource.k8s.io/v1 types
+Feature: CRUD of the resource.k8s.io types
   Create, read, list, update (PUT), patch (JSON merge, strategic merge, JSON
   and apply), status read, update and patch, delete and delete-collection
-  (seen by a watch) of each DRA API type, with no driver involved, as
-  upstream's conformance helper does.
+  of each DRA API type, with no driver involved, as upstream's conformance
+  helper does: the five resource.k8s.io/v1 types, and the alpha
+  resource.k8s.io/v1alpha3 ResourcePoolStatusRequest. A watch opened before
+  the object exists sees it added, modified by every write and deleted,
+  one object, resource versions never going back.
   (upstream: [sig-node] [DRA] CRUD Tests)
 
   @conformance
   Scenario: resource.k8s.io/v1 DeviceClass
-    Given the following objects are created:
+    Given a watch on DeviceClass objects labelled "crud=${namespace}"
+    And the following objects are created:
       """
       apiVersion: resource.k8s.io/v1
       kind: DeviceClass
@@ -18,14 +22,16 @@ Feature: CRUD of the resource.k8s.io/v1 types
         selectors:
         - cel: { expression: "false" }
       """
-    Then listing DeviceClass objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    Then the watch sees DeviceClass "${namespace}-crud" added
+    And listing DeviceClass objects labelled "crud=${namespace}" finds "${namespace}-crud"
     When DeviceClass "${namespace}-crud" is updated with:
       """
       spec:
         selectors:
         - cel: { expression: "1 == 0" }
       """
-    Then DeviceClass "${namespace}-crud" has:
+    Then the watch sees DeviceClass "${namespace}-crud" modified
+    And DeviceClass "${namespace}-crud" has:
       """
       metadata: { labels: { crud: "${namespace}" } }
       spec:
@@ -38,14 +44,16 @@ Feature: CRUD of the resource.k8s.io/v1 types
         selectors:
         - cel: { expression: "2 == 0" }
       """
-    Then DeviceClass "${namespace}-crud" has:
+    Then the watch sees DeviceClass "${namespace}-crud" modified
+    And DeviceClass "${namespace}-crud" has:
       """
       spec:
         selectors:
         - cel: { expression: "2 == 0" }
       """
     When DeviceClass objects labelled "crud=${namespace}" are deleted as a collection
-    Then creating the following objects as the admin succeeds:
+    Then the watch sees DeviceClass "${namespace}-crud" deleted
+    And creating the following objects as the admin succeeds:
       """
       apiVersion: resource.k8s.io/v1
       kind: DeviceClass
@@ -56,7 +64,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
 
   @conformance
   Scenario: resource.k8s.io/v1 ResourceClaim
-    Given the following objects are created:
+    Given a watch on ResourceClaim objects labelled "crud=${namespace}"
+    And the following objects are created:
       """
       apiVersion: resource.k8s.io/v1
       kind: ResourceClaim
@@ -69,7 +78,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
           - name: req-0
             exactly: { deviceClassName: dra.example.com }
       """
-    Then listing ResourceClaim objects labelled "crud=${namespace}" finds "crud-claim"
+    Then the watch sees ResourceClaim "crud-claim" added
+    And listing ResourceClaim objects labelled "crud=${namespace}" finds "crud-claim"
     And ResourceClaim "crud-claim" has:
       """
       spec:
@@ -83,23 +93,28 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       metadata: { labels: { test.dra.example.com: update } }
       """
-    And ResourceClaim "crud-claim" is patched with a JSON merge patch:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    When ResourceClaim "crud-claim" is patched with a JSON merge patch:
       """
       metadata: { labels: { merge.dra.example.com: test } }
       """
-    And ResourceClaim "crud-claim" is patched with a strategic merge patch:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    When ResourceClaim "crud-claim" is patched with a strategic merge patch:
       """
       metadata: { labels: { strategic.dra.example.com: test } }
       """
-    And ResourceClaim "crud-claim" is patched with a JSON patch:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    When ResourceClaim "crud-claim" is patched with a JSON patch:
       """
       - { op: add, path: /metadata/labels/json.dra.example.com, value: test }
       """
-    And ResourceClaim "crud-claim" is patched with an apply patch:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    When ResourceClaim "crud-claim" is patched with an apply patch:
       """
       metadata: { labels: { apply.dra.example.com: test } }
       """
-    Then ResourceClaim "crud-claim" has:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    And ResourceClaim "crud-claim" has:
       """
       metadata:
         labels:
@@ -116,7 +131,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       status: { allocation: {} }
       """
-    Then the status of ResourceClaim "crud-claim" has:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    And the status of ResourceClaim "crud-claim" has:
       """
       status: { allocation: { devices: {} } }
       """
@@ -124,7 +140,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       - { op: remove, path: /status/allocation }
       """
-    Then the status of ResourceClaim "crud-claim" has:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    And the status of ResourceClaim "crud-claim" has:
       """
       status: { allocation: null }
       """
@@ -132,7 +149,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       status: { allocation: {} }
       """
-    Then the status of ResourceClaim "crud-claim" has:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    And the status of ResourceClaim "crud-claim" has:
       """
       status: { allocation: { devices: {} } }
       """
@@ -140,11 +158,13 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       - { op: remove, path: /status/allocation }
       """
-    And the status of ResourceClaim "crud-claim" is patched with a strategic merge patch:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    When the status of ResourceClaim "crud-claim" is patched with a strategic merge patch:
       """
       status: { allocation: {} }
       """
-    Then the status of ResourceClaim "crud-claim" has:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    And the status of ResourceClaim "crud-claim" has:
       """
       status: { allocation: { devices: {} } }
       """
@@ -152,19 +172,23 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       - { op: remove, path: /status/allocation }
       """
-    And the status of ResourceClaim "crud-claim" is patched with an apply patch:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    When the status of ResourceClaim "crud-claim" is patched with an apply patch:
       """
       status: { allocation: {} }
       """
-    Then the status of ResourceClaim "crud-claim" has:
+    Then the watch sees ResourceClaim "crud-claim" modified
+    And the status of ResourceClaim "crud-claim" has:
       """
       status: { allocation: { devices: {} } }
       """
     When ResourceClaim objects labelled "crud=${namespace}" are deleted as a collection
+    Then the watch sees ResourceClaim "crud-claim" deleted
 
   @conformance
   Scenario: resource.k8s.io/v1 ResourceClaimTemplate
-    Given the following objects are created:
+    Given a watch on ResourceClaimTemplate objects labelled "crud=${namespace}"
+    And the following objects are created:
       """
       apiVersion: resource.k8s.io/v1
       kind: ResourceClaimTemplate
@@ -178,16 +202,19 @@ Feature: CRUD of the resource.k8s.io/v1 types
             - name: req-0
               exactly: { deviceClassName: dra.example.com }
       """
-    Then listing ResourceClaimTemplate objects labelled "crud=${namespace}" finds "crud-template"
+    Then the watch sees ResourceClaimTemplate "crud-template" added
+    And listing ResourceClaimTemplate objects labelled "crud=${namespace}" finds "crud-template"
     When ResourceClaimTemplate "crud-template" is updated with:
       """
       metadata: { labels: { test.dra.example.com: update } }
       """
-    And ResourceClaimTemplate "crud-template" is patched with a strategic merge patch:
+    Then the watch sees ResourceClaimTemplate "crud-template" modified
+    When ResourceClaimTemplate "crud-template" is patched with a strategic merge patch:
       """
       metadata: { labels: { strategic.dra.example.com: test } }
       """
-    Then ResourceClaimTemplate "crud-template" has:
+    Then the watch sees ResourceClaimTemplate "crud-template" modified
+    And ResourceClaimTemplate "crud-template" has:
       """
       metadata:
         labels: { crud: "${namespace}", test.dra.example.com: update, strategic.dra.example.com: test }
@@ -198,10 +225,12 @@ Feature: CRUD of the resource.k8s.io/v1 types
             - name: req-0
       """
     When ResourceClaimTemplate objects labelled "crud=${namespace}" are deleted as a collection
+    Then the watch sees ResourceClaimTemplate "crud-template" deleted
 
   @conformance
   Scenario: resource.k8s.io/v1 ResourceSlice
-    Given the following objects are created:
+    Given a watch on ResourceSlice objects labelled "crud=${namespace}"
+    And the following objects are created:
       """
       apiVersion: resource.k8s.io/v1
       kind: ResourceSlice
@@ -213,14 +242,16 @@ Feature: CRUD of the resource.k8s.io/v1 types
         nodeName: no-such-node
         pool: { name: cluster, generation: 1, resourceSliceCount: 1 }
       """
-    Then listing ResourceSlice objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    Then the watch sees ResourceSlice "${namespace}-crud" added
+    And listing ResourceSlice objects labelled "crud=${namespace}" finds "${namespace}-crud"
     When ResourceSlice "${namespace}-crud" is updated with:
       """
       spec:
         devices:
         - name: device-0
       """
-    Then ResourceSlice "${namespace}-crud" has:
+    Then the watch sees ResourceSlice "${namespace}-crud" modified
+    And ResourceSlice "${namespace}-crud" has:
       """
       spec:
         nodeName: no-such-node
@@ -233,17 +264,20 @@ Feature: CRUD of the resource.k8s.io/v1 types
         devices:
         - name: device-1
       """
-    Then ResourceSlice "${namespace}-crud" has:
+    Then the watch sees ResourceSlice "${namespace}-crud" modified
+    And ResourceSlice "${namespace}-crud" has:
       """
       spec:
         devices:
         - name: device-1
       """
     When ResourceSlice objects labelled "crud=${namespace}" are deleted as a collection
+    Then the watch sees ResourceSlice "${namespace}-crud" deleted
 
   @conformance
   Scenario: resource.k8s.io/v1 DeviceTaintRule
-    Given the following objects are created:
+    Given a watch on DeviceTaintRule objects labelled "crud=${namespace}"
+    And the following objects are created:
       """
       apiVersion: resource.k8s.io/v1
       kind: DeviceTaintRule
@@ -256,13 +290,15 @@ Feature: CRUD of the resource.k8s.io/v1 types
         deviceSelector: { driver: no-such-driver.example.com }
         taint: { key: testing, effect: None }
       """
-    Then listing DeviceTaintRule objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    Then the watch sees DeviceTaintRule "${namespace}-crud" added
+    And listing DeviceTaintRule objects labelled "crud=${namespace}" finds "${namespace}-crud"
     When DeviceTaintRule "${namespace}-crud" is updated with:
       """
       spec:
         taint: { key: testing, effect: NoExecute }
       """
-    Then DeviceTaintRule "${namespace}-crud" has:
+    Then the watch sees DeviceTaintRule "${namespace}-crud" modified
+    And DeviceTaintRule "${namespace}-crud" has:
       """
       spec:
         taint: { key: testing, effect: NoExecute }
@@ -277,7 +313,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
           message: set by an update
           lastTransitionTime: "2026-01-01T00:00:00Z"
       """
-    Then the status of DeviceTaintRule "${namespace}-crud" has:
+    Then the watch sees DeviceTaintRule "${namespace}-crud" modified
+    And the status of DeviceTaintRule "${namespace}-crud" has:
       """
       status:
         conditions:
@@ -293,19 +330,22 @@ Feature: CRUD of the resource.k8s.io/v1 types
           message: set by a patch
           lastTransitionTime: "2026-01-01T00:00:00Z"
       """
-    Then the status of DeviceTaintRule "${namespace}-crud" has:
+    Then the watch sees DeviceTaintRule "${namespace}-crud" modified
+    And the status of DeviceTaintRule "${namespace}-crud" has:
       """
       status:
         conditions:
         - { type: Testing, status: "True", message: set by a patch }
       """
     When DeviceTaintRule objects labelled "crud=${namespace}" are deleted as a collection
+    Then the watch sees DeviceTaintRule "${namespace}-crud" deleted
 
   # Not conformance upstream: an alpha API. Its spec is immutable, so the
   # update and the patch change labels; the status is the controller's.
   @FeatureGate:DRAResourcePoolStatus
   Scenario: resource.k8s.io/v1alpha3 ResourcePoolStatusRequest
-    Given the following objects are created:
+    Given a watch on ResourcePoolStatusRequest objects labelled "crud=${namespace}"
+    And the following objects are created:
       """
       apiVersion: resource.k8s.io/v1alpha3
       kind: ResourcePoolStatusRequest
@@ -315,7 +355,8 @@ Feature: CRUD of the resource.k8s.io/v1 types
       spec:
         driver: dra.example.com
       """
-    Then listing ResourcePoolStatusRequest objects labelled "crud=${namespace}" finds "${namespace}-crud"
+    Then the watch sees ResourcePoolStatusRequest "${namespace}-crud" added
+    And listing ResourcePoolStatusRequest objects labelled "crud=${namespace}" finds "${namespace}-crud"
     And ResourcePoolStatusRequest "${namespace}-crud" has:
       """
       spec: { driver: dra.example.com }
@@ -324,14 +365,17 @@ Feature: CRUD of the resource.k8s.io/v1 types
       """
       metadata: { labels: { test.dra.example.com: test } }
       """
-    And ResourcePoolStatusRequest "${namespace}-crud" is patched with a strategic merge patch:
+    Then the watch sees ResourcePoolStatusRequest "${namespace}-crud" modified
+    When ResourcePoolStatusRequest "${namespace}-crud" is patched with a strategic merge patch:
       """
       metadata: { labels: { strategic.dra.example.com: test } }
       """
-    Then ResourcePoolStatusRequest "${namespace}-crud" has:
+    Then the watch sees ResourcePoolStatusRequest "${namespace}-crud" modified
+    And ResourcePoolStatusRequest "${namespace}-crud" has:
       """
       metadata:
         labels: { crud: "${namespace}", test.dra.example.com: test, strategic.dra.example.com: test }
       spec: { driver: dra.example.com }
       """
     When ResourcePoolStatusRequest objects labelled "crud=${namespace}" are deleted as a collection
+    Then the watch sees ResourcePoolStatusRequest "${namespace}-crud" deleted

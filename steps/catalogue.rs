@@ -394,7 +394,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then a ResourceSlice controller publishes <n> maximum-size slice(s), rests for <duration> and shrinks them to one empty slice",
-                description: "Upstream's ResourceSlice controller check in one step (the controller lives only as long as the step): a controller for a driver of its own publishes n slices of 128 devices with 32 attributes each, names and values of maximum length; each is 600 KiB to 1 MiB in protobuf; the controller made exactly n creates and then nothing for the duration; asked for one empty slice, it deletes the n and creates that one (n+1 creates, n deletes), and rests again. Its slices are deleted at the end, pass or fail.",
+                description: "Upstream's ResourceSlice controller check in one step (the controller lives only as long as the step): a controller for a driver of its own publishes n slices of 128 devices with 32 attributes each, names and values of maximum length; each is 600 KiB to 1 MiB in protobuf (a table row `| slice size in protobuf | <min> to <max> KiB |` states other bounds); the driver has no slice beyond the n; the controller made exactly n creates (any further write fails at once) and then nothing for the duration; asked for one empty slice, it deletes the n and creates that one (n+1 creates, n deletes), and rests again. Its slices are deleted at the end, pass or fail.",
                 example: "Then a ResourceSlice controller publishes 10 maximum-size slices, rests for 20s and shrinks them to one empty slice",
             },
         ],
@@ -491,6 +491,21 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "When <Kind> \"<name>\" is deleted",
                 description: "Delete the object and wait (1 minute) until it is gone.",
                 example: "When ResourceClaimTemplate \"crud-template\" is deleted",
+            },
+            Entry {
+                pattern: "When <Kind> \"<name>\" is marked for deletion",
+                description: "One delete request, not waiting for the object to go: a finalizer keeps it, terminating, for the steps after.",
+                example: "When Pod \"tester-1\" is marked for deletion",
+            },
+            Entry {
+                pattern: "Given a watch on <Kind> objects labelled \"<k=v>\"",
+                description: "Open a watch (upstream's conformance helper opens an informer) before the objects exist: none may be listed yet. Kinds beyond the steps' own resolve through the preferred version of resource.k8s.io.",
+                example: "Given a watch on DeviceClass objects labelled \"crud=${namespace}\"",
+            },
+            Entry {
+                pattern: "Then the watch sees <Kind> \"<name>\" added|modified|deleted",
+                description: "The watch's events since the check before, as upstream matches them: `added` is ADDED (then MODIFIED by others may follow), `modified` is one or more MODIFIED, `deleted` is any MODIFIED then DELETED; every event about this object, with the UID it was added with, resource versions never going back; the event must come within 10 s.",
+                example: "Then the watch sees DeviceClass \"${namespace}-crud\" modified",
             },
             Entry {
                 pattern: "Then creating the following objects as <identity> fails with \"<text>\":|succeeds:",

@@ -1,11 +1,13 @@
 //! Objects a scenario created from manifests, addressed as `<Kind> "<name>"`:
 //! patch them (spec or status), read them back, list and delete them. Enough
 //! for upstream's CRUD tests without a step per resource type.
+use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
-use cucumber::{then, when};
+use cucumber::{given, then, when};
 use futures::TryStreamExt as _;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -81,6 +83,23 @@ sentences! {
 
     #[when(expr = "{kind} {string} is deleted")]
     fn deleted(kind: Kind, name: String);
+
+    /// One DELETE request, without waiting: a finalizer keeps the object,
+    /// terminating, for later steps.
+    #[when(expr = "{kind} {string} is marked for deletion")]
+    fn marked_for_deletion(kind: Kind, name: String);
+
+    /// Opened before the objects exist, as upstream's conformance helper
+    /// starts its informer: nothing may be listed yet.
+    #[given(expr = "a watch on {kind} objects labelled {string}")]
+    fn watch_started(kind: Kind, label: String);
+
+    /// The events since the previous check, as upstream's helper matches
+    /// them: `added` is ADDED then any MODIFIED, `modified` one or more
+    /// MODIFIED, `deleted` any MODIFIED then DELETED; all about this
+    /// object (its UID as added), resource versions never going back.
+    #[then(expr = "the watch sees {kind} {string} {watchevent}")]
+    fn watch_sees(kind: Kind, name: String, event: Watched);
 }
 
 /// How long a deleted object may take to go (finalizers run first).
@@ -777,10 +796,369 @@ async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> 
     Ok(())
 }
 
+async fn marked_for_deletion(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting {kind} {name}"))?;
+    Ok(())
+}
+
+/// The event a watch check expects of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "watchevent", regex = "added|modified|deleted")]
+pub enum Watched {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl std::str::FromStr for Watched {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "added" => Ok(Watched::Added),
+            "modified" => Ok(Watched::Modified),
+            "deleted" => Ok(Watched::Deleted),
+            o => Err(format!("unknown watch event {o:?}")),
+        }
+    }
+}
+
+impl Watched {
+    /// The watch event's type as the API names it.
+    fn event(self) -> &'static str {
+        match self {
+            Watched::Added => "ADDED",
+            Watched::Modified => "MODIFIED",
+            Watched::Deleted => "DELETED",
+        }
+    }
+}
+
+/// How long a watch event may take to arrive after the write that caused it
+/// returned.
+const EVENT_DELIVERY: Duration = Duration::from_secs(10);
+
+type EventStream =
+    Pin<Box<dyn futures::Stream<Item = Result<WatchEvent<DynamicObject>, kube::Error>> + Send>>;
+
+/// A scenario's watch on the objects of one kind with one label, and what
+/// its checks learnt so far.
+pub struct ObjectWatch {
+    kind: String,
+    label: String,
+    events: EventStream,
+    /// Each object's UID as its ADDED event gave it; a DELETED event ends it.
+    uids: BTreeMap<String, String>,
+    /// The resource version of the last event.
+    last_version: Option<u64>,
+}
+
+impl std::fmt::Debug for ObjectWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectWatch")
+            .field("kind", &self.kind)
+            .field("label", &self.label)
+            .field("uids", &self.uids)
+            .field("last_version", &self.last_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The API of `kind`: a DRA kind the steps know, or whatever version
+/// resource.k8s.io prefers for it.
+async fn watched_api(w: &World, kind: &str) -> anyhow::Result<Api<DynamicObject>> {
+    let client = w.client()?;
+    let (ar, namespaced) = match dra_kind(kind) {
+        Some(k) => k,
+        None => {
+            let group = kube::discovery::group(&client, "resource.k8s.io")
+                .await
+                .context("discovering the API group resource.k8s.io")?;
+            let (ar, caps) = group
+                .resources_by_stability()
+                .into_iter()
+                .find(|(ar, _)| ar.kind == kind)
+                .with_context(|| format!("the cluster serves no kind {kind} in resource.k8s.io"))?;
+            (ar, caps.scope == kube::discovery::Scope::Namespaced)
+        }
+    };
+    Ok(if namespaced {
+        Api::namespaced_with(client, &w.namespace, &ar)
+    } else {
+        Api::all_with(client, &ar)
+    })
+}
+
+async fn watch_started(w: &mut World, kind: Kind, label: String) -> anyhow::Result<()> {
+    let label = objects::expand(&label, &w.vars())?;
+    let api = watched_api(w, &kind.0).await?;
+    let list = api
+        .list(&ListParams::default().labels(&label))
+        .await
+        .with_context(|| format!("listing {kind} objects labelled {label}"))?;
+    let there: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    if !there.is_empty() {
+        bail!(
+            "a watch on {kind} objects labelled {label} must start before they exist; there are already {there:?}"
+        );
+    }
+    let rv = list.metadata.resource_version.unwrap_or_default();
+    let events = api
+        .watch(&WatchParams::default().labels(&label), &rv)
+        .await
+        .with_context(|| format!("watching {kind} objects labelled {label}"))?;
+    w.crud_watch = Some(ObjectWatch {
+        kind: kind.0,
+        label,
+        events: Box::pin(events),
+        uids: BTreeMap::new(),
+        last_version: None,
+    });
+    Ok(())
+}
+
+/// One watch event in a failure message: `ADDED a (uid u, version 7)`.
+fn describe(e: &WatchEvent<DynamicObject>) -> String {
+    let (what, o) = match e {
+        WatchEvent::Added(o) => ("ADDED", o),
+        WatchEvent::Modified(o) => ("MODIFIED", o),
+        WatchEvent::Deleted(o) => ("DELETED", o),
+        WatchEvent::Bookmark(_) => return "BOOKMARK".to_owned(),
+        WatchEvent::Error(e) => return format!("ERROR {e}"),
+    };
+    format!(
+        "{what} {} (uid {}, version {})",
+        o.metadata.name.as_deref().unwrap_or("?"),
+        o.metadata.uid.as_deref().unwrap_or("?"),
+        o.metadata.resource_version.as_deref().unwrap_or("?")
+    )
+}
+
+/// Where an event sequence stands against what a check expects.
+#[derive(Debug, PartialEq, Eq)]
+enum Progress {
+    /// The expected event came.
+    Seen,
+    /// Nothing wrong yet; more events are needed.
+    Waiting,
+    /// An event the expectation rules out.
+    Wrong(String),
+}
+
+impl ObjectWatch {
+    /// Checks one event of `name` against `want`, given how many events
+    /// about it this check has taken already.
+    fn step(
+        &mut self,
+        name: &str,
+        want: Watched,
+        taken: usize,
+        e: &WatchEvent<DynamicObject>,
+    ) -> Progress {
+        let (o, kind) = match e {
+            WatchEvent::Added(o) => (o, Watched::Added),
+            WatchEvent::Modified(o) => (o, Watched::Modified),
+            WatchEvent::Deleted(o) => (o, Watched::Deleted),
+            WatchEvent::Bookmark(_) => return Progress::Waiting,
+            WatchEvent::Error(_) => return Progress::Wrong("the watch failed".to_owned()),
+        };
+        let got_name = o.metadata.name.clone().unwrap_or_default();
+        if got_name != name {
+            return Progress::Wrong(format!("an event about {got_name}, not {name}"));
+        }
+        let uid = o.metadata.uid.clone().unwrap_or_default();
+        match (kind, self.uids.get(name)) {
+            (Watched::Added, Some(old)) => {
+                return Progress::Wrong(format!(
+                    "{name} added again (uid {uid}) while {old} was never seen deleted"
+                ));
+            }
+            (Watched::Added, None) => {}
+            (_, Some(known)) if *known != uid => {
+                return Progress::Wrong(format!(
+                    "an event about another {name} (uid {uid}, added as {known})"
+                ));
+            }
+            (_, None) => {
+                return Progress::Wrong(format!("an event about {name} before it was seen added"));
+            }
+            _ => {}
+        }
+        let version = o.metadata.resource_version.as_deref().unwrap_or_default();
+        let Ok(version) = version.parse::<u64>() else {
+            return Progress::Wrong(format!("resource version {version:?} is not a number"));
+        };
+        if let Some(last) = self.last_version
+            && version < last
+        {
+            return Progress::Wrong(format!(
+                "resource version {version} is lower than the one before it, {last}"
+            ));
+        }
+        self.last_version = Some(version);
+        match kind {
+            Watched::Added => {
+                self.uids.insert(name.to_owned(), uid);
+            }
+            Watched::Deleted => {
+                self.uids.remove(name);
+            }
+            Watched::Modified => {}
+        }
+        match (want, kind) {
+            (Watched::Added, Watched::Added) if taken == 0 => Progress::Seen,
+            (Watched::Added, _) => Progress::Wrong(format!(
+                "{} first, where ADDED was to come first",
+                kind.event()
+            )),
+            (Watched::Modified, Watched::Modified) => Progress::Seen,
+            (Watched::Deleted, Watched::Deleted) => Progress::Seen,
+            (_, Watched::Modified) => Progress::Waiting,
+            (_, other) => Progress::Wrong(format!(
+                "{} where {} was to come",
+                other.event(),
+                want.event()
+            )),
+        }
+    }
+}
+
+async fn watch_sees(w: &mut World, kind: Kind, name: String, want: Watched) -> anyhow::Result<()> {
+    let name = objects::expand(&name, &w.vars())?;
+    let watch = w.crud_watch.as_mut().with_context(|| {
+        format!(
+            "no watch is open; start one with `Given a watch on {kind} objects labelled \"...\"`"
+        )
+    })?;
+    if watch.kind != kind.0 {
+        bail!(
+            "the watch is on {} objects labelled {}, not on {kind}",
+            watch.kind,
+            watch.label
+        );
+    }
+    let what = format!(
+        "the watch on {kind} objects labelled {} to see {name} {}",
+        watch.label,
+        format!("{want:?}").to_lowercase()
+    );
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + EVENT_DELIVERY;
+    loop {
+        let next = tokio::time::timeout_at(deadline, watch.events.try_next()).await;
+        let e = match next {
+            Err(_) => bail!(
+                "timed out after {EVENT_DELIVERY:?} waiting for {what}; since the check before it saw {}",
+                if seen.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    seen.join(", ")
+                }
+            ),
+            Ok(Ok(Some(e))) => e,
+            Ok(Ok(None)) => bail!("{what}: the watch ended; it saw {seen:?}"),
+            Ok(Err(e)) => bail!("{what}: the watch failed: {e}"),
+        };
+        seen.push(describe(&e));
+        match watch.step(&name, want, seen.len() - 1, &e) {
+            Progress::Seen => return Ok(()),
+            Progress::Waiting => {}
+            Progress::Wrong(why) => bail!("{what}: {why}; it saw {}", seen.join(", ")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{DRA_KINDS, at_path, contains, dra_kind, extra_field, forbidden};
+    use super::{
+        DRA_KINDS, ObjectWatch, Progress, Watched, at_path, contains, dra_kind, extra_field,
+        forbidden,
+    };
+    use kube::api::{DynamicObject, WatchEvent};
     use serde_json::json;
+
+    fn object(name: &str, uid: &str, version: u64) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": { "name": name, "uid": uid, "resourceVersion": version.to_string() },
+        }))
+        .unwrap()
+    }
+
+    fn watch() -> ObjectWatch {
+        ObjectWatch {
+            kind: "DeviceClass".into(),
+            label: "crud=x".into(),
+            events: Box::pin(futures::stream::empty()),
+            uids: Default::default(),
+            last_version: None,
+        }
+    }
+
+    fn wrong(p: Progress) -> String {
+        match p {
+            Progress::Wrong(why) => why,
+            other => panic!("expected a wrong event, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_watch_follows_one_object_through_its_life() {
+        let mut w = watch();
+        let added = WatchEvent::Added(object("a", "u1", 5));
+        assert_eq!(w.step("a", Watched::Added, 0, &added), Progress::Seen);
+        // Others' writes before the expected event are allowed.
+        let by_others = WatchEvent::Modified(object("a", "u1", 6));
+        assert_eq!(
+            w.step("a", Watched::Deleted, 0, &by_others),
+            Progress::Waiting
+        );
+        let ours = WatchEvent::Modified(object("a", "u1", 7));
+        assert_eq!(w.step("a", Watched::Modified, 0, &ours), Progress::Seen);
+        let gone = WatchEvent::Deleted(object("a", "u1", 8));
+        assert_eq!(w.step("a", Watched::Deleted, 1, &gone), Progress::Seen);
+        // Created again, with a new UID.
+        let again = WatchEvent::Added(object("a", "u2", 9));
+        assert_eq!(w.step("a", Watched::Added, 0, &again), Progress::Seen);
+    }
+
+    #[test]
+    fn a_watch_rejects_what_upstream_rejects() {
+        let mut w = watch();
+        assert_eq!(
+            w.step(
+                "a",
+                Watched::Added,
+                0,
+                &WatchEvent::Added(object("a", "u1", 5))
+            ),
+            Progress::Seen
+        );
+        let back = WatchEvent::Modified(object("a", "u1", 4));
+        let why = wrong(w.step("a", Watched::Modified, 0, &back));
+        assert!(
+            why.contains("resource version 4 is lower than the one before it, 5"),
+            "{why}"
+        );
+        let other_uid = WatchEvent::Modified(object("a", "u9", 6));
+        let why = wrong(w.step("a", Watched::Modified, 0, &other_uid));
+        assert!(why.contains("another a (uid u9, added as u1)"), "{why}");
+        let other_name = WatchEvent::Modified(object("b", "u1", 6));
+        let why = wrong(w.step("a", Watched::Modified, 0, &other_name));
+        assert!(why.contains("an event about b, not a"), "{why}");
+        let deleted = WatchEvent::Deleted(object("a", "u1", 6));
+        let why = wrong(w.step("a", Watched::Modified, 0, &deleted));
+        assert!(why.contains("DELETED where MODIFIED was to come"), "{why}");
+        let unknown = WatchEvent::Modified(object("c", "u3", 7));
+        let why = wrong(w.step("c", Watched::Modified, 0, &unknown));
+        assert!(why.contains("before it was seen added"), "{why}");
+    }
 
     fn api_error(status: serde_json::Value) -> anyhow::Error {
         let status: kube::core::Status = serde_json::from_value(status).unwrap();

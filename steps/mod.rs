@@ -137,6 +137,8 @@ pub struct World {
     pub outage: Option<Duration>,
     /// The scenario's current ResourcePoolStatusRequest and its checks.
     pub pool_request: Option<pool_status::PoolRequest>,
+    /// The watch "a watch on ... objects" opened, for "the watch sees ...".
+    pub crud_watch: Option<crud::ObjectWatch>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.

@@ -2,6 +2,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
@@ -47,9 +48,11 @@ sentences! {
     /// (the controller lives only as long as it): the slices are published,
     /// their size is near the API's limit, the controller made exactly those
     /// creates and then nothing for the duration; asked for one empty slice,
-    /// it deletes them all and creates that one, and again rests.
+    /// it deletes them all and creates that one, and again rests. A table
+    /// row `| slice size in protobuf | <min> to <max> KiB |` states other
+    /// size bounds than upstream's 600 to 1024 KiB.
     #[then(expr = "a ResourceSlice controller publishes {int} maximum-size slice(s), rests for {duration} and shrinks them to one empty slice")]
-    fn controller_round(slices: usize, rest: Dur);
+    fn controller_round(slices: usize, rest: Dur, step: Step<'_>);
 }
 
 /// Compares the fields that matter, ignoring server bookkeeping.
@@ -414,14 +417,48 @@ async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
 }
 
 /// Protobuf size bounds of a maximum-size slice, as upstream checks them.
-const MIN_SLICE_BYTES: usize = 600 * 1024;
-const MAX_SLICE_BYTES: usize = 1024 * 1024;
+const SLICE_BYTES: std::ops::Range<usize> = 600 * 1024..1024 * 1024;
+
+/// The size bounds a step's table states (`| slice size in protobuf | 600
+/// to 1024 KiB |`), upstream's without one.
+fn size_bounds(step: &Step) -> anyhow::Result<std::ops::Range<usize>> {
+    let Some(table) = &step.table else {
+        return Ok(SLICE_BYTES);
+    };
+    let mut bounds = SLICE_BYTES;
+    for row in &table.rows {
+        match row.as_slice() {
+            [key, value] if key.trim() == "slice size in protobuf" => {
+                let parsed = value
+                    .trim()
+                    .strip_suffix("KiB")
+                    .and_then(|v| v.split_once(" to "))
+                    .and_then(|(lo, hi)| {
+                        Some((
+                            lo.trim().parse::<usize>().ok()?,
+                            hi.trim().parse::<usize>().ok()?,
+                        ))
+                    });
+                let Some((lo, hi)) = parsed.filter(|(lo, hi)| lo < hi) else {
+                    bail!(
+                        "slice size in protobuf {value:?}: expected `<min> to <max> KiB`, min below max"
+                    );
+                };
+                bounds = lo * 1024..hi * 1024;
+            }
+            other => bail!(
+                "unknown row {other:?}; the table takes `| slice size in protobuf | <min> to <max> KiB |`"
+            ),
+        }
+    }
+    Ok(bounds)
+}
 
 /// Which slice sizes (name, bytes) are out of bounds.
-fn size_problems(sizes: &[(String, usize)]) -> Option<String> {
+fn size_problems(sizes: &[(String, usize)], bounds: &std::ops::Range<usize>) -> Option<String> {
     let bad: Vec<String> = sizes
         .iter()
-        .filter(|(_, b)| !(MIN_SLICE_BYTES..MAX_SLICE_BYTES).contains(b))
+        .filter(|(_, b)| !bounds.contains(b))
         .map(|(n, b)| format!("{n}: {b} bytes"))
         .collect();
     if sizes.is_empty() {
@@ -430,7 +467,9 @@ fn size_problems(sizes: &[(String, usize)]) -> Option<String> {
         None
     } else {
         Some(format!(
-            "slices not between {MIN_SLICE_BYTES} and {MAX_SLICE_BYTES} bytes in protobuf: {}",
+            "slices not between {} and {} bytes in protobuf: {}",
+            bounds.start,
+            bounds.end,
             bad.join(", ")
         ))
     }
@@ -464,6 +503,13 @@ async fn driver_slices_of(api: &Api<ResourceSlice>, driver: &str) -> Check<Vec<R
     }
 }
 
+/// The writes beyond `want`: counters only grow, so once one is past its
+/// expectation the controller wrote what nobody asked for.
+fn wrote_more(got: ControllerStats, want: ControllerStats) -> Option<String> {
+    (got.creates > want.creates || got.updates > want.updates || got.deletes > want.deletes)
+        .then(|| format!("the controller wrote {got}, more than the {want} expected"))
+}
+
 /// Waits until the controller's stats are `want`, then that they stay so.
 async fn stats_settle(
     c: &SliceController,
@@ -478,6 +524,8 @@ async fn stats_settle(
             let got = c.stats();
             if got == want {
                 Check::Done(())
+            } else if let Some(p) = wrote_more(got, want) {
+                Check::Fail(p)
             } else {
                 Check::Pending(got.to_string())
             }
@@ -507,6 +555,7 @@ async fn controller_checks(
     driver: &str,
     slices: usize,
     rest: Duration,
+    bounds: std::ops::Range<usize>,
 ) -> anyhow::Result<()> {
     let api: Api<ResourceSlice> = Api::all(client.clone());
     let published = wait::poll(
@@ -516,6 +565,20 @@ async fn controller_checks(
         || async {
             match driver_slices_of(&api, driver).await {
                 Check::Done(l) if l.len() == slices => Check::Done(l),
+                // The controller deletes what it does not want before it
+                // creates, so it never has more than it publishes.
+                Check::Done(l) if l.len() > slices => Check::Fail(format!(
+                    "{} slices of {driver}, more than the {slices} the controller publishes: {}",
+                    l.len(),
+                    l.iter()
+                        .map(|s| format!(
+                            "{} (pool {})",
+                            s.metadata.name.as_deref().unwrap_or("?"),
+                            s.spec.pool.name
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
                 Check::Done(l) => Check::Pending(format!("{} slices", l.len())),
                 other => other,
             }
@@ -527,7 +590,7 @@ async fn controller_checks(
         let name = s.metadata.name.clone().unwrap_or_default();
         sizes.push((name.clone(), protobuf_size(client, &name).await?));
     }
-    if let Some(p) = size_problems(&sizes) {
+    if let Some(p) = size_problems(&sizes, &bounds) {
         bail!(p);
     }
     let created = ControllerStats {
@@ -568,7 +631,8 @@ async fn controller_checks(
     stats_settle(c, shrunk, rest).await
 }
 
-async fn controller_round(w: &World, slices: usize, rest: Dur) -> anyhow::Result<()> {
+async fn controller_round(w: &World, slices: usize, rest: Dur, step: &Step) -> anyhow::Result<()> {
+    let bounds = size_bounds(step)?;
     let client = w.client()?;
     // As upstream: a driver of its own, named after the namespace.
     let driver = format!("{}.example.com", w.namespace);
@@ -578,7 +642,7 @@ async fn controller_round(w: &World, slices: usize, rest: Dur) -> anyhow::Result
         "network-attached",
         driver_slices::max_size_slices(slices),
     );
-    let checked = controller_checks(&client, &c, &driver, slices, rest.0).await;
+    let checked = controller_checks(&client, &c, &driver, slices, rest.0, bounds).await;
     c.stop().await;
     // Whatever happened, nothing of the driver stays behind.
     let api: Api<ResourceSlice> = Api::all(client);
@@ -612,13 +676,37 @@ mod tests {
     #[test]
     fn slice_sizes_out_of_bounds_are_named() {
         let ok = vec![("a".to_owned(), 700 * 1024)];
-        assert_eq!(size_problems(&ok), None);
+        assert_eq!(size_problems(&ok, &SLICE_BYTES), None);
         let small = vec![("a".to_owned(), 700 * 1024), ("b".to_owned(), 599 * 1024)];
-        let p = size_problems(&small).unwrap();
+        let p = size_problems(&small, &SLICE_BYTES).unwrap();
         assert!(p.contains("b: 613376 bytes") && !p.contains("a:"), "{p}");
         let big = vec![("c".to_owned(), 1024 * 1024)];
-        assert!(size_problems(&big).unwrap().contains("c: 1048576 bytes"));
-        assert_eq!(size_problems(&[]).as_deref(), Some("no slices to measure"));
+        assert!(
+            size_problems(&big, &SLICE_BYTES)
+                .unwrap()
+                .contains("c: 1048576 bytes")
+        );
+        assert_eq!(
+            size_problems(&[], &SLICE_BYTES).as_deref(),
+            Some("no slices to measure")
+        );
+    }
+
+    #[test]
+    fn writes_past_any_expectation_are_named() {
+        let want = ControllerStats {
+            creates: 10,
+            ..Default::default()
+        };
+        assert_eq!(wrote_more(want, want), None);
+        let fewer = ControllerStats {
+            creates: 9,
+            ..Default::default()
+        };
+        assert_eq!(wrote_more(fewer, want), None);
+        let deleted = ControllerStats { deletes: 1, ..want };
+        let p = wrote_more(deleted, want).unwrap();
+        assert!(p.contains("10 creates, 0 updates, 1 deletes"), "{p}");
     }
 
     #[test]

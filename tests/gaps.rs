@@ -1,0 +1,94 @@
+//! Evidence that three checks of issue 13 can fail: the CRUD watch's event
+//! sequence, the DisruptionTarget condition of a DeviceTaintRule eviction,
+//! and the ResourceSlice controller's slice count, size bounds and write
+//! statistics. The runner on tests/fixtures/gaps, whose scenarios each break
+//! what one check guards, must fail every scenario with that check's
+//! message and leave nothing behind.
+
+mod common;
+use common::*;
+
+#[test]
+fn every_restored_check_fails_its_broken_variant() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let o = local_run(
+        home.path(),
+        "gaps",
+        &["--step-timeout", "20s", "--junit", junit.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 9 failed"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+
+    const CONDITION: &str = "is terminating without the condition DisruptionTarget=True, \
+         reason DeletionByDeviceTaintManager, message \"Device Taint manager: deleting due to NoExecute taint\"";
+    // (scenario, the failing step, what its message must say)
+    let expected: [(&str, &str, &[&str]); 9] = [
+        (
+            "a patch that changes nothing is not seen modified",
+            "Then the watch sees DeviceClass \"${namespace}-same\" modified: ",
+            &[
+                "timed out after 10s waiting for the watch on DeviceClass objects labelled crud=",
+                "-same modified; since the check before it saw nothing",
+            ],
+        ),
+        (
+            "the watch sees another object first",
+            "Then the watch sees DeviceClass \"${namespace}-second\" added: ",
+            &["-first, not dra-e2e-", "; it saw ADDED dra-e2e-"],
+        ),
+        (
+            "an object that was only created is not seen deleted",
+            "Then the watch sees DeviceClass \"${namespace}-kept\" deleted: ",
+            &["ADDED where DELETED was to come; it saw ADDED dra-e2e-"],
+        ),
+        (
+            "a watch opened after the object exists",
+            "Given a watch on DeviceClass objects labelled \"crud=${namespace}\": ",
+            &["must start before they exist; there are already [\"dra-e2e-"],
+        ),
+        (
+            "a pod its user deleted before the rule is not evicted",
+            "Then pod \"tester-1\" is evicted by the device taint manager: ",
+            &[
+                CONDITION,
+                "its conditions: [\"PodReadyToStartContainers=True",
+            ],
+        ),
+        (
+            "a DisruptionTarget condition with another message",
+            "Then pod \"tester-1\" is evicted by the device taint manager: ",
+            &[
+                CONDITION,
+                "\"DisruptionTarget=True (DeletionByDeviceTaintManager: Device Taint manager: deleting for no reason)\"",
+            ],
+        ),
+        (
+            "a slice of another pool of the driver",
+            "Then a ResourceSlice controller publishes 0 maximum-size slices, rests for 1s and shrinks them to one empty slice: ",
+            &[
+                "1 slices of dra-e2e-",
+                "more than the 0 the controller publishes: dra-e2e-",
+                "-other (pool other)",
+            ],
+        ),
+        (
+            "a stale slice in the controller's pool",
+            "Then a ResourceSlice controller publishes 2 maximum-size slices, rests for 1s and shrinks them to one empty slice: ",
+            &[
+                "the controller wrote 2 creates, 0 updates, 1 deletes, more than the 2 creates, 0 updates, 0 deletes expected",
+            ],
+        ),
+        (
+            "size bounds no slice of the API reaches",
+            "Then a ResourceSlice controller publishes 1 maximum-size slice, rests for 1s and shrinks them to one empty slice: ",
+            &["slices not between 1048576 and 2097152 bytes in protobuf: dra-e2e-"],
+        ),
+    ];
+    assert_failures(&junit, &expected);
+    assert_nothing_left(home.path(), &t);
+}
