@@ -328,15 +328,23 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, run: &Timings) -> String 
         fixed[fixed.len() * 9 / 10].as_secs_f64()
     );
     let scenario_time: f64 = ran.iter().map(|(_, r)| r.duration.as_secs_f64()).sum();
-    for (part, of) in [
-        ("setup", (|r: &Record| &r.setup) as fn(&Record) -> &Timings),
+    // Only setup is part of a scenario's time; the rest runs beside later
+    // scenarios, so its share of scenario time would mean nothing.
+    for (part, of, within) in [
+        (
+            "setup",
+            (|r: &Record| &r.setup) as fn(&Record) -> &Timings,
+            true,
+        ),
         (
             "teardown, after the steps, beside the scenarios that followed",
             |r: &Record| &r.teardown,
+            false,
         ),
         (
             "after the scenarios, beside the ones that followed",
             |r: &Record| &r.after,
+            false,
         ),
     ] {
         let mut phases: BTreeMap<Phase, (Duration, usize)> = BTreeMap::new();
@@ -352,12 +360,18 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, run: &Timings) -> String 
         if phases.is_empty() {
             continue;
         }
-        let _ = writeln!(
-            out,
-            "{part}: {:.1}s in total ({:.0}% of scenario time)",
-            sum.as_secs_f64(),
-            100.0 * sum.as_secs_f64() / scenario_time.max(0.001)
-        );
+        let share = if within {
+            format!(
+                "{:.0}% of scenario time",
+                100.0 * sum.as_secs_f64() / scenario_time.max(0.001)
+            )
+        } else {
+            format!(
+                "{:.2}s per scenario, not in scenario time",
+                sum.as_secs_f64() / ran.len() as f64
+            )
+        };
+        let _ = writeln!(out, "{part}: {:.1}s in total ({share})", sum.as_secs_f64());
         let mut phases: Vec<_> = phases.into_iter().collect();
         phases.sort_by_key(|p| std::cmp::Reverse(p.1.0));
         for (phase, (d, n)) in phases {
@@ -493,6 +507,11 @@ mod tests {
         // Only harness phases count as fixed cost: 1 s of teardown each.
         assert!(t.contains("fixed cost per scenario"), "{t}");
         assert!(t.contains("median 1.00s"), "{t}");
+        // Teardown runs beside later scenarios: no share of their time.
+        assert!(
+            t.contains("teardown, after the steps, beside the scenarios that followed: 7.0s in total (1.00s per scenario, not in scenario time)"),
+            "{t}"
+        );
     }
 
     #[test]
