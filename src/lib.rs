@@ -21,6 +21,7 @@ pub mod conn;
 pub mod driver;
 pub mod host;
 pub mod images;
+pub mod later;
 pub mod node_files;
 pub mod node_host;
 pub mod node_ready;

@@ -39,20 +39,18 @@ impl Served {
     pub fn into_parts(mut self) -> (Incoming, Stopper) {
         (
             self.incoming,
-            Stopper(self.stop.take().map(std::sync::Mutex::new)),
+            Stopper(self.stop.take().map(crate::later::Later::from_boxed)),
         )
     }
 }
 
 /// Stops serving a socket: ends the agent and removes the socket file.
-/// (The mutex only makes a stopper shareable between threads, so a
-/// scenario's teardown can move to a task of its own; it is never locked.)
-pub struct Stopper(Option<std::sync::Mutex<BoxFuture<'static, ()>>>);
+pub struct Stopper(Option<crate::later::Later<()>>);
 
 impl Stopper {
     pub async fn stop(self) {
-        if let Some(f) = self.0 {
-            f.into_inner().unwrap_or_else(|p| p.into_inner()).await;
+        if let Some(stop) = self.0 {
+            stop.run().await;
         }
     }
 }

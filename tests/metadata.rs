@@ -11,33 +11,6 @@ use common::*;
 
 #[test]
 fn every_metadata_check_fails_its_broken_variant_on_a_real_node() {
-    let home = tempfile::tempdir().unwrap();
-    let junit = home.path().join("junit.xml");
-    let artifacts = home.path().join("artifacts");
-    let o = local_run(
-        home.path(),
-        "metadata",
-        &[
-            "--node-kind",
-            "real",
-            "--junit",
-            junit.to_str().unwrap(),
-            "--artifacts",
-            artifacts.to_str().unwrap(),
-        ],
-    )
-    // HOME is the test's; the node components stay where the build put them.
-    .env(
-        "DRA_E2E_NODE_BINARIES_DIR",
-        dra_e2e::real_node::binaries::locate(None).dir,
-    )
-    .output()
-    .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 4 failed"), "{t}");
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
-
     const DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
     // (scenario, the failing step, what its message must say)
     let expected: [(&str, &str, &[&str]); 4] = [
@@ -76,9 +49,14 @@ fn every_metadata_check_fails_its_broken_variant_on_a_real_node() {
             ],
         ),
     ];
-    assert_failures(&junit, &expected);
-    for (scenario, message) in junit_failures(&junit) {
+    let run = broken_variants_with("metadata", &["--node-kind", "real"], &expected, |c| {
+        // HOME is the test's; the node components stay where the build put them.
+        c.env(
+            "DRA_E2E_NODE_BINARIES_DIR",
+            dra_e2e::real_node::binaries::locate(None).dir,
+        );
+    });
+    for (scenario, message) in junit_failures(&run.junit) {
         assert!(message.contains(DIR), "{scenario}: {message}");
     }
-    assert_nothing_left(home.path(), &t);
 }

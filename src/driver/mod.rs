@@ -146,8 +146,7 @@ const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
 /// driver down still fails if the wait does, even when it ends later.
 pub struct Unfinished {
     phase: Phase,
-    /// In a mutex only to be shareable between threads; never locked.
-    wait: std::sync::Mutex<futures::future::BoxFuture<'static, Result<(), DriverError>>>,
+    wait: crate::later::Later<Result<(), DriverError>>,
 }
 
 impl std::fmt::Debug for Unfinished {
@@ -169,10 +168,7 @@ impl Unfinished {
     }
 
     pub async fn wait(self) -> Result<(), DriverError> {
-        self.wait
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .await
+        self.wait.run().await
     }
 }
 
@@ -906,12 +902,12 @@ impl Driver {
             let driver = self.name.clone();
             self.unfinished.push(Unfinished {
                 phase: Unfinished::PROXY_PODS_GONE,
-                wait: std::sync::Mutex::new(Box::pin(async move {
+                wait: crate::later::Later::new(async move {
                     rest.await.map_err(|e| DriverError::Other {
                         driver,
                         message: format!("removing the proxy pods: {e:#}"),
                     })
-                })),
+                }),
             });
         }
         laps.lap(&mut self.teardown_timings, Phase::harness("stop plugins"));
@@ -951,9 +947,9 @@ impl Driver {
             let (admin, driver) = (self.ctx.admin.clone(), self.name.clone());
             self.unfinished.push(Unfinished {
                 phase: Unfinished::SLICES_WIPED,
-                wait: std::sync::Mutex::new(Box::pin(async move {
+                wait: crate::later::Later::new(async move {
                     slices_removed(&admin, &driver, IS_GONE_TIMEOUT).await
-                })),
+                }),
             });
         }
         match first_error {

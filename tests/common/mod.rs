@@ -247,3 +247,60 @@ pub fn scenario_output<'a>(t: &'a str, name: &str) -> &'a str {
     let end = rest.find("Scenario: ").unwrap_or(rest.len());
     &rest[..end]
 }
+
+/// A run of a fixture directory whose every scenario breaks what one check
+/// guards, as it ended: its home (kept until dropped), output and JUnit report.
+pub struct BrokenRun {
+    pub home: tempfile::TempDir,
+    pub output: String,
+    pub junit: PathBuf,
+}
+
+/// Runs the runner on fixture directory `fixture` (with `extra` arguments)
+/// and checks that every scenario failed, each at the step and with the
+/// message parts `expected` gives (scenario, failing step, parts), and that
+/// nothing was left behind.
+pub fn broken_variants(
+    fixture: &str,
+    extra: &[&str],
+    expected: &[(&str, &str, &[&str])],
+) -> BrokenRun {
+    broken_variants_with(fixture, extra, expected, |_| {})
+}
+
+/// [`broken_variants`] with the command adjusted first (its environment).
+pub fn broken_variants_with(
+    fixture: &str,
+    extra: &[&str],
+    expected: &[(&str, &str, &[&str])],
+    adjust: impl FnOnce(&mut Command),
+) -> BrokenRun {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let artifacts = home.path().join("artifacts");
+    let mut command = local_run(home.path(), fixture, extra);
+    command
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--artifacts")
+        .arg(&artifacts);
+    adjust(&mut command);
+    let o = command.output().unwrap();
+    let output = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{output}");
+    assert!(
+        output.contains(&format!("0 passed, {} failed", expected.len())),
+        "{output}"
+    );
+    assert!(
+        output.contains("leak check: nothing left behind"),
+        "{output}"
+    );
+    assert_failures(&junit, expected);
+    assert_nothing_left(home.path(), &output);
+    BrokenRun {
+        home,
+        output,
+        junit,
+    }
+}
