@@ -322,6 +322,16 @@ pub const CATALOGUE: &[Topic] = &[
                 description: "/proc/1/oom_score_adj in the container, read by exec, is -997 (Guaranteed), 1000 (BestEffort), or for Burstable 1000 - 1000 * request / node memory capacity (at least 2), the request including the container's DRA share.",
                 example: "Then container \"c1\" of pod \"tester-1\" has the oom_score_adj of its QoS class for a memory request of \"1524Mi\"",
             },
+            Entry {
+                pattern: "When pod \"<name>\" is resized to: (table | container | resources |)",
+                description: "Patch the pod's resize subresource (strategic merge) to these resources (row `pod`: pod-level; what a row leaves out is removed), then wait (5 minutes) until the kubelet actuated it: no PodResizePending/PodResizeInProgress condition, status.observedGeneration caught up, pod Ready; fails at once when the resize is infeasible, and when a container restarted for it.",
+                example: "When pod \"tester-1\" is resized to:",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" has allocated resources: (table | allocation | resources |)",
+                description: "status.allocatedResources of the pod (row `pod`) and of each named container are exactly these (`cpu 1500m, memory 2000Mi`; `none`), compared as quantities; `(not checked)` skips a row.",
+                example: "Then pod \"tester-1\" has allocated resources:",
+            },
         ],
     },
     Topic {

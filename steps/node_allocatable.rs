@@ -31,6 +31,14 @@ sentences! {
         expr = "container {string} of pod {string} has the oom_score_adj of its QoS class for a memory request of {string}"
     )]
     fn oom_score_adj(container: String, pod: String, memory: String);
+
+    /// Patches the pod's `resize` subresource and waits until the kubelet
+    /// actuated it, as upstream's WaitForPodResizeActuation.
+    #[when(expr = "pod {string} is resized to:")]
+    fn resized(name: String, step: Step<'_>);
+
+    #[then(expr = "pod {string} has allocated resources:")]
+    fn allocated(name: String, step: Step<'_>);
 }
 
 /// Where upstream mounts the node's cgroup tree in the pod's first
@@ -553,6 +561,246 @@ async fn oom_score_adj(
     Ok(())
 }
 
+/// The strategic merge patch that asks for these resources: containers by
+/// name, the row `pod` for pod-level resources. Fields the row leaves out
+/// are removed, as upstream's two-way patch from the original to the
+/// desired pod does.
+fn resize_patch(pod: &Pod, rows: &[Vec<String>]) -> anyhow::Result<Value> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut containers = Vec::new();
+    let mut patch = json!({ "spec": {} });
+    for row in rows {
+        let [who, resources] = &row[..] else {
+            bail!("each row is | container | resources |, got {row:?}");
+        };
+        let want = requirements(resources)?;
+        let mut r = serde_json::Map::new();
+        for key in ["requests", "limits"] {
+            let mut list = want.get(key).cloned().unwrap_or_else(|| json!({}));
+            // A resource the pod has and the row does not: removed.
+            let had = if who == "pod" {
+                spec.resources.as_ref().and_then(|r| {
+                    if key == "requests" {
+                        r.requests.clone()
+                    } else {
+                        r.limits.clone()
+                    }
+                })
+            } else {
+                let c = spec
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == who)
+                    .with_context(|| format!("pod has no container {who:?}"))?;
+                c.resources.as_ref().and_then(|r| {
+                    if key == "requests" {
+                        r.requests.clone()
+                    } else {
+                        r.limits.clone()
+                    }
+                })
+            };
+            for name in had.iter().flat_map(|h| h.keys()) {
+                if list.get(name).is_none() {
+                    list[name] = Value::Null;
+                }
+            }
+            if list.as_object().is_some_and(|m| !m.is_empty()) {
+                r.insert(key.into(), list);
+            }
+        }
+        if r.is_empty() {
+            // Nothing asked and nothing to remove: not part of the resize.
+            continue;
+        }
+        if who == "pod" {
+            patch["spec"]["resources"] = Value::Object(r);
+        } else {
+            let mut c = json!({ "name": who });
+            c["resources"] = Value::Object(r);
+            containers.push(c);
+        }
+    }
+    if !containers.is_empty() {
+        patch["spec"]["containers"] = Value::Array(containers);
+    }
+    Ok(patch)
+}
+
+/// A resource list (`cpu 1500m, memory 2000Mi`) in thousandths, by name.
+fn resource_list(cell: &str) -> anyhow::Result<BTreeMap<String, i128>> {
+    let cell = cell.trim();
+    if cell == "none" || cell == "-" || cell.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    cell.split(',')
+        .map(str::trim)
+        .map(|item| {
+            let (name, q) = item
+                .split_once(' ')
+                .with_context(|| format!("{item:?} must be `<resource> <quantity>`"))?;
+            Ok((name.to_owned(), milli(q)?))
+        })
+        .collect()
+}
+
+fn list_of(
+    got: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> anyhow::Result<BTreeMap<String, i128>> {
+    got.into_iter()
+        .flatten()
+        .map(|(k, q)| Ok((k.clone(), milli(&q.0)?)))
+        .collect()
+}
+
+fn show(list: &BTreeMap<String, i128>) -> String {
+    if list.is_empty() {
+        return "nothing".to_owned();
+    }
+    list.iter()
+        .map(|(k, v)| {
+            if k == "cpu" {
+                format!("{k} {v}m")
+            } else {
+                format!("{k} {}", mebi(*v / 1000))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn resized(
+    w: &mut World,
+    name: String,
+    step: &cucumber::gherkin::Step,
+) -> anyhow::Result<()> {
+    let rows = table_rows(step, &["container", "resources"])?;
+    let pod = w.pod(&name).await?;
+    let patch = resize_patch(&pod, &rows)?;
+    let api = w.api::<Pod>()?;
+    let patched = api
+        .patch_subresource(
+            "resize",
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(&patch),
+        )
+        .await
+        .with_context(|| format!("resizing pod {name} with {patch}"))?;
+    let generation = patched.metadata.generation.unwrap_or(0);
+    let what = format!("the resize of pod {name} to be actuated");
+    crate::wait::object(
+        &api,
+        &name,
+        &what,
+        std::time::Duration::from_secs(300),
+        |p| {
+            let Some(p) = p else {
+                return crate::wait::Check::Fail(format!("pod {name} is gone"));
+            };
+            let status = p.status.clone().unwrap_or_default();
+            let conditions = status.conditions.unwrap_or_default();
+            if let Some(c) = conditions.iter().find(|c| {
+                c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Infeasible")
+            }) {
+                return crate::wait::Check::Fail(format!(
+                    "the kubelet finds the resize of pod {name} infeasible: {}",
+                    c.message.clone().unwrap_or_default()
+                ));
+            }
+            if let Some(c) = conditions
+                .iter()
+                .find(|c| c.type_ == "PodResizePending" || c.type_ == "PodResizeInProgress")
+            {
+                return crate::wait::Check::Pending(format!(
+                    "condition {} ({}: {})",
+                    c.type_,
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default()
+                ));
+            }
+            let observed = status.observed_generation.unwrap_or(0);
+            if observed < generation {
+                return crate::wait::Check::Pending(format!(
+                    "status.observedGeneration {observed} < generation {generation}"
+                ));
+            }
+            let ready = conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            if !ready {
+                return crate::wait::Check::Pending("the pod is not ready".to_owned());
+            }
+            crate::wait::Check::Done(())
+        },
+    )
+    .await?;
+    // In place: no container restarted for the resize (the default policy).
+    let pod = w.pod(&name).await?;
+    let restarted: Vec<String> = pod
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| c.restart_count != 0)
+        .map(|c| format!("{} restarted {} time(s)", c.name, c.restart_count))
+        .collect();
+    if !restarted.is_empty() {
+        bail!(
+            "pod {name} was resized by restarting containers: {}",
+            restarted.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn allocated(
+    w: &mut World,
+    name: String,
+    step: &cucumber::gherkin::Step,
+) -> anyhow::Result<()> {
+    let rows = table_rows(step, &["allocation", "resources"])?;
+    let status = w.pod(&name).await?.status.unwrap_or_default();
+    let mut problems = Vec::new();
+    for row in &rows {
+        let [who, cell] = &row[..] else {
+            bail!("each row is | allocation | resources |, got {row:?}");
+        };
+        if cell == "(not checked)" {
+            continue;
+        }
+        let want = resource_list(cell)?;
+        let (got, label) = if who == "pod" {
+            (
+                list_of(status.allocated_resources.as_ref())?,
+                format!("pod {name}"),
+            )
+        } else {
+            let c = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .find(|c| &c.name == who)
+                .with_context(|| format!("pod {name} has no status of container {who:?}"))?;
+            (
+                list_of(c.allocated_resources.as_ref())?,
+                format!("container {who} of pod {name}"),
+            )
+        };
+        if got != want {
+            problems.push(format!(
+                "{label}: allocatedResources are {}, expected {}",
+                show(&got),
+                show(&want)
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,6 +855,46 @@ mod tests {
         // 1524Mi of a 24 GiB node.
         assert_eq!(burstable_score(1524 << 20, 24 << 30), 938);
         assert_eq!(burstable_score(30 << 30, 24 << 30), 2);
+    }
+
+    #[test]
+    fn a_resize_patch_asks_for_the_rows_and_removes_what_they_leave_out() {
+        let rows = |r: &[[&str; 3]]| -> Vec<Vec<String>> {
+            r.iter()
+                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+                .collect()
+        };
+        let (pod, _) = build_pod(
+            "p",
+            &rows(&[["pod", "none", "-"], ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"]]),
+        )
+        .expect("valid");
+        let two = |r: &[[&str; 2]]| -> Vec<Vec<String>> {
+            r.iter()
+                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+                .collect()
+        };
+        let patch =
+            resize_patch(&pod, &two(&[["pod", "none"], ["c1", "cpu 1500m/2500m"]])).expect("valid");
+        assert_eq!(
+            patch,
+            json!({ "spec": { "containers": [{ "name": "c1", "resources": {
+                "requests": { "cpu": "1500m", "memory": null },
+                "limits": { "cpu": "2500m", "memory": null },
+            }}]}})
+        );
+        assert!(resize_patch(&pod, &two(&[["c9", "cpu 1"]])).is_err());
+        assert_eq!(
+            resource_list("cpu 1500m, memory 2000Mi").expect("valid"),
+            BTreeMap::from([
+                ("cpu".to_owned(), 1500),
+                ("memory".to_owned(), 2000 * (1000 << 20))
+            ])
+        );
+        assert_eq!(
+            show(&resource_list("cpu 3, memory 3Gi").expect("valid")),
+            "cpu 3000m, memory 3072Mi"
+        );
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! features/node_allocatable.feature can fail on a real node: the runner on
 //! tests/fixtures/node-allocatable, whose scenarios each expect one value
 //! without the devices' share (the pod's CPU request, a container's CPU and
-//! memory limits, a container's oom_score_adj), must fail every scenario with
-//! a message naming the file, what it held and what was expected. Needs root
+//! memory limits, a container's oom_score_adj) or, after a resize, a
+//! container's allocated resources with it, must fail every scenario with a
+//! message naming what was read and what was expected. Needs root
 //! and the node components (`make node`), like tests/real. The arithmetic
 //! (cpu.shares, quotas, cgroup v2 weights, Burstable scores) is checked by
 //! the unit tests in steps/node_allocatable.rs.
@@ -36,11 +37,11 @@ fn every_node_allocatable_check_fails_its_broken_variant_on_a_real_node() {
     .unwrap();
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 3 failed"), "{t}");
+    assert!(t.contains("0 passed, 4 failed"), "{t}");
     assert!(t.contains("leak check: nothing left behind"), "{t}");
 
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 3] = [
+    let expected: [(&str, &str, &[&str]); 4] = [
         (
             "the pod cgroup without the devices' CPU",
             "Then the cgroups of pod \"tester-1\" are:",
@@ -64,11 +65,25 @@ fn every_node_allocatable_check_fails_its_broken_variant_on_a_real_node() {
                 "(Burstable: 1000 - 1000 × 1024Mi / ",
             ],
         ),
+        (
+            "a container's allocated resources with the device's share",
+            "Then pod \"tester-1\" has allocated resources:",
+            &[
+                "container c1 of pod tester-1: allocatedResources are cpu 500m, memory 1000Mi, expected cpu 1500m, memory 2000Mi",
+            ],
+        ),
     ];
     assert_failures(&junit, &expected);
     // c2's row was right: only c1's values are reported.
     let failures = junit_failures(&junit);
     let container = &failures["a container cgroup without its device's share"];
     assert!(!container.contains("container c2"), "{container}");
+    // The pod's allocation was right after the resize: only c1's is reported.
+    let resized = &failures["a container's allocated resources with the device's share"];
+    assert_eq!(
+        resized.matches("allocatedResources are").count(),
+        1,
+        "{resized}"
+    );
     assert_nothing_left(home.path(), &t);
 }
