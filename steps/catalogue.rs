@@ -300,6 +300,41 @@ pub const CATALOGUE: &[Topic] = &[
         ],
     },
     Topic {
+        title: "Node-allocatable resources",
+        entries: &[
+            Entry {
+                pattern: "Given a slice of the driver on node <n> with devices \"<devices>\"",
+                description: "A ResourceSlice of the driver (pool `node-allocatable`) on the node, its devices carrying nodeAllocatableResources (gate DRANodeAllocatableResources): `name: <resource> <quantity> per device|pod|container [+ ...], ...`, devices separated by `;`. `per device` is a mapping (deviceMultiplier), `per pod` and `per container` an overhead. Use it with `a driver with no devices`.",
+                example: "Given a slice of the driver on node 0 with devices \"device-01: memory 1000Mi per device, cpu 1 per device\"",
+            },
+            Entry {
+                pattern: "When pod \"<name>\" with these containers is created: (table | container | resources | claims |)",
+                description: "Upstream's cgroup test pod: busybox containers sleeping until stopped, restartPolicy Never, the node's /sys/fs/cgroup mounted at /sysfscgroup in the first container. resources: `cpu 1/2, memory 1Gi/2Gi` (request/limit), `cpu 1000m` (request only), `cpu -/2` (limit only) or `none`; claims: external claims of those names, comma-separated, or `-`. A row named `pod` gives pod-level resources and claims no container uses.",
+                example: "When pod \"tester-1\" with these containers is created:",
+            },
+            Entry {
+                pattern: "Then the cgroups of pod \"<name>\" are: (table | cgroup | values |)",
+                description: "The pod's cgroup (row `pod`, found by its UID under the mounted tree) and each named container's own cgroup, read by exec, hold what the kubelet writes for these resources: `cpu request Q, cpu limit Q, memory limit Q` or `none` (cpu.shares/cpu.weight, cpu.cfs_quota_us/cpu.max, memory.limit_in_bytes/memory.max; a container row without a cpu request uses the container's own; an unset memory limit is not checked, as upstream).",
+                example: "Then the cgroups of pod \"tester-1\" are:",
+            },
+            Entry {
+                pattern: "Then container \"<c>\" of pod \"<name>\" has the oom_score_adj of its QoS class for a memory request of \"<quantity>\"",
+                description: "/proc/1/oom_score_adj in the container, read by exec, is -997 (Guaranteed), 1000 (BestEffort), or for Burstable 1000 - 1000 * request / node memory capacity (at least 2), the request including the container's DRA share.",
+                example: "Then container \"c1\" of pod \"tester-1\" has the oom_score_adj of its QoS class for a memory request of \"1524Mi\"",
+            },
+            Entry {
+                pattern: "When pod \"<name>\" is resized to: (table | container | resources |)",
+                description: "Patch the pod's resize subresource (strategic merge) to these resources (row `pod`: pod-level; what a row leaves out is removed), then wait (5 minutes) until the kubelet actuated it: no PodResizePending/PodResizeInProgress condition, status.observedGeneration caught up, pod Ready; fails at once when the resize is infeasible, and when a container restarted for it.",
+                example: "When pod \"tester-1\" is resized to:",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" has allocated resources: (table | allocation | resources |)",
+                description: "status.allocatedResources of the pod (row `pod`) and of each named container are exactly these (`cpu 1500m, memory 2000Mi`; `none`), compared as quantities; `(not checked)` skips a row.",
+                example: "Then pod \"tester-1\" has allocated resources:",
+            },
+        ],
+    },
+    Topic {
         title: "Device metadata",
         entries: &[
             Entry {

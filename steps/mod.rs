@@ -55,6 +55,7 @@ pub mod drivers;
 pub mod health;
 pub mod lifecycle;
 pub mod metadata;
+pub mod node_allocatable;
 pub mod node_ops;
 pub mod params;
 pub mod pods;

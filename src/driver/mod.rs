@@ -1,6 +1,7 @@
 //! The harness of one DRA test driver instance in one scenario: the Rust
 //! counterpart of upstream's `test/e2e/dra` Driver (SetUp, TearDown, IsGone,
 //! CallCount, Fail, Nodenames, slices).
+pub mod allocatable;
 pub mod rbac;
 pub mod slices;
 pub mod sockets;

@@ -1,0 +1,216 @@
+//! Devices that carry `nodeAllocatableResources` (gate
+//! DRANodeAllocatableResources): a device that models node CPU or memory
+//! itself (a mapping, per allocated device) or that costs the node some on
+//! top (an overhead, per pod and per container referencing the claim).
+//!
+//! Feature files describe them in one line, so that a case of upstream's
+//! table fits one row of an Examples table:
+//!
+//! ```text
+//! device-01: memory 1000Mi per device, cpu 1 per device; device-02: cpu 100m per pod + 100m per container
+//! ```
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::{
+    Device, NodeAllocatableMapping, NodeAllocatableOverhead, NodeAllocatableResource, ResourcePool,
+    ResourceSlice, ResourceSliceSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::ObjectMeta;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AllocatableError {
+    #[error(
+        "device {0:?} must be `<name>: <resource> <quantity> per device|pod|container [+ ...], ...`"
+    )]
+    Device(String),
+    #[error(
+        "{0:?} must be `<resource> <quantity> per device|pod|container`, terms joined by ` + `"
+    )]
+    Term(String),
+    #[error("{resource} of device {device} says `per {per}` twice")]
+    Twice {
+        device: String,
+        resource: String,
+        per: String,
+    },
+    #[error("no devices given")]
+    Empty,
+}
+
+/// The devices of a `;`-separated list (see the module docs).
+pub fn parse_devices(spec: &str) -> Result<Vec<Device>, AllocatableError> {
+    let devices: Vec<Device> = spec
+        .split(';')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(parse_device)
+        .collect::<Result<_, _>>()?;
+    if devices.is_empty() {
+        return Err(AllocatableError::Empty);
+    }
+    Ok(devices)
+}
+
+fn parse_device(spec: &str) -> Result<Device, AllocatableError> {
+    let (name, resources) = spec
+        .split_once(':')
+        .ok_or_else(|| AllocatableError::Device(spec.to_owned()))?;
+    let name = name.trim();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(AllocatableError::Device(spec.to_owned()));
+    }
+    let mut map: BTreeMap<String, NodeAllocatableResource> = BTreeMap::new();
+    for entry in resources.split(',').map(str::trim) {
+        let (resource, terms) = entry
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| AllocatableError::Term(entry.to_owned()))?;
+        let slot = map.entry(resource.to_owned()).or_default();
+        for term in terms.split('+').map(str::trim) {
+            let words: Vec<&str> = term.split_whitespace().collect();
+            let [quantity, "per", per] = words[..] else {
+                return Err(AllocatableError::Term(term.to_owned()));
+            };
+            let q = Some(Quantity(quantity.to_owned()));
+            let twice = || AllocatableError::Twice {
+                device: name.to_owned(),
+                resource: resource.to_owned(),
+                per: per.to_owned(),
+            };
+            match per {
+                "device" => {
+                    let m = slot
+                        .mapping
+                        .get_or_insert_with(NodeAllocatableMapping::default);
+                    if m.device_multiplier.is_some() {
+                        return Err(twice());
+                    }
+                    m.device_multiplier = q;
+                }
+                "pod" => {
+                    let o = slot
+                        .overhead
+                        .get_or_insert_with(NodeAllocatableOverhead::default);
+                    if o.per_pod.is_some() {
+                        return Err(twice());
+                    }
+                    o.per_pod = q;
+                }
+                "container" => {
+                    let o = slot
+                        .overhead
+                        .get_or_insert_with(NodeAllocatableOverhead::default);
+                    if o.per_container.is_some() {
+                        return Err(twice());
+                    }
+                    o.per_container = q;
+                }
+                _ => return Err(AllocatableError::Term(term.to_owned())),
+            }
+        }
+    }
+    Ok(Device {
+        name: name.to_owned(),
+        node_allocatable_resources: Some(map),
+        ..Device::default()
+    })
+}
+
+/// A slice of `driver` on `node` holding `devices` as the one slice of
+/// `pool`, as upstream's driver publishes its custom devices.
+pub fn slice(
+    name: &str,
+    driver: &str,
+    node: &str,
+    pool: &str,
+    devices: Vec<Device>,
+) -> ResourceSlice {
+    ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.to_owned(),
+            node_name: Some(node.to_owned()),
+            pool: ResourcePool {
+                name: pool.to_owned(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            devices: Some(devices),
+            ..ResourceSliceSpec::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mappings_and_overheads_become_the_api_fields() {
+        let devices = parse_devices(
+            "device-01: memory 1000Mi per device + 100Mi per pod + 100Mi per container, cpu 1 per device; \
+             device-02: hugepages-2Mi 100Mi per pod + 50Mi per container",
+        )
+        .expect("valid");
+        let v = serde_json::to_value(&devices).expect("serializes");
+        assert_eq!(
+            v,
+            json!([
+                { "name": "device-01", "nodeAllocatableResources": {
+                    "cpu": { "mapping": { "deviceMultiplier": "1" } },
+                    "memory": {
+                        "mapping": { "deviceMultiplier": "1000Mi" },
+                        "overhead": { "perPod": "100Mi", "perContainer": "100Mi" },
+                    },
+                }},
+                { "name": "device-02", "nodeAllocatableResources": {
+                    "hugepages-2Mi": { "overhead": { "perPod": "100Mi", "perContainer": "50Mi" } },
+                }},
+            ])
+        );
+    }
+
+    #[test]
+    fn a_malformed_spec_says_what_is_expected() {
+        assert_eq!(
+            parse_devices("device-01 memory 1Gi per device"),
+            Err(AllocatableError::Device(
+                "device-01 memory 1Gi per device".into()
+            ))
+        );
+        assert_eq!(
+            parse_devices("d: memory 1Gi per node"),
+            Err(AllocatableError::Term("1Gi per node".into()))
+        );
+        assert_eq!(
+            parse_devices("d: memory 1Gi"),
+            Err(AllocatableError::Term("1Gi".into()))
+        );
+        assert!(matches!(
+            parse_devices("d: cpu 1 per pod + 2 per pod"),
+            Err(AllocatableError::Twice { .. })
+        ));
+        assert_eq!(parse_devices(" ; "), Err(AllocatableError::Empty));
+    }
+
+    #[test]
+    fn the_slice_is_the_pools_only_one_on_the_node() {
+        let s = slice(
+            "s",
+            "d.k8s.io",
+            "n-0",
+            "p",
+            parse_devices("x: cpu 1 per device").expect("valid"),
+        );
+        let v = serde_json::to_value(&s).expect("serializes");
+        assert_eq!(v["spec"]["nodeName"], json!("n-0"));
+        assert_eq!(
+            v["spec"]["pool"],
+            json!({ "name": "p", "generation": 1, "resourceSliceCount": 1 })
+        );
+    }
+}

@@ -1,0 +1,937 @@
+//! Node-allocatable resources of DRA devices (gate
+//! DRANodeAllocatableResources), as upstream's
+//! `dra_node_allocatable_resources.go` checks them: the pod's and each
+//! container's cgroup values and each container's oom_score_adj, read on
+//! the node by exec into the pod's containers.
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context as _, bail};
+use cucumber::{given, then, when};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{ApiResource, DynamicObject};
+use serde_json::{Value, json};
+
+use super::World;
+use crate::driver::allocatable;
+use crate::objects::{SLEEP_UNTIL_TERMINATED, TEST_IMAGE};
+use crate::proxy::exec::{ExecTarget, exec_capture};
+
+sentences! {
+    #[given(expr = "a slice of the driver on node {int} with devices {string}")]
+    fn slice_with_devices(node: usize, devices: String);
+
+    #[when(expr = "pod {string} with these containers is created:")]
+    fn pod_with_containers(name: String, step: Step<'_>);
+
+    #[then(expr = "the cgroups of pod {string} are:")]
+    fn cgroups_are(name: String, step: Step<'_>);
+
+    #[then(
+        expr = "container {string} of pod {string} has the oom_score_adj of its QoS class for a memory request of {string}"
+    )]
+    fn oom_score_adj(container: String, pod: String, memory: String);
+
+    /// Patches the pod's `resize` subresource and waits until the kubelet
+    /// actuated it, as upstream's WaitForPodResizeActuation.
+    #[when(expr = "pod {string} is resized to:")]
+    fn resized(name: String, step: Step<'_>);
+
+    #[then(expr = "pod {string} has allocated resources:")]
+    fn allocated(name: String, step: Step<'_>);
+}
+
+/// Where upstream mounts the node's cgroup tree in the pod's first
+/// container, to find the pod's own cgroup.
+const CGROUP_MOUNT: &str = "/sysfscgroup";
+/// The CFS period the kubelet uses (µs).
+const QUOTA_PERIOD: i128 = 100_000;
+
+async fn slice_with_devices(w: &mut World, node: usize, devices: String) -> anyhow::Result<()> {
+    let devices = allocatable::parse_devices(&devices)?;
+    let node = w.node(node)?.to_owned();
+    let driver = w.driver(&super::params::DriverRef::The)?.name.clone();
+    let name = format!("{}-node-allocatable", w.namespace);
+    let slice = allocatable::slice(&name, &driver, &node, "node-allocatable", devices);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": serde_json::to_value(&slice.metadata)?,
+        "spec": serde_json::to_value(&slice.spec)?,
+    }))?;
+    let resource = ApiResource::erase::<ResourceSlice>(&());
+    let api = kube::Api::all_with(w.client()?, &resource);
+    w.create_object(&api, resource, false, &obj).await?;
+    // Alpha fields the API server does not know (gate off) are dropped
+    // silently; a slice without them would test nothing.
+    let back: ResourceSlice = kube::Api::all(w.client()?)
+        .get(&name)
+        .await
+        .with_context(|| format!("reading ResourceSlice {name} back"))?;
+    let kept = back
+        .spec
+        .devices
+        .iter()
+        .flatten()
+        .all(|d| d.node_allocatable_resources.is_some());
+    if !kept {
+        bail!(
+            "the API server dropped nodeAllocatableResources from ResourceSlice {name}: \
+             is the gate DRANodeAllocatableResources on?"
+        );
+    }
+    Ok(())
+}
+
+/// Resource requirements as written in a cell: `cpu 1/2, memory 1Gi/2Gi`
+/// (request/limit), `cpu 1000m` (request only), `cpu -/2` (limit only),
+/// `none`.
+fn requirements(cell: &str) -> anyhow::Result<Value> {
+    let mut requests = serde_json::Map::new();
+    let mut limits = serde_json::Map::new();
+    let cell = cell.trim();
+    if !(cell.is_empty() || cell == "none" || cell == "-") {
+        for item in cell.split(',').map(str::trim) {
+            let (resource, q) = item.split_once(' ').with_context(|| {
+                format!("{item:?} must be `<resource> <request>[/<limit>]` (e.g. `cpu 1/2`)")
+            })?;
+            let (req, lim) = q.trim().split_once('/').unwrap_or((q.trim(), "-"));
+            for (v, into) in [(req, &mut requests), (lim, &mut limits)] {
+                if v != "-" {
+                    milli(v)?;
+                    into.insert(resource.to_owned(), json!(v));
+                }
+            }
+        }
+    }
+    let mut r = serde_json::Map::new();
+    if !requests.is_empty() {
+        r.insert("requests".into(), Value::Object(requests));
+    }
+    if !limits.is_empty() {
+        r.insert("limits".into(), Value::Object(limits));
+    }
+    Ok(Value::Object(r))
+}
+
+fn claim_list(cell: &str) -> Vec<String> {
+    cell.split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && *c != "-" && *c != "none")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Upstream's test pod: busybox containers that sleep until stopped,
+/// restartPolicy Never, the node's cgroup tree mounted in the first
+/// container, pod claims (sorted) naming external claims of the same name.
+fn build_pod(name: &str, rows: &[Vec<String>]) -> anyhow::Result<(Pod, Vec<String>)> {
+    let mut containers = Vec::new();
+    let mut pod_resources = None;
+    let mut claims = BTreeSet::new();
+    for row in rows {
+        let [who, resources, used] = &row[..] else {
+            bail!("each row is | container | resources | claims |, got {row:?}");
+        };
+        let used = claim_list(used);
+        claims.extend(used.iter().cloned());
+        if who == "pod" {
+            // Pod-level resources; its claims are referenced by no container.
+            let r = requirements(resources)?;
+            if r.as_object().is_some_and(|m| !m.is_empty()) {
+                pod_resources = Some(r);
+            }
+            continue;
+        }
+        let mut resources = requirements(resources)?;
+        if !used.is_empty() {
+            resources["claims"] = json!(
+                used.iter()
+                    .map(|c| json!({ "name": c }))
+                    .collect::<Vec<_>>()
+            );
+        }
+        containers.push(json!({
+            "name": who,
+            "image": TEST_IMAGE,
+            "command": ["/bin/sh"],
+            "args": ["-c", SLEEP_UNTIL_TERMINATED],
+            "resources": resources,
+        }));
+    }
+    let Some(first) = containers.first_mut() else {
+        bail!("the pod needs at least one container row");
+    };
+    first["volumeMounts"] = json!([{ "name": "sysfscgroup", "mountPath": CGROUP_MOUNT }]);
+    let claims: Vec<String> = claims.into_iter().collect();
+    let mut spec = json!({
+        "restartPolicy": "Never",
+        "containers": containers,
+        "volumes": [{ "name": "sysfscgroup", "hostPath": { "path": "/sys/fs/cgroup" } }],
+        "resourceClaims": claims.iter().map(|c| json!({ "name": c, "resourceClaimName": c })).collect::<Vec<_>>(),
+    });
+    if let Some(r) = pod_resources {
+        spec["resources"] = r;
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))
+    .context("building the pod")?;
+    Ok((pod, claims))
+}
+
+fn table_rows(step: &cucumber::gherkin::Step, header: &[&str]) -> anyhow::Result<Vec<Vec<String>>> {
+    let want = format!("| {} |", header.join(" | "));
+    let table = step
+        .table
+        .as_ref()
+        .with_context(|| format!("this step needs a table {want}"))?;
+    let Some((head, rows)) = table.rows.split_first() else {
+        bail!("the table is empty; it needs {want}");
+    };
+    if head.iter().map(String::as_str).ne(header.iter().copied()) {
+        bail!("the table's header must be {want}, got {head:?}");
+    }
+    Ok(rows.to_vec())
+}
+
+async fn pod_with_containers(
+    w: &mut World,
+    name: String,
+    step: &cucumber::gherkin::Step,
+) -> anyhow::Result<()> {
+    let rows = table_rows(step, &["container", "resources", "claims"])?;
+    let (pod, claims) = build_pod(&name, &rows)?;
+    w.create_pod(&pod, claims).await
+}
+
+/// A quantity in thousandths of its unit (millicores, or bytes × 1000),
+/// rounded up as the API server's `MilliValue` does.
+fn milli(q: &str) -> anyhow::Result<i128> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let factor: i128 = match suffix {
+        "" => 1000,
+        "m" => 1,
+        "k" => 1_000_000,
+        "M" => 1_000_000_000,
+        "G" => 1_000_000_000_000,
+        "Ki" => 1000 << 10,
+        "Mi" => 1000 << 20,
+        "Gi" => 1000 << 30,
+        "Ti" => 1000 << 40,
+        _ => bail!("{q:?} is not a quantity (like 100m, 2, 1Gi, 1000Mi)"),
+    };
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if whole.is_empty() && frac.is_empty() {
+        bail!("{q:?} is not a quantity (like 100m, 2, 1Gi, 1000Mi)");
+    }
+    let whole: i128 = if whole.is_empty() { 0 } else { whole.parse()? };
+    let mut value = whole * factor;
+    if !frac.is_empty() {
+        let f: i128 = frac.parse()?;
+        let scale = 10i128.pow(u32::try_from(frac.len())?);
+        value += (f * factor + scale - 1) / scale;
+    }
+    Ok(value)
+}
+
+/// What a cgroup row expects, in upstream's terms: the resources the
+/// kubelet should have written (`cpu request 3000m, cpu limit 5000m,
+/// memory limit 5096Mi`; `none` for nothing set).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Expected {
+    cpu_request: Option<i128>,
+    cpu_limit: Option<i128>,
+    memory_limit: Option<i128>,
+}
+
+fn expected(cell: &str) -> anyhow::Result<Expected> {
+    let mut e = Expected::default();
+    let cell = cell.trim();
+    if cell == "none" || cell.is_empty() {
+        return Ok(e);
+    }
+    for item in cell.split(',').map(str::trim) {
+        let words: Vec<&str> = item.split_whitespace().collect();
+        let (slot, q, unit) = match words[..] {
+            ["cpu", "request", q] => (&mut e.cpu_request, q, 1),
+            ["cpu", "limit", q] => (&mut e.cpu_limit, q, 1),
+            ["memory", "limit", q] => (&mut e.memory_limit, q, 1000),
+            _ => bail!(
+                "{item:?} must be `cpu request Q`, `cpu limit Q` or `memory limit Q` (or the cell `none`)"
+            ),
+        };
+        *slot = Some(milli(q)? / unit);
+    }
+    Ok(e)
+}
+
+/// The kubelet's cpu.shares for a CPU request (MilliCPUToShares).
+fn shares(milli_cpu: i128) -> i128 {
+    (milli_cpu * 1024 / 1000).clamp(2, 262_144)
+}
+
+/// The values the cgroup files must hold, each with the alternatives upstream
+/// accepts: file name → (allowed values, what they stand for).
+fn files(
+    e: &Expected,
+    spec_cpu_request: i128,
+    v2: bool,
+) -> Vec<(&'static str, Vec<String>, String)> {
+    let mut out = Vec::new();
+    let request = e.cpu_request.unwrap_or(spec_cpu_request);
+    let limit = e.cpu_limit.unwrap_or(0);
+    let s = if request == 0 && limit != 0 {
+        shares(limit)
+    } else {
+        shares(request)
+    };
+    let why_shares = format!(
+        "cpu request {}m",
+        if request == 0 && limit != 0 {
+            limit
+        } else {
+            request
+        }
+    );
+    if v2 {
+        let old = 1 + ((s - 2) * 9999) / 262_142;
+        // runc 1.3's conversion, which upstream accepts beside the old one.
+        #[allow(clippy::cast_precision_loss)]
+        let l = (s as f64).log2();
+        #[allow(clippy::cast_possible_truncation)]
+        let new = 10f64.powf((l * l + 125.0 * l) / 612.0 - 7.0 / 34.0).ceil() as i128;
+        out.push((
+            "cpu.weight",
+            vec![old.to_string(), new.to_string()],
+            why_shares,
+        ));
+    } else {
+        out.push(("cpu.shares", vec![s.to_string()], why_shares));
+    }
+    let quotas: Vec<i128> = if limit == 0 {
+        vec![-1]
+    } else {
+        let q = |m: i128| (m * QUOTA_PERIOD / 1000).max(1000);
+        let mut v = vec![q(limit)];
+        if limit % 10 != 0 {
+            v.push(q((limit / 10 + 1) * 10));
+        }
+        v
+    };
+    let why_limit = if limit == 0 {
+        "no cpu limit".to_owned()
+    } else {
+        format!("cpu limit {limit}m")
+    };
+    if v2 {
+        let v = quotas
+            .iter()
+            .map(|q| {
+                if *q == -1 {
+                    format!("max {QUOTA_PERIOD}")
+                } else {
+                    format!("{q} {QUOTA_PERIOD}")
+                }
+            })
+            .collect();
+        out.push(("cpu.max", v, why_limit));
+    } else {
+        out.push((
+            "cpu.cfs_quota_us",
+            quotas.iter().map(i128::to_string).collect(),
+            why_limit,
+        ));
+    }
+    // Upstream leaves an unset memory limit unchecked.
+    if let Some(m) = e.memory_limit {
+        let file = if v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        out.push((
+            file,
+            vec![m.to_string()],
+            format!("memory limit {}", mebi(m)),
+        ));
+    }
+    out
+}
+
+fn mebi(bytes: i128) -> String {
+    if bytes % (1 << 20) == 0 {
+        format!("{}Mi", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Reads `file=value` lines a script printed.
+fn values(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+async fn exec(w: &World, pod: &str, container: &str, script: &str) -> anyhow::Result<String> {
+    let target = ExecTarget {
+        namespace: w.namespace.clone(),
+        pod: pod.to_owned(),
+        container: container.to_owned(),
+    };
+    let out = exec_capture(
+        &w.client()?,
+        &target,
+        vec!["/bin/sh".into(), "-c".into(), script.into()],
+    )
+    .await?;
+    Ok(out.stdout)
+}
+
+/// Prints `v2=yes|no` and `file=value` for the cgroup files of a container
+/// (its own cgroup, as the runtime mounts it) or of the pod (found by the
+/// pod's UID under the node's cgroup tree).
+fn read_script(pod_uid: Option<&str>) -> String {
+    let show = |dir: &str, files: &[&str]| {
+        files
+            .iter()
+            .map(|f| format!("printf '{f}='; head -n 1 {dir}/{f};"))
+            .collect::<String>()
+    };
+    match pod_uid {
+        None => format!(
+            "if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo v2=yes; {} else echo v2=no; {} {} fi",
+            show("/sys/fs/cgroup", &["cpu.weight", "cpu.max", "memory.max"]),
+            show("/sys/fs/cgroup/cpu", &["cpu.shares", "cpu.cfs_quota_us"]),
+            show("/sys/fs/cgroup/memory", &["memory.limit_in_bytes"]),
+        ),
+        Some(uid) => {
+            let find = |root: &str| {
+                format!(
+                    "$(find {root}/ -maxdepth 6 -type d \\( -name '*{}*' -o -name '*{uid}*' \\) 2>/dev/null | head -n 1)",
+                    uid.replace('-', "_")
+                )
+            };
+            format!(
+                "if [ -f {m}/cgroup.controllers ]; then echo v2=yes; d={v2}; echo dir=$d; {} \
+                 else echo v2=no; c={cpu}; echo dir=$c; {} m={mem}; {} fi",
+                show("$d", &["cpu.weight", "cpu.max", "memory.max"]),
+                show("$c", &["cpu.shares", "cpu.cfs_quota_us"]),
+                show("$m", &["memory.limit_in_bytes"]),
+                m = CGROUP_MOUNT,
+                v2 = find(CGROUP_MOUNT),
+                cpu = find(&format!("{CGROUP_MOUNT}/cpu")),
+                mem = find(&format!("{CGROUP_MOUNT}/memory")),
+            )
+        }
+    }
+}
+
+async fn cgroups_are(
+    w: &mut World,
+    name: String,
+    step: &cucumber::gherkin::Step,
+) -> anyhow::Result<()> {
+    let rows = table_rows(step, &["cgroup", "values"])?;
+    let pod = w.pod(&name).await?;
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let Some(first) = spec.containers.first() else {
+        bail!("pod {name} has no containers");
+    };
+    let mut problems = Vec::new();
+    for row in &rows {
+        let [who, cell] = &row[..] else {
+            bail!("each row is | cgroup | values |, got {row:?}");
+        };
+        let want = expected(cell)?;
+        let (exec_in, uid, spec_request, label) = if who == "pod" {
+            (
+                first.name.clone(),
+                Some(uid.as_str()),
+                0,
+                format!("pod {name}"),
+            )
+        } else {
+            let c = spec
+                .containers
+                .iter()
+                .find(|c| &c.name == who)
+                .with_context(|| format!("pod {name} has no container {who:?}"))?;
+            let request = c
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("cpu"))
+                .map(|q| milli(&q.0))
+                .transpose()?
+                .unwrap_or(0);
+            (
+                c.name.clone(),
+                None,
+                request,
+                format!("container {who} of pod {name}"),
+            )
+        };
+        let out = exec(w, &name, &exec_in, &read_script(uid)).await?;
+        let got = values(&out);
+        if uid.is_some() && got.get("dir").is_none_or(String::is_empty) {
+            bail!(
+                "no cgroup of pod {name} (UID {uid:?}) found under the node's cgroup tree \
+                 mounted at {CGROUP_MOUNT} in container {exec_in}; the script printed {out:?}",
+                uid = pod.metadata.uid
+            );
+        }
+        let v2 = got.get("v2").map(String::as_str) == Some("yes");
+        for (file, allowed, why) in files(&want, spec_request, v2) {
+            let actual = got.get(file).map(String::as_str).unwrap_or("(unreadable)");
+            if !allowed.iter().any(|a| a == actual) {
+                problems.push(format!(
+                    "{label}: {file} is {actual}, expected {} ({why})",
+                    allowed.join(" or ")
+                ));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(())
+}
+
+/// The kubelet's oom_score_adj for a Burstable container, as upstream
+/// computes it (GetContainerOOMScoreAdjust, with the DRA share in the
+/// memory request).
+fn burstable_score(memory_request: i128, node_memory: i128) -> i128 {
+    (1000 - 1000 * memory_request / node_memory).max(2)
+}
+
+async fn oom_score_adj(
+    w: &mut World,
+    container: String,
+    pod: String,
+    memory: String,
+) -> anyhow::Result<()> {
+    let p = w.pod(&pod).await?;
+    let status = p.status.clone().unwrap_or_default();
+    let qos = status.qos_class.clone().unwrap_or_default();
+    let node_name = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .with_context(|| format!("pod {pod} is not on a node"))?;
+    let node: Node = kube::Api::all(w.client()?)
+        .get(&node_name)
+        .await
+        .with_context(|| format!("reading node {node_name}"))?;
+    let capacity = node
+        .status
+        .and_then(|s| s.capacity)
+        .and_then(|c| c.get("memory").map(|q| q.0.clone()))
+        .with_context(|| format!("node {node_name} reports no memory capacity"))?;
+    let node_memory = milli(&capacity)? / 1000;
+    let (want, why) = match qos.as_str() {
+        "Guaranteed" => (-997, "Guaranteed".to_owned()),
+        "BestEffort" => (1000, "BestEffort".to_owned()),
+        "Burstable" => {
+            let request = milli(&memory)? / 1000;
+            (
+                burstable_score(request, node_memory),
+                format!("Burstable: 1000 - 1000 × {memory} / {capacity} node memory, at least 2"),
+            )
+        }
+        other => bail!("pod {pod} has no QoS class yet ({other:?})"),
+    };
+    let out = exec(w, &pod, &container, "cat /proc/1/oom_score_adj").await?;
+    let got = out.trim();
+    if got != want.to_string() {
+        bail!(
+            "container {container} of pod {pod}: oom_score_adj is {got}, expected {want} ({why})"
+        );
+    }
+    Ok(())
+}
+
+/// The strategic merge patch that asks for these resources: containers by
+/// name, the row `pod` for pod-level resources. Fields the row leaves out
+/// are removed, as upstream's two-way patch from the original to the
+/// desired pod does.
+fn resize_patch(pod: &Pod, rows: &[Vec<String>]) -> anyhow::Result<Value> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut containers = Vec::new();
+    let mut patch = json!({ "spec": {} });
+    for row in rows {
+        let [who, resources] = &row[..] else {
+            bail!("each row is | container | resources |, got {row:?}");
+        };
+        let want = requirements(resources)?;
+        let mut r = serde_json::Map::new();
+        for key in ["requests", "limits"] {
+            let mut list = want.get(key).cloned().unwrap_or_else(|| json!({}));
+            // A resource the pod has and the row does not: removed.
+            let had = if who == "pod" {
+                spec.resources.as_ref().and_then(|r| {
+                    if key == "requests" {
+                        r.requests.clone()
+                    } else {
+                        r.limits.clone()
+                    }
+                })
+            } else {
+                let c = spec
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == who)
+                    .with_context(|| format!("pod has no container {who:?}"))?;
+                c.resources.as_ref().and_then(|r| {
+                    if key == "requests" {
+                        r.requests.clone()
+                    } else {
+                        r.limits.clone()
+                    }
+                })
+            };
+            for name in had.iter().flat_map(|h| h.keys()) {
+                if list.get(name).is_none() {
+                    list[name] = Value::Null;
+                }
+            }
+            if list.as_object().is_some_and(|m| !m.is_empty()) {
+                r.insert(key.into(), list);
+            }
+        }
+        if r.is_empty() {
+            // Nothing asked and nothing to remove: not part of the resize.
+            continue;
+        }
+        if who == "pod" {
+            patch["spec"]["resources"] = Value::Object(r);
+        } else {
+            let mut c = json!({ "name": who });
+            c["resources"] = Value::Object(r);
+            containers.push(c);
+        }
+    }
+    if !containers.is_empty() {
+        patch["spec"]["containers"] = Value::Array(containers);
+    }
+    Ok(patch)
+}
+
+/// A resource list (`cpu 1500m, memory 2000Mi`) in thousandths, by name.
+fn resource_list(cell: &str) -> anyhow::Result<BTreeMap<String, i128>> {
+    let cell = cell.trim();
+    if cell == "none" || cell == "-" || cell.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    cell.split(',')
+        .map(str::trim)
+        .map(|item| {
+            let (name, q) = item
+                .split_once(' ')
+                .with_context(|| format!("{item:?} must be `<resource> <quantity>`"))?;
+            Ok((name.to_owned(), milli(q)?))
+        })
+        .collect()
+}
+
+fn list_of(
+    got: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> anyhow::Result<BTreeMap<String, i128>> {
+    got.into_iter()
+        .flatten()
+        .map(|(k, q)| Ok((k.clone(), milli(&q.0)?)))
+        .collect()
+}
+
+fn show(list: &BTreeMap<String, i128>) -> String {
+    if list.is_empty() {
+        return "nothing".to_owned();
+    }
+    list.iter()
+        .map(|(k, v)| {
+            if k == "cpu" {
+                format!("{k} {v}m")
+            } else {
+                format!("{k} {}", mebi(*v / 1000))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn resized(
+    w: &mut World,
+    name: String,
+    step: &cucumber::gherkin::Step,
+) -> anyhow::Result<()> {
+    let rows = table_rows(step, &["container", "resources"])?;
+    let pod = w.pod(&name).await?;
+    let patch = resize_patch(&pod, &rows)?;
+    let api = w.api::<Pod>()?;
+    let patched = api
+        .patch_subresource(
+            "resize",
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(&patch),
+        )
+        .await
+        .with_context(|| format!("resizing pod {name} with {patch}"))?;
+    let generation = patched.metadata.generation.unwrap_or(0);
+    let what = format!("the resize of pod {name} to be actuated");
+    crate::wait::object(
+        &api,
+        &name,
+        &what,
+        std::time::Duration::from_secs(300),
+        |p| {
+            let Some(p) = p else {
+                return crate::wait::Check::Fail(format!("pod {name} is gone"));
+            };
+            let status = p.status.clone().unwrap_or_default();
+            let conditions = status.conditions.unwrap_or_default();
+            if let Some(c) = conditions.iter().find(|c| {
+                c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Infeasible")
+            }) {
+                return crate::wait::Check::Fail(format!(
+                    "the kubelet finds the resize of pod {name} infeasible: {}",
+                    c.message.clone().unwrap_or_default()
+                ));
+            }
+            if let Some(c) = conditions
+                .iter()
+                .find(|c| c.type_ == "PodResizePending" || c.type_ == "PodResizeInProgress")
+            {
+                return crate::wait::Check::Pending(format!(
+                    "condition {} ({}: {})",
+                    c.type_,
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default()
+                ));
+            }
+            let observed = status.observed_generation.unwrap_or(0);
+            if observed < generation {
+                return crate::wait::Check::Pending(format!(
+                    "status.observedGeneration {observed} < generation {generation}"
+                ));
+            }
+            let ready = conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            if !ready {
+                return crate::wait::Check::Pending("the pod is not ready".to_owned());
+            }
+            crate::wait::Check::Done(())
+        },
+    )
+    .await?;
+    // In place: no container restarted for the resize (the default policy).
+    let pod = w.pod(&name).await?;
+    let restarted: Vec<String> = pod
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| c.restart_count != 0)
+        .map(|c| format!("{} restarted {} time(s)", c.name, c.restart_count))
+        .collect();
+    if !restarted.is_empty() {
+        bail!(
+            "pod {name} was resized by restarting containers: {}",
+            restarted.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn allocated(
+    w: &mut World,
+    name: String,
+    step: &cucumber::gherkin::Step,
+) -> anyhow::Result<()> {
+    let rows = table_rows(step, &["allocation", "resources"])?;
+    let status = w.pod(&name).await?.status.unwrap_or_default();
+    let mut problems = Vec::new();
+    for row in &rows {
+        let [who, cell] = &row[..] else {
+            bail!("each row is | allocation | resources |, got {row:?}");
+        };
+        if cell == "(not checked)" {
+            continue;
+        }
+        let want = resource_list(cell)?;
+        let (got, label) = if who == "pod" {
+            (
+                list_of(status.allocated_resources.as_ref())?,
+                format!("pod {name}"),
+            )
+        } else {
+            let c = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .find(|c| &c.name == who)
+                .with_context(|| format!("pod {name} has no status of container {who:?}"))?;
+            (
+                list_of(c.allocated_resources.as_ref())?,
+                format!("container {who} of pod {name}"),
+            )
+        };
+        if got != want {
+            problems.push(format!(
+                "{label}: allocatedResources are {}, expected {}",
+                show(&got),
+                show(&want)
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_in_thousandths() {
+        assert_eq!(milli("100m").ok(), Some(100));
+        assert_eq!(milli("2").ok(), Some(2000));
+        assert_eq!(milli("2.5").ok(), Some(2500));
+        assert_eq!(milli("1Gi").ok(), Some(1000 << 30));
+        assert_eq!(milli("5096Mi").ok(), Some(5096 * (1000 << 20)));
+        assert!(milli("1 Gi").is_err());
+        assert!(milli("Gi").is_err());
+    }
+
+    #[test]
+    fn cgroup_v1_values_follow_the_kubelet() {
+        let e = expected("cpu request 3000m, cpu limit 5000m, memory limit 5096Mi").expect("valid");
+        let f = files(&e, 0, false);
+        assert_eq!(f[0].0, "cpu.shares");
+        assert_eq!(f[0].1, ["3072"]);
+        assert_eq!(f[1].1, ["500000"]);
+        assert_eq!(f[2].1, [(5096i128 << 20).to_string()]);
+        // Nothing set: the minimum shares, no quota, the memory limit unchecked.
+        let none = files(&expected("none").expect("valid"), 0, false);
+        assert_eq!(none[0].1, ["2"]);
+        assert_eq!(none[1].1, ["-1"]);
+        assert_eq!(none.len(), 2);
+        // A limit without a request: shares from the limit (upstream's rule).
+        let lim = files(&expected("cpu limit 4").expect("valid"), 0, false);
+        assert_eq!(lim[0].1, ["4096"]);
+        // The container's own request when the row states none.
+        let spec = files(&expected("cpu limit 300m").expect("valid"), 100, false);
+        assert_eq!(spec[0].1, ["102"]);
+        assert!(expected("cpu 1").is_err());
+    }
+
+    #[test]
+    fn cgroup_v2_values_accept_both_weight_conversions() {
+        let f = files(
+            &expected("cpu request 1000m, cpu limit 2").expect("valid"),
+            0,
+            true,
+        );
+        assert_eq!(f[0].0, "cpu.weight");
+        assert_eq!(f[0].1[0], "39");
+        assert_eq!(f[1].1, ["200000 100000"]);
+    }
+
+    #[test]
+    fn burstable_scores_as_upstream() {
+        // 1524Mi of a 24 GiB node.
+        assert_eq!(burstable_score(1524 << 20, 24 << 30), 938);
+        assert_eq!(burstable_score(30 << 30, 24 << 30), 2);
+    }
+
+    #[test]
+    fn a_resize_patch_asks_for_the_rows_and_removes_what_they_leave_out() {
+        let rows = |r: &[[&str; 3]]| -> Vec<Vec<String>> {
+            r.iter()
+                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+                .collect()
+        };
+        let (pod, _) = build_pod(
+            "p",
+            &rows(&[["pod", "none", "-"], ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"]]),
+        )
+        .expect("valid");
+        let two = |r: &[[&str; 2]]| -> Vec<Vec<String>> {
+            r.iter()
+                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+                .collect()
+        };
+        let patch =
+            resize_patch(&pod, &two(&[["pod", "none"], ["c1", "cpu 1500m/2500m"]])).expect("valid");
+        assert_eq!(
+            patch,
+            json!({ "spec": { "containers": [{ "name": "c1", "resources": {
+                "requests": { "cpu": "1500m", "memory": null },
+                "limits": { "cpu": "2500m", "memory": null },
+            }}]}})
+        );
+        assert!(resize_patch(&pod, &two(&[["c9", "cpu 1"]])).is_err());
+        assert_eq!(
+            resource_list("cpu 1500m, memory 2000Mi").expect("valid"),
+            BTreeMap::from([
+                ("cpu".to_owned(), 1500),
+                ("memory".to_owned(), 2000 * (1000 << 20))
+            ])
+        );
+        assert_eq!(
+            show(&resource_list("cpu 3, memory 3Gi").expect("valid")),
+            "cpu 3000m, memory 3072Mi"
+        );
+    }
+
+    #[test]
+    fn the_pod_has_upstreams_shape() {
+        let rows: Vec<Vec<String>> = [
+            ["pod", "cpu 2/4, memory 2Gi/4Gi", "unused"],
+            ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"],
+            ["c2", "none", "b, a"],
+        ]
+        .iter()
+        .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+        .collect();
+        let (pod, claims) = build_pod("tester-1", &rows).expect("valid");
+        assert_eq!(claims, ["a", "b", "unused"]);
+        let v = serde_json::to_value(&pod).expect("serializes");
+        assert_eq!(v["spec"]["resources"]["limits"]["cpu"], json!("4"));
+        assert_eq!(
+            v["spec"]["containers"][0]["resources"]["requests"]["memory"],
+            json!("1Gi")
+        );
+        assert_eq!(
+            v["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+            json!(CGROUP_MOUNT)
+        );
+        assert_eq!(
+            v["spec"]["containers"][1]["resources"]["claims"],
+            json!([{"name": "b"}, {"name": "a"}])
+        );
+        assert!(
+            v["spec"]["containers"][1]["resources"]
+                .get("limits")
+                .is_none()
+        );
+        assert_eq!(
+            v["spec"]["resourceClaims"][2],
+            json!({"name": "unused", "resourceClaimName": "unused"})
+        );
+        assert!(build_pod("p", &[]).is_err());
+    }
+}
