@@ -126,19 +126,26 @@ async fn deployed(w: &mut World, on: NodeList) -> anyhow::Result<()> {
 /// the scenario's other nodes must no longer advertise its resource, or the
 /// scheduler would still send pods there.
 async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
-    let (key, value) = LABEL;
     let pods: Api<Pod> = Api::all(w.client()?);
-    let config = watcher::Config::default().labels(&format!("{key}={value}"));
     let own = w.namespace.clone();
+    // By image, not label: scenarios may deploy the plugin from manifests
+    // of their own.
+    let runs_plugin = |p: &Pod| {
+        p.spec.as_ref().is_some_and(|s| {
+            s.containers
+                .iter()
+                .any(|c| c.image.as_deref() == Some(SAMPLE_DEVICE_PLUGIN_IMAGE))
+        })
+    };
     wait::list(
         &pods,
-        config,
+        watcher::Config::default(),
         "the sample device plugin of earlier scenarios to be gone",
         TIMEOUT,
         |pods| {
             let left: Vec<String> = pods
                 .iter()
-                .filter(|p| p.metadata.namespace.as_deref() != Some(own.as_str()))
+                .filter(|p| p.metadata.namespace.as_deref() != Some(own.as_str()) && runs_plugin(p))
                 .map(|p| {
                     format!(
                         "{}/{}",
