@@ -5,7 +5,8 @@
 //! plugin serves, a pod created before the uninstalled plugin's allocatable
 //! is gone, another allocatable count, the two nodes' roles swapped, and a
 //! pod expecting a driver on a node the driver does not run on. Needs root
-//! and the node components (`make node`), like tests/real.
+//! and the node components (`make node`), like tests/real. The variant that
+//! needs no container runtime also runs on simulated nodes.
 mod common;
 use common::*;
 
@@ -85,5 +86,45 @@ fn every_device_plugin_check_fails_its_broken_variant_on_real_nodes() {
         ),
     ];
     assert_failures(&junit, &expected);
+    assert_nothing_left(home.path(), &t);
+}
+
+/// The driver setting `on node N` on simulated nodes: the variant needing no
+/// container runtime fails there as on real nodes (the others are skipped).
+#[test]
+fn a_driver_on_some_nodes_leaves_the_others_without_devices_on_simulated_nodes() {
+    let home = tempfile::tempdir().unwrap();
+    let junit = home.path().join("junit.xml");
+    let o = isolated(home.path())
+        .env("DRA_E2E_AGENT", bin())
+        .args([
+            "--cluster",
+            "local",
+            "--nodes",
+            "2",
+            "--step-timeout",
+            "20s",
+        ])
+        .arg("--features")
+        .arg(fixtures("device-plugin"))
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--artifacts")
+        .arg(home.path().join("artifacts"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 passed, 1 failed, 4 skipped"), "{t}");
+    let failures = junit_failures(&junit);
+    let message = &failures["a pod expects the driver on a node it does not run on"];
+    for part in [
+        "Then pod \"tester-1\" is running",
+        "waiting for pod tester-1 to be running",
+        "PodScheduled=False",
+        "1 cannot allocate all claims",
+    ] {
+        assert!(message.contains(part), "expected {part:?} in {message}");
+    }
     assert_nothing_left(home.path(), &t);
 }
