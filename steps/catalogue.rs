@@ -49,7 +49,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <driver> is registered on every node",
-                description: "The kubelet of every node completed the registration handshake with the plugin.",
+                description: "The kubelet of every node the driver runs on completed the registration handshake with the plugin.",
                 example: "Then the driver is registered on every node",
             },
             Entry {
