@@ -24,7 +24,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
-                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime). Without a name it is \"the driver\"; otherwise the first driver is.",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime), `on node N` / `on nodes N and M` / `on nodes N, M and K` (only on those of the scenario's nodes; a `these devices` table still numbers the scenario's nodes). Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
             },
             Entry {
@@ -49,7 +49,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <driver> is registered on every node",
-                description: "The kubelet of every node completed the registration handshake with the plugin.",
+                description: "The kubelet of every node the driver runs on completed the registration handshake with the plugin.",
                 example: "Then the driver is registered on every node",
             },
             Entry {
@@ -346,6 +346,31 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then container \"<c>\" of pod \"<p>\" cannot read the device metadata of request \"<r>\" of <claim>",
                 description: "`cat` of the request's metadata file fails in the container (it does not get the request's devices, so the file is not mounted there).",
                 example: "Then container \"with-resource-1\" of pod \"tester-1\" cannot read the device metadata of request \"req0\" of claim \"external-claim\"",
+            },
+        ],
+    },
+    Topic {
+        title: "Device plugins",
+        entries: &[
+            Entry {
+                pattern: "Given the sample device plugin is deployed on node <n>|nodes <n> and <m>",
+                description: "Upstream's sample device plugin (two `example.com/resource`) as DaemonSet `sample-device-plugin`, labelled `k8s-app=sample-device-plugin` as upstream's, whose pods run only on those nodes; waits (5 minutes) until it runs on each. First it waits until the plugin of earlier scenarios is gone and the scenario's other nodes advertise no `example.com/resource`: only one copy may run at a time (tag the scenario `@serial`). Needs a container runtime. Upstream uninstalls it with `When DaemonSet objects labelled \"k8s-app=sample-device-plugin\" are deleted as a collection`.",
+                example: "Given the sample device plugin is deployed on node 1",
+            },
+            Entry {
+                pattern: "Given|Then node <n> has <count> allocatable \"<resource>\"",
+                description: "Wait (5 minutes) until the Node's status.allocatable lists the resource with exactly that quantity. A resource the kubelet stopped advertising stays listed with 0; one it never advertised is not 0.",
+                example: "Then node 0 has 0 allocatable \"example.com/resource\"",
+            },
+            Entry {
+                pattern: "Then the pod on node <n> has no extended resource claim",
+                description: "The one pod of the scenario's own on that node (the scheduler chose it among like pods) has no claim for its extended resources: a device plugin serves them.",
+                example: "Then the pod on node 1 has no extended resource claim",
+            },
+            Entry {
+                pattern: "Then container \"<c>\" of the pod on node <n> gets request \"<request>\" of its extended resource claim",
+                description: "The one pod of the scenario's own on that node has an extended resource claim (it fails at once if it has none: a device plugin served it), and the DRA driver's env of that request is in the container.",
+                example: "Then container \"with-resource\" of the pod on node 0 gets request \"container-0-request-0\" of its extended resource claim",
             },
         ],
     },

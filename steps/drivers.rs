@@ -10,7 +10,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::params::{
-    ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeRange, Quoted, ResourcesPhrase,
+    ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, Quoted,
+    ResourcesPhrase,
 };
 use super::{World, context};
 use crate::driver::slices::{self, Attribute, DeviceSpec};
@@ -173,9 +174,7 @@ fn options_from(
 }
 
 async fn a_driver(w: &mut World, phrase: DriverPhrase, step: &Step) -> anyhow::Result<()> {
-    let options = options_from(&phrase, step, String::new())?;
-    w.add_driver(DriverRef::The, options, !phrase.start_later)
-        .await
+    add_driver(w, DriverRef::The, phrase, step, String::new()).await
 }
 
 async fn a_named_driver(
@@ -184,9 +183,51 @@ async fn a_named_driver(
     phrase: DriverPhrase,
     step: &Step,
 ) -> anyhow::Result<()> {
-    let options = options_from(&phrase, step, format!("-{label}"))?;
-    w.add_driver(DriverRef::Named(label), options, !phrase.start_later)
+    let suffix = format!("-{label}");
+    add_driver(w, DriverRef::Named(label), phrase, step, suffix).await
+}
+
+async fn add_driver(
+    w: &mut World,
+    label: DriverRef,
+    phrase: DriverPhrase,
+    step: &Step,
+    name_suffix: String,
+) -> anyhow::Result<()> {
+    let mut options = options_from(&phrase, step, name_suffix)?;
+    let on = match &phrase.on_nodes {
+        None => None,
+        Some(list) => {
+            if w.nodes.is_empty() {
+                select_nodes(w, 1, 1).await?;
+            }
+            let names = list.names(w)?;
+            options.resources = on_subset(options.resources, list)?;
+            Some(names)
+        }
+    };
+    w.add_driver_on(label, options, !phrase.start_later, on)
         .await
+}
+
+/// The driver numbers its nodes among those it runs on, the scenario's
+/// sentences among all of the scenario's: a `these devices` table names
+/// scenario nodes, so its rows move to the driver's numbering.
+fn on_subset(resources: Resources, on: &NodeList) -> anyhow::Result<Resources> {
+    let Resources::NodeLocal { per_node, default } = resources else {
+        return Ok(resources);
+    };
+    let mut moved = BTreeMap::new();
+    for (node, devices) in per_node {
+        let index = on.0.iter().position(|&n| n == node).with_context(|| {
+            format!("the devices table names node {node}, but the driver runs only on {on}")
+        })?;
+        moved.insert(index, devices);
+    }
+    Ok(Resources::NodeLocal {
+        per_node: moved,
+        default,
+    })
 }
 
 async fn second_instance(w: &mut World, label: String, base: DriverRef) -> anyhow::Result<()> {
@@ -203,11 +244,19 @@ async fn second_instance_with(
     base: DriverRef,
     settings: InstanceSettings,
 ) -> anyhow::Result<()> {
-    let mut options = w.driver(&base)?.options.clone();
+    let base = w.driver(&base)?;
+    let mut options = base.options.clone();
+    // The same driver runs where its first instance runs.
+    let nodes = base.nodenames().to_vec();
     options.instance_suffix = format!("-{label}");
     options.rolling_update |= settings.rolling_update;
-    w.add_driver(DriverRef::Named(label), options, !settings.start_later)
-        .await
+    w.add_driver_on(
+        DriverRef::Named(label),
+        options,
+        !settings.start_later,
+        Some(nodes),
+    )
+    .await
 }
 
 async fn driver_starts(w: &mut World, d: DriverRef) -> anyhow::Result<()> {

@@ -51,6 +51,7 @@ pub mod calls;
 pub mod catalogue;
 pub mod claims;
 pub mod crud;
+pub mod device_plugin;
 pub mod drivers;
 pub mod health;
 pub mod lifecycle;

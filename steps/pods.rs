@@ -751,7 +751,7 @@ async fn gets_request(
     gets_requests(w, container, pod, gets, Strings(vec![request]), claim).await
 }
 
-async fn gets_requests(
+pub(super) async fn gets_requests(
     w: &World,
     container: String,
     pod: String,
@@ -832,7 +832,7 @@ async fn extended_requests(w: &World, pod: String, step: &Step) -> anyhow::Resul
     Ok(())
 }
 
-async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<()> {
+pub(super) async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<()> {
     let p = w.pod(&pod).await?;
     if let Some(claim) = generated_claim(&p, true) {
         bail!("pod {pod}: expected no extended resource claim, but the scheduler made {claim}");

@@ -471,9 +471,22 @@ impl World {
         options: DriverOptions,
         start: bool,
     ) -> anyhow::Result<()> {
+        self.add_driver_on(label, options, start, None).await
+    }
+
+    /// [`World::add_driver`] on only some of the scenario's nodes (their
+    /// names); `None` for all of them.
+    pub async fn add_driver_on(
+        &mut self,
+        label: DriverRef,
+        options: DriverOptions,
+        start: bool,
+        on: Option<Vec<String>>,
+    ) -> anyhow::Result<()> {
         if self.nodes.is_empty() {
             super::drivers::select_nodes(self, 1, 1).await?;
         }
+        let nodes = on.unwrap_or_else(|| self.nodes.clone());
         if self.scenario.drivers().any(|(l, _)| *l == label) {
             anyhow::bail!("the scenario already has {label}");
         }
@@ -483,13 +496,7 @@ impl World {
             admin_config: ctx.cluster.kube_config(),
             namespace: self.namespace.clone(),
         };
-        let driver = Box::new(Driver::new(
-            dctx,
-            self.nodes.clone(),
-            options,
-            ctx.cluster.clone(),
-            None,
-        ));
+        let driver = Box::new(Driver::new(dctx, nodes, options, ctx.cluster.clone(), None));
         // Registered before setting up, so teardown also cleans a half set-up
         // driver.
         self.scenario.push(Created::Driver {

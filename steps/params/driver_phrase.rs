@@ -1,5 +1,6 @@
 //! The grammar of driver sentences: `2 devices per node, serving the v1beta1
 //! API`, `a network pool of 10 tainted devices`, `these devices:` ...
+use super::NodeList;
 use crate::driver::slices::{self, Taint};
 use crate::plugin::metadata::MetadataVersion;
 use crate::plugin::{HealthApi, NodeApi};
@@ -19,6 +20,9 @@ pub struct DriverPhrase {
     pub device_metadata: Vec<MetadataVersion>,
     /// `spec.skipNodeOperations` of the driver's slices.
     pub skip_node_operations: Vec<String>,
+    /// `on node 0`, `on nodes 0 and 2`: the scenario's nodes the driver runs
+    /// on (indexes); `None` for all of them.
+    pub on_nodes: Option<NodeList>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,9 +55,20 @@ impl std::str::FromStr for DriverPhrase {
             start_later: false,
             device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
+            on_nodes: None,
         };
-        for setting in parts {
-            phrase.apply(setting.trim())?;
+        let mut parts = parts.peekable();
+        while let Some(setting) = parts.next() {
+            let mut setting = setting.trim().to_owned();
+            // `on nodes 0, 1 and 3` holds the separator of settings itself.
+            if setting.starts_with("on node") {
+                while let Some(more) =
+                    parts.next_if(|p| p.starts_with(|c: char| c.is_ascii_digit()))
+                {
+                    setting = format!("{setting}, {more}");
+                }
+            }
+            phrase.apply(&setting)?;
         }
         Ok(phrase)
     }
@@ -67,6 +82,9 @@ impl DriverPhrase {
             "in rolling-update mode" => self.rolling_update = true,
             "not started yet" => self.start_later = true,
             "without device health" => self.health_apis = Some(Vec::new()),
+            _ if setting.starts_with("on node") => {
+                self.on_nodes = Some(setting["on ".len()..].parse()?);
+            }
             _ if setting.starts_with("writing device metadata ") => {
                 let list = &setting["writing device metadata ".len()..];
                 self.device_metadata = list
@@ -89,7 +107,7 @@ impl DriverPhrase {
                              `serving the v1alpha1 health API`, `without device health`, \
                              `writing device metadata v1beta1 and v1alpha1`, \
                              `in rolling-update mode`, `not started yet`, \
-                             `skipping node operations \"*\"`"
+                             `skipping node operations \"*\"`, `on node 0`, `on nodes 0 and 1`"
                         )
                     })?;
                 match versions.strip_suffix(" health") {
@@ -260,6 +278,18 @@ mod tests {
         assert_eq!(p.skip_node_operations.len(), 2);
         assert!(
             "1 device per node, skipping node operations all"
+                .parse::<DriverPhrase>()
+                .is_err()
+        );
+        let p: DriverPhrase = "a network pool of 2 devices, on node 1".parse().unwrap();
+        assert_eq!(p.on_nodes, Some(NodeList(vec![1])));
+        let p: DriverPhrase = "1 device per node, on nodes 0, 2 and 3, serving the v1beta1 API"
+            .parse()
+            .unwrap();
+        assert_eq!(p.on_nodes, Some(NodeList(vec![0, 2, 3])));
+        assert_eq!(p.apis, Some(vec![NodeApi::V1beta1]));
+        assert!(
+            "1 device per node, on nodes 1"
                 .parse::<DriverPhrase>()
                 .is_err()
         );

@@ -433,6 +433,66 @@ impl FromStr for NodeRange {
     }
 }
 
+/// `node 0`, `nodes 0 and 2`, `nodes 0, 1 and 3`: some of the scenario's
+/// nodes by index, for what runs on only part of them.
+#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "nodelist", regex = r"nodes? \d+(?:(?:, | and )\d+)*")]
+pub struct NodeList(pub Vec<usize>);
+
+impl FromStr for NodeList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (plural, list) = match (s.strip_prefix("nodes "), s.strip_prefix("node ")) {
+            (Some(l), _) => (true, l),
+            (None, Some(l)) => (false, l),
+            _ => return Err(format!("expected `node N` or `nodes N and M`, got {s:?}")),
+        };
+        let mut indexes = Vec::new();
+        for word in list
+            .split([',', ' '])
+            .filter(|w| !w.is_empty() && *w != "and")
+        {
+            let i: usize = word
+                .parse()
+                .map_err(|_| format!("{word:?} in {s:?} is no node index (0, 1, ...)"))?;
+            if indexes.contains(&i) {
+                return Err(format!("{s:?} names node {i} twice"));
+            }
+            indexes.push(i);
+        }
+        if plural != (indexes.len() > 1) {
+            return Err(format!(
+                "write `node N` for one node and `nodes N and M` for several, got {s:?}"
+            ));
+        }
+        indexes.sort_unstable();
+        Ok(NodeList(indexes))
+    }
+}
+
+impl NodeList {
+    /// The names of these nodes among the scenario's.
+    pub fn names(&self, w: &super::World) -> anyhow::Result<Vec<String>> {
+        self.0
+            .iter()
+            .map(|&i| w.node(i).map(str::to_owned))
+            .collect()
+    }
+}
+
+impl std::fmt::Display for NodeList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_slice() {
+            [one] => write!(f, "node {one}"),
+            [rest @ .., last] => {
+                let rest: Vec<String> = rest.iter().map(usize::to_string).collect();
+                write!(f, "nodes {} and {last}", rest.join(", "))
+            }
+            [] => f.write_str("no node"),
+        }
+    }
+}
+
 /// A Kubernetes kind as manifests spell it: `DeviceClass`, `ResourceSlice`...
 #[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
 #[param(name = "kind", regex = "[A-Z][A-Za-z]+")]
@@ -735,6 +795,30 @@ mod tests {
             "NodeWatchResources".parse::<MethodOf>().unwrap().driver,
             DriverRef::The
         );
+    }
+
+    #[test]
+    fn node_lists_name_one_node_or_several() {
+        assert_eq!("node 1".parse::<NodeList>().unwrap(), NodeList(vec![1]));
+        assert_eq!(
+            "nodes 2 and 0".parse::<NodeList>().unwrap(),
+            NodeList(vec![0, 2])
+        );
+        assert_eq!(
+            "nodes 0, 1 and 3".parse::<NodeList>().unwrap(),
+            NodeList(vec![0, 1, 3])
+        );
+        assert_eq!(NodeList(vec![0, 1, 3]).to_string(), "nodes 0, 1 and 3");
+        assert_eq!(NodeList(vec![1]).to_string(), "node 1");
+        for bad in [
+            "nodes 1",
+            "node 0 and 1",
+            "nodes 1 and 1",
+            "node x",
+            "nodes",
+        ] {
+            assert!(bad.parse::<NodeList>().is_err(), "{bad}");
+        }
     }
 
     #[test]
