@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
+    DeviceClass, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate, ResourceSlice,
 };
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::watcher;
@@ -76,6 +76,10 @@ pub enum Created {
     /// A finalizer a step put on a pod; taken off before the pods are
     /// deleted, or their deletion would never finish.
     PodFinalizer { pod: String, finalizer: String },
+    /// Every ResourceSlice of a driver the harness does not run (a step's
+    /// own slice controller), deleted with the drivers: a step cut short
+    /// by its timeout cannot clean up after itself.
+    SlicesOf(String),
     /// An object of a manifest. Namespaced ones (workloads among them) go
     /// before the pods, so no controller re-creates pods.
     Object {
@@ -125,7 +129,7 @@ impl Created {
             } => Phase::Pods,
             Created::AllClaims | Created::Claim { .. } => Phase::Claims,
             Created::DeviceClass { .. } => Phase::Classes,
-            Created::Driver { .. } => Phase::Drivers,
+            Created::Driver { .. } | Created::SlicesOf(_) => Phase::Drivers,
             Created::Namespace(_) | Created::Template(_) | Created::Object { .. } => {
                 Phase::Namespace
             }
@@ -155,6 +159,12 @@ impl Scenario {
 
     fn push(&mut self, created: Created) {
         self.stack.push(created);
+    }
+
+    /// Slices of `driver` are about to be published by a step: teardown
+    /// deletes whatever the step leaves.
+    pub fn slices_published(&mut self, driver: &str) {
+        self.push(Created::SlicesOf(driver.to_owned()));
     }
 
     /// `finalizer` is on `pod` (or about to be): teardown removes it.
@@ -334,6 +344,14 @@ impl Scenario {
                 delete_if_present(&api, name, &DeleteParams::default())
                     .await
                     .with_context(|| format!("deleting DeviceClass {name}"))
+            }
+            Created::SlicesOf(driver) => {
+                let api: Api<ResourceSlice> = Api::all(client.clone());
+                let lp = ListParams::default().fields(&format!("spec.driver={driver}"));
+                api.delete_collection(&DeleteParams::default(), &lp)
+                    .await
+                    .map(|_| ())
+                    .with_context(|| format!("deleting the ResourceSlices of driver {driver}"))
             }
             Created::Object {
                 resource,

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::World;
 use super::params::{DriverRef, Dur, Strings};
-use crate::driver::slices::{ControllerStats, SliceController};
+use crate::driver::slices::{ControllerFault, ControllerStats, SliceController};
 use crate::driver::{Resources, slices as driver_slices};
 use crate::wait::{self, Check};
 
@@ -631,16 +631,23 @@ async fn controller_checks(
     stats_settle(c, shrunk, rest).await
 }
 
-async fn controller_round(w: &World, slices: usize, rest: Dur, step: &Step) -> anyhow::Result<()> {
+async fn controller_round(
+    w: &mut World,
+    slices: usize,
+    rest: Dur,
+    step: &Step,
+) -> anyhow::Result<()> {
     let bounds = size_bounds(step)?;
     let client = w.client()?;
     // As upstream: a driver of its own, named after the namespace.
     let driver = format!("{}.example.com", w.namespace);
+    w.scenario.slices_published(&driver);
     let c = SliceController::start(
         client.clone(),
         &driver,
         "network-attached",
         driver_slices::max_size_slices(slices),
+        ControllerFault::from_env().map_err(anyhow::Error::msg)?,
     );
     let checked = controller_checks(&client, &c, &driver, slices, rest.0, bounds).await;
     c.stop().await;

@@ -49,13 +49,12 @@ fn every_metadata_check_fails_its_broken_variant_on_a_real_node() {
             ],
         ),
     ];
-    let run = broken_variants_with("metadata", &["--node-kind", "real"], &expected, |c| {
-        // HOME is the test's; the node components stay where the build put them.
-        c.env(
-            "DRA_E2E_NODE_BINARIES_DIR",
-            dra_e2e::real_node::binaries::locate(None).dir,
-        );
-    });
+    let run = broken_variants_with(
+        "metadata",
+        &["--node-kind", "real"],
+        &expected,
+        on_real_nodes,
+    );
     for (scenario, message) in junit_failures(&run.junit) {
         assert!(message.contains(DIR), "{scenario}: {message}");
     }

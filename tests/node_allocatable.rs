@@ -13,33 +13,6 @@ use common::*;
 
 #[test]
 fn every_node_allocatable_check_fails_its_broken_variant_on_a_real_node() {
-    let home = tempfile::tempdir().unwrap();
-    let junit = home.path().join("junit.xml");
-    let artifacts = home.path().join("artifacts");
-    let o = local_run(
-        home.path(),
-        "node-allocatable",
-        &[
-            "--node-kind",
-            "real",
-            "--junit",
-            junit.to_str().unwrap(),
-            "--artifacts",
-            artifacts.to_str().unwrap(),
-        ],
-    )
-    // HOME is the test's; the node components stay where the build put them.
-    .env(
-        "DRA_E2E_NODE_BINARIES_DIR",
-        dra_e2e::real_node::binaries::locate(None).dir,
-    )
-    .output()
-    .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 4 failed"), "{t}");
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
-
     // (scenario, the failing step, what its message must say)
     let expected: [(&str, &str, &[&str]); 4] = [
         (
@@ -73,9 +46,14 @@ fn every_node_allocatable_check_fails_its_broken_variant_on_a_real_node() {
             ],
         ),
     ];
-    assert_failures(&junit, &expected);
+    let run = broken_variants_with(
+        "node-allocatable",
+        &["--node-kind", "real"],
+        &expected,
+        on_real_nodes,
+    );
     // c2's row was right: only c1's values are reported.
-    let failures = junit_failures(&junit);
+    let failures = junit_failures(&run.junit);
     let container = &failures["a container cgroup without its device's share"];
     assert!(!container.contains("container c2"), "{container}");
     // The pod's allocation was right after the resize: only c1's is reported.
@@ -85,5 +63,4 @@ fn every_node_allocatable_check_fails_its_broken_variant_on_a_real_node() {
         1,
         "{resized}"
     );
-    assert_nothing_left(home.path(), &t);
 }

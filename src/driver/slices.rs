@@ -448,7 +448,39 @@ struct Desired {
 /// slices and, on every change, creates what is missing and deletes what is
 /// no longer wanted, counting its writes. Nothing is written while the
 /// slices are as wanted.
+/// A fault the slice controller can be given on purpose, so a test can show
+/// that the checks of upstream's "creates slices" catch it. Set for a whole
+/// run with `DRA_E2E_SLICE_CONTROLLER_FAULT`; never in a real run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ControllerFault {
+    #[default]
+    None,
+    /// Rewrites one of its slices every second although nothing changed.
+    Churn,
+    /// Ignores being told to publish other slices.
+    NoShrink,
+}
+
+impl ControllerFault {
+    pub const ENV: &str = "DRA_E2E_SLICE_CONTROLLER_FAULT";
+
+    /// The fault the environment asks for; an unknown one is an error that
+    /// names the variable.
+    pub fn from_env() -> Result<Self, String> {
+        match std::env::var(Self::ENV).as_deref() {
+            Err(_) | Ok("") => Ok(Self::None),
+            Ok("churn") => Ok(Self::Churn),
+            Ok("no-shrink") => Ok(Self::NoShrink),
+            Ok(other) => Err(format!(
+                "{}={other:?} is no fault of the slice controller: use churn or no-shrink",
+                Self::ENV
+            )),
+        }
+    }
+}
+
 pub struct SliceController {
+    fault: ControllerFault,
     desired: std::sync::Arc<std::sync::Mutex<Desired>>,
     stats: std::sync::Arc<std::sync::Mutex<ControllerStats>>,
     kick: tokio::sync::watch::Sender<u64>,
@@ -457,7 +489,13 @@ pub struct SliceController {
 }
 
 impl SliceController {
-    pub fn start(client: kube::Client, driver: &str, pool: &str, slices: Vec<Vec<Value>>) -> Self {
+    pub fn start(
+        client: kube::Client,
+        driver: &str,
+        pool: &str,
+        slices: Vec<Vec<Value>>,
+        fault: ControllerFault,
+    ) -> Self {
         let desired = std::sync::Arc::new(std::sync::Mutex::new(Desired {
             slices,
             generation: 1,
@@ -467,14 +505,18 @@ impl SliceController {
         let cancel = CancellationToken::new();
         let task = tokio::spawn(control(
             client,
-            driver.to_owned(),
-            pool.to_owned(),
-            desired.clone(),
-            stats.clone(),
+            Controlled {
+                driver: driver.to_owned(),
+                pool: pool.to_owned(),
+                desired: desired.clone(),
+                stats: stats.clone(),
+                fault,
+            },
             kicked,
             cancel.clone(),
         ));
         Self {
+            fault,
             desired,
             stats,
             kick,
@@ -489,6 +531,9 @@ impl SliceController {
 
     /// Wants the pool as these slices from now on (a new generation).
     pub fn update(&self, slices: Vec<Vec<Value>>) {
+        if self.fault == ControllerFault::NoShrink {
+            return;
+        }
         {
             let mut d = self.desired.lock().unwrap_or_else(|p| p.into_inner());
             d.slices = slices;
@@ -497,21 +542,42 @@ impl SliceController {
         self.kick.send_modify(|k| *k += 1);
     }
 
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.cancel.cancel();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
     }
 }
 
-async fn control(
-    client: kube::Client,
+impl Drop for SliceController {
+    /// A step cut short drops its controller: the loop must end with it.
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// What a controller's loop controls: a driver's pool, as it wants it, and
+/// how it is told to misbehave, if at all.
+struct Controlled {
     driver: String,
     pool: String,
     desired: std::sync::Arc<std::sync::Mutex<Desired>>,
     stats: std::sync::Arc<std::sync::Mutex<ControllerStats>>,
+    fault: ControllerFault,
+}
+
+async fn control(
+    client: kube::Client,
+    controlled: Controlled,
     mut kicked: tokio::sync::watch::Receiver<u64>,
     cancel: CancellationToken,
 ) {
+    let Controlled {
+        driver,
+        pool,
+        desired,
+        stats,
+        fault,
+    } = controlled;
     let api: Api<ResourceSlice> = Api::all(client);
     let selector = format!("spec.driver={driver}");
     let mut changes = std::pin::pin!(
@@ -522,8 +588,13 @@ async fn control(
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = kicked.changed() => {}
+            // The controller was dropped without being stopped.
+            changed = kicked.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep(Duration::from_secs(1)), if retry => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)), if fault == ControllerFault::Churn => {
+                churn(&api, &selector, &pool, &stats).await;
+                continue;
+            }
             e = changes.next() => match e {
                 None => return,
                 Some(Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_))) => {}
@@ -542,6 +613,28 @@ async fn control(
                 |e| tracing::warn!(%pool, error = %e, "reconciling the pool failed, retrying"),
             )
             .is_err();
+    }
+}
+
+/// The churn fault: deletes one of the pool's slices (which the next
+/// reconcile recreates), as a controller that rewrites what did not change.
+async fn churn(
+    api: &Api<ResourceSlice>,
+    selector: &str,
+    pool: &str,
+    stats: &std::sync::Mutex<ControllerStats>,
+) {
+    let Ok(list) = api.list(&ListParams::default().fields(selector)).await else {
+        return;
+    };
+    if let Some(name) = list
+        .items
+        .iter()
+        .find(|s| s.spec.pool.name == pool)
+        .and_then(|s| s.metadata.name.clone())
+        && api.delete(&name, &Default::default()).await.is_ok()
+    {
+        stats.lock().unwrap_or_else(|p| p.into_inner()).deletes += 1;
     }
 }
 

@@ -304,3 +304,12 @@ pub fn broken_variants_with(
         junit,
     }
 }
+
+/// For a runner on real nodes whose HOME is the test's: the node components
+/// stay where the build put them.
+pub fn on_real_nodes(c: &mut Command) {
+    c.env(
+        "DRA_E2E_NODE_BINARIES_DIR",
+        dra_e2e::real_node::binaries::locate(None).dir,
+    );
+}
