@@ -289,9 +289,11 @@ pub async fn wait_policy_enforced(
 /// A node name no cluster has, for [`wait_policy_enforced`]'s probe.
 const POLICY_PROBE_NODE: &str = "dra-e2e-policy-probe-node";
 
-/// Keeps one pool's slice in place with the given client until stopped.
+/// Keeps one pool's slice in place with the given client until stopped or
+/// dropped (a driver dropped without its teardown must not keep
+/// publishing).
 pub struct Publisher {
-    cancel: CancellationToken,
+    cancel: tokio_util::sync::DropGuard,
     task: JoinHandle<()>,
 }
 
@@ -299,12 +301,16 @@ impl Publisher {
     pub fn start(client: kube::Client, desired: ResourceSlice) -> Self {
         let cancel = CancellationToken::new();
         let task = tokio::spawn(publish(client, desired, cancel.clone()));
-        Self { cancel, task }
+        Self {
+            cancel: cancel.drop_guard(),
+            task,
+        }
     }
 
     pub async fn stop(self) {
-        self.cancel.cancel();
-        let _ = self.task.await;
+        let Self { cancel, task } = self;
+        drop(cancel);
+        let _ = task.await;
     }
 }
 
