@@ -71,42 +71,35 @@ fn parse_device(spec: &str) -> Result<Device, AllocatableError> {
             let [quantity, "per", per] = words[..] else {
                 return Err(AllocatableError::Term(term.to_owned()));
             };
-            let q = Some(Quantity(quantity.to_owned()));
-            let twice = || AllocatableError::Twice {
-                device: name.to_owned(),
-                resource: resource.to_owned(),
-                per: per.to_owned(),
-            };
-            match per {
+            let field = match per {
                 "device" => {
-                    let m = slot
+                    &mut slot
                         .mapping
-                        .get_or_insert_with(NodeAllocatableMapping::default);
-                    if m.device_multiplier.is_some() {
-                        return Err(twice());
-                    }
-                    m.device_multiplier = q;
+                        .get_or_insert_with(NodeAllocatableMapping::default)
+                        .device_multiplier
                 }
                 "pod" => {
-                    let o = slot
+                    &mut slot
                         .overhead
-                        .get_or_insert_with(NodeAllocatableOverhead::default);
-                    if o.per_pod.is_some() {
-                        return Err(twice());
-                    }
-                    o.per_pod = q;
+                        .get_or_insert_with(NodeAllocatableOverhead::default)
+                        .per_pod
                 }
                 "container" => {
-                    let o = slot
+                    &mut slot
                         .overhead
-                        .get_or_insert_with(NodeAllocatableOverhead::default);
-                    if o.per_container.is_some() {
-                        return Err(twice());
-                    }
-                    o.per_container = q;
+                        .get_or_insert_with(NodeAllocatableOverhead::default)
+                        .per_container
                 }
                 _ => return Err(AllocatableError::Term(term.to_owned())),
+            };
+            if field.is_some() {
+                return Err(AllocatableError::Twice {
+                    device: name.to_owned(),
+                    resource: resource.to_owned(),
+                    per: per.to_owned(),
+                });
             }
+            *field = Some(Quantity(quantity.to_owned()));
         }
     }
     Ok(Device {
