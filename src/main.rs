@@ -7,7 +7,8 @@ fn init_tracing(default: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Above the status line, never on it.
+        .with_writer(dra_e2e::report::terminal::LogWriter)
         // Colour codes only for a terminal, not in CI logs or files.
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();

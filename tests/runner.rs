@@ -1194,6 +1194,8 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
             None => under_terminal.env_remove(k),
         };
     }
+    // Log lines on stderr while the status line stands on stdout.
+    under_terminal.env("RUST_LOG", "dra_e2e=debug");
     let o = under_terminal.output().expect("script (util-linux) runs");
     let shown = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{shown}");
@@ -1202,6 +1204,18 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
         "no status line while the scenario ran\n{shown}"
     );
     assert!(shown.contains("1 passed, 0 failed"), "{shown}");
+    // As the terminal shows it: no log line shares a line with the status.
+    let lines = as_a_terminal_shows(&shown);
+    assert!(
+        lines.iter().any(|l| l.contains("DEBUG")),
+        "no log line was written during the run\n{shown}"
+    );
+    for l in &lines {
+        assert!(
+            !(l.contains("DEBUG") && l.contains(" passed, ")),
+            "a log line on the status line: {l:?}"
+        );
+    }
     assert_nothing_left(home.path(), &shown);
 
     let piped = local_run(home.path(), "progress", &[]).output().unwrap();
@@ -1209,6 +1223,43 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
     assert_eq!(piped.status.code(), Some(0), "{t}");
     assert!(!t.contains("[0/1]"), "a status line off a terminal\n{t}");
     assert!(!t.contains('\u{1b}'), "terminal codes off a terminal\n{t}");
+}
+
+/// The lines a terminal shows for `raw`: a carriage return moves to the
+/// line's start (what follows overwrites it), `ESC [2K` clears the line,
+/// a newline ends it; other escape codes are kept as text.
+fn as_a_terminal_shows(raw: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line: Vec<char> = Vec::new();
+    let mut col = 0;
+    let mut rest = raw;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("\u{1b}[2K") {
+            line.clear();
+            col = 0;
+            rest = after;
+            continue;
+        }
+        match c {
+            '\r' => col = 0,
+            '\n' => {
+                lines.push(line.iter().collect());
+                line.clear();
+                col = 0;
+            }
+            c => {
+                if col < line.len() {
+                    line[col] = c;
+                } else {
+                    line.push(c);
+                }
+                col += 1;
+            }
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    lines.push(line.into_iter().collect());
+    lines
 }
 
 /// A stand-in for the control-plane build: says what it builds, waits
@@ -1306,6 +1357,62 @@ fn two_runs_at_once_build_once() {
     assert!(
         t.contains("another dra-e2e is building the local cluster's control plane"),
         "{t}"
+    );
+}
+
+/// A build that another process holds past the deadline: the waiting run
+/// stops, naming the holder and what to do, instead of waiting forever.
+#[test]
+fn a_run_waiting_for_a_stuck_build_names_the_holder() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let lock = cache.join("controlplane.build.lock");
+    // A stuck holder: flock takes the lock and becomes `sleep`.
+    let mut holder = Command::new("flock")
+        .arg("--no-fork")
+        .arg(&lock)
+        .args(["sleep", "600"])
+        .spawn()
+        .expect("flock (util-linux) runs");
+    let held = || {
+        !Command::new("flock")
+            .args(["-n"])
+            .arg(&lock)
+            .arg("true")
+            .status()
+            .unwrap()
+            .success()
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while !held() {
+        assert!(
+            std::time::Instant::now() < until,
+            "flock never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = with_empty_cache(home.path(), isolated(home.path()), 0)
+        .env("DRA_E2E_BUILD_LOCK_TIMEOUT", "1s")
+        .arg("setup")
+        .output()
+        .unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for want in [
+        "another dra-e2e is building the local cluster's control plane",
+        "waited 1s for the build of the local cluster's control plane that another process holds",
+        &format!("open in pid {} (`sleep 600`)", holder.id()),
+        "If it is stuck, end it (kill PID",
+        "set DRA_E2E_BUILD_LOCK_TIMEOUT",
+    ] {
+        assert!(t.contains(want), "no {want:?} in\n{t}");
+    }
+    assert!(
+        !home.path().join("builds").exists(),
+        "it built while another held the lock\n{t}"
     );
 }
 

@@ -3,6 +3,7 @@
 //! certificates it issues, the built programs it finds. The local control
 //! plane and the real nodes both build on it.
 pub mod binaries;
+pub mod go_toolchain;
 pub mod pki;
 pub mod process;
 pub mod vital;

@@ -4,6 +4,7 @@ pub mod collect;
 pub mod html;
 pub mod junit;
 pub mod progress;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,130 +1,77 @@
 //! Live progress on a terminal: one status line (done/total, passed,
 //! failed, running scenarios, elapsed) kept at the bottom while the
-//! scenarios' output scrolls above it. The scenario writer writes through
-//! [`StatusOut`], which lifts the line off before each write and puts it back
-//! after each finished line; a ticker refreshes it every second. Off a
-//! terminal nothing of this is used and the output is as before.
-use std::io::{self, Write};
-use std::sync::{Arc, Mutex};
+//! scenarios' output scrolls above it. The line lives on the process's
+//! [`Terminal`](super::terminal), which scenario output and log lines both
+//! go through; a ticker refreshes it every second. Off a terminal nothing of
+//! this is used and the output is as before.
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::collections::BTreeSet;
 
 use super::collect::{Collector, StepStatus};
+use super::terminal::{Terminal, TerminalOut};
 use super::{Outcomes, ScenarioId};
 
-/// Clears the terminal line the cursor is on.
-const CLEAR_LINE: &str = "\r\x1b[2K";
-
-struct Screen {
-    out: io::Stdout,
-    /// The status line is drawn where the cursor is.
-    shown: bool,
-    /// The last write ended a line, so the cursor is at a line's start.
-    at_line_start: bool,
-    status: String,
-    done: bool,
-}
-
-impl Screen {
-    fn lift(&mut self) -> io::Result<()> {
-        if self.shown {
-            self.out.write_all(CLEAR_LINE.as_bytes())?;
-            self.shown = false;
-        }
-        Ok(())
-    }
-
-    fn draw(&mut self) -> io::Result<()> {
-        if !self.done && self.at_line_start && !self.status.is_empty() {
-            self.lift()?;
-            self.out.write_all(self.status.as_bytes())?;
-            self.shown = true;
-        }
-        self.out.flush()
-    }
-}
-
 /// The scenario output's writer on a terminal (stdout underneath).
-#[derive(Clone)]
-pub struct StatusOut(Arc<Mutex<Screen>>);
-
-impl Write for StatusOut {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self
-            .0
-            .lock()
-            .map_err(|_| io::Error::other("status line poisoned"))?;
-        s.lift()?;
-        s.out.write_all(buf)?;
-        if !buf.is_empty() {
-            s.at_line_start = buf.ends_with(b"\n");
-        }
-        s.draw()?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self.0.lock() {
-            Ok(mut s) => s.out.flush(),
-            Err(_) => Ok(()),
-        }
-    }
-}
+pub type StatusOut = TerminalOut;
 
 /// The status line of a run: what it shows and the task that refreshes it.
 pub struct Progress {
-    screen: Arc<Mutex<Screen>>,
+    terminal: Terminal,
+    /// Whether the line still stands; the ticker checks it under the lock,
+    /// so that no tick draws the line again after [`Progress::finish`].
+    live: Arc<std::sync::Mutex<bool>>,
     ticker: tokio::task::JoinHandle<()>,
 }
 
 impl Progress {
-    /// Starts the status line for `total` scenarios; returns it and the
-    /// writer the scenario output must go through.
+    /// Starts the status line for `total` scenarios on the process's
+    /// terminal; returns it and the writer the scenario output must go
+    /// through.
     pub fn start(
         collector: Collector,
         outcomes: &'static Outcomes,
         total: usize,
     ) -> (Progress, StatusOut) {
-        let screen = Arc::new(Mutex::new(Screen {
-            out: io::stdout(),
-            shown: false,
-            at_line_start: true,
-            status: String::new(),
-            done: false,
-        }));
+        let terminal = super::terminal::process().clone();
         let started = Instant::now();
+        let live = Arc::new(std::sync::Mutex::new(true));
         let ticker = {
-            let screen = screen.clone();
+            let terminal = terminal.clone();
+            let live = live.clone();
             tokio::spawn(async move {
                 let mut every = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     every.tick().await;
                     let late = outcomes.failed_late();
                     let line = status_line(&collector, &late, total, started.elapsed(), width());
-                    if let Ok(mut s) = screen.lock() {
-                        s.status = line;
-                        let _ = s.draw();
+                    // The guard stays held while the line is drawn.
+                    if let Ok(l) = live.lock()
+                        && *l
+                    {
+                        terminal.set_status(line);
                     }
                 }
             })
         };
+        let out = terminal.out();
         (
             Progress {
-                screen: screen.clone(),
+                terminal,
+                live,
                 ticker,
             },
-            StatusOut(screen),
+            out,
         )
     }
 
     /// Takes the line away for good, before the run's closing lines.
     pub fn finish(self) {
         self.ticker.abort();
-        if let Ok(mut s) = self.screen.lock() {
-            let _ = s.lift();
-            s.done = true;
-            let _ = s.out.flush();
+        if let Ok(mut live) = self.live.lock() {
+            *live = false;
+            self.terminal.clear_status();
         }
     }
 }

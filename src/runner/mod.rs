@@ -330,7 +330,7 @@ pub async fn run() -> anyhow::Result<i32> {
             let all = selected.len();
             let parsed = shard.apply(parsed);
             selected = selection(&opts, &parsed);
-            eprintln!(
+            crate::note!(
                 "dra-e2e: shard {shard}: {} of the {all} selected scenarios",
                 selected.len()
             );
@@ -364,7 +364,7 @@ pub async fn run() -> anyhow::Result<i32> {
     if connect.is_local() {
         let added = features::enable_tagged_gates(&mut connect.feature_gates, &selected);
         if !added.is_empty() {
-            eprintln!(
+            crate::note!(
                 "dra-e2e: enabling the feature gates the selected scenarios are tagged with: {} \
                  (--feature-gates NAME=false skips their scenarios instead)",
                 added.join(", ")
@@ -376,9 +376,10 @@ pub async fn run() -> anyhow::Result<i32> {
     // temp dir, and a real node's links and cgroups, behind).
     let mut signals = Signals::install()?;
     if connect.is_local() {
-        eprintln!(
+        crate::note!(
             "dra-e2e: starting the local cluster ({} {} nodes)...",
-            connect.nodes, connect.node_kind
+            connect.nodes,
+            connect.node_kind
         );
     }
     let connecting = Instant::now();
@@ -386,7 +387,7 @@ pub async fn run() -> anyhow::Result<i32> {
         c = Cluster::connect(&connect) => Arc::new(c?),
         // Dropping the start cleans up what it had started.
         _ = signals.next() => {
-            eprintln!("\ndra-e2e: interrupted while starting the cluster; stopped it");
+            crate::note!("\ndra-e2e: interrupted while starting the cluster; stopped it");
             return Ok(130);
         }
     };
@@ -405,13 +406,13 @@ pub async fn run() -> anyhow::Result<i32> {
                 let _ = count_tx.send(n);
                 if n == 1 {
                     interrupt.cancel();
-                    eprintln!(
+                    crate::note!(
                         "\ndra-e2e: interrupted; tearing down running scenarios (Ctrl-C again to stop at once)"
                     );
                 } else {
-                    eprintln!("\ndra-e2e: stopping now");
+                    crate::note!("\ndra-e2e: stopping now");
                     for note in cluster.kill_now() {
-                        eprintln!("dra-e2e: {note}");
+                        crate::note!("dra-e2e: {note}");
                     }
                     std::process::exit(130);
                 }
@@ -448,9 +449,9 @@ pub async fn run() -> anyhow::Result<i32> {
     let stopped = match ending.within(cluster.shutdown()).await {
         Ok(stopped) => stopped,
         Err(overrun) => {
-            eprintln!("dra-e2e: {overrun}; stopping the cluster at once");
+            crate::note!("dra-e2e: {overrun}; stopping the cluster at once");
             for note in cluster.kill_now() {
-                eprintln!("dra-e2e: {note}");
+                crate::note!("dra-e2e: {note}");
             }
             handler.abort();
             return ended.map(|_| 1);
@@ -458,7 +459,7 @@ pub async fn run() -> anyhow::Result<i32> {
     };
     handler.abort();
     for note in &stopped.notes {
-        eprintln!("dra-e2e: {note}");
+        crate::note!("dra-e2e: {note}");
     }
     if !stopped.left.is_empty() {
         println!(
@@ -571,7 +572,7 @@ async fn run_on(
     run_timings: &mut report::Timings,
 ) -> anyhow::Result<Ended> {
     let env = cluster.environment().await?;
-    eprintln!("dra-e2e: {}", cluster.describe());
+    crate::note!("dra-e2e: {}", cluster.describe());
 
     let run_id = format!("{:x}", rand::random::<u32>());
     steps::install(steps::Context {
@@ -843,7 +844,7 @@ async fn scenarios(
     // less time than the ending allows.
     let cap = match &stop {
         Stop::Deadline => {
-            eprintln!(
+            crate::note!(
                 "dra-e2e: --deadline {} passed; tearing down running scenarios",
                 humantime::format_duration(args.deadline)
             );
@@ -851,7 +852,7 @@ async fn scenarios(
         }
         Stop::Interrupted => args.teardown_timeout,
         Stop::Died(what) => {
-            eprintln!(
+            crate::note!(
                 "\ndra-e2e: {what}\ndra-e2e: the cluster cannot work without it; stopping the run"
             );
             DEAD_CLUSTER_TEARDOWN
@@ -860,7 +861,7 @@ async fn scenarios(
     interrupt.cancel();
     let bound = ending.left(cap);
     if tokio::time::timeout(bound, run).await.is_err() {
-        eprintln!(
+        crate::note!(
             "dra-e2e: the running scenarios' teardown did not finish within {}; the cluster's processes and files go with it",
             humantime::format_duration(bound)
         );
@@ -879,7 +880,7 @@ async fn scenarios(
 async fn teardowns(ctx: &steps::Context) {
     let running = &ctx.teardowns;
     if !running.is_empty() {
-        eprintln!(
+        crate::note!(
             "dra-e2e: waiting for the teardown of {} ended scenario(s)",
             running.len()
         );
@@ -897,13 +898,13 @@ async fn checks_after_scenarios(
         return;
     }
     signal_count.mark_unchanged();
-    eprintln!(
+    crate::note!(
         "dra-e2e: waiting for {} driver(s) of ended scenarios to have their slices wiped (Ctrl-C stops waiting)",
         checks.len()
     );
     tokio::select! {
         _ = checks.wait() => {}
-        _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the drivers' slices to be wiped"),
+        _ = signal_count.changed() => crate::note!("dra-e2e: not waiting for the drivers' slices to be wiped"),
     }
 }
 
@@ -916,14 +917,14 @@ async fn wait_namespaces(
 ) {
     // A signal from here on cuts the wait short.
     signal_count.mark_unchanged();
-    eprintln!("dra-e2e: waiting for the run's namespaces to go (Ctrl-C stops waiting)");
+    crate::note!("dra-e2e: waiting for the run's namespaces to go (Ctrl-C stops waiting)");
     tokio::select! {
         r = cluster.wait_namespaces_gone(run_id) => {
             if let Err(e) = r {
-                eprintln!("dra-e2e: {e}");
+                crate::note!("dra-e2e: {e}");
             }
         }
-        _ = signal_count.changed() => eprintln!("dra-e2e: not waiting for the namespaces to go"),
+        _ = signal_count.changed() => crate::note!("dra-e2e: not waiting for the namespaces to go"),
     }
 }
 

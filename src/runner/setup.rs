@@ -105,7 +105,11 @@ pub fn ensure(part: Part, explicit: Option<&Path>) -> anyhow::Result<()> {
     let cache_root = cache_root(&dir.dir, part);
     std::fs::create_dir_all(&cache_root)
         .with_context(|| format!("creating the build cache {}", cache_root.display()))?;
-    let _lock = BuildLock::take(&cache_root, part)?;
+    let deadline = lock_deadline(
+        std::env::var_os(LOCK_TIMEOUT_ENV),
+        last_build(&cache_root, part),
+    )?;
+    let _lock = BuildLock::take(&cache_root, part, deadline)?;
     // Another run may have built it while this one waited.
     if part.lookup(explicit).1.is_none() {
         return Ok(());
@@ -124,6 +128,19 @@ fn cache_root(dir: &Path, part: Part) -> PathBuf {
         .and_then(Path::parent)
         .unwrap_or(dir)
         .to_owned()
+}
+
+/// Where the time of the last build of `part` is kept.
+fn timing_file(cache_root: &Path, part: Part) -> PathBuf {
+    cache_root.join(format!("{}.build-seconds", part.name()))
+}
+
+/// How long the last build of `part` took here, if one did.
+fn last_build(cache_root: &Path, part: Part) -> Option<Duration> {
+    std::fs::read_to_string(timing_file(cache_root, part))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
 }
 
 /// The program that builds a part.
@@ -154,11 +171,8 @@ impl BuildCommand {
     /// Runs the build, its output shown as progress; the build's time is
     /// kept for the next estimate.
     fn run(&self, part: Part, cache_root: &Path) -> anyhow::Result<()> {
-        let timing = cache_root.join(format!("{}.build-seconds", part.name()));
-        let last = std::fs::read_to_string(&timing)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let timing = timing_file(cache_root, part);
+        let last = last_build(cache_root, part);
         let mut cmd = Command::new(&self.program);
         cmd.env_remove(crate::cluster::local::binaries::BINARIES_DIR_ENV)
             .env_remove(crate::real_node::binaries::NODE_BINARIES_DIR_ENV)
@@ -176,7 +190,7 @@ impl BuildCommand {
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", self.program.display()))?;
-        let shown = Shown::new(part, last);
+        let mut shown = Shown::new(part, last);
         let mut tail = std::collections::VecDeque::new();
         if let Some(err) = child.stderr.take() {
             for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
@@ -205,17 +219,15 @@ impl BuildCommand {
     }
 }
 
-/// The Go the build needs, from its module's `go` line, against `go
-/// version`: a missing or old toolchain is one message naming what to
-/// install.
+/// The Go the build needs, from its module's `go` line, against the `go` on
+/// PATH: a missing, unreadable or old toolchain is one message naming what
+/// to install.
 fn check_go(go_mod: &Path, part: Part) -> anyhow::Result<()> {
-    let needed = std::fs::read_to_string(go_mod)
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("go ").map(|v| v.trim().to_owned()))
-        })
-        .unwrap_or_default();
+    use crate::host::go_toolchain;
+    let text =
+        std::fs::read_to_string(go_mod).with_context(|| format!("reading {}", go_mod.display()))?;
+    let needed = go_toolchain::module_requirement(&text)
+        .with_context(|| format!("{} has no `go` line", go_mod.display()))?;
     let install = format!(
         "building {} needs Go {needed} or newer (https://go.dev/dl/, or your distribution's \
          golang package), or prebuilt binaries given with {}",
@@ -225,67 +237,288 @@ fn check_go(go_mod: &Path, part: Part) -> anyhow::Result<()> {
             Part::Node => crate::real_node::binaries::NODE_BINARIES_DIR_ENV,
         }
     );
-    let out = match Command::new("go").arg("version").output() {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
-        _ => anyhow::bail!("`go` is not on PATH: {install}"),
-    };
-    // "go version go1.26.6 linux/amd64"
-    let found = out
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("go"))
-        .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
-        .unwrap_or_default()
-        .to_owned();
-    if version(&found) < version(&needed) {
-        anyhow::bail!("found Go {found}: {install}");
+    match go_toolchain::installed() {
+        Ok(found) if found.satisfies(&needed) => Ok(()),
+        Ok(found) => anyhow::bail!("found {found}: {install}"),
+        Err(e) => anyhow::bail!("{e}: {install}"),
     }
-    Ok(())
 }
 
-/// `1.26.6` as numbers, for comparing.
-fn version(v: &str) -> Vec<u64> {
-    v.split(['.', '-', 'r', 'c'])
-        .map_while(|p| p.parse().ok())
-        .collect()
+/// How long a run waits for another's build before it says so and stops:
+/// `DRA_E2E_BUILD_LOCK_TIMEOUT`, else twice the last build here (at least
+/// 20 minutes), else 45 minutes (a cold build takes 14-19 on 2 cores).
+pub const LOCK_TIMEOUT_ENV: &str = "DRA_E2E_BUILD_LOCK_TIMEOUT";
+
+fn lock_deadline(
+    setting: Option<std::ffi::OsString>,
+    last_build: Option<Duration>,
+) -> anyhow::Result<Duration> {
+    if let Some(v) = setting {
+        let v = v.to_string_lossy();
+        return humantime::parse_duration(v.trim()).with_context(|| {
+            format!("{LOCK_TIMEOUT_ENV}={v:?} is not a duration (such as 30m or 90s)")
+        });
+    }
+    Ok(match last_build {
+        Some(d) => (d * 2).max(Duration::from_secs(20 * 60)),
+        None => Duration::from_secs(45 * 60),
+    })
 }
 
 /// A lock on the cache's build of one part, held while building (the
-/// kernel lets go when the file closes, also when the runner dies).
+/// kernel lets go when the file closes, also when the runner dies). The
+/// holder writes who it is into the file, so that a run waiting for it can
+/// name it.
 struct BuildLock {
     _file: std::fs::File,
 }
 
 impl BuildLock {
-    fn take(cache_root: &Path, part: Part) -> anyhow::Result<BuildLock> {
+    fn take(cache_root: &Path, part: Part, deadline: Duration) -> anyhow::Result<BuildLock> {
+        use std::io::{Seek as _, Write as _};
         let path = cache_root.join(format!("{}.build.lock", part.name()));
-        let file = std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            eprintln!(
-                "dra-e2e: another dra-e2e is building {} ({}); waiting for it",
-                part.describe(),
-                path.display()
-            );
-            // SAFETY: as above; blocks until the other build lets go.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(std::io::Error::last_os_error())
-                    .with_context(|| format!("locking {}", path.display()));
-            }
+        if !try_lock(&file).with_context(|| format!("locking {}", path.display()))? {
+            wait_for_lock(&file, &path, part, deadline)?;
         }
+        // Who holds it, for a run that waits (best effort: the lock itself
+        // is what counts).
+        let me = Holder {
+            pid: std::process::id(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        };
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", me.record(jiff::Timestamp::now())));
         Ok(BuildLock { _file: file })
     }
 }
 
-/// How a build shows itself: a spinner with the current step on a
-/// terminal, timestamped lines elsewhere.
-struct Shown {
-    bar: Option<indicatif::ProgressBar>,
+/// Takes the lock if it is free; `false` when another holds it.
+fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Waits until the lock is free, naming its holders now and then; past the
+/// deadline, says who holds it and what to do. flock has no deadline and
+/// no event to watch, so this polls, every 200 ms.
+fn wait_for_lock(
+    file: &std::fs::File,
+    path: &Path,
     part: Part,
+    deadline: Duration,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    crate::note!(
+        "dra-e2e: another dra-e2e is building {} ({}); waiting for it (at most {}): {}",
+        part.describe(),
+        path.display(),
+        humantime::format_duration(deadline),
+        describe_holders(path)
+    );
+    let mut next_note = Duration::from_secs(60);
+    loop {
+        if try_lock(file).with_context(|| format!("locking {}", path.display()))? {
+            return Ok(());
+        }
+        let waited = started.elapsed();
+        if waited >= deadline {
+            anyhow::bail!(
+                "waited {} for the build of {} that another process holds ({}): {}. If it is \
+                 stuck, end it (kill PID; the lock goes with the process) and run again; to \
+                 wait longer, set {LOCK_TIMEOUT_ENV} (such as 90m)",
+                humantime::format_duration(Duration::from_secs(waited.as_secs())),
+                part.describe(),
+                path.display(),
+                describe_holders(path)
+            );
+        }
+        if waited >= next_note {
+            crate::note!(
+                "dra-e2e: still waiting for the build of {} ({} so far): {}",
+                part.describe(),
+                humantime::format_duration(Duration::from_secs(waited.as_secs())),
+                describe_holders(path)
+            );
+            next_note += Duration::from_secs(60);
+        }
+        std::thread::sleep(Duration::from_millis(200).min(deadline.saturating_sub(waited)));
+    }
+}
+
+/// A process that holds (or recorded that it took) a build lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Holder {
+    pid: u32,
+    command: String,
+}
+
+impl Holder {
+    /// The line a holder writes into the lock file.
+    fn record(&self, since: jiff::Timestamp) -> String {
+        format!("pid={} since={since} command={}", self.pid, self.command)
+    }
+
+    /// Reads [`Holder::record`]'s line back: the holder and since when.
+    fn parse(line: &str) -> Option<(Holder, String)> {
+        let rest = line.trim().strip_prefix("pid=")?;
+        let (pid, rest) = rest.split_once(" since=")?;
+        let (since, command) = rest.split_once(" command=")?;
+        Some((
+            Holder {
+                pid: pid.parse().ok()?,
+                command: command.to_owned(),
+            },
+            since.to_owned(),
+        ))
+    }
+}
+
+/// Who holds the lock file `path`: the processes that have it open (from
+/// /proc, which also finds a process that inherited it from a holder that
+/// is gone), and the holder it names.
+fn describe_holders(path: &Path) -> String {
+    let recorded = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.lines().next().and_then(Holder::parse));
+    holders_message(recorded, &open_by(path))
+}
+
+fn holders_message(recorded: Option<(Holder, String)>, open: &[Holder]) -> String {
+    let mut parts = Vec::new();
+    if let Some((h, since)) = &recorded {
+        let state = if open.iter().any(|o| o.pid == h.pid) {
+            "holds it"
+        } else {
+            "took it and is gone"
+        };
+        parts.push(format!(
+            "pid {} (`{}`) {state}, since {since}",
+            h.pid, h.command
+        ));
+    }
+    let others: Vec<String> = open
+        .iter()
+        .filter(|o| recorded.as_ref().is_none_or(|(h, _)| h.pid != o.pid))
+        .map(|o| format!("pid {} (`{}`)", o.pid, o.command))
+        .collect();
+    if !others.is_empty() {
+        parts.push(format!("open in {}", others.join(", ")));
+    }
+    if parts.is_empty() {
+        "no process found holding it".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// The processes with `path` open, from /proc (those this user may see).
+fn open_by(path: &Path) -> Vec<Holder> {
+    let Ok(target) = path.canonicalize() else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found: Vec<Holder> = procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == target))
+            })
+        })
+        .map(|pid| Holder {
+            pid,
+            command: std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .split('\0')
+                        .filter(|a| !a.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default(),
+        })
+        .filter(|h| h.pid != std::process::id())
+        .collect();
+    found.sort_by_key(|h| h.pid);
+    found
+}
+
+/// How a build shows itself: where a person watches (stdout and stderr on
+/// a terminal), a status line with a spinner, the time so far and the
+/// build's current step, below any log line; timestamped lines elsewhere.
+struct Shown {
+    spinner: Option<Spinner>,
+    part: Part,
+}
+
+/// The ticker that redraws a build's status line; it ends when dropped.
+struct Spinner {
+    step: std::sync::Arc<std::sync::Mutex<String>>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spinner {
+    fn start() -> Spinner {
+        let step = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let shown = step.clone();
+        let ticker = std::thread::spawn(move || {
+            let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+            let started = Instant::now();
+            let terminal = crate::report::terminal::process();
+            for frame in frames.iter().cycle() {
+                let secs = started.elapsed().as_secs();
+                let step = shown.lock().map(|s| s.clone()).unwrap_or_default();
+                terminal.set_status(format!(
+                    "{frame} [{:02}:{:02}:{:02}] {step}",
+                    secs / 3600,
+                    secs / 60 % 60,
+                    secs % 60
+                ));
+                // The tick; a message or a dropped sender ends the line.
+                match stopped.recv_timeout(Duration::from_millis(200)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => break,
+                }
+            }
+            terminal.clear_status();
+        });
+        Spinner {
+            step,
+            stop: Some(stop),
+            ticker: Some(ticker),
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Shown {
@@ -294,26 +527,25 @@ impl Shown {
             Some(d) => format!("the last build here took {}", humantime::format_duration(d)),
             None => "no earlier build here to estimate from".to_owned(),
         };
-        eprintln!(
+        crate::note!(
             "dra-e2e: building {} (once per machine; {estimate})",
             part.describe()
         );
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(200));
-            bar
-        });
-        Shown { bar, part }
+        let watched = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        Shown {
+            spinner: watched.then(Spinner::start),
+            part,
+        }
     }
 
     fn line(&self, line: &str, elapsed: Duration) {
-        match &self.bar {
-            Some(bar) => bar.set_message(line.to_owned()),
-            None => eprintln!(
+        match &self.spinner {
+            Some(s) => {
+                if let Ok(mut step) = s.step.lock() {
+                    *step = line.to_owned();
+                }
+            }
+            None => crate::note!(
                 "dra-e2e: [{} +{}s] {line}",
                 self.part.name(),
                 elapsed.as_secs()
@@ -321,13 +553,12 @@ impl Shown {
         }
     }
 
-    fn finish(&self, ok: bool, took: Duration) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
+    fn finish(&mut self, ok: bool, took: Duration) {
+        // Stops the ticker, which takes its line away.
+        self.spinner = None;
         let took = humantime::format_duration(Duration::from_secs(took.as_secs()));
         if ok {
-            eprintln!("dra-e2e: built {} in {took}", self.part.describe());
+            crate::note!("dra-e2e: built {} in {took}", self.part.describe());
         }
     }
 }
@@ -359,10 +590,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn versions_compare_as_numbers() {
-        assert!(version("1.26.10") > version("1.26.6"));
-        assert!(version("1.25") < version("1.26.0"));
-        assert!(version("1.26.0") <= version("1.26.0"));
+    fn a_holder_record_reads_back() {
+        let h = Holder {
+            pid: 42,
+            command: "dra-e2e --tags @x since=y".into(),
+        };
+        let line = h.record("2026-12-02T09:00:00Z".parse().unwrap());
+        assert_eq!(
+            Holder::parse(&line),
+            Some((h, "2026-12-02T09:00:00Z".to_owned()))
+        );
+        assert_eq!(Holder::parse(""), None);
+        assert_eq!(Holder::parse("pid=x since=a command=b"), None);
+    }
+
+    #[test]
+    fn the_holders_are_named_with_what_became_of_them() {
+        let runner = Holder {
+            pid: 7,
+            command: "dra-e2e setup".into(),
+        };
+        let go = Holder {
+            pid: 9,
+            command: "go build".into(),
+        };
+        let since = "09:00".to_owned();
+        assert_eq!(
+            holders_message(
+                Some((runner.clone(), since.clone())),
+                std::slice::from_ref(&runner)
+            ),
+            "pid 7 (`dra-e2e setup`) holds it, since 09:00"
+        );
+        // The one that took it died; a process it left behind keeps the lock.
+        assert_eq!(
+            holders_message(Some((runner.clone(), since)), std::slice::from_ref(&go)),
+            "pid 7 (`dra-e2e setup`) took it and is gone, since 09:00; open in pid 9 (`go build`)"
+        );
+        assert_eq!(holders_message(None, &[go]), "open in pid 9 (`go build`)");
+        assert_eq!(holders_message(None, &[]), "no process found holding it");
+    }
+
+    #[test]
+    fn the_wait_for_a_build_scales_with_the_last_one() {
+        let min = |m: u64| Duration::from_secs(m * 60);
+        assert_eq!(lock_deadline(None, None).unwrap(), min(45));
+        assert_eq!(lock_deadline(None, Some(min(1))).unwrap(), min(20));
+        assert_eq!(lock_deadline(None, Some(min(30))).unwrap(), min(60));
+        assert_eq!(
+            lock_deadline(Some("90s".into()), Some(min(30))).unwrap(),
+            Duration::from_secs(90)
+        );
+        let bad = lock_deadline(Some("soon".into()), None).unwrap_err();
+        assert!(
+            bad.to_string()
+                .starts_with("DRA_E2E_BUILD_LOCK_TIMEOUT=\"soon\" is not a duration"),
+            "{bad}"
+        );
     }
 
     #[test]
