@@ -533,3 +533,139 @@ async fn components_die_with_a_sigkilled_runner() {
     // Nobody was left to remove the directory.
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// TCP ports process `pid` listens on (its listening sockets in
+/// /proc/<pid>/net/tcp{,6} whose inodes it holds).
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap();
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // State 0A is LISTEN.
+            if cols.len() > 9 && cols[3] == "0A" && inodes.iter().any(|i| i == cols[9]) {
+                let port = cols[1].rsplit(':').next().unwrap();
+                ports.push(u16::from_str_radix(port, 16).unwrap());
+            }
+        }
+    }
+    ports.sort_unstable();
+    ports
+}
+
+/// A range request for `key` in etcd's JSON gateway, as HTTP/1.0 over plain
+/// TCP; returns whatever came back.
+async fn plain_http_range(port: u16, body: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let request = format!(
+        "POST /v3/kv/range HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // The server may close before reading it all.
+    let _ = s.write_all(request.as_bytes()).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(DEADLINE, s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A client of `https://127.0.0.1:<port>` trusting etcd's CA, presenting
+/// `identity` (certificate and key files) if given.
+fn etcd_client(
+    port: u16,
+    ca_der: &[u8],
+    identity: Option<&dra_e2e::host::pki::CertPair>,
+) -> kube::Client {
+    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
+    config.root_cert = Some(vec![ca_der.to_vec()]);
+    if let Some(pair) = identity {
+        config.auth_info.client_certificate = Some(pair.cert_path.display().to_string());
+        config.auth_info.client_key = Some(pair.key_path.display().to_string());
+    }
+    kube::Client::try_from(config).unwrap()
+}
+
+async fn range(client: &kube::Client, body: &str) -> Result<String, String> {
+    let request = http::Request::post("/v3/kv/range")
+        .header("content-type", "application/json")
+        .body(body.as_bytes().to_vec())
+        .unwrap();
+    client
+        .request_text(request)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_admits_only_clients_with_a_certificate_from_its_own_ca() {
+    use base64::Engine as _;
+    let cluster = LocalCluster::start(LocalClusterOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    create(&namespaces, json!({"metadata": {"name": "etcd-tls-check"}})).await;
+    let key =
+        base64::engine::general_purpose::STANDARD.encode("/registry/namespaces/etcd-tls-check");
+    let body = format!(r#"{{"key":"{key}"}}"#);
+
+    let url = cluster.etcd_url().to_owned();
+    let client_port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let etcd = &cluster.components()[0];
+    assert_eq!(etcd.name, "etcd");
+    let ports = listening_ports(etcd.pid);
+    assert!(ports.contains(&client_port), "{ports:?} lack {url}");
+    assert_eq!(ports.len(), 2, "client and peer listeners only: {ports:?}");
+    let pki = cluster.pki();
+
+    // With the runner's own etcd certificate the namespace is there: the
+    // refusals below are about credentials, not a missing key.
+    let allowed = etcd_client(
+        client_port,
+        &pki.etcd.ca_der,
+        Some(&pki.etcd.healthcheck_client),
+    );
+    let found = range(&allowed, &body)
+        .await
+        .expect("reading with etcd's certificate");
+    assert!(found.contains("\"kvs\""), "{found}");
+
+    for port in ports {
+        let plain = plain_http_range(port, &body).await;
+        assert!(
+            !plain.contains("kvs")
+                && !plain.starts_with("HTTP/1.1 200")
+                && !plain.starts_with("HTTP/1.0 200"),
+            "plain HTTP to etcd port {port} got: {plain}"
+        );
+        let anonymous = etcd_client(port, &pki.etcd.ca_der, None);
+        let refused = range(&anonymous, &body).await;
+        assert!(
+            refused.is_err(),
+            "TLS without a certificate on port {port}: {refused:?}"
+        );
+        // The cluster CA's admin is no one to etcd.
+        let admin = etcd_client(port, &pki.etcd.ca_der, Some(&pki.admin));
+        let refused = range(&admin, &body).await;
+        assert!(
+            refused.is_err(),
+            "the cluster CA's admin on port {port}: {refused:?}"
+        );
+    }
+
+    let components = cluster.components();
+    let binaries_dir = cluster.binaries_dir().to_owned();
+    let dir = cluster.dir().to_owned();
+    cluster.stop().await.expect("stopping the cluster");
+    assert_all_gone(&components, &binaries_dir, &dir);
+}

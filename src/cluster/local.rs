@@ -197,6 +197,7 @@ pub struct LocalCluster {
     feature_gates: FeatureGates,
     binaries: Binaries,
     pki: Pki,
+    etcd_url: String,
 }
 
 impl std::fmt::Debug for LocalCluster {
@@ -276,6 +277,7 @@ impl LocalCluster {
             feature_gates: options.feature_gates.clone(),
             binaries,
             pki,
+            etcd_url: components::etcd_url(&ports),
         })
     }
 
@@ -323,6 +325,12 @@ impl LocalCluster {
     /// The cluster's certificates, to issue more (real nodes' kubelets).
     pub fn pki(&self) -> &Pki {
         &self.pki
+    }
+
+    /// `https://127.0.0.1:<port>`: etcd's client URL. It admits only
+    /// certificates from [`Pki::etcd`]'s CA.
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
     }
 
     /// The directory the binaries were taken from.
@@ -428,12 +436,13 @@ impl Start<'_> {
         client: &kube::Client,
     ) -> Result<(), LocalClusterError> {
         let ports = self.settings.ports;
+        let etcd_client = etcd_health_client(&ports, self.settings.pki)?;
         let etcd = self.spawn(running, binaries::ETCD, components::etcd_args)?;
         ready(
             &running.processes[etcd],
             "GET /readyz",
             self.timeout,
-            || readiness::probe_plain_http(ports.etcd_client, "/readyz"),
+            || readiness::probe_kube(&etcd_client, ports.etcd_client, "/readyz"),
         )
         .await?;
         let apiserver = self.spawn(
@@ -680,6 +689,23 @@ fn health_client(port: u16, pki: &Pki, component: &str) -> Result<kube::Client, 
     config.root_cert = Some(vec![pki.ca_der.clone()]);
     kube::Client::try_from(config).map_err(|source| LocalClusterError::Client {
         what: component.to_owned(),
+        source,
+    })
+}
+
+/// A client of etcd's HTTPS port with the runner's health-check certificate:
+/// etcd refuses every connection without one from its CA, probes included.
+fn etcd_health_client(ports: &Ports, pki: &Pki) -> Result<kube::Client, LocalClusterError> {
+    let url: http::Uri = components::etcd_url(ports)
+        .parse()
+        .expect("a loopback URL with a numeric port is valid");
+    let mut config = kube::Config::new(url);
+    config.root_cert = Some(vec![pki.etcd.ca_der.clone()]);
+    let client = &pki.etcd.healthcheck_client;
+    config.auth_info.client_certificate = Some(client.cert_path.to_string_lossy().into_owned());
+    config.auth_info.client_key = Some(client.key_path.to_string_lossy().into_owned());
+    kube::Client::try_from(config).map_err(|source| LocalClusterError::Client {
+        what: "etcd".to_owned(),
         source,
     })
 }

@@ -1,7 +1,8 @@
 //! The local cluster's side of a driver's sockets: each socket is created by a
 //! local `dra-e2e proxy-agent` in the simulated node's kubelet directory and
-//! reached through the pre-dialled TCP pool, so every local scenario runs the
-//! same pairing as a real cluster's proxy pods.
+//! reached through the pre-dialled pool over a unix socket private to the
+//! runner's user, so every local scenario runs the same pairing as a real
+//! cluster's proxy pods.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

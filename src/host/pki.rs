@@ -70,6 +70,8 @@ pub struct Pki {
     /// The API server's client certificate towards kubelets (logs, exec,
     /// port-forward), as a real cluster's `apiserver-kubelet-client`.
     pub apiserver_kubelet_client: CertPair,
+    /// etcd's own PKI, apart from the cluster CA (as kubeadm sets it up).
+    pub etcd: EtcdPki,
     /// Service-account token signing key (private, PKCS#8 PEM).
     pub sa_key_path: PathBuf,
     /// Its public half, which the API server verifies tokens with.
@@ -86,6 +88,77 @@ const APISERVER_NAMES: [&str; 6] = [
     "kubernetes.default.svc.cluster.local",
 ];
 const LOOPBACK_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
+
+/// etcd's credentials. etcd admits every client whose certificate chains to
+/// the CA it trusts, with no further authorization, so that CA is one of its
+/// own: a certificate from the cluster CA (an admin's, a kubelet's) opens the
+/// API server, never etcd.
+#[derive(Debug, Clone)]
+pub struct EtcdPki {
+    pub ca: CertPair,
+    /// The CA certificate in DER, for clients that take a trust root.
+    pub ca_der: Vec<u8>,
+    /// Serving certificate of the client listener (127.0.0.1, localhost).
+    pub server: CertPair,
+    /// The peer listener's certificate, both serving and client, as members
+    /// present it to each other.
+    pub peer: CertPair,
+    /// The API server's client certificate towards etcd.
+    pub apiserver_client: CertPair,
+    /// The runner's client certificate for readiness probes.
+    pub healthcheck_client: CertPair,
+}
+
+impl EtcdPki {
+    fn generate(dir: &Path) -> Result<Self, PkiError> {
+        use ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+        let (ca, ca_cert, issuer) = new_ca(dir, "etcd-ca", "dra-e2e local etcd CA")?;
+        let server = leaf(
+            dir,
+            "etcd-server",
+            &issuer,
+            "etcd-server",
+            &[],
+            &LOOPBACK_NAMES,
+            &[ServerAuth, ClientAuth],
+        )?;
+        let peer = leaf(
+            dir,
+            "etcd-peer",
+            &issuer,
+            "etcd-peer",
+            &[],
+            &LOOPBACK_NAMES,
+            &[ServerAuth, ClientAuth],
+        )?;
+        let apiserver_client = leaf(
+            dir,
+            "apiserver-etcd-client",
+            &issuer,
+            "kube-apiserver-etcd-client",
+            &[],
+            &[],
+            &[ClientAuth],
+        )?;
+        let healthcheck_client = leaf(
+            dir,
+            "etcd-healthcheck-client",
+            &issuer,
+            "dra-e2e-etcd-healthcheck-client",
+            &[],
+            &[],
+            &[ClientAuth],
+        )?;
+        Ok(Self {
+            ca,
+            ca_der: ca_cert.der().to_vec(),
+            server,
+            peer,
+            apiserver_client,
+            healthcheck_client,
+        })
+    }
+}
 
 impl Pki {
     /// Generates everything and writes it to `dir` (keys with mode 0600).
@@ -105,7 +178,7 @@ impl Pki {
             "kube-apiserver",
             &[],
             &APISERVER_NAMES,
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         )?;
         let scheduler_serving = leaf(
             dir,
@@ -114,7 +187,7 @@ impl Pki {
             "kube-scheduler",
             &[],
             &LOOPBACK_NAMES,
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         )?;
         let controller_manager_serving = leaf(
             dir,
@@ -123,7 +196,7 @@ impl Pki {
             "kube-controller-manager",
             &[],
             &LOOPBACK_NAMES,
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         )?;
         let admin = leaf(
             dir,
@@ -132,7 +205,7 @@ impl Pki {
             "admin",
             &["system:masters"],
             &[],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         )?;
 
         let apiserver_kubelet_client = leaf(
@@ -142,8 +215,10 @@ impl Pki {
             "kube-apiserver-kubelet-client",
             &["system:masters"],
             &[],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         )?;
+
+        let etcd = EtcdPki::generate(dir)?;
 
         let sa_key = gen_key("the service-account signing key")?;
         let sa_key_path = dir.join("sa.key");
@@ -160,6 +235,7 @@ impl Pki {
             controller_manager_serving,
             admin,
             apiserver_kubelet_client,
+            etcd,
             sa_key_path,
             sa_pub_path,
         })
@@ -202,7 +278,7 @@ impl Pki {
             &format!("system:node:{node}"),
             &["system:nodes"],
             &[],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         )?;
         let ip = node_ip.to_string();
         let serving = leaf(
@@ -212,7 +288,7 @@ impl Pki {
             node,
             &[],
             &[node, ip.as_str()],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         )?;
         Ok(KubeletCredentials { client, serving })
     }
@@ -257,7 +333,7 @@ fn leaf(
     common_name: &str,
     organizations: &[&str],
     names: &[&str],
-    usage: ExtendedKeyUsagePurpose,
+    usages: &[ExtendedKeyUsagePurpose],
 ) -> Result<CertPair, PkiError> {
     let what = "a leaf certificate";
     let key = gen_key("a leaf key")?;
@@ -274,7 +350,7 @@ fn leaf(
             .push(DnType::OrganizationName, *org);
     }
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![usage];
+    params.extended_key_usages = usages.to_vec();
     params.use_authority_key_identifier_extension = true;
     let cert = params
         .signed_by(&key, issuer)
@@ -406,10 +482,52 @@ mod tests {
     }
 
     #[test]
+    fn etcd_certificates_chain_to_etcd_ca_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pki = Pki::generate(tmp.path()).unwrap();
+        let etcd_ca_der = parse(&pki.etcd.ca.cert_pem);
+        let (_, etcd_ca) = X509Certificate::from_der(&etcd_ca_der).unwrap();
+        let ca_der = parse(&pki.ca.cert_pem);
+        let (_, ca) = X509Certificate::from_der(&ca_der).unwrap();
+        assert!(etcd_ca.is_ca());
+        assert_ne!(etcd_ca.subject(), ca.subject());
+        for pair in [
+            &pki.etcd.server,
+            &pki.etcd.peer,
+            &pki.etcd.apiserver_client,
+            &pki.etcd.healthcheck_client,
+        ] {
+            let der = parse(&pair.cert_pem);
+            let (_, cert) = X509Certificate::from_der(&der).unwrap();
+            assert_eq!(cert.issuer(), etcd_ca.subject(), "{pair:?}");
+            cert.verify_signature(Some(etcd_ca.public_key())).unwrap();
+            assert!(cert.verify_signature(Some(ca.public_key())).is_err());
+        }
+        // The API server's etcd client certificate is a client certificate.
+        let der = parse(&pki.etcd.apiserver_client.cert_pem);
+        let (_, cert) = X509Certificate::from_der(&der).unwrap();
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth);
+        let der = parse(&pki.etcd.server.cert_pem);
+        let (_, cert) = X509Certificate::from_der(&der).unwrap();
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.server_auth);
+    }
+
+    #[test]
     fn keys_are_private_to_the_owner() {
         let tmp = tempfile::tempdir().unwrap();
         let pki = Pki::generate(tmp.path()).unwrap();
-        for path in [&pki.ca.key_path, &pki.admin.key_path, &pki.sa_key_path] {
+        for path in [
+            &pki.ca.key_path,
+            &pki.admin.key_path,
+            &pki.sa_key_path,
+            &pki.etcd.ca.key_path,
+            &pki.etcd.server.key_path,
+            &pki.etcd.peer.key_path,
+            &pki.etcd.apiserver_client.key_path,
+            &pki.etcd.healthcheck_client.key_path,
+        ] {
             let mode = fs::metadata(path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", path.display());
         }

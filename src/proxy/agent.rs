@@ -4,6 +4,13 @@
 //! can sit behind the runner's pre-dialled pool: no header or framing, pairing
 //! strictly by order (the next unix client gets the oldest queued TCP
 //! connection), and no half-close — when either side ends, both are closed.
+//!
+//! The local cluster's agents wait for the runner on a unix socket instead
+//! (`--proxy-endpoint unix://<path>`): a TCP port on loopback would let any
+//! user of the machine queue a connection and be paired with a kubelet, and
+//! connect to the kubelet side through it. With a unix proxy endpoint both
+//! sockets are created mode 0600 and every connection is checked with
+//! `SO_PEERCRED`: one from another user than the agent's is closed unused.
 use std::ffi::OsString;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -34,7 +41,8 @@ struct Args {
     /// Unix socket to create: a path or unix://<path>.
     #[arg(long)]
     endpoint: String,
-    /// TCP address to listen on: tcp://[host]:<port>; an empty host means all addresses.
+    /// Where the runner's connections wait: tcp://[host]:<port> (an empty host
+    /// means all addresses), or unix://<path>, a socket only this user may use.
     #[arg(long = "proxy-endpoint")]
     proxy_endpoint: String,
     /// Log verbosity, accepted for hostpathplugin compatibility and ignored (use RUST_LOG).
@@ -48,8 +56,8 @@ pub enum AgentError {
     Endpoint(#[source] endpoint::EndpointError),
     #[error("--endpoint {0:?} must be a unix socket")]
     NotUnix(String),
-    #[error("--proxy-endpoint {0:?} must be tcp://[host]:port")]
-    NotTcp(String),
+    #[error("--proxy-endpoint {0:?} must be tcp://[host]:port or unix://<path>")]
+    BadProxyEndpoint(String),
     #[error("listening on unix socket {path}: {source}")]
     ListenUnix {
         path: PathBuf,
@@ -95,16 +103,25 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
         Endpoint::Unix(p) => p,
         Endpoint::Tcp { .. } => return Err(AgentError::NotUnix(args.endpoint).into()),
     };
-    let tcp = match endpoint::parse(&args.proxy_endpoint) {
+    let proxy = match endpoint::parse(&args.proxy_endpoint) {
         Ok(e @ Endpoint::Tcp { .. }) => e,
-        _ => return Err(AgentError::NotTcp(args.proxy_endpoint).into()),
+        // Only with its scheme: a bare path here is more likely a mistake.
+        Ok(e @ Endpoint::Unix(_))
+            if args
+                .proxy_endpoint
+                .get(..7)
+                .is_some_and(|s| s.eq_ignore_ascii_case("unix://")) =>
+        {
+            e
+        }
+        _ => return Err(AgentError::BadProxyEndpoint(args.proxy_endpoint).into()),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
         let stop = stop_signal()?;
-        let agent = Agent::bind(&unix, &tcp).await?;
+        let agent = Agent::bind(&unix, &proxy).await?;
         announce(&agent);
         agent.serve(stop).await;
         Ok(())
@@ -116,12 +133,19 @@ fn announce(agent: &Agent) {
     // The parent may already be gone; a failed write must not kill the agent
     // before it had a chance to remove its socket.
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "{READY_PREFIX} tcp={} unix={}",
-        agent.tcp_addr,
-        agent.unix_path.display()
-    );
+    let _ = match &agent.runner {
+        RunnerListener::Tcp { addr, .. } => writeln!(
+            out,
+            "{READY_PREFIX} tcp={addr} unix={}",
+            agent.unix_path.display()
+        ),
+        RunnerListener::Unix { socket, .. } => writeln!(
+            out,
+            "{READY_PREFIX} proxy=unix://{} unix={}",
+            socket.path.display(),
+            agent.unix_path.display()
+        ),
+    };
     let _ = out.flush();
 }
 
@@ -200,59 +224,188 @@ fn output_reader_gone() -> impl Future<Output = ()> {
     }
 }
 
+/// A unix socket file this agent created, so shutdown never removes a socket
+/// that a newer agent created at the same path.
+struct OwnSocket {
+    path: PathBuf,
+    ino: Option<(u64, u64)>,
+}
+
+impl OwnSocket {
+    /// Replaces any stale file at `path` and listens there.
+    fn bind(path: &Path) -> Result<(UnixListener, OwnSocket), AgentError> {
+        match std::fs::remove_file(path) {
+            Ok(()) => debug!(path = %path.display(), "removed stale socket"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(path = %path.display(), error = %e, "cannot remove stale socket"),
+        }
+        let listener = UnixListener::bind(path).map_err(|source| AgentError::ListenUnix {
+            path: path.to_owned(),
+            source,
+        })?;
+        let ino = std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        Ok((
+            listener,
+            OwnSocket {
+                path: path.to_owned(),
+                ino,
+            },
+        ))
+    }
+
+    /// Owner only: connecting to a unix socket needs write permission on it.
+    fn restrict(&self) -> Result<(), AgentError> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| AgentError::ListenUnix {
+                path: self.path.clone(),
+                source,
+            },
+        )
+    }
+
+    fn remove(&self) {
+        let ours = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if ours.is_some() && ours == self.ino {
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                warn!(path = %self.path.display(), error = %e, "removing socket");
+            } else {
+                info!(path = %self.path.display(), "socket removed");
+            }
+        }
+    }
+}
+
+/// Where the runner's connections wait for a kubelet's.
+enum RunnerListener {
+    /// hostpathplugin's way, for proxy pods reached by port-forward.
+    Tcp {
+        listener: TcpListener,
+        addr: SocketAddr,
+    },
+    /// The local cluster's: a socket only the agent's user may connect to.
+    Unix {
+        listener: UnixListener,
+        socket: OwnSocket,
+    },
+}
+
 /// An agent with both listeners open.
 pub struct Agent {
     unix: UnixListener,
     unix_path: PathBuf,
-    /// Identifies the socket file we created, so shutdown never removes a
-    /// socket that a newer agent created at the same path.
-    unix_ino: Option<(u64, u64)>,
-    tcp: TcpListener,
-    tcp_addr: SocketAddr,
+    kubelet_socket: OwnSocket,
+    runner: RunnerListener,
+}
+
+/// Refuses a connection from another user than this process's.
+fn check_same_user(stream: &UnixStream) -> Result<(), String> {
+    let cred = stream
+        .peer_cred()
+        .map_err(|e| format!("reading the peer's credentials: {e}"))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if cred.uid() == me {
+        Ok(())
+    } else {
+        Err(format!(
+            "peer uid {} (pid {:?}) is not the agent's uid {me}",
+            cred.uid(),
+            cred.pid()
+        ))
+    }
 }
 
 impl Agent {
     /// Replaces any stale file at `unix_path`, then listens on the unix socket
-    /// first and the TCP endpoint second.
-    pub async fn bind(unix_path: &Path, tcp: &Endpoint) -> Result<Agent, AgentError> {
-        let Endpoint::Tcp { host, port } = tcp else {
-            return Err(AgentError::NotTcp(format!("{tcp:?}")));
-        };
-        match std::fs::remove_file(unix_path) {
-            Ok(()) => debug!(path = %unix_path.display(), "removed stale socket"),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warn!(path = %unix_path.display(), error = %e, "cannot remove stale socket"),
-        }
-        let unix = UnixListener::bind(unix_path).map_err(|source| AgentError::ListenUnix {
-            path: unix_path.to_owned(),
-            source,
-        })?;
-        let unix_ino = std::fs::symlink_metadata(unix_path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        let tcp = match bind_tcp(host, *port).await {
-            Ok(l) => l,
+    /// first and the runner's endpoint (`proxy`) second.
+    pub async fn bind(unix_path: &Path, proxy: &Endpoint) -> Result<Agent, AgentError> {
+        let (unix, kubelet_socket) = OwnSocket::bind(unix_path)?;
+        let runner = match Self::bind_runner(proxy).await {
+            Ok(r) => r,
             Err(e) => {
                 let _ = std::fs::remove_file(unix_path);
                 return Err(e);
             }
         };
-        let tcp_addr = tcp.local_addr().map_err(|source| AgentError::ListenTcp {
-            addr: format!("{host}:{port}"),
-            source,
-        })?;
-        info!(unix = %unix_path.display(), tcp = %tcp_addr, "listening");
+        if let RunnerListener::Unix { socket, .. } = &runner {
+            let restricted = kubelet_socket.restrict().and_then(|()| socket.restrict());
+            if let Err(e) = restricted {
+                kubelet_socket.remove();
+                socket.remove();
+                return Err(e);
+            }
+        }
+        match &runner {
+            RunnerListener::Tcp { addr, .. } => {
+                info!(unix = %unix_path.display(), tcp = %addr, "listening")
+            }
+            RunnerListener::Unix { socket, .. } => {
+                info!(unix = %unix_path.display(), proxy = %socket.path.display(), "listening")
+            }
+        }
         Ok(Agent {
             unix,
             unix_path: unix_path.to_owned(),
-            unix_ino,
-            tcp,
-            tcp_addr,
+            kubelet_socket,
+            runner,
         })
     }
 
-    pub fn tcp_addr(&self) -> SocketAddr {
-        self.tcp_addr
+    async fn bind_runner(proxy: &Endpoint) -> Result<RunnerListener, AgentError> {
+        match proxy {
+            Endpoint::Tcp { host, port } => {
+                let listener = bind_tcp(host, *port).await?;
+                let addr = listener
+                    .local_addr()
+                    .map_err(|source| AgentError::ListenTcp {
+                        addr: format!("{host}:{port}"),
+                        source,
+                    })?;
+                Ok(RunnerListener::Tcp { listener, addr })
+            }
+            Endpoint::Unix(path) => {
+                let (listener, socket) = OwnSocket::bind(path)?;
+                Ok(RunnerListener::Unix { listener, socket })
+            }
+        }
+    }
+
+    /// The TCP address the runner's connections arrive at, if they come by TCP.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        match &self.runner {
+            RunnerListener::Tcp { addr, .. } => Some(*addr),
+            RunnerListener::Unix { .. } => None,
+        }
+    }
+
+    /// Local agents admit only their own user on both sockets.
+    fn same_user_only(&self) -> bool {
+        matches!(self.runner, RunnerListener::Unix { .. })
+    }
+
+    /// The next connection the runner dialled, oldest first.
+    async fn accept_runner(&self) -> std::io::Result<RunnerStream> {
+        match &self.runner {
+            RunnerListener::Tcp { listener, .. } => {
+                let (s, peer) = listener.accept().await?;
+                debug!(%peer, "tcp connection taken");
+                Ok(RunnerStream::Tcp(s))
+            }
+            RunnerListener::Unix { listener, .. } => loop {
+                let (s, _) = listener.accept().await?;
+                // Someone else's connection must not be paired with a
+                // kubelet; the runner's next one is behind it.
+                match check_same_user(&s) {
+                    Ok(()) => return Ok(RunnerStream::Unix(s)),
+                    Err(e) => warn!("refused a connection on the runner's socket: {e}"),
+                }
+            },
+        }
     }
 
     /// Pairs connections until `stop` resolves, then closes both listeners and
@@ -272,37 +425,39 @@ impl Agent {
                     }
                 },
             };
-            // Only now take a TCP connection: everything dialled meanwhile
+            if self.same_user_only()
+                && let Err(e) = check_same_user(&unix)
+            {
+                warn!("refused a connection on the kubelet's socket: {e}");
+                continue;
+            }
+            // Only now take a runner connection: everything dialled meanwhile
             // waits in the kernel's accept queue, oldest first.
-            let tcp = tokio::select! {
+            let runner = tokio::select! {
                 _ = &mut stop => break,
-                r = self.tcp.accept() => match r {
-                    Ok((s, peer)) => { debug!(%peer, "tcp connection taken"); s }
+                r = self.accept_runner() => match r {
+                    Ok(s) => s,
                     Err(e) => {
-                        warn!(error = %e, "accepting tcp connection; dropping the unix client");
+                        warn!(error = %e, "accepting the runner's connection; dropping the unix client");
                         tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
                         continue;
                     }
                 },
             };
             next_id += 1;
-            tokio::spawn(pair(next_id, unix, tcp));
+            tokio::spawn(pair(next_id, unix, runner));
         }
-        self.remove_socket();
+        self.kubelet_socket.remove();
+        if let RunnerListener::Unix { socket, .. } = &self.runner {
+            socket.remove();
+        }
     }
+}
 
-    fn remove_socket(&self) {
-        let ours = std::fs::symlink_metadata(&self.unix_path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        if ours.is_some() && ours == self.unix_ino {
-            if let Err(e) = std::fs::remove_file(&self.unix_path) {
-                warn!(path = %self.unix_path.display(), error = %e, "removing socket");
-            } else {
-                info!(path = %self.unix_path.display(), "socket removed");
-            }
-        }
-    }
+/// A connection from the runner, by either transport.
+enum RunnerStream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
 }
 
 async fn bind_tcp(host: &str, port: u16) -> Result<TcpListener, AgentError> {
@@ -320,18 +475,28 @@ async fn bind_tcp(host: &str, port: u16) -> Result<TcpListener, AgentError> {
     }
 }
 
-async fn pair(id: u64, unix: UnixStream, tcp: TcpStream) {
+async fn pair(id: u64, unix: UnixStream, runner: RunnerStream) {
     debug!(id, "paired");
-    let (mut ur, mut uw) = unix.into_split();
-    let (mut tr, mut tw) = tcp.into_split();
-    // Whichever direction ends first ends the pair: both sockets are closed
-    // when the halves drop, never half-closed.
-    let (dir, result) = tokio::select! {
-        r = tokio::io::copy(&mut ur, &mut tw) => ("unix->tcp", r),
-        r = tokio::io::copy(&mut tr, &mut uw) => ("tcp->unix", r),
+    let (dir, result) = match runner {
+        RunnerStream::Tcp(tcp) => splice(unix, tcp).await,
+        RunnerStream::Unix(other) => splice(unix, other).await,
     };
     match result {
         Ok(bytes) => debug!(id, dir, bytes, "pair closed on EOF"),
         Err(e) => debug!(id, dir, error = %e, "pair closed on error"),
+    }
+}
+
+/// Copies both ways until either direction ends. Both sockets are closed
+/// when the halves drop, never half-closed.
+async fn splice<R>(unix: UnixStream, runner: R) -> (&'static str, std::io::Result<u64>)
+where
+    R: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+{
+    let (mut ur, mut uw) = unix.into_split();
+    let (mut rr, mut rw) = tokio::io::split(runner);
+    tokio::select! {
+        r = tokio::io::copy(&mut ur, &mut rw) => ("kubelet->runner", r),
+        r = tokio::io::copy(&mut rr, &mut uw) => ("runner->kubelet", r),
     }
 }

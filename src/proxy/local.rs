@@ -1,4 +1,9 @@
 //! The agent as a local subprocess, for the local cluster's simulated nodes.
+//!
+//! The runner reaches it through a unix socket next to the kubelet's (see
+//! [`ProxySide::Unix`]), not a loopback port: a port is open to every user of
+//! the machine, a socket in the cluster's private directory only to the
+//! runner's, and the agent checks each connection's uid as well.
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -15,6 +20,70 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use super::agent::READY_PREFIX;
+use super::transport::{TcpTransport, Transport, UnixTransport};
+
+/// Where an agent waits for the runner's connections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxySide {
+    /// A TCP address, as hostpathplugin listens in a proxy pod; port 0 lets
+    /// the agent pick a free port and report it.
+    Tcp(SocketAddr),
+    /// A unix socket that only the runner's user may connect to: the agent
+    /// creates it mode 0600 and refuses connections from other uids.
+    Unix(PathBuf),
+}
+
+impl ProxySide {
+    /// The agent's `--proxy-endpoint`.
+    fn endpoint_arg(&self) -> std::ffi::OsString {
+        match self {
+            ProxySide::Tcp(addr) => format!("tcp://{addr}").into(),
+            ProxySide::Unix(path) => {
+                let mut s = std::ffi::OsString::from("unix://");
+                s.push(path.as_os_str());
+                s
+            }
+        }
+    }
+
+    /// How the runner dials it.
+    pub fn transport(&self) -> Arc<dyn Transport> {
+        match self {
+            ProxySide::Tcp(addr) => Arc::new(TcpTransport::new(*addr)),
+            ProxySide::Unix(path) => Arc::new(UnixTransport::new(path.clone())),
+        }
+    }
+}
+
+impl std::fmt::Display for ProxySide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProxySide::Tcp(addr) => write!(f, "tcp://{addr}"),
+            ProxySide::Unix(path) => write!(f, "unix://{}", path.display()),
+        }
+    }
+}
+
+/// The runner's side of the agent for the kubelet socket `socket`: a hidden
+/// socket in the same directory, which the kubelet's plugin watcher skips as
+/// every dot file. Its name is at most as long as the names the local
+/// cluster's sockets already have in that directory, so it fits wherever they
+/// fit (see `runner::preflight`), and a hash of the kubelet socket's name
+/// keeps two agents in one directory apart.
+pub fn runner_socket_for(socket: &Path) -> PathBuf {
+    // FNV-1a: stable across runs and builds, unlike the std hasher.
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in socket
+        .file_name()
+        .map(|n| n.as_encoded_bytes())
+        .unwrap_or_default()
+    {
+        hash ^= u32::from(*b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    let dir = socket.parent().unwrap_or_else(|| Path::new("."));
+    dir.join(format!(".proxy-{hash:08x}"))
+}
 
 /// The running executable as the kernel holds it. Executing this path starts
 /// the very image this process runs, even after a rebuild unlinked or replaced
@@ -31,9 +100,9 @@ pub struct LocalAgentConfig {
     pub arg0: Option<std::ffi::OsString>,
     /// The unix socket the agent creates.
     pub socket: PathBuf,
-    /// Where the agent's TCP side listens; port 0 lets the agent pick a free
-    /// port and report it, so there is no race over a probed port.
-    pub listen: SocketAddr,
+    /// Where the agent waits for the runner's connections: by default the
+    /// private unix socket [`runner_socket_for`] `socket`.
+    pub proxy: ProxySide,
     /// How long the agent may take to report that it listens.
     pub ready_timeout: Duration,
     /// How long a TERMed agent may take to exit before it is killed.
@@ -42,8 +111,8 @@ pub struct LocalAgentConfig {
 
 impl LocalAgentConfig {
     /// An agent for `socket` run from the current executable ([`SELF_EXE`]),
-    /// listening on a free loopback port. Its `argv[0]` is the path the
-    /// runner was started from, for `ps`.
+    /// reached through [`runner_socket_for`] `socket`. Its `argv[0]` is the
+    /// path the runner was started from, for `ps`.
     pub fn new(socket: impl Into<PathBuf>) -> Result<Self, LocalAgentError> {
         let mut config = Self::with_program(SELF_EXE, socket);
         config.arg0 = std::env::current_exe()
@@ -54,19 +123,31 @@ impl LocalAgentConfig {
     }
 
     pub fn with_program(program: impl Into<PathBuf>, socket: impl Into<PathBuf>) -> Self {
+        let socket = socket.into();
         Self {
             program: program.into(),
             arg0: None,
-            socket: socket.into(),
-            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            proxy: ProxySide::Unix(runner_socket_for(&socket)),
+            socket,
             ready_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(5),
         }
     }
 
-    pub fn listen_on(mut self, addr: SocketAddr) -> Self {
-        self.listen = addr;
+    /// Waits for the runner on TCP at `addr` instead, as a proxy pod's agent
+    /// does (for tests of the port-forward path).
+    pub fn listen_on(self, addr: SocketAddr) -> Self {
+        self.proxy_on(ProxySide::Tcp(addr))
+    }
+
+    pub fn proxy_on(mut self, proxy: ProxySide) -> Self {
+        self.proxy = proxy;
         self
+    }
+
+    /// A TCP side on a free loopback port.
+    pub fn on_loopback_tcp(self) -> Self {
+        self.listen_on(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
     }
 }
 
@@ -163,7 +244,7 @@ fn agent_command(config: &LocalAgentConfig) -> Command {
         .arg("--endpoint")
         .arg(&config.socket)
         .arg("--proxy-endpoint")
-        .arg(format!("tcp://{}", config.listen))
+        .arg(config.proxy.endpoint_arg())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -217,12 +298,12 @@ impl NotListening {
     }
 }
 
-/// Reads the agent's stdout up to its ready line and returns the TCP address
-/// it reports.
+/// Reads the agent's stdout up to its ready line and returns where it waits
+/// for the runner (for TCP, the address it bound).
 async fn wait_listening(
     config: &LocalAgentConfig,
     stdout: &mut Option<StdoutLines>,
-) -> Result<SocketAddr, NotListening> {
+) -> Result<ProxySide, NotListening> {
     let socket = &config.socket;
     let first_line = async {
         let lines = stdout.as_mut()?;
@@ -239,7 +320,12 @@ async fn wait_listening(
         Ok(None) => return Err(NotListening::Exited),
         Err(_) => return Err(NotListening::TimedOut),
     };
-    parse_ready_line(&line).ok_or(NotListening::BadLine(line))
+    match &config.proxy {
+        ProxySide::Tcp(_) => parse_ready_line(&line)
+            .map(ProxySide::Tcp)
+            .ok_or(NotListening::BadLine(line)),
+        ProxySide::Unix(path) => Ok(ProxySide::Unix(path.clone())),
+    }
 }
 
 /// Keeps draining both pipes for the agent's whole life (it treats a closed
@@ -299,7 +385,7 @@ enum Ctl {
 pub struct LocalAgent {
     pid: u32,
     socket: PathBuf,
-    tcp_addr: SocketAddr,
+    proxy: ProxySide,
     stop_timeout: Duration,
     control: Option<mpsc::UnboundedSender<Ctl>>,
     exit: watch::Receiver<Option<AgentExit>>,
@@ -320,7 +406,7 @@ impl LocalAgent {
         let pid = child.id().unwrap_or_default();
         let mut stdout = child.stdout.take().map(|s| BufReader::new(s).lines());
         let stderr = child.stderr.take();
-        let tcp_addr = match wait_listening(&config, &mut stdout).await {
+        let proxy = match wait_listening(&config, &mut stdout).await {
             Ok(addr) => addr,
             Err(not_ready) => {
                 // Make sure it is gone, then report what it said.
@@ -329,7 +415,7 @@ impl LocalAgent {
                 return Err(not_ready.into_error(&config, status, stderr).await);
             }
         };
-        info!(socket = %socket.display(), %tcp_addr, pid, "local proxy agent listening");
+        info!(socket = %socket.display(), %proxy, pid, "local proxy agent listening");
 
         let (output, tail) = drain_output(&socket, stdout, stderr);
         let (control, control_rx) = mpsc::unbounded_channel();
@@ -346,7 +432,7 @@ impl LocalAgent {
         Ok(LocalAgent {
             pid,
             socket,
-            tcp_addr,
+            proxy,
             stop_timeout: config.stop_timeout,
             control: Some(control),
             exit,
@@ -354,9 +440,22 @@ impl LocalAgent {
         })
     }
 
-    /// The address the agent's TCP side listens on.
-    pub fn tcp_addr(&self) -> SocketAddr {
-        self.tcp_addr
+    /// Where the agent waits for the runner's connections.
+    pub fn proxy(&self) -> &ProxySide {
+        &self.proxy
+    }
+
+    /// The address the agent's TCP side listens on, if it has one.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        match self.proxy {
+            ProxySide::Tcp(addr) => Some(addr),
+            ProxySide::Unix(_) => None,
+        }
+    }
+
+    /// A transport that dials the agent's runner side.
+    pub fn transport(&self) -> Arc<dyn Transport> {
+        self.proxy.transport()
     }
 
     pub fn socket(&self) -> &Path {
@@ -390,7 +489,11 @@ impl LocalAgent {
     pub async fn stop(mut self) -> Result<(), LocalAgentError> {
         let exit = self.end(Ctl::Term).await?;
         debug!(socket = %self.socket.display(), "local proxy agent: {exit}");
-        remove_socket(&self.socket)
+        remove_socket(&self.socket)?;
+        match &self.proxy {
+            ProxySide::Unix(path) => remove_socket(path),
+            ProxySide::Tcp(_) => Ok(()),
+        }
     }
 
     /// SIGKILL, as a crash would: the socket file stays behind.
@@ -436,6 +539,9 @@ impl Drop for LocalAgent {
         // Closing the control channel makes the reaper kill the agent.
         if self.control.take().is_some() {
             let _ = std::fs::remove_file(&self.socket);
+            if let ProxySide::Unix(path) = &self.proxy {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }
@@ -590,6 +696,31 @@ mod tests {
         let explicit = LocalAgentConfig::with_program("/opt/dra-e2e", "/tmp/x.sock");
         assert_eq!(explicit.program, Path::new("/opt/dra-e2e"));
         assert_eq!(explicit.arg0, None);
+    }
+
+    #[test]
+    fn the_runner_side_is_a_private_socket_beside_the_kubelet_one() {
+        let config = LocalAgentConfig::with_program("/opt/dra-e2e", "/c/n/0/plugins/d/dra.sock");
+        let ProxySide::Unix(path) = &config.proxy else {
+            panic!("{:?}", config.proxy);
+        };
+        assert_eq!(path.parent(), Some(Path::new("/c/n/0/plugins/d")));
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with(".proxy-"), "{name}");
+        // Not longer than the longest socket name preflight allows for there.
+        assert!(name.len() <= "dra-xxxxxxxx.sock".len(), "{name}");
+        assert_ne!(
+            runner_socket_for(Path::new("/d/a-reg.sock")),
+            runner_socket_for(Path::new("/d/b-reg.sock"))
+        );
+        assert_eq!(
+            runner_socket_for(Path::new("/d/a-reg.sock")),
+            runner_socket_for(Path::new("/d/a-reg.sock"))
+        );
+        assert_eq!(
+            config.proxy.endpoint_arg(),
+            std::ffi::OsString::from(format!("unix://{}", path.display()))
+        );
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! connection with one of the TCP connections the runner dialled ahead of
 //! time; the bytes reach the runner's gRPC server through [`conn::Incoming`].
 //! Remotely the agent runs by exec in a proxy pod and the runner dials through
-//! port-forward; locally the agent is a subprocess and the runner dials
-//! loopback TCP. [`ProxiedSocket`] puts the two halves together.
+//! port-forward; locally the agent is a subprocess and the runner dials a
+//! unix socket private to its user (never a loopback port, which every user
+//! of the machine could connect to). [`ProxiedSocket`] puts the two halves
+//! together.
 //!
 //! [`conn::Incoming`]: crate::conn::Incoming
 pub mod agent;
@@ -21,10 +23,10 @@ pub mod socket;
 pub mod transport;
 
 pub use exec_agent::ExecAgent;
-pub use local::{LocalAgent, LocalAgentConfig, LocalAgentError};
+pub use local::{LocalAgent, LocalAgentConfig, LocalAgentError, ProxySide};
 pub use pod_files::PodFiles;
 pub use pods::{AgentKind, ProxyImage, ProxyPod, ProxyPods, ProxyPodsError, ProxyPodsSpec};
 pub use pool::{FarEnd, PoolConfig, PoolStats, PreDialled};
 pub use portforward::PortForward;
 pub use socket::{LocalAgentInfo, ProxiedSocket, ProxyError};
-pub use transport::{DialError, Dialled, TcpTransport, Transport};
+pub use transport::{DialError, Dialled, TcpTransport, Transport, UnixTransport};

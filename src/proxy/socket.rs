@@ -9,11 +9,10 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::exec_agent::ExecAgent;
-use super::local::{LocalAgent, LocalAgentConfig, LocalAgentError};
+use super::local::{LocalAgent, LocalAgentConfig, LocalAgentError, ProxySide};
 use super::pods::{ProxyPod, ProxyPodsError};
 use super::pool::{FarEnd, PoolConfig, PoolStats, PreDialled};
 use super::portforward::PortForward;
-use super::transport::TcpTransport;
 use crate::conn::Incoming;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,13 +33,14 @@ enum Agent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalAgentInfo {
     pub pid: u32,
-    pub tcp_addr: std::net::SocketAddr,
+    /// Where it waits for the runner's connections.
+    pub proxy: ProxySide,
     /// Agents that exited unexpectedly before this one.
     pub restarts: u32,
 }
 
 /// A local agent watched by a task: an unexpected exit is reported to the
-/// pool at once, then the agent is started again on the same port, so the
+/// pool at once, then the agent is started again at the same address, so the
 /// kubelet can still reach the plugin for what cleanup needs (unprepare).
 #[derive(Debug)]
 struct Supervised {
@@ -59,7 +59,7 @@ async fn supervise(
     info: watch::Sender<LocalAgentInfo>,
     mut stop: oneshot::Receiver<()>,
 ) -> Option<LocalAgent> {
-    let config = config.listen_on(agent.tcp_addr());
+    let config = config.proxy_on(agent.proxy().clone());
     loop {
         let exit = agent.unexpected_exit();
         tokio::select! {
@@ -84,7 +84,7 @@ async fn supervise(
         info!(socket = %config.socket.display(), pid = agent.pid(), "proxy agent restarted after an unexpected exit");
         info.send_modify(|i| {
             i.pid = agent.pid();
-            i.tcp_addr = agent.tcp_addr();
+            i.proxy = agent.proxy().clone();
             i.restarts += 1;
         });
     }
@@ -103,22 +103,22 @@ pub struct ProxiedSocket {
 }
 
 impl ProxiedSocket {
-    /// Local cluster: an agent subprocess creates the socket and listens on
-    /// loopback; the pool dials it over TCP. If the agent exits without being
+    /// Local cluster: an agent subprocess creates the socket and waits for the
+    /// runner where `config` says (by default a unix socket only the runner's
+    /// user may connect to); the pool dials it. If the agent exits without being
     /// stopped, the pool reports it at once: the [`Incoming`] yields an error
     /// naming the socket, the agent's pid and its exit status. The agent is
-    /// then started again on the same port, for the cleanup that follows.
+    /// then started again at the same address, for the cleanup that follows.
     pub async fn local(
         config: LocalAgentConfig,
         pool: PoolConfig,
     ) -> Result<(ProxiedSocket, Incoming), ProxyError> {
         let agent = LocalAgent::start(config.clone()).await?;
-        let transport = Arc::new(TcpTransport::new(agent.tcp_addr()));
-        let (pool, incoming) = PreDialled::start(transport, pool);
+        let (pool, incoming) = PreDialled::start(agent.transport(), pool);
         let path = agent.socket().to_owned();
         let (info_tx, info) = watch::channel(LocalAgentInfo {
             pid: agent.pid(),
-            tcp_addr: agent.tcp_addr(),
+            proxy: agent.proxy().clone(),
             restarts: 0,
         });
         let (stop, stop_rx) = oneshot::channel();

@@ -47,7 +47,8 @@ pub trait Transport: Send + Sync + std::fmt::Debug + 'static {
     fn target(&self) -> String;
 }
 
-/// Plain TCP to an address: the local cluster's agents listen on loopback.
+/// Plain TCP to an address: a proxy pod's agent reached some other way than
+/// port-forward, and tests of that path.
 #[derive(Debug, Clone)]
 pub struct TcpTransport {
     addr: SocketAddr,
@@ -75,5 +76,35 @@ impl Transport for TcpTransport {
 
     fn target(&self) -> String {
         format!("tcp://{}", self.addr)
+    }
+}
+
+/// A unix socket: the local cluster's agents wait for the runner on one that
+/// only the runner's user can connect to.
+#[derive(Debug, Clone)]
+pub struct UnixTransport {
+    path: std::path::PathBuf,
+}
+
+impl UnixTransport {
+    pub fn new(path: std::path::PathBuf) -> Self {
+        Self { path }
+    }
+}
+
+#[async_trait]
+impl Transport for UnixTransport {
+    async fn dial(&self) -> Result<Dialled, DialError> {
+        let s = tokio::net::UnixStream::connect(&self.path)
+            .await
+            .map_err(|source| DialError::Connect {
+                target: self.target(),
+                source,
+            })?;
+        Ok(Box::new(s))
+    }
+
+    fn target(&self) -> String {
+        format!("unix://{}", self.path.display())
     }
 }

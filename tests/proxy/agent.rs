@@ -227,12 +227,8 @@ async fn longest_socket_path_works_and_longer_fails_clearly() {
 async fn bad_arguments_fail_with_a_message() {
     for args in [
         vec!["--endpoint", "/tmp/x.sock"],
-        vec![
-            "--endpoint",
-            "/tmp/x.sock",
-            "--proxy-endpoint",
-            "unix:///tmp/y",
-        ],
+        // A unix proxy endpoint needs its scheme.
+        vec!["--endpoint", "/tmp/x.sock", "--proxy-endpoint", "/tmp/y"],
         vec!["--endpoint", "tcp://:1", "--proxy-endpoint", "tcp://:2"],
     ] {
         let out = Command::new(AGENT_EXE)

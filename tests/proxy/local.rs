@@ -1,12 +1,12 @@
 //! The local proxy path end to end: unix client -> `dra-e2e proxy-agent`
-//! subprocess -> pre-dialled loopback TCP pool -> tonic server.
+//! subprocess -> pre-dialled pool over the agent's private unix socket ->
+//! tonic server.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
 use dra_e2e::proxy::{
-    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, TcpTransport,
+    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, ProxySide,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -20,10 +20,7 @@ async fn grpc_call_reaches_the_server_through_agent_and_pool() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
     let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
-    let (pool, incoming) = PreDialled::start(
-        Arc::new(TcpTransport::new(agent.tcp_addr())),
-        PoolConfig::default(),
-    );
+    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
     let plugin = Plugin::default();
     let server = plugin.serve(incoming);
 
@@ -44,10 +41,7 @@ async fn ten_concurrent_kubelet_connections_all_succeed() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
     let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
-    let (pool, incoming) = PreDialled::start(
-        Arc::new(TcpTransport::new(agent.tcp_addr())),
-        PoolConfig::default(),
-    );
+    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
     let plugin = Plugin::default();
     let _server = plugin.serve(incoming);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
@@ -89,15 +83,11 @@ async fn dead_connection_at_the_head_of_the_queue_costs_one_failed_attempt() {
     let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
     // A connection that dies unused, queued before the pool's ones, as a
     // port-forward that broke after dialling would be.
-    drop(
-        tokio::net::TcpStream::connect(agent.tcp_addr())
-            .await
-            .unwrap(),
-    );
-    let (pool, incoming) = PreDialled::start(
-        Arc::new(TcpTransport::new(agent.tcp_addr())),
-        PoolConfig::default(),
-    );
+    let ProxySide::Unix(runner_side) = agent.proxy().clone() else {
+        panic!("a local agent waits on a unix socket: {:?}", agent.proxy());
+    };
+    drop(tokio::net::UnixStream::connect(&runner_side).await.unwrap());
+    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
     let plugin = Plugin::default();
     let _server = plugin.serve(incoming);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
@@ -129,10 +119,9 @@ async fn killed_agent_restarts_without_restarting_the_server() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
     let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
-    let addr = agent.tcp_addr();
+    let proxy = agent.proxy().clone();
     let socket = agent.socket().to_owned();
-    let (pool, incoming) =
-        PreDialled::start(Arc::new(TcpTransport::new(addr)), PoolConfig::default());
+    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
     let plugin = Plugin::default();
     let server = plugin.serve(incoming);
     kubelet_get_info(&socket).await.unwrap();
@@ -151,7 +140,7 @@ async fn killed_agent_restarts_without_restarting_the_server() {
         "every queued connection died"
     );
 
-    let agent = LocalAgent::start(agent_config(&dir).listen_on(addr))
+    let agent = LocalAgent::start(agent_config(&dir).proxy_on(proxy))
         .await
         .unwrap();
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
@@ -193,7 +182,10 @@ async fn stop_leaves_no_process_socket_or_connection() {
     let plugin = Plugin::default();
     let server = plugin.serve(incoming);
     let agent = socket.local_agent().unwrap();
-    let (pid, port, path) = (agent.pid, agent.tcp_addr.port(), socket.path().to_owned());
+    let ProxySide::Unix(runner_side) = agent.proxy else {
+        panic!("a local agent waits on a unix socket: {:?}", agent.proxy);
+    };
+    let (pid, path) = (agent.pid, socket.path().to_owned());
     socket
         .pool()
         .wait_for(|s| s.waiting == 10, WAIT)
@@ -202,24 +194,25 @@ async fn stop_leaves_no_process_socket_or_connection() {
     // One connection stays in use by a client across the stop.
     let channel = kubelet_channel(&path).await.unwrap();
     get_info(channel.clone()).await.unwrap();
-    assert!(!tcp_sockets_on_port(port).is_empty());
+    assert!(!unix_sockets_at(&runner_side).is_empty());
 
     socket.stop().await.unwrap();
 
     assert!(!path.exists(), "socket file removed");
+    assert!(!runner_side.exists(), "runner-side socket file removed");
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "agent process {pid} is gone"
     );
     let left = eventually(WAIT, || {
-        let left = tcp_sockets_on_port(port);
+        let left = unix_sockets_at(&runner_side);
         left.is_empty().then_some(())
     })
     .await;
     assert!(
         left.is_some(),
         "connections left: {:?}",
-        tcp_sockets_on_port(port)
+        unix_sockets_at(&runner_side)
     );
     assert!(
         get_info(channel).await.is_err(),

@@ -5,6 +5,7 @@ mod agent;
 mod agent_exit;
 #[path = "../common/mod.rs"]
 mod common;
+mod isolation;
 mod local;
 mod portforward;
 mod runner;

@@ -275,7 +275,7 @@ async fn registration_through_port_forward() {
     let api = FakeApi::start(true).await;
     let dir = tempfile::tempdir().unwrap();
     let agent = agent_on(&dir, 0).await;
-    let port = agent.tcp_addr().port();
+    let port = agent.tcp_addr().unwrap().port();
     let (pool, incoming) =
         PreDialled::start(Arc::new(transport(&api, port)), PoolConfig::default());
     let plugin = Plugin::default();
@@ -338,7 +338,8 @@ async fn idle_connections_are_pinged() {
     let api = FakeApi::start(true).await;
     let dir = tempfile::tempdir().unwrap();
     let agent = agent_on(&dir, 0).await;
-    let t = transport(&api, agent.tcp_addr().port()).with_ping_interval(Duration::from_millis(50));
+    let t = transport(&api, agent.tcp_addr().unwrap().port())
+        .with_ping_interval(Duration::from_millis(50));
     let config = PoolConfig {
         slots: 1,
         ..PoolConfig::default()
@@ -366,7 +367,7 @@ async fn dialling_waits_for_the_container_to_run() {
     let dir = tempfile::tempdir().unwrap();
     let agent = agent_on(&dir, 0).await;
     let (pool, incoming) = PreDialled::start(
-        Arc::new(transport(&api, agent.tcp_addr().port())),
+        Arc::new(transport(&api, agent.tcp_addr().unwrap().port())),
         PoolConfig::default(),
     );
     let plugin = Plugin::default();

@@ -128,36 +128,18 @@ pub async fn kubelet_get_info(socket: &Path) -> Result<PluginInfo, String> {
     get_info(channel).await.map_err(|e| format!("GetInfo: {e}"))
 }
 
-/// TCP sockets on this machine with `port` at either end that a process
-/// still has open.
-pub fn tcp_sockets_on_port(port: u16) -> Vec<String> {
-    let mut found = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            // Only sockets some process still holds: closed ones linger
-            // orphaned (inode 0, e.g. TIME_WAIT or FIN_WAIT2 towards a peer
-            // that died) until the kernel times them out.
-            if cols.len() < 10 || cols[9] == "0" {
-                continue;
-            }
-            let port_of = |addr: &str| {
-                addr.rsplit(':')
-                    .next()
-                    .and_then(|p| u16::from_str_radix(p, 16).ok())
-            };
-            if port_of(cols[1]) == Some(port) || port_of(cols[2]) == Some(port) {
-                found.push(format!(
-                    "{table}: {} -> {} state {}",
-                    cols[1], cols[2], cols[3]
-                ));
-            }
-        }
-    }
-    found
+/// Unix sockets bound to `path` (the listener and the connections it
+/// accepted) that a process still has open.
+pub fn unix_sockets_at(path: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let path = path.to_string_lossy();
+    text.lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(7) == Some(path.as_ref()))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Polls `cond` (no event exists for /proc state) until it holds or `deadline` passes.

@@ -124,17 +124,36 @@ pub fn controllers(gates: &FeatureGates) -> Vec<&'static str> {
     list
 }
 
+/// etcd's client URL: TLS on loopback, the only way in.
+pub fn etcd_url(ports: &Ports) -> String {
+    format!("https://127.0.0.1:{}", ports.etcd_client)
+}
+
+/// etcd as kubeadm runs it: TLS on both listeners and a client certificate
+/// from etcd's own CA required on both, so another user of the machine can
+/// neither read nor write the cluster's state through etcd's port.
 pub fn etcd_args(s: &Settings<'_>) -> Vec<OsString> {
-    let client = format!("http://127.0.0.1:{}", s.ports.etcd_client);
-    let peer = format!("http://127.0.0.1:{}", s.ports.etcd_peer);
+    let etcd = &s.pki.etcd;
+    let client = etcd_url(&s.ports);
+    // A single member never dials a peer, but etcd has no way to run
+    // without a peer listener; it gets the same protection.
+    let peer = format!("https://127.0.0.1:{}", s.ports.etcd_peer);
     vec![
         arg("name", "default"),
         path_arg("data-dir", &s.etcd_data_dir),
         arg("listen-client-urls", &client),
         arg("advertise-client-urls", &client),
+        path_arg("cert-file", &etcd.server.cert_path),
+        path_arg("key-file", &etcd.server.key_path),
+        arg("client-cert-auth", true),
+        path_arg("trusted-ca-file", &etcd.ca.cert_path),
         arg("listen-peer-urls", &peer),
         arg("initial-advertise-peer-urls", &peer),
         arg("initial-cluster", format!("default={peer}")),
+        path_arg("peer-cert-file", &etcd.peer.cert_path),
+        path_arg("peer-key-file", &etcd.peer.key_path),
+        arg("peer-client-cert-auth", true),
+        path_arg("peer-trusted-ca-file", &etcd.ca.cert_path),
         // Test data is thrown away with the cluster; fsync would only cost time.
         arg("unsafe-no-fsync", true),
     ]
@@ -143,10 +162,10 @@ pub fn etcd_args(s: &Settings<'_>) -> Vec<OsString> {
 pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
     let pki = s.pki;
     let mut args = vec![
-        arg(
-            "etcd-servers",
-            format!("http://127.0.0.1:{}", s.ports.etcd_client),
-        ),
+        arg("etcd-servers", etcd_url(&s.ports)),
+        path_arg("etcd-cafile", &pki.etcd.ca.cert_path),
+        path_arg("etcd-certfile", &pki.etcd.apiserver_client.cert_path),
+        path_arg("etcd-keyfile", &pki.etcd.apiserver_client.key_path),
         arg("bind-address", "127.0.0.1"),
         arg("advertise-address", "127.0.0.1"),
         arg("secure-port", s.ports.apiserver),
@@ -216,10 +235,11 @@ fn controller_common(
         arg("secure-port", port),
         path_arg("tls-cert-file", &serving.cert_path),
         path_arg("tls-private-key-file", &serving.key_path),
-        // Health checks without credentials.
+        // Health checks without credentials; nothing more (not /metrics):
+        // the port is open to every user of the machine.
         arg(
             "authorization-always-allow-paths",
-            "/healthz,/readyz,/livez,/metrics",
+            "/healthz,/readyz,/livez",
         ),
         // Scenarios create and delete many objects in bursts; the default
         // client rate limits would make controllers lag behind them. The
@@ -340,12 +360,12 @@ mod tests {
             let api = strings(apiserver_args(s));
             assert_eq!(
                 value(&etcd, "listen-client-urls"),
-                Some("http://127.0.0.1:1")
+                Some("https://127.0.0.1:1")
             );
-            assert_eq!(value(&api, "etcd-servers"), Some("http://127.0.0.1:1"));
+            assert_eq!(value(&api, "etcd-servers"), Some("https://127.0.0.1:1"));
             assert_eq!(
                 value(&etcd, "initial-cluster"),
-                Some("default=http://127.0.0.1:2")
+                Some("default=https://127.0.0.1:2")
             );
             assert_eq!(value(&api, "secure-port"), Some("3"));
             assert_eq!(value(&strings(scheduler_args(s)), "secure-port"), Some("4"));
@@ -353,6 +373,62 @@ mod tests {
                 value(&strings(controller_manager_args(s)), "secure-port"),
                 Some("5")
             );
+        });
+    }
+
+    #[test]
+    fn etcd_demands_client_certificates_the_apiserver_has() {
+        with_settings(&FeatureGates::new(), |s| {
+            let etcd = strings(etcd_args(s));
+            let api = strings(apiserver_args(s));
+            let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+            let e = &s.pki.etcd;
+            // No listener without TLS.
+            for flag in ["listen-client-urls", "listen-peer-urls"] {
+                let urls = value(&etcd, flag).unwrap();
+                assert!(
+                    urls.split(',').all(|u| u.starts_with("https://127.0.0.1:")),
+                    "{flag}={urls}"
+                );
+            }
+            assert!(!etcd.iter().any(|a| a.starts_with("--listen-metrics-urls")));
+            assert_eq!(value(&etcd, "client-cert-auth"), Some("true"));
+            assert_eq!(value(&etcd, "peer-client-cert-auth"), Some("true"));
+            let ca = path(&e.ca.cert_path);
+            assert_eq!(value(&etcd, "trusted-ca-file"), Some(ca.as_str()));
+            assert_eq!(value(&etcd, "peer-trusted-ca-file"), Some(ca.as_str()));
+            assert_ne!(ca, path(&s.pki.ca.cert_path), "etcd has a CA of its own");
+            assert_eq!(
+                value(&etcd, "cert-file"),
+                Some(path(&e.server.cert_path).as_str())
+            );
+            assert_eq!(
+                value(&etcd, "peer-key-file"),
+                Some(path(&e.peer.key_path).as_str())
+            );
+            assert_eq!(value(&api, "etcd-cafile"), Some(ca.as_str()));
+            assert_eq!(
+                value(&api, "etcd-certfile"),
+                Some(path(&e.apiserver_client.cert_path).as_str())
+            );
+            assert_eq!(
+                value(&api, "etcd-keyfile"),
+                Some(path(&e.apiserver_client.key_path).as_str())
+            );
+        });
+    }
+
+    #[test]
+    fn controllers_let_anonymous_users_see_health_only() {
+        with_settings(&FeatureGates::new(), |s| {
+            for args in [scheduler_args(s), controller_manager_args(s)] {
+                let args = strings(args);
+                assert_eq!(
+                    value(&args, "authorization-always-allow-paths"),
+                    Some("/healthz,/readyz,/livez")
+                );
+                assert_eq!(value(&args, "bind-address"), Some("127.0.0.1"));
+            }
         });
     }
 }

@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use crate::host::process::ManagedProcess;
@@ -59,34 +58,8 @@ where
     }
 }
 
-/// `GET path` over plain HTTP/1.0 on loopback (etcd's client port); succeeds
-/// on status 200.
-pub async fn probe_plain_http(port: u16, path: &str) -> Result<(), String> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .map_err(|e| format!("send request: {e}"))?;
-    let mut response = Vec::new();
-    stream
-        .take(64 * 1024)
-        .read_to_end(&mut response)
-        .await
-        .map_err(|e| format!("read response: {e}"))?;
-    let text = String::from_utf8_lossy(&response);
-    let status_line = text.lines().next().unwrap_or_default();
-    if status_line.split_whitespace().nth(1) == Some("200") {
-        Ok(())
-    } else {
-        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().trim();
-        Err(format!("{status_line}: {body}"))
-    }
-}
-
-/// `GET path` with a kube client; succeeds when the server answers 2xx.
+/// `GET path` with a kube client (whose TLS settings carry the credentials
+/// the component demands); succeeds when the server answers 2xx.
 ///
 /// The port is first checked with a bare TCP connect: kube-rs logs every
 /// failed request at error level, and a start-up would otherwise fill the
@@ -109,27 +82,6 @@ pub async fn probe_kube(client: &kube::Client, port: u16, path: &str) -> Result<
 mod tests {
     use super::*;
     use std::path::Path;
-
-    #[tokio::test]
-    async fn plain_http_probe_reads_status() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = tokio::spawn(async move {
-            for reply in [
-                "HTTP/1.0 503 Service Unavailable\r\n\r\nnot yet",
-                "HTTP/1.0 200 OK\r\n\r\nok",
-            ] {
-                let (mut s, _) = listener.accept().await.unwrap();
-                let mut buf = [0u8; 1024];
-                let _ = s.read(&mut buf).await.unwrap();
-                s.write_all(reply.as_bytes()).await.unwrap();
-            }
-        });
-        let err = probe_plain_http(port, "/readyz").await.unwrap_err();
-        assert!(err.contains("503") && err.contains("not yet"), "{err}");
-        probe_plain_http(port, "/readyz").await.unwrap();
-        server.await.unwrap();
-    }
 
     #[tokio::test]
     async fn wait_ends_when_the_process_exits() {
