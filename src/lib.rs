@@ -13,7 +13,8 @@
 //! 1. The ground: `proto`, `conn`, `node_files`, `node_host` (what a plugin
 //!    needs of its nodes; `cluster` implements it, `driver` uses it),
 //!    `node_ready`, `host` (processes, PKI and built programs on this
-//!    machine), `images`, `objects`, `wait`, `report`.
+//!    machine), `images`, `objects`, `wait`, `report`, `profile` (which
+//!    driver is under test, from a driver profile file or flags).
 //!
 //! `node_sim` reaches plugins only through their sockets, never `plugin`.
 pub mod cluster;
@@ -28,6 +29,7 @@ pub mod node_ready;
 pub mod node_sim;
 pub mod objects;
 pub mod plugin;
+pub mod profile;
 pub mod proto;
 pub mod proxy;
 pub mod real_node;

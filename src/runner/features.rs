@@ -31,6 +31,8 @@ pub fn tag_is_known(tag: &str) -> bool {
         || PREFIXES
             .iter()
             .any(|p| tag.starts_with(p) && tag.len() > p.len())
+        // `@DriverCapability:<Name>`: only names of the profile's vocabulary.
+        || crate::profile::capability::tag_capability(tag).is_some_and(|c| c.is_ok())
 }
 
 /// Pattern of the step that states how many nodes a scenario needs.
@@ -640,6 +642,13 @@ mod tests {
         let e =
             parse_error("Feature: x\n  Scenario: z\n    Given a\n    \"\"\"\n    unterminated\n");
         assert_eq!(e, ":4:5: doc string `\"\"\"` is not closed");
+    }
+
+    #[test]
+    fn capability_tags_are_known_by_their_vocabulary_only() {
+        assert!(tag_is_known("DriverCapability:AdminAccess"));
+        assert!(!tag_is_known("DriverCapability:AdminAcess"));
+        assert!(!tag_is_known("DriverCapability:"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod cluster_up;
 pub mod features;
 pub mod history;
 pub mod preflight;
+pub mod profile_cli;
 pub mod setup;
 pub mod shard;
 pub mod upstream;
