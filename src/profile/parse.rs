@@ -271,6 +271,16 @@ impl<'n> Map<'n> {
         ctx.mistake(self.line, &self.path(key), format!("missing: {what}"));
     }
 
+    /// Takes a field that must be there; reports it missing (saying
+    /// `what` it is) when it is not.
+    fn required(&mut self, ctx: &mut Ctx, key: &str, what: &str) -> Option<Field<'n>> {
+        let field = self.take(key);
+        if field.is_none() {
+            self.missing(ctx, key, what);
+        }
+        field
+    }
+
     /// Reports the fields nobody took: typos, or fields of another version.
     fn finish(self, ctx: &mut Ctx, known: &[&str]) {
         for (i, (key, line, _)) in self.entries.iter().enumerate() {
@@ -321,39 +331,27 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
     };
     let mut m = ctx.map(root, "", line(root))?;
 
-    let driver = match m.take("driverName") {
-        Some(f) => ctx.string(f.node, &f.path).map(|s| (s, f)),
-        None => {
-            m.missing(
-                ctx,
-                "driverName",
-                "the DRA driver's name, e.g. gpu.example.com",
-            );
-            None
-        }
-    };
-    let class = match m.take("deviceClass") {
-        Some(f) => device_class(ctx, &f),
-        None => {
-            m.missing(
-                ctx,
-                "deviceClass",
-                "the DeviceClass to use: `name` of an existing one or a CEL `selector`",
-            );
-            None
-        }
-    };
-    let deployment = match m.take("deployment") {
-        Some(f) => deployment(ctx, &f),
-        None => {
-            m.missing(
-                ctx,
-                "deployment",
-                "where the driver runs: `mode` Builtin, Installed, RealNodes or SimulatedNodes",
-            );
-            None
-        }
-    };
+    let driver = m
+        .required(
+            ctx,
+            "driverName",
+            "the DRA driver's name, e.g. gpu.example.com",
+        )
+        .and_then(|f| ctx.string(f.node, &f.path).map(|s| (s, f)));
+    let class = m
+        .required(
+            ctx,
+            "deviceClass",
+            "the DeviceClass to use: `name` of an existing one or a CEL `selector`",
+        )
+        .and_then(|f| device_class(ctx, &f));
+    let deployment = m
+        .required(
+            ctx,
+            "deployment",
+            "where the driver runs: `mode` Builtin, Installed, RealNodes or SimulatedNodes",
+        )
+        .and_then(|f| deployment(ctx, &f));
     let registration = m
         .take("registrationDir")
         .and_then(|f| registration(ctx, &f));
