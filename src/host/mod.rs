@@ -3,6 +3,8 @@
 //! certificates it issues, the built programs it finds. The local control
 //! plane and the real nodes both build on it.
 pub mod binaries;
+pub mod cgroups;
+pub mod leftovers;
 pub mod pki;
 pub mod process;
 pub mod vital;
