@@ -290,6 +290,14 @@ fn processes() -> Vec<Proc> {
                 return None;
             }
             let dir = e.path();
+            // A zombie uses nothing any more, though its cgroup file still
+            // names where it was (a killed node's processes are zombies for
+            // a moment while the kernel ends their PID namespace).
+            let stat = fs::read_to_string(dir.join("stat")).ok()?;
+            let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+            if matches!(state, "Z" | "X") {
+                return None;
+            }
             let net = fs::read_link(dir.join("ns/net")).ok().and_then(|l| {
                 l.to_str()?
                     .strip_prefix("net:[")?
