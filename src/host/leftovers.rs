@@ -155,7 +155,10 @@ impl Item {
         procs
             .iter()
             .filter(|p| matching(p))
-            .map(|p| format!("pid {} ({})", p.pid, p.cmdline.trim()))
+            .map(|p| {
+                let cmd: String = p.cmdline.trim().chars().take(80).collect();
+                format!("pid {} ({})", p.pid, cmd.trim_end())
+            })
             .collect()
     }
 
@@ -266,6 +269,16 @@ fn mounts_below(dir: &Path) -> Vec<String> {
         .filter(|m| Path::new(m).starts_with(dir))
         .map(str::to_owned)
         .collect()
+}
+
+/// The first few users, and how many more: a node has dozens of processes.
+fn summary(users: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut s = users[..users.len().min(SHOWN)].join(", ");
+    if users.len() > SHOWN {
+        s.push_str(&format!(" and {} more", users.len() - SHOWN));
+    }
+    s
 }
 
 /// A process, as far as deciding what it uses goes.
@@ -596,7 +609,7 @@ impl Registry {
                 complete = false;
                 out.failed.push(format!(
                     "{item} ({owner}, gone): still used by {}",
-                    users.join(", ")
+                    summary(&users)
                 ));
                 continue;
             }
@@ -847,7 +860,7 @@ impl Unrecorded {
             let users: Vec<String> = items.iter().flat_map(|i| i.users(procs)).collect();
             if !users.is_empty() {
                 out.alive
-                    .push(format!("{what} ({owner}, used by {})", users.join(", ")));
+                    .push(format!("{what} ({owner}, used by {})", summary(&users)));
                 continue;
             }
             let young = items.iter().any(|i| match i {
