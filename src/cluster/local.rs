@@ -18,13 +18,15 @@ mod kubeconfig;
 mod readiness;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use binaries::{Binaries, MissingBinaries};
 pub use gates::{FeatureGates, InvalidFeatureGate};
 
+use crate::host::leftovers::{self, Item, Registry, RunRecord};
 use crate::host::pki::{self, Pki};
 use crate::host::process::{self, LOG_TAIL_LINES, ManagedProcess};
 use crate::host::vital::Vital;
@@ -131,6 +133,8 @@ pub enum LocalClusterError {
         last: String,
         log: Box<LogTail>,
     },
+    #[error("recording what the cluster makes on the host: {0}")]
+    Record(#[from] leftovers::LeftoversError),
     #[error("removing the cluster directory {path}: {source}")]
     Cleanup {
         path: PathBuf,
@@ -198,6 +202,8 @@ pub struct LocalCluster {
     binaries: Binaries,
     pki: Pki,
     etcd_url: String,
+    /// Shared with the real nodes, which record theirs in it.
+    record: Arc<RunRecord>,
 }
 
 impl std::fmt::Debug for LocalCluster {
@@ -214,8 +220,22 @@ impl LocalCluster {
     /// Starts etcd, kube-apiserver, kube-scheduler and kube-controller-manager
     /// and waits until each is ready. On error nothing is left running and the
     /// directory is removed (unless `keep_files`).
+    ///
+    /// First it removes what runs that are gone left on the host (see
+    /// [`leftovers`]), and logs it; a live run's things stay.
     pub async fn start(options: LocalClusterOptions) -> Result<Self, LocalClusterError> {
         let binaries = Binaries::find(options.binaries_dir.as_deref())?;
+        if let Ok(reclaimed) =
+            tokio::task::spawn_blocking(|| Registry::for_this_user().reclaim(false)).await
+        {
+            reclaimed.log();
+            tracing::info!(
+                removed = reclaimed.removed.len(),
+                in_use = reclaimed.alive.len(),
+                failed = reclaimed.failed.len(),
+                "reclaimed what gone runs left"
+            );
+        }
         let mut attempt = 1;
         loop {
             match Self::start_once(&options, binaries.clone()).await {
@@ -235,6 +255,10 @@ impl LocalCluster {
         let started = Instant::now();
         let mut running = Running::create(options)?;
         let dir = running.path().to_owned();
+        let record = running
+            .record
+            .clone()
+            .expect("a created cluster has a record");
 
         let pki_dir = make_dir(&dir.join("pki"), 0o700)?;
         let log_dir = make_dir(&dir.join("logs"), 0o755)?;
@@ -278,6 +302,7 @@ impl LocalCluster {
             binaries,
             pki,
             etcd_url: components::etcd_url(&ports),
+            record,
         })
     }
 
@@ -544,6 +569,10 @@ impl crate::real_node::ControlPlane for LocalCluster {
     fn client(&self) -> kube::Client {
         LocalCluster::client(self)
     }
+
+    fn record(&self) -> &RunRecord {
+        &self.record
+    }
 }
 
 /// The processes and directory of a cluster; stopping happens here so that a
@@ -552,35 +581,61 @@ impl crate::real_node::ControlPlane for LocalCluster {
 struct Running {
     /// In start order: etcd, kube-apiserver, then the controllers.
     processes: Vec<ManagedProcess>,
-    dir: Option<tempfile::TempDir>,
+    dir: Option<PathBuf>,
+    /// The run's record of what it made on the host; closed at the end once
+    /// all of it is gone.
+    record: Option<Arc<RunRecord>>,
     keep_files: bool,
     grace: Duration,
 }
 
 impl Running {
+    /// Starts the run's record, then makes the cluster's directory
+    /// (`dra-e2e-XXXXXX` in the temp dir, mode 0700), recorded first.
     fn create(options: &LocalClusterOptions) -> Result<Self, LocalClusterError> {
+        use rand::Rng as _;
         let base = options.base_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::Builder::new()
-            .prefix("dra-e2e-")
-            .tempdir_in(&base)
-            .map_err(|source| LocalClusterError::TempDir {
-                base: base.clone(),
-                source,
-            })?;
-        set_mode(dir.path(), 0o700)?;
-        Ok(Self {
+        let record = Arc::new(Registry::for_this_user().start_record()?);
+        let mut running = Self {
             processes: Vec::new(),
-            dir: Some(dir),
+            dir: None,
+            record: Some(record.clone()),
             keep_files: options.keep_files,
             grace: options.stop_grace_period,
-        })
+        };
+        let dir = loop {
+            // As tempfile names them: six letters or digits, so the path
+            // stays short (kubelet plugin sockets live below it).
+            let name: String = rand::rng()
+                .sample_iter(rand::distr::Alphanumeric)
+                .take(6)
+                .map(char::from)
+                .collect();
+            let path = base.join(format!("dra-e2e-{name}"));
+            // Taken names are skipped before recording, so the record does
+            // not name another run's directory (short of two runs drawing the
+            // same name within this moment).
+            if path.symlink_metadata().is_ok() {
+                continue;
+            }
+            record.add(match options.keep_files {
+                true => Item::KeptDir(path.clone()),
+                false => Item::Dir(path.clone()),
+            })?;
+            match fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => break path,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(source) => return Err(LocalClusterError::TempDir { base, source }),
+            }
+        };
+        running.dir = Some(dir.clone());
+        // The umask may have taken bits away; 0700 is what is meant.
+        set_mode(&dir, 0o700)?;
+        Ok(running)
     }
 
     fn path(&self) -> &Path {
-        self.dir
-            .as_ref()
-            .map(|d| d.path())
-            .unwrap_or_else(|| Path::new(""))
+        self.dir.as_deref().unwrap_or_else(|| Path::new(""))
     }
 
     fn spawn(
@@ -617,24 +672,30 @@ impl Running {
         // Joins the reaper threads.
         processes.clear();
 
-        let Some(dir) = self.dir.take() else {
-            return Ok(());
+        let removed = match self.dir.take() {
+            None => Ok(()),
+            Some(path) if self.keep_files => {
+                // The caller tells the user (it knows whether one is watching).
+                tracing::info!(dir = %path.display(), "kept the local cluster's files");
+                Ok(())
+            }
+            Some(path) => fs::remove_dir_all(&path)
+                .map_err(|source| LocalClusterError::Cleanup { path, source }),
         };
-        if self.keep_files {
-            let path = dir.keep();
-            // The caller tells the user (it knows whether one is watching).
-            tracing::info!(dir = %path.display(), "kept the local cluster's files");
-            return Ok(());
+        // Whatever is still there keeps the record, for a reclaim once this
+        // process is gone.
+        if let Some(record) = self.record.take() {
+            for item in record.close() {
+                tracing::warn!(record = %record.path().display(), "left for a later reclaim: {item}");
+            }
         }
-        let path = dir.path().to_owned();
-        dir.close()
-            .map_err(|source| LocalClusterError::Cleanup { path, source })
+        removed
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if self.processes.is_empty() && self.dir.is_none() {
+        if self.processes.is_empty() && self.dir.is_none() && self.record.is_none() {
             return;
         }
         if let Err(e) = self.shutdown() {

@@ -3,7 +3,9 @@
 //! certificates it issues, the built programs it finds. The local control
 //! plane and the real nodes both build on it.
 pub mod binaries;
+pub mod cgroups;
 pub mod go_toolchain;
+pub mod leftovers;
 pub mod pki;
 pub mod process;
 pub mod vital;

@@ -9,7 +9,7 @@
 //! process of the node; the runner then removes the network and cgroups and
 //! checks that nothing is left.
 pub mod binaries;
-pub mod cgroups;
+pub use crate::host::cgroups;
 pub mod containerd;
 pub mod forward;
 pub mod init;
@@ -69,6 +69,10 @@ pub trait ControlPlane {
     fn gates(&self) -> Vec<(String, bool)>;
     /// A client with cluster-admin rights.
     fn client(&self) -> kube::Client;
+    /// The run's record of what it makes on the host: every node's
+    /// namespace, link and cgroup root goes in before it is made, so a run
+    /// killed with SIGKILL leaves nothing a later run cannot find.
+    fn record(&self) -> &crate::host::leftovers::RunRecord;
 }
 
 /// The real nodes of one cluster.
@@ -136,7 +140,9 @@ impl RealNodes {
             sandbox_image: crate::images::PAUSE_IMAGE.to_owned(),
             ready_timeout: options.ready_timeout,
         };
-        let run_id = format!("{:04x}", rand::random::<u16>());
+        // Wide enough that two runs practically never share a name: a gone
+        // run's record must not name a live run's namespace.
+        let run_id = format!("{:08x}", rand::random::<u32>());
         let range = net::pick_range(rand::random())?;
         let mut nodes = RealNodes {
             nodes: Vec::new(),
@@ -152,6 +158,7 @@ impl RealNodes {
                 cluster.dir().join("real").join(format!("{run_id}-{i}")),
                 cluster.pki(),
                 &shared,
+                cluster.record(),
             )
             .await;
             match node {

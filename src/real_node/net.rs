@@ -180,5 +180,8 @@ mod tests {
         assert_ne!(n0.pod_cidr, n1.pod_cidr);
         assert!(n1.host_link.len() <= 15, "{}", n1.host_link);
         assert_ne!(n0.netns, n1.netns);
+        // The widest: a run id of 8 hex digits, the last of 64 nodes.
+        let last = NodeNet::plan("1a2b3c4d", 63, range);
+        assert!(last.host_link.len() <= 15, "{}", last.host_link);
     }
 }

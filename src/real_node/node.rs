@@ -12,6 +12,7 @@ use super::forward::ApiRelay;
 use super::init::{InitPlan, Step};
 use super::kubelet::{self, KubeletSettings};
 use super::net::NodeNet;
+use crate::host::leftovers::{Item, RunRecord};
 use crate::host::pki::Pki;
 use crate::host::process::{ManagedProcess, log_tail};
 use crate::host::vital::Vital;
@@ -85,6 +86,7 @@ impl RealNode {
         dir: PathBuf,
         pki: &Pki,
         shared: &NodeShared,
+        record: &RunRecord,
     ) -> Result<RealNode, RealNodeError> {
         let err = |message: String| RealNodeError::Setup {
             node: name.clone(),
@@ -92,6 +94,13 @@ impl RealNode {
         };
         std::fs::create_dir_all(&dir)
             .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
+        for item in [
+            Item::Netns(net.netns.clone()),
+            Item::Link(net.host_link.clone()),
+            Item::Cgroup(cgroup_root.clone()),
+        ] {
+            record.add(item).map_err(|e| err(e.to_string()))?;
+        }
         net.create().map_err(|e| err(e.to_string()))?;
         // From here on, a failure, or this future dropped half-way (Ctrl-C
         // during start-up), undoes the network and cgroups.

@@ -1,5 +1,6 @@
 //! The product's main flow: options, cluster, scenarios, reports, exit code.
 pub mod author;
+pub mod clean;
 pub mod cli;
 pub mod cluster_up;
 pub mod features;
