@@ -7,3 +7,4 @@ mod common;
 mod differential;
 mod images;
 mod node;
+mod standard;
