@@ -123,24 +123,27 @@ run() {
     --report-dir="$report"
     --ginkgo.focus="$focus"
     --ginkgo.timeout=3h
+    --ginkgo.no-color
   )
   [[ -n "$skip" ]] && args+=(--ginkgo.skip="$skip")
   [[ -n "$labels" ]] && args+=(--ginkgo.label-filter="$labels")
   local e2e_log="$report/e2e.log" start=$SECONDS rc=0
   log "running e2e.test (focus $focus${skip:+, skip $skip}${labels:+, labels $labels}) with $procs processes (log: $e2e_log)"
-  "$out/ginkgo" --procs="$procs" --timeout=3h "$out/e2e.test" -- "${args[@]}" >"$e2e_log" 2>&1 || rc=$?
+  "$out/ginkgo" --no-color --procs="$procs" --timeout=3h "$out/e2e.test" -- "${args[@]}" >"$e2e_log" 2>&1 || rc=$?
   local took=$((SECONDS - start))
   # Ginkgo's summary: "Ran 104 of 7000 Specs in 808.1 seconds" and
   # "SUCCESS! -- 104 Passed | 0 Failed | 0 Pending | 6896 Skipped".
-  local ran counts
-  ran=$(grep -E '^Ran [0-9]+ of [0-9]+ Specs' "$e2e_log" | tail -1 || true)
-  counts=$(grep -E '(SUCCESS|FAIL)! .*Passed' "$e2e_log" | tail -1 || true)
+  # Colour codes stripped, should a terminal setting have let them through.
+  local ran counts plain
+  plain=$(sed 's/\x1b\[[0-9;]*m//g' "$e2e_log")
+  ran=$(grep -E '^Ran [0-9]+ of [0-9]+ Specs' <<<"$plain" | tail -1 || true)
+  counts=$(grep -E '(SUCCESS|FAIL)! .*Passed' <<<"$plain" | tail -1 || true)
   if [[ -z "$ran" || -z "$counts" ]]; then
     tail -50 "$e2e_log" >&2
     echo "upstream-e2e: no ginkgo summary in $e2e_log (exit status $rc)" >&2
     exit 1
   fi
-  grep -E '^\s*\[FAIL\]' "$e2e_log" | sort -u >&2 || true
+  grep -E '^\s*\[FAIL\]' <<<"$plain" | sort -u >&2 || true
   echo "upstream e2e.test $KUBE_VERSION on $nodes real nodes: $ran; $counts (wall ${took}s, $procs processes)"
   echo "  focus: $focus${skip:+  skip: $skip}${labels:+  labels: $labels}"
   echo "  log: $e2e_log  junit: $report/junit_01.xml"
