@@ -8,8 +8,14 @@ PROXY_IMAGE ?= registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
 BINARIES = $$(hack/build-controlplane.sh)
 NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
+# Upstream's e2e.test on real nodes: ginkgo focus and skip (empty UPSTREAM_SKIP
+# keeps the script's default), parallel processes.
+UPSTREAM_FOCUS ?= \[DRA\]
+UPSTREAM_SKIP ?=
+UPSTREAM_PROCS ?= 4
+UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table
+.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -47,6 +53,12 @@ e2e-local: controlplane ## run the whole suite on the local cluster, JUnit in ta
 
 e2e-real: controlplane node ## run the whole suite on the local cluster with two real kubelet nodes (root), JUnit in target/junit-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --junit target/junit-real.xml --tags @DynamicResourceAllocation $(ARGS)
+
+upstream-e2e-real: ## upstream's own e2e.test (built at the control plane's version) on two real nodes, focus UPSTREAM_FOCUS (default [DRA]); prints pass/fail counts (root)
+	UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' $(if $(UPSTREAM_SKIP),UPSTREAM_SKIP='$(UPSTREAM_SKIP)') UPSTREAM_PROCS=$(UPSTREAM_PROCS) hack/upstream-e2e.sh run
+
+upstream-e2e-real-ci: ## upstream-e2e-real with UPSTREAM_CI_FOCUS, a part of [DRA] that fits in 5 minutes
+	UPSTREAM_FOCUS='$(UPSTREAM_CI_FOCUS)' $(if $(UPSTREAM_SKIP),UPSTREAM_SKIP='$(UPSTREAM_SKIP)') UPSTREAM_PROCS=$(UPSTREAM_PROCS) hack/upstream-e2e.sh run
 
 e2e: ## run the suite on the kind cluster (make kind-up first)
 	mkdir -p target && $(KIND) get kubeconfig --name $(KIND_CLUSTER) > target/kind.kubeconfig

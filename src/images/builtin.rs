@@ -1,6 +1,7 @@
 //! The images a real node needs and cannot pull: the sandbox (pause) image,
-//! the busybox image the scenarios' pods use, and the proxy image that
-//! carries this runner as the kubelet-plugin proxy agent.
+//! the busybox image the scenarios' pods use, upstream's sample device
+//! plugin, and the proxy image that carries this runner as the kubelet-plugin
+//! proxy agent; each also under the name upstream's own `e2e.test` uses.
 //!
 //! All three are built from Debian's `busybox-static` (`/bin/busybox`), which
 //! real nodes need anyway:
@@ -16,7 +17,14 @@
 //! * **busybox** is busybox with a link per applet, default command `sh`.
 //! * **proxy** is busybox plus a given program (normally the running runner)
 //!   and every shared library it loads, at the paths the host's dynamic
-//!   loader found them, so `dra-e2e proxy-agent …` runs inside.
+//!   loader found them, so `dra-e2e proxy-agent …` runs inside. It also
+//!   answers to [`HOSTPATHPLUGIN_IMAGE`] and has a `/hostpathplugin` that
+//!   runs the agent: upstream's DRA tests (`e2e.test`) run
+//!   `/hostpathplugin --v=5 --endpoint=… --proxy-endpoint=tcp://:N` in
+//!   pods of that image, and the agent speaks the same protocol. The real
+//!   image cannot be pulled here, nor built (its Go module is not on the
+//!   module proxy); an archive of it given with `--image-archive` is
+//!   imported later and takes the name over.
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -29,6 +37,21 @@ pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 pub const SAMPLE_DEVICE_PLUGIN_IMAGE: &str =
     "registry.k8s.io/e2e-test-images/sample-device-plugin:1.7";
 pub const BUSYBOX_IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
+/// The tags upstream's own e2e tests (`e2e.test` of Kubernetes v1.37) name
+/// the busybox and sample device plugin images by
+/// (`test/utils/image/manifest.go`, the sample device plugin's manifests).
+/// The images written here answer to them too, so that `e2e.test` runs on
+/// real nodes with nothing to pull: the busybox is Debian's either way, and
+/// the sample device plugin is built from v1.37's source, which is what
+/// 1.8.0 is.
+pub const UPSTREAM_E2E_BUSYBOX_IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2";
+pub const UPSTREAM_E2E_SAMPLE_DEVICE_PLUGIN_IMAGE: &str =
+    "registry.k8s.io/e2e-test-images/sample-device-plugin:1.8.0";
+/// The image upstream's DRA tests run their kubelet-plugin proxy pods from:
+/// the newest hostpathplugin of upstream's storage manifests (v1.37).
+pub const HOSTPATHPLUGIN_IMAGE: &str = "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1";
+/// hostpathplugin's program path, as its image has it.
+pub const HOSTPATHPLUGIN_PATH: &str = "/hostpathplugin";
 /// Where the proxy image carries the program, on `PATH`.
 pub const PROXY_PROGRAM_PATH: &str = "/usr/local/bin/dra-e2e";
 /// Where busybox sits in every image built here.
@@ -96,6 +119,7 @@ pub fn sample_device_plugin(program: &Path) -> ImageSpec {
         Entry::dir("/var/run/cdi", 0o755),
     ];
     spec.entrypoint = vec!["/sampledeviceplugin".into(), "-alsologtostderr".into()];
+    spec.other_references = vec![UPSTREAM_E2E_SAMPLE_DEVICE_PLUGIN_IMAGE.to_owned()];
     spec
 }
 
@@ -105,6 +129,7 @@ pub fn busybox(busybox: &Path) -> Result<ImageSpec, ImageError> {
     let mut spec = ImageSpec::new(BUSYBOX_IMAGE);
     spec.entries = busybox_entries(busybox, &applets);
     spec.cmd = vec!["sh".into()];
+    spec.other_references = vec![UPSTREAM_E2E_BUSYBOX_IMAGE.to_owned()];
     Ok(spec)
 }
 
@@ -147,8 +172,24 @@ pub fn proxy(reference: &str, program: &Path, busybox: &Path) -> Result<ImageSpe
         spec.env
             .push(format!("LD_LIBRARY_PATH={}", lib_dirs.join(":")));
     }
+    spec.entries.push(Entry::file(
+        HOSTPATHPLUGIN_PATH,
+        0o755,
+        hostpathplugin_shim(PROXY_PROGRAM_PATH),
+    ));
+    if reference != HOSTPATHPLUGIN_IMAGE {
+        spec.other_references.push(HOSTPATHPLUGIN_IMAGE.to_owned());
+    }
     spec.cmd = vec!["sh".into()];
     Ok(spec)
+}
+
+/// The `/hostpathplugin` of the proxy image: runs `program proxy-agent`
+/// with hostpathplugin's flags (`--v`, `--endpoint`, `--proxy-endpoint`),
+/// which the agent takes as they are. `exec`, so the agent is the process
+/// the end of the exec session reaches.
+pub fn hostpathplugin_shim(program: &str) -> String {
+    format!("#!/bin/sh\nexec {program} proxy-agent \"$@\"\n")
 }
 
 /// [`proxy`] for the running program.

@@ -125,6 +125,10 @@ pub struct ImageSpec {
     /// Full reference with a tag, as pods name it:
     /// `registry.k8s.io/pause:3.10`.
     pub reference: String,
+    /// More full references for the same image: `index.json` names the
+    /// manifest once per reference, and containerd's import makes an image
+    /// of each (as `ctr images export` of several tags of one image writes).
+    pub other_references: Vec<String>,
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
     /// `KEY=value` strings.
@@ -139,6 +143,7 @@ impl ImageSpec {
     pub fn new(reference: impl Into<String>) -> Self {
         Self {
             reference: reference.into(),
+            other_references: Vec::new(),
             entrypoint: Vec::new(),
             cmd: Vec::new(),
             env: vec![DEFAULT_PATH.to_owned()],
@@ -302,7 +307,10 @@ fn sha256_bytes(bytes: &[u8]) -> Sha256Digest {
 /// and are removed on error.
 pub fn write_archive(spec: &ImageSpec, dest: &Path) -> Result<ArchiveInfo, ImageError> {
     let image = spec.reference.as_str();
-    let tag = reference_tag(image)?;
+    let mut names = Vec::new();
+    for r in std::iter::once(&spec.reference).chain(&spec.other_references) {
+        names.push((r.as_str(), reference_tag(r)?));
+    }
     let io_err = |op: &'static str, path: &Path| {
         let path = path.to_owned();
         move |source| ImageError::Io {
@@ -405,31 +413,36 @@ pub fn write_archive(spec: &ImageSpec, dest: &Path) -> Result<ArchiveInfo, Image
         .into_bytes();
     let manifest_digest = sha256_bytes(&manifest_json);
 
-    let annotations = HashMap::from([
-        (
-            ANNOTATION_CONTAINERD_IMAGE_NAME.to_owned(),
-            spec.reference.clone(),
-        ),
-        (ANNOTATION_REF_NAME.to_owned(), tag.to_owned()),
-    ]);
-    let manifest_desc = DescriptorBuilder::default()
-        .media_type(MediaType::ImageManifest)
-        .size(manifest_json.len() as u64)
-        .digest(manifest_digest.clone())
-        .annotations(annotations)
-        .platform(
-            PlatformBuilder::default()
-                .architecture(Arch::default())
-                .os(Os::default())
+    let mut manifest_descs = Vec::new();
+    for (reference, tag) in names {
+        let annotations = HashMap::from([
+            (
+                ANNOTATION_CONTAINERD_IMAGE_NAME.to_owned(),
+                reference.to_owned(),
+            ),
+            (ANNOTATION_REF_NAME.to_owned(), tag.to_owned()),
+        ]);
+        manifest_descs.push(
+            DescriptorBuilder::default()
+                .media_type(MediaType::ImageManifest)
+                .size(manifest_json.len() as u64)
+                .digest(manifest_digest.clone())
+                .annotations(annotations)
+                .platform(
+                    PlatformBuilder::default()
+                        .architecture(Arch::default())
+                        .os(Os::default())
+                        .build()
+                        .map_err(oci_err("platform"))?,
+                )
                 .build()
-                .map_err(oci_err("platform"))?,
-        )
-        .build()
-        .map_err(oci_err("manifest descriptor"))?;
+                .map_err(oci_err("manifest descriptor"))?,
+        );
+    }
     let index = ImageIndexBuilder::default()
         .schema_version(2u32)
         .media_type(MediaType::ImageIndex)
-        .manifests(vec![manifest_desc])
+        .manifests(manifest_descs)
         .build()
         .map_err(oci_err("index"))?;
     let index_json = index.to_string().map_err(oci_err("index"))?.into_bytes();

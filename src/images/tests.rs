@@ -243,6 +243,49 @@ fn same_inputs_give_the_same_image_digest() {
 }
 
 #[test]
+fn other_references_name_the_same_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut spec, _src) = sample(LayerCompression::None);
+    spec.other_references = vec!["registry.k8s.io/sig-storage/hostpathplugin:v1.17.1".into()];
+    let info = write_archive(&spec, &dir.path().join("a.tar")).unwrap();
+    let files = read_outer(&info.path);
+    let index: ImageIndex = serde_json::from_slice(&files["index.json"]).unwrap();
+    let named: Vec<(String, String, String)> = index
+        .manifests()
+        .iter()
+        .map(|d| {
+            let ann = d.annotations().as_ref().unwrap();
+            (
+                ann[ANNOTATION_CONTAINERD_IMAGE_NAME].clone(),
+                ann[ANNOTATION_REF_NAME].clone(),
+                d.digest().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (
+                "example.com:5000/team/tool:v1.2".to_owned(),
+                "v1.2".to_owned(),
+                info.manifest_digest.clone()
+            ),
+            (
+                "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1".to_owned(),
+                "v1.17.1".to_owned(),
+                info.manifest_digest.clone()
+            ),
+        ]
+    );
+
+    // A bad extra reference is refused like a bad first one, naming it.
+    spec.other_references = vec!["no-tag".into()];
+    let err = write_archive(&spec, &dir.path().join("b.tar")).unwrap_err();
+    assert!(err.to_string().contains("no-tag"), "{err}");
+    assert!(!dir.path().join("b.tar").exists());
+}
+
+#[test]
 fn references_need_a_tag() {
     assert_eq!(reference_tag("registry.k8s.io/pause:3.10").unwrap(), "3.10");
     assert_eq!(reference_tag("localhost:5000/x:dev").unwrap(), "dev");
@@ -334,6 +377,7 @@ fn host_busybox() -> &'static Path {
 fn busybox_image_has_every_applet_as_a_link() {
     let spec = builtin::busybox(host_busybox()).unwrap();
     assert_eq!(spec.reference, BUSYBOX_IMAGE);
+    assert_eq!(spec.other_references, [builtin::UPSTREAM_E2E_BUSYBOX_IMAGE]);
     assert_eq!(spec.cmd, ["sh"]);
     let dir = tempfile::tempdir().unwrap();
     let info = write_archive(&spec, &dir.path().join("bb.tar")).unwrap();
@@ -423,5 +467,54 @@ fn proxy_image_carries_the_program_and_its_libraries() {
     assert!(
         spec.entries
             .contains(&Entry::symlink("/bin/base64", "busybox"))
+    );
+    // Upstream's DRA tests find it under hostpathplugin's name and path.
+    assert_eq!(spec.other_references, [builtin::HOSTPATHPLUGIN_IMAGE]);
+    let shim = spec
+        .entries
+        .iter()
+        .find(|e| e.path() == builtin::HOSTPATHPLUGIN_PATH)
+        .expect("a /hostpathplugin");
+    let Entry::File {
+        mode: 0o755,
+        source: FileSource::Bytes(script),
+        ..
+    } = shim
+    else {
+        panic!("{shim:?}")
+    };
+    assert_eq!(
+        String::from_utf8_lossy(script),
+        builtin::hostpathplugin_shim(builtin::PROXY_PROGRAM_PATH)
+    );
+}
+
+/// The shim hands hostpathplugin's own flags, as upstream's tests pass them,
+/// to the agent, which listens where they say.
+#[test]
+fn hostpathplugin_shim_runs_the_agent_with_upstreams_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("hostpathplugin");
+    let agent = dir.path().join("agent");
+    // A stand-in for the runner that prints its arguments.
+    std::fs::write(&agent, "#!/bin/sh\necho \"$@\"\n").unwrap();
+    std::fs::write(&shim, builtin::hostpathplugin_shim(agent.to_str().unwrap())).unwrap();
+    for f in [&agent, &shim] {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let out = std::process::Command::new(host_busybox())
+        .arg("sh")
+        .arg(&shim)
+        .args([
+            "--v=5",
+            "--endpoint=/p/dra.sock",
+            "--proxy-endpoint=tcp://:9001",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "proxy-agent --v=5 --endpoint=/p/dra.sock --proxy-endpoint=tcp://:9001\n"
     );
 }

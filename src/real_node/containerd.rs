@@ -20,6 +20,9 @@
 //!   off (its socket is a fixed host path), network-namespace mounts and
 //!   shim sockets under the state dir, the `opt` plugin and temporary mounts
 //!   below the root.
+//! * `cdi_spec_dirs` stays containerd's default, the CDI standard's
+//!   `/etc/cdi` and `/var/run/cdi`: drivers write their specs there and never
+//!   ask the runtime where it looks. The node makes both private to itself.
 //!
 //! What stays host-wide whatever the configuration says: `ctr` puts its
 //! FIFOs in `/run/containerd/fifo` unless given `--fifo-dir`. A node in a
@@ -31,6 +34,11 @@ use serde::Serialize;
 
 /// The containerd namespace the CRI plugin, and so the kubelet, uses.
 pub const K8S_NAMESPACE: &str = "k8s.io";
+
+/// containerd's default `cdi_spec_dirs`, the CDI specification's standard
+/// directories: static specs in `/etc/cdi`, specs written at run time (what
+/// drivers do) in `/var/run/cdi`. Later directories take precedence.
+pub const DEFAULT_CDI_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
 
 /// The per-node settings of containerd's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -323,7 +331,7 @@ mod tests {
             sandbox_image: "registry.k8s.io/pause:3.10".into(),
             cni_bin_dir: "/usr/lib/cni".into(),
             cni_conf_dir: "/n/0/cni".into(),
-            cdi_spec_dirs: vec!["/var/lib/cdi".into()],
+            cdi_spec_dirs: DEFAULT_CDI_SPEC_DIRS.iter().map(PathBuf::from).collect(),
         }
     }
 
@@ -378,7 +386,10 @@ mod tests {
         assert!(bool_at(&at(&rt, &["netns_mounts_under_state_dir"])));
         assert_eq!(
             get(&t, &at(&rt, &["cdi_spec_dirs"])).as_array().unwrap(),
-            &vec![toml::Value::from("/var/lib/cdi")]
+            &vec![
+                toml::Value::from("/etc/cdi"),
+                toml::Value::from("/var/run/cdi")
+            ]
         );
         assert_eq!(
             get(&t, &at(&rt, &["cni", "bin_dirs"])).as_array().unwrap(),

@@ -21,9 +21,19 @@ use serde::{Deserialize, Serialize};
 /// What process 1 does, written as JSON by the runner.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InitPlan {
-    /// Directories that get a fresh tmpfs, then directories made inside them.
+    /// Host directories the node sees with a private writable layer on top
+    /// (mounted first, so `tmpfs` and `make_dirs` may name paths inside).
+    pub overlays: Vec<Overlay>,
+    /// Directories that get a fresh tmpfs, in order (a missing mount point is
+    /// made first), then directories made inside them.
     pub tmpfs: Vec<PathBuf>,
     pub make_dirs: Vec<PathBuf>,
+    /// Make every mount of the node's namespace shared, as a standard node's
+    /// root is (kind's entrypoint runs `mount --make-rshared /`): the kubelet
+    /// refuses `mountPropagation: Bidirectional` and `HostToContainer` from a
+    /// private mount. The namespace's mounts were made private copies of the
+    /// host's first, so the new peer groups stay inside the node.
+    pub shared_mounts: bool,
     /// Run in order; a daemon must be ready before the next step starts.
     pub steps: Vec<Step>,
     /// How long daemons get to exit after SIGTERM when the node stops.
@@ -49,6 +59,18 @@ pub enum Step {
         argv: Vec<String>,
         log: PathBuf,
     },
+}
+
+/// `target` (a host directory) seen through an overlay whose upper layer is
+/// a tmpfs mounted at `layer`: the node reads the host's files and writes
+/// only to memory of its own. For `/etc`, whose subdirectories such as
+/// `/etc/cdi` must be private to each node without being made on the host.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Overlay {
+    pub target: PathBuf,
+    /// An empty directory outside `target`; the tmpfs mounted on it holds the
+    /// overlay's `upper` and `work` directories.
+    pub layer: PathBuf,
 }
 
 /// Entry point of the `node-init` subcommand: `node-init <plan.json>`.
@@ -141,33 +163,104 @@ fn signal_mask() -> libc::sigset_t {
 }
 
 fn make_mounts(plan: &InitPlan) -> Result<(), String> {
+    let mkdir = |dir: &Path| {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))
+    };
+    for o in &plan.overlays {
+        mkdir(&o.layer)?;
+        mount_tmpfs(&o.layer)?;
+        let (upper, work) = (o.layer.join("upper"), o.layer.join("work"));
+        mkdir(&upper)?;
+        mkdir(&work)?;
+        mount(
+            "overlay",
+            &o.target,
+            "overlay",
+            0,
+            &overlay_options(&o.target, &upper, &work)?,
+        )?;
+    }
     for dir in &plan.tmpfs {
+        mkdir(dir)?;
         mount_tmpfs(dir)?;
     }
     for dir in &plan.make_dirs {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        mkdir(dir)?;
+    }
+    if plan.shared_mounts {
+        // SAFETY: a null source, type and data are allowed for a
+        // propagation change; the target is a valid C string.
+        let rc = unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_SHARED | libc::MS_REC,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "making the node's mounts shared: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
     }
     Ok(())
 }
 
+/// overlayfs's mount options; its option syntax has no escaping, so paths
+/// with `,` or `:` (or `=`, unsafe in older kernels) are refused.
+fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String, String> {
+    for p in [lower, upper, work] {
+        if p.to_string_lossy().contains([',', ':', '=']) {
+            return Err(format!(
+                "overlay path {} contains `,`, `:` or `=`, which overlayfs options cannot carry",
+                p.display()
+            ));
+        }
+    }
+    Ok(format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    ))
+}
+
 fn mount_tmpfs(dir: &Path) -> Result<(), String> {
+    mount(
+        "tmpfs",
+        dir,
+        "tmpfs",
+        libc::MS_NOSUID | libc::MS_NODEV,
+        "mode=0755",
+    )
+}
+
+fn mount(
+    source: &str,
+    dir: &Path,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: &str,
+) -> Result<(), String> {
     let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
     let target = c(&dir.to_string_lossy())?;
-    let fstype = c("tmpfs")?;
-    let data = c("mode=0755")?;
+    let (source_c, fstype_c, data_c) = (c(source)?, c(fstype)?, c(data)?);
     // SAFETY: all pointers are valid NUL-terminated strings for the call.
     let rc = unsafe {
         libc::mount(
-            fstype.as_ptr(),
+            source_c.as_ptr(),
             target.as_ptr(),
-            fstype.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            data.as_ptr().cast(),
+            fstype_c.as_ptr(),
+            flags,
+            data_c.as_ptr().cast(),
         )
     };
     if rc != 0 {
         return Err(format!(
-            "mounting a tmpfs on {}: {}",
+            "mounting {fstype} on {}: {}",
             dir.display(),
             std::io::Error::last_os_error()
         ));
@@ -338,8 +431,13 @@ mod tests {
     #[test]
     fn plans_round_trip_through_json() {
         let plan = InitPlan {
-            tmpfs: vec!["/run".into()],
+            overlays: vec![Overlay {
+                target: "/etc".into(),
+                layer: "/n/etc-layer".into(),
+            }],
+            tmpfs: vec!["/run".into(), "/etc/cdi".into()],
             make_dirs: vec!["/run/containerd".into()],
+            shared_mounts: true,
             steps: vec![
                 Step::Daemon {
                     name: "containerd".into(),
@@ -359,6 +457,22 @@ mod tests {
         };
         let text = serde_json::to_string(&plan).unwrap();
         assert_eq!(serde_json::from_str::<InitPlan>(&text).unwrap(), plan);
+    }
+
+    #[test]
+    fn overlay_options_name_the_layers_and_refuse_what_they_cannot_carry() {
+        let o = overlay_options(
+            Path::new("/etc"),
+            Path::new("/n/l/upper"),
+            Path::new("/n/l/work"),
+        )
+        .unwrap();
+        assert_eq!(o, "lowerdir=/etc,upperdir=/n/l/upper,workdir=/n/l/work");
+        for bad in ["/n/a,b", "/n/a:b", "/n/a=b"] {
+            let e =
+                overlay_options(Path::new("/etc"), Path::new(bad), Path::new("/w")).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use kube::Api;
 
 use super::cgroups;
 use super::forward::ApiRelay;
-use super::init::{InitPlan, Step};
+use super::init::{InitPlan, Overlay, Step};
 use super::kubelet::{self, KubeletSettings};
 use super::net::NodeNet;
 use crate::host::leftovers::{Item, RunRecord};
@@ -17,16 +17,24 @@ use crate::host::pki::Pki;
 use crate::host::process::{ManagedProcess, log_tail};
 use crate::host::vital::Vital;
 
-/// Where a real node's CDI spec files live (inside its mount namespace), and
-/// so where containerd reads them and the proxy pods write them. Not the
-/// usual `/var/run/cdi`: the runner must follow the runtime's configuration.
-pub const CDI_DIR: &str = "/var/lib/cdi";
+/// Where the runner's built-in driver (its proxy pods) writes CDI spec files
+/// on a real node: the CDI standard's directory for specs written at run
+/// time, where every driver writes them (upstream's test driver's
+/// `--cdi-dir`, vendors' `--cdi-root`) and which containerd reads by default
+/// (with `/etc/cdi`, see [`super::containerd::DEFAULT_CDI_SPEC_DIRS`]).
+/// Inside the node's mount namespace it is below the node's private `/run`.
+pub const CDI_DIR: &str = "/var/run/cdi";
 
 /// Directories the node gets fresh in its mount namespace: every host path
 /// the kubelet, containerd, runc and the CNI plugins write outside the roots
 /// they are given (`/var/lib/kubelet/device-plugins`, `/var/lib/cni`,
 /// `/run/containerd`, `/var/log/pods`, ...) is below one of them.
 const PRIVATE_TMPFS: [&str; 3] = ["/run", "/var/lib", "/var/log"];
+
+/// The node's `/etc` is the host's with a private layer on top, so that
+/// `/etc/cdi` (and anything a hostPath volume creates below `/etc`) is the
+/// node's own without being made on the host.
+const ETC: &str = "/etc";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RealNodeError {
@@ -443,7 +451,10 @@ fn write_files(
         sandbox_image: shared.sandbox_image.clone(),
         cni_bin_dir: PathBuf::from("/usr/lib/cni"),
         cni_conf_dir: cni_dir,
-        cdi_spec_dirs: vec![PathBuf::from(CDI_DIR)],
+        cdi_spec_dirs: super::containerd::DEFAULT_CDI_SPEC_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
     };
     let containerd_toml = write("containerd.toml", containerd_config.render())?;
 
@@ -480,22 +491,60 @@ fn write_files(
         ready_timeout_secs: 0,
     });
     Ok(InitPlan {
-        tmpfs: PRIVATE_TMPFS.iter().map(PathBuf::from).collect(),
+        overlays: vec![Overlay {
+            target: PathBuf::from(ETC),
+            layer: dir.join("etc-layer"),
+        }],
+        tmpfs: private_tmpfs(),
         make_dirs: [
             "/run/containerd",
             kubelet::ROOT_DIR,
             "/var/lib/cni",
-            CDI_DIR,
             "/var/log/pods",
             "/var/log/containers",
         ]
         .iter()
         .map(PathBuf::from)
+        .chain(
+            super::containerd::DEFAULT_CDI_SPEC_DIRS
+                .iter()
+                .map(PathBuf::from),
+        )
         .collect(),
+        shared_mounts: true,
         steps,
         stop_grace_secs: 5,
         path_prepend: vec![shared.shim_dir.clone()],
     })
+}
+
+/// [`PRIVATE_TMPFS`], then a tmpfs of its own for each CDI spec directory
+/// that is not below one of them (`/etc/cdi`, inside the node's `/etc`
+/// layer, so its mount point is not made on the host), so that no node
+/// sees another's or the host's specs.
+fn private_tmpfs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = PRIVATE_TMPFS.iter().map(PathBuf::from).collect();
+    for cdi in super::containerd::DEFAULT_CDI_SPEC_DIRS {
+        if !below_private_tmpfs(&resolve_parent(Path::new(cdi))) {
+            dirs.push(PathBuf::from(cdi));
+        }
+    }
+    dirs
+}
+
+/// `path` with its parent's symlinks resolved on the host (`/var/run/cdi`
+/// is `/run/cdi` where `/var/run` links to `/run`, as on every FHS 3 host).
+fn resolve_parent(path: &Path) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map(|p| p.join(name))
+            .unwrap_or_else(|_| path.to_owned()),
+        _ => path.to_owned(),
+    }
+}
+
+fn below_private_tmpfs(path: &Path) -> bool {
+    PRIVATE_TMPFS.iter().any(|t| path.starts_with(t))
 }
 
 /// Bridge networking for the node's pods, inside its network namespace.
@@ -530,6 +579,23 @@ mod tests {
     fn namespace_links_parse() {
         assert_eq!(parse_ns_inode("pid:[4026531836]"), Some(4026531836));
         assert_eq!(parse_ns_inode("net:[1]"), None);
+    }
+
+    #[test]
+    fn cdi_dirs_are_private_to_the_node() {
+        let tmpfs = private_tmpfs();
+        assert_eq!(&tmpfs[..3], PRIVATE_TMPFS.map(PathBuf::from));
+        for cdi in super::super::containerd::DEFAULT_CDI_SPEC_DIRS {
+            assert!(
+                tmpfs.contains(&PathBuf::from(cdi))
+                    || below_private_tmpfs(&resolve_parent(Path::new(cdi))),
+                "{cdi} would be shared with the host: {tmpfs:?}"
+            );
+        }
+        // /etc/cdi gets its own tmpfs, in the node's own /etc.
+        assert!(tmpfs.contains(&PathBuf::from("/etc/cdi")), "{tmpfs:?}");
+        assert!(below_private_tmpfs(Path::new("/run/cdi")));
+        assert!(!below_private_tmpfs(Path::new("/runner/cdi")));
     }
 
     #[test]

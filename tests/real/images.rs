@@ -424,7 +424,15 @@ async fn builtin_images_import_and_run_under_real_containerd() {
         eprintln!("imported {}: {}", info.reference, out.trim());
     }
     let listed = tc.ctr_ok(&["images", "list", "--quiet"]).await;
-    for name in [images::PAUSE_IMAGE, images::BUSYBOX_IMAGE, PROXY_IMAGE] {
+    // Each image also under the names upstream's e2e.test uses: an index
+    // naming one manifest twice makes two images.
+    for name in [
+        images::PAUSE_IMAGE,
+        images::BUSYBOX_IMAGE,
+        PROXY_IMAGE,
+        builtin::UPSTREAM_E2E_BUSYBOX_IMAGE,
+        builtin::HOSTPATHPLUGIN_IMAGE,
+    ] {
         assert!(
             listed.lines().any(|l| l.trim() == name),
             "{name} not among the imported images:\n{listed}"
@@ -469,6 +477,27 @@ async fn builtin_images_import_and_run_under_real_containerd() {
     assert!(
         out.contains("--proxy-endpoint"),
         "dra-e2e proxy-agent --help printed {out:?}"
+    );
+    // hostpathplugin's name and program run the agent, taking upstream's
+    // flags (--v=5 included) as they are.
+    let mut args = tc.run_args("hostpathplugin-help");
+    args.extend(
+        [
+            "--rm",
+            builtin::HOSTPATHPLUGIN_IMAGE,
+            "hostpathplugin-help",
+            builtin::HOSTPATHPLUGIN_PATH,
+            "--v=5",
+            "--help",
+        ]
+        .map(String::from),
+    );
+    let out = tc
+        .ctr_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert!(
+        out.contains("--proxy-endpoint"),
+        "/hostpathplugin --v=5 --help printed {out:?}"
     );
     let mut args = tc.run_args("proxy-sh");
     args.extend(

@@ -8,3 +8,4 @@ mod differential;
 mod images;
 mod node;
 mod reclaim;
+mod standard;

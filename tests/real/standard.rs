@@ -1,0 +1,205 @@
+//! What a DaemonSet driver sees of a real node, compared with a standard
+//! (kubeadm or kind) node: the kubelet's directories at their standard
+//! paths, the CDI standard's directories private to the node, `/dev`,
+//! `/sys`, the node's network, and mounts that may propagate. Checked from
+//! privileged pods with hostPath volumes on two nodes, as a driver's pods
+//! would have them.
+use std::path::Path;
+use std::time::Duration;
+
+use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, AttachParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use tokio::io::AsyncReadExt as _;
+
+use crate::common;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Host paths a DRA or device-plugin driver's pods mount, at the same path
+/// inside.
+const HOST_PATHS: [&str; 5] = [
+    "/var/lib/kubelet",
+    "/var/run/cdi",
+    "/etc/cdi",
+    "/dev",
+    "/sys",
+];
+
+fn driver_pod(name: &str, node: &str) -> Pod {
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    for (i, path) in HOST_PATHS.iter().enumerate() {
+        volumes.push(json!({ "name": format!("v{i}"), "hostPath": { "path": path } }));
+        mounts.push(json!({ "name": format!("v{i}"), "mountPath": path }));
+    }
+    // As CSI and some DRA drivers mount their plugin directory: the kubelet
+    // refuses Bidirectional unless the node's mounts are shared.
+    volumes.push(json!({
+        "name": "plugins",
+        "hostPath": { "path": "/var/lib/kubelet/plugins/standard.test", "type": "DirectoryOrCreate" },
+    }));
+    mounts.push(json!({
+        "name": "plugins",
+        "mountPath": "/plugin",
+        "mountPropagation": "Bidirectional",
+    }));
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": true,
+            "containers": [{
+                "name": "c",
+                "image": dra_e2e::images::BUSYBOX_IMAGE,
+                "command": ["sh", "-c", "trap exit TERM; while true; do sleep 1; done"],
+                "securityContext": { "privileged": true },
+                "volumeMounts": mounts,
+            }],
+            "volumes": volumes,
+            "terminationGracePeriodSeconds": 1,
+        },
+    }))
+    .unwrap()
+}
+
+/// Runs `script` with `sh -c` in the pod; returns its stdout and stderr.
+async fn sh(pods: &Api<Pod>, pod: &str, script: &str) -> String {
+    let mut attached = pods
+        .exec(pod, ["sh", "-c", script], &AttachParams::default())
+        .await
+        .expect("exec through the API server and the kubelet");
+    let (mut out, mut err) = (String::new(), String::new());
+    attached
+        .stdout()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    attached
+        .stderr()
+        .unwrap()
+        .read_to_string(&mut err)
+        .await
+        .unwrap();
+    attached.join().await.unwrap();
+    format!("{out}{err}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_driver_pod_sees_a_real_node_as_a_standard_node() {
+    let marker = format!("standard-{:08x}", rand::random::<u32>());
+    let cluster = LocalCluster::start(LocalClusterOptions::default())
+        .await
+        .expect("local control plane");
+    let options = RealNodesOptions {
+        runner: Some(common::bin().into()),
+        ..RealNodesOptions::new(2)
+    };
+    let mut nodes = RealNodes::start(&cluster, &options)
+        .await
+        .expect("two real nodes");
+    let info: Vec<(String, String)> = nodes
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.net.node_ip.to_string()))
+        .collect();
+    let client = cluster.client();
+    let ns = "standard-node-test";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for (i, (node, _)) in info.iter().enumerate() {
+        pods.create(&PostParams::default(), &driver_pod(&format!("d{i}"), node))
+            .await
+            .unwrap();
+    }
+    for i in 0..info.len() {
+        let name = format!("d{i}");
+        tokio::time::timeout(
+            DEADLINE,
+            await_condition(pods.clone(), &name, conditions::is_pod_running()),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!("pod {name} (privileged, hostPath, Bidirectional) not running in time")
+        })
+        .unwrap();
+    }
+
+    for (i, (node, ip)) in info.iter().enumerate() {
+        let pod = format!("d{i}");
+        // The kubelet's directories and sockets at their standard paths.
+        let out = sh(
+            &pods,
+            &pod,
+            "for d in plugins plugins_registry pod-resources device-plugins pods; do \
+               test -d /var/lib/kubelet/$d && echo dir-$d; done; \
+             test -S /var/lib/kubelet/pod-resources/kubelet.sock && echo sock-pod-resources; \
+             test -S /var/lib/kubelet/device-plugins/kubelet.sock && echo sock-device-plugins; \
+             test -c /dev/null && echo dev; test -d /sys/class/net && echo sys; \
+             ip -4 -o addr",
+        )
+        .await;
+        for want in [
+            "dir-plugins",
+            "dir-plugins_registry",
+            "dir-pod-resources",
+            "dir-device-plugins",
+            "dir-pods",
+            "sock-pod-resources",
+            "sock-device-plugins",
+            "dev",
+            "sys",
+        ] {
+            assert!(
+                out.lines().any(|l| l == want),
+                "{node}: no {want} in\n{out}"
+            );
+        }
+        // hostNetwork is the node's network: its InternalIP is on a link.
+        assert!(
+            out.contains(&format!("inet {ip}/")),
+            "{node} ({ip}):\n{out}"
+        );
+
+        // Both CDI directories are writable and the node's own.
+        let out = sh(
+            &pods,
+            &pod,
+            &format!(
+                "echo {{}} > /var/run/cdi/{marker}-{i}.json && echo {{}} > /etc/cdi/{marker}-{i}.json && ls /var/run/cdi /etc/cdi"
+            ),
+        )
+        .await;
+        assert_eq!(
+            out.matches(&format!("{marker}-{i}.json")).count(),
+            2,
+            "{node}:\n{out}"
+        );
+        assert!(
+            !out.contains(&format!("{marker}-{}.json", 1 - i)),
+            "{node} sees the other node's CDI specs:\n{out}"
+        );
+    }
+    for dir in ["/etc/cdi", "/run/cdi", "/var/run/cdi"] {
+        for i in 0..2 {
+            let f = Path::new(dir).join(format!("{marker}-{i}.json"));
+            assert!(!f.exists(), "{} reached the host", f.display());
+        }
+    }
+
+    let left = tokio::task::spawn_blocking(move || nodes.stop())
+        .await
+        .unwrap();
+    assert_eq!(left, Vec::<String>::new());
+    cluster.stop().await.unwrap();
+}
