@@ -83,6 +83,16 @@ impl TestContainerd {
 
     /// `ctr run` arguments for container `id`: FIFOs and cgroup below the
     /// test's own paths.
+    /// Runs `command` in a container `id` of `image` (removed after), and
+    /// returns what it printed; it must exit 0.
+    async fn run_in(&mut self, id: &str, image: &str, command: &[&str]) -> String {
+        let mut args = self.run_args(id);
+        args.extend(["--rm", image, id].map(String::from));
+        args.extend(command.iter().map(|a| a.to_string()));
+        self.ctr_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .await
+    }
+
     fn run_args(&mut self, id: &str) -> Vec<String> {
         self.containers.push(id.to_owned());
         vec![
@@ -440,39 +450,23 @@ async fn builtin_images_import_and_run_under_real_containerd() {
     }
 
     // busybox: a shell prints a marker.
-    let mut args = tc.run_args("busybox-marker");
-    args.extend(
-        [
-            "--rm",
-            images::BUSYBOX_IMAGE,
-            "busybox-marker",
-            "sh",
-            "-c",
-            "echo marker-$((6 * 7)) && ls /bin/base64",
-        ]
-        .map(String::from),
-    );
     let out = tc
-        .ctr_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .run_in(
+            "busybox-marker",
+            images::BUSYBOX_IMAGE,
+            &["sh", "-c", "echo marker-$((6 * 7)) && ls /bin/base64"],
+        )
         .await;
     assert!(out.contains("marker-42"), "busybox printed {out:?}");
     assert!(out.contains("/bin/base64"), "busybox printed {out:?}");
 
     // proxy: the runner and its shared libraries work inside.
-    let mut args = tc.run_args("proxy-help");
-    args.extend(
-        [
-            "--rm",
-            PROXY_IMAGE,
-            "proxy-help",
-            "dra-e2e",
-            "proxy-agent",
-            "--help",
-        ]
-        .map(String::from),
-    );
     let out = tc
-        .ctr_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .run_in(
+            "proxy-help",
+            PROXY_IMAGE,
+            &["dra-e2e", "proxy-agent", "--help"],
+        )
         .await;
     assert!(
         out.contains("--proxy-endpoint"),
@@ -480,39 +474,23 @@ async fn builtin_images_import_and_run_under_real_containerd() {
     );
     // hostpathplugin's name and program run the agent, taking upstream's
     // flags (--v=5 included) as they are.
-    let mut args = tc.run_args("hostpathplugin-help");
-    args.extend(
-        [
-            "--rm",
-            builtin::HOSTPATHPLUGIN_IMAGE,
-            "hostpathplugin-help",
-            builtin::HOSTPATHPLUGIN_PATH,
-            "--v=5",
-            "--help",
-        ]
-        .map(String::from),
-    );
     let out = tc
-        .ctr_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .run_in(
+            "hostpathplugin-help",
+            builtin::HOSTPATHPLUGIN_IMAGE,
+            &[builtin::HOSTPATHPLUGIN_PATH, "--v=5", "--help"],
+        )
         .await;
     assert!(
         out.contains("--proxy-endpoint"),
         "/hostpathplugin --v=5 --help printed {out:?}"
     );
-    let mut args = tc.run_args("proxy-sh");
-    args.extend(
-        [
-            "--rm",
-            PROXY_IMAGE,
-            "proxy-sh",
-            "/bin/sh",
-            "-c",
-            "echo aGkK | base64 -d; command -v dra-e2e",
-        ]
-        .map(String::from),
-    );
     let out = tc
-        .ctr_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .run_in(
+            "proxy-sh",
+            PROXY_IMAGE,
+            &["/bin/sh", "-c", "echo aGkK | base64 -d; command -v dra-e2e"],
+        )
         .await;
     assert_eq!(
         out.split_whitespace().collect::<Vec<_>>(),
