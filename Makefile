@@ -15,7 +15,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci
+.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-real
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -53,6 +53,12 @@ e2e-local: controlplane ## run the whole suite on the local cluster, JUnit in ta
 
 e2e-real: controlplane node ## run the whole suite on the local cluster with two real kubelet nodes (root), JUnit in target/junit-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --junit target/junit-real.xml --tags @DynamicResourceAllocation $(ARGS)
+
+conformance: controlplane ## the driver conformance pack (features/conformance) against the suite's own driver on simulated nodes, JUnit in target/junit-conformance.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --tags @DriverConformance --junit target/junit-conformance.xml $(ARGS)
+
+conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)
 
 upstream-e2e-real: ## upstream's own e2e.test (built at the control plane's version) on two real nodes, focus UPSTREAM_FOCUS (default [DRA]); prints pass/fail counts (root)
 	UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' $(if $(UPSTREAM_SKIP),UPSTREAM_SKIP='$(UPSTREAM_SKIP)') UPSTREAM_PROCS=$(UPSTREAM_PROCS) hack/upstream-e2e.sh run

@@ -5,8 +5,9 @@
 //!
 //! 5. `runner`: the command line, the main flow, reports, `cluster up`.
 //! 4. `steps`: the Gherkin steps, with a scenario's lifecycle.
-//! 3. `driver` (one test driver instance in a scenario) and `cluster`
-//!    (starting or reaching the cluster, its nodes and their sockets).
+//! 3. `driver` (one test driver instance in a scenario), `cluster`
+//!    (starting or reaching the cluster, its nodes and their sockets) and
+//!    `under_test` (the run's driver under test, from its profile).
 //! 2. `plugin` (the kubelet plugin servers), `proxy` (sockets on nodes
 //!    reached through agents), `node_sim` (the simulated kubelet) and
 //!    `real_node` (real kubelets in namespaces).
@@ -37,4 +38,5 @@ pub mod report;
 pub mod runner;
 #[path = "../steps/mod.rs"]
 pub mod steps;
+pub mod under_test;
 pub mod wait;

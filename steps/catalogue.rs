@@ -70,6 +70,61 @@ pub const CATALOGUE: &[Topic] = &[
         ],
     },
     Topic {
+        title: "The driver under test",
+        entries: &[
+            Entry {
+                pattern: "Given the driver under test",
+                description: "The scenario uses the run's driver under test as \"the driver\" with its DeviceClass as \"the device class\": the suite's own (a hosted driver with the profile's devicesPerNode on the scenario's nodes and a class of its own), or the driver `--profile` / `--driver-name` names, installed once for the run (waits until it has devices on the scenario's nodes). Steps that need a hosted plugin (call counts, faults, prepared claims) refuse a driver they do not host.",
+                example: "Given the driver under test",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" runs without a \"<reason>\" event",
+                description: "Wait (5 minutes) until the pod runs; fail as soon as an event with that reason appears for it first, with the event's message (e.g. the kubelet's FailedPrepareDynamicResources, naming the driver and its error).",
+                example: "Then pod \"tester-1\" runs without a \"FailedPrepareDynamicResources\" event",
+            },
+            Entry {
+                pattern: "When pod \"<name>\" is deleted and the driver lets its claims go",
+                description: "Delete the pod and wait (2 minutes) until it is gone; the kubelet finishes a pod only once the driver unprepared its claims, so the failure names the driver and node (KEP-5970 behaviour 6).",
+                example: "When pod \"tester-1\" is deleted and the driver lets its claims go",
+            },
+            Entry {
+                pattern: "Then the driver publishes devices on <node>",
+                description: "The driver's slices hold at least one device for the node, and every pool there has all the slices its latest generation says (KEP-5970 behaviour 2).",
+                example: "Then the driver publishes devices on every node",
+            },
+            Entry {
+                pattern: "Given|When the driver's devices are noted / Then the driver publishes the devices noted",
+                description: "Remember the device names per node of the driver's slices; later, wait (2 minutes) until the scenario's nodes have exactly those again.",
+                example: "Then the driver publishes the devices noted",
+            },
+            Entry {
+                pattern: "Then every container|container \"<c>\"|init container \"<c>\" of pod \"<name>\" has its device",
+                description: "The profile's containerCheck holds in the container: each env pattern matches a variable its pod spec does not set and the runtime does not add (what CDI injected), and the check command, if any, exits 0. The suite's own driver: `claim_*=true`.",
+                example: "Then every container of pod \"tester-1\" has its device",
+            },
+            Entry {
+                pattern: "Then all pods are running with their devices",
+                description: "Every pod the scenario created runs and each of its containers has its device.",
+                example: "Then all pods are running with their devices",
+            },
+            Entry {
+                pattern: "Then container \"<c>\" of pod \"<name>\" has no device",
+                description: "None of the container's injected variables matches the profile's env patterns: a container that uses no claim got nothing of the driver's.",
+                example: "Then container \"with-resource-1\" of pod \"tester-1\" has no device",
+            },
+            Entry {
+                pattern: "When pods \"<prefix>\" with an inline claim take every device of <node>",
+                description: "As many pods as the profile's devicesPerNode, each with a claim for one device and a node selector for the node; waits until all run (tag the scenario `@DevicesPerNode`).",
+                example: "When pods \"busy\" with an inline claim take every device of node 0",
+            },
+            Entry {
+                pattern: "When the driver's pod on <node> is restarted",
+                description: "Delete the driver's pod on the node (from the DaemonSet of the manifests the runner deployed) and wait until a new one is ready there (tag the scenario `@DriverPods`).",
+                example: "When the driver's pod on node 0 is restarted",
+            },
+        ],
+    },
+    Topic {
         title: "Claims",
         entries: &[
             Entry {
@@ -114,7 +169,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
-                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Containers run upstream's busybox test image; without `command` they sleep until stopped (exiting at once on SIGTERM). Optional table | option | value |: containers, containers use the claims, init container (`yes`: an init container `init` with the first container's claims whose script prints its env and fails unless it has `user_a=b`, as upstream's; or `\"k=v\", ...`: check those entries instead), command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Containers run upstream's busybox test image; without `command` they sleep until stopped (exiting at once on SIGTERM). Optional table | option | value |: containers, containers use the claims, init container (`yes`: an init container `init` with the first container's claims whose script prints its env and fails unless it has `user_a=b`, as upstream's; or `\"k=v\", ...`: check those entries instead; or `prints its env`: check nothing, for a later step to judge its env), command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
                 example: "When pod \"tester-1\" with an inline claim is created",
             },
             Entry {

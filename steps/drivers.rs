@@ -187,7 +187,7 @@ async fn a_named_driver(
     add_driver(w, DriverRef::Named(label), phrase, step, suffix).await
 }
 
-async fn add_driver(
+pub(crate) async fn add_driver(
     w: &mut World,
     label: DriverRef,
     phrase: DriverPhrase,
@@ -291,6 +291,12 @@ async fn replaced(w: &mut World, old: DriverRef, new: DriverRef) -> anyhow::Resu
 }
 
 async fn registered(w: &World, d: DriverRef) -> anyhow::Result<()> {
+    if let Some(name) = w.external_driver(&d) {
+        for node in w.nodes.clone() {
+            kubelet_registered(w, &node, name).await?;
+        }
+        return Ok(());
+    }
     let driver = w.driver(&d)?;
     // The plugin counts itself registered when the kubelet's notification
     // arrives; the call record completes when the answer has gone out, a
@@ -320,11 +326,73 @@ async fn registered(w: &World, d: DriverRef) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long the kubelet may take to list a driver's plugin as registered.
+const KUBELET_REGISTRATION: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// KEP-5970's first behaviour for a driver the runner does not host: the
+/// kubelet lists its registration socket among the plugins it registered
+/// (its plugin manager's `actual_state_of_world`, in the kubelet's metrics
+/// read through the API server). A driver's socket is found by its name
+/// (the kubelet plugin helper's default `<driver>-reg.sock`).
+async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Result<()> {
+    let client = w.client()?;
+    let path = format!("/api/v1/nodes/{node}/proxy/metrics");
+    let what = format!("the kubelet of {node} to list driver {driver}'s plugin as registered");
+    crate::wait::poll(
+        &what,
+        KUBELET_REGISTRATION,
+        std::time::Duration::from_secs(1),
+        || {
+            let client = client.clone();
+            let path = path.clone();
+            async move {
+                let req = http::Request::get(&path)
+                    .body(Vec::new())
+                    .map_err(|e| e.to_string());
+                let text = match req {
+                    Ok(r) => client.request_text(r).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                };
+                match text {
+                    Err(e) => crate::wait::Check::Pending(format!("reading {path}: {e}")),
+                    Ok(text) => {
+                        let sockets = registered_sockets(&text);
+                        if sockets.iter().any(|s| s.contains(driver)) {
+                            crate::wait::Check::Done(())
+                        } else {
+                            crate::wait::Check::Pending(format!(
+                                "registered plugin sockets: {sockets:?}"
+                            ))
+                        }
+                    }
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The sockets of the plugins the kubelet registered, from its metrics
+/// (`plugin_manager_total_plugins{socket_path="...",state="actual_state_of_world"}`).
+fn registered_sockets(metrics: &str) -> Vec<String> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("plugin_manager_total_plugins{"))
+        .filter(|l| l.contains("state=\"actual_state_of_world\""))
+        .filter(|l| !l.trim_end().ends_with(" 0"))
+        .filter_map(|l| {
+            let rest = &l[l.find("socket_path=\"")? + "socket_path=\"".len()..];
+            Some(rest[..rest.find('"')?].to_owned())
+        })
+        .collect()
+}
+
 /// How long a registration the plugin has seen may take to show as a
 /// completed call.
 const REGISTRATION_RECORDED: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn device_class(w: &mut World, options: ClassOptions) -> anyhow::Result<()> {
+pub(crate) async fn device_class(w: &mut World, options: ClassOptions) -> anyhow::Result<()> {
     let parameters: Option<serde_json::Value> = match &options.parameters {
         None => None,
         Some(json) => Some(serde_json::from_str(json).with_context(|| {
@@ -419,4 +487,21 @@ async fn outage_short(w: &World) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registered_sockets;
+
+    #[test]
+    fn registered_plugins_are_read_from_the_kubelets_metrics() {
+        let text = "# HELP plugin_manager_total_plugins ...\n\
+plugin_manager_total_plugins{socket_path=\"/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock\",state=\"actual_state_of_world\"} 1\n\
+plugin_manager_total_plugins{socket_path=\"/var/lib/kubelet/plugins_registry/other-reg.sock\",state=\"desired_state_of_world\"} 1\n\
+plugin_manager_total_plugins{socket_path=\"/var/lib/kubelet/plugins_registry/gone-reg.sock\",state=\"actual_state_of_world\"} 0\n";
+        assert_eq!(
+            registered_sockets(text),
+            vec!["/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock".to_owned()]
+        );
+    }
 }

@@ -63,6 +63,7 @@ pub mod pods;
 pub mod pool_status;
 pub mod scenario;
 pub mod slices;
+pub mod under_test;
 pub mod workloads;
 
 use std::collections::BTreeMap;
@@ -99,6 +100,8 @@ pub struct Context {
     /// Checks that go on after their scenario's teardown (a driver's slices
     /// wiped); the runner waits for them before it reports.
     pub after_scenarios: tokio_util::task::TaskTracker,
+    /// The driver the run tests (the suite's own unless a profile says).
+    pub under_test: Arc<crate::under_test::UnderTest>,
 }
 
 static CONTEXT: OnceLock<Context> = OnceLock::new();
@@ -141,6 +144,8 @@ pub struct World {
     pub pool_request: Option<pool_status::PoolRequest>,
     /// The watch "a watch on ... objects" opened, for "the watch sees ...".
     pub crud_watch: Option<crud::ObjectWatch>,
+    /// Devices per node of the driver as "the driver's devices are noted" saw them.
+    pub noted_devices: Option<BTreeMap<String, Vec<String>>>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.
@@ -230,7 +235,33 @@ impl World {
             .ok_or_else(|| anyhow::anyhow!("{d} went away"))
     }
 
+    /// The name of driver `d`: one the scenario hosts, or the run's driver
+    /// under test.
+    pub fn driver_name(&self, d: &DriverRef) -> anyhow::Result<String> {
+        if let Some(name) = self.external_driver(d) {
+            return Ok(name.to_owned());
+        }
+        Ok(self.driver(d)?.name.clone())
+    }
+
+    /// The name of `d` when it is the run's driver under test, which the
+    /// scenario does not host (so it has no call counts nor faults).
+    pub fn external_driver(&self, d: &DriverRef) -> Option<&str> {
+        self.scenario
+            .external_drivers()
+            .find(|(label, _)| *label == d)
+            .map(|(_, name)| name)
+    }
+
     fn no_driver(&self, d: &DriverRef) -> anyhow::Error {
+        if let Some(name) = self.external_driver(d) {
+            return anyhow::anyhow!(
+                "{d} is the run's driver under test, {name}, which the runner does not host: \
+                 this step needs a driver whose plugin the runner serves (call counts, faults, \
+                 prepared claims); write the scenario with the pod's, claim's and slices' \
+                 effects instead"
+            );
+        }
         let known: Vec<String> = self
             .scenario
             .drivers()
@@ -324,6 +355,13 @@ impl World {
                 DriverRef::Named(l) => format!("driver:{l}"),
             };
             v.insert(key, d.name.clone());
+        }
+        for (label, name) in self.scenario.external_drivers() {
+            let key = match label {
+                DriverRef::The => "driver".to_owned(),
+                DriverRef::Named(l) => format!("driver:{l}"),
+            };
+            v.insert(key, name.to_owned());
         }
         for (label, c) in self.scenario.driver_classes() {
             let key = match label {

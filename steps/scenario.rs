@@ -80,6 +80,13 @@ pub enum Created {
     /// own slice controller), deleted with the drivers: a step cut short
     /// by its timeout cannot clean up after itself.
     SlicesOf(String),
+    /// The run's driver under test, used by this scenario through `label`
+    /// with the run's class: the run owns both, so nothing is cleaned up.
+    UnderTest {
+        label: DriverRef,
+        driver: String,
+        class: String,
+    },
     /// An object of a manifest. Namespaced ones (workloads among them) go
     /// before the pods, so no controller re-creates pods.
     Object {
@@ -129,7 +136,9 @@ impl Created {
             } => Phase::Pods,
             Created::AllClaims | Created::Claim { .. } => Phase::Claims,
             Created::DeviceClass { .. } => Phase::Classes,
-            Created::Driver { .. } | Created::SlicesOf(_) => Phase::Drivers,
+            Created::Driver { .. } | Created::SlicesOf(_) | Created::UnderTest { .. } => {
+                Phase::Drivers
+            }
             Created::Namespace(_) | Created::Template(_) | Created::Object { .. } => {
                 Phase::Namespace
             }
@@ -214,13 +223,33 @@ impl Scenario {
         }
     }
 
-    /// The classes made for drivers, with the driver each selects.
+    /// The run's driver under test is this scenario's `label`.
+    pub fn use_driver_under_test(&mut self, label: DriverRef, driver: &str, class: &str) {
+        self.push(Created::UnderTest {
+            label,
+            driver: driver.to_owned(),
+            class: class.to_owned(),
+        });
+    }
+
+    /// Drivers the scenario uses but does not host (the run's driver under
+    /// test), with their names.
+    pub fn external_drivers(&self) -> impl Iterator<Item = (&DriverRef, &str)> {
+        self.stack.iter().filter_map(|c| match c {
+            Created::UnderTest { label, driver, .. } => Some((label, driver.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The classes made for drivers (or the run's class of its driver
+    /// under test), with the driver each selects.
     pub fn driver_classes(&self) -> impl Iterator<Item = (&DriverRef, &str)> {
         self.stack.iter().filter_map(|c| match c {
             Created::DeviceClass {
                 for_driver: Some(d),
                 name,
             } => Some((d, name.as_str())),
+            Created::UnderTest { label, class, .. } => Some((label, class.as_str())),
             _ => None,
         })
     }
@@ -373,9 +402,11 @@ impl Scenario {
                     .await
                     .with_context(|| format!("deleting {} {name}", resource.kind))
             }
-            Created::AllClaims | Created::Claim { .. } | Created::Template(_) | Created::Pod(_) => {
-                Ok(())
-            }
+            Created::AllClaims
+            | Created::Claim { .. }
+            | Created::Template(_)
+            | Created::Pod(_)
+            | Created::UnderTest { .. } => Ok(()),
         }
     }
 

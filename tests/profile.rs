@@ -171,8 +171,8 @@ fn each_check_fails_its_broken_profile_with_line_and_field() {
             vec!["line 1: field `driverName`: `${namespace}` is only for deployment.mode Builtin, whose drivers the suite names per scenario".into()],
         ),
         (
-            "builtin-devices",
-            vec!["line 6: field `devicesPerNode`: not for deployment.mode Builtin: each scenario sets how many devices the suite's own driver publishes".into()],
+            "builtin-unknown-fault",
+            vec!["line 7: field `deployment.faults[0]`: unknown fault `FailEverything` (known: FailPrepare, FailUnprepare, NoDevices)".into()],
         ),
         (
             "three-mistakes",

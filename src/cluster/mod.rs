@@ -99,6 +99,9 @@ pub struct Environment {
     pub enabled_gates: Option<Vec<String>>,
     /// Oldest kubelet (major, minor) among the nodes.
     pub kubelet_version: Option<(u32, u32)>,
+    /// The run's driver under test, for `@DriverCapability:` tags; set by
+    /// the runner (`None`: the suite's own driver, which claims them all).
+    pub driver: Option<std::sync::Arc<crate::profile::Profile>>,
 }
 
 /// How long a simulated node may take to stop at the end of a run.
@@ -392,6 +395,7 @@ impl Cluster {
             ready_nodes: ready.len(),
             enabled_gates,
             kubelet_version,
+            driver: None,
         })
     }
 }

@@ -181,18 +181,65 @@ pub async fn exec_env(
         }
         None => {}
     }
+    let out = exec_output(&pods, pod, container, &["env".to_owned()], &target).await?;
+    env_from_exec(&target, out)
+}
+
+/// Runs `command` in a running container: `None` when it exited 0, else
+/// what it reported (exit status, stderr).
+pub async fn exec_status(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    command: &[String],
+) -> anyhow::Result<Option<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let target = format!("container {container} of pod {namespace}/{pod}");
+    let out = exec_output(&pods, pod, container, command, &target).await?;
+    let stderr = out.stderr.trim();
+    Ok(match &out.status {
+        Some(st) if st.status.as_deref() == Some("Success") => None,
+        Some(st) => Some(format!(
+            "{}{}",
+            describe_status(st),
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!("; stderr: {stderr}")
+            }
+        )),
+        None => Some(format!(
+            "no exit status{}",
+            out.stream_error
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        )),
+    })
+}
+
+/// Runs `command` in `container` by exec and collects what it wrote and
+/// its status, within [`EXEC_TIMEOUT`].
+async fn exec_output(
+    pods: &Api<Pod>,
+    pod: &str,
+    container: &str,
+    command: &[String],
+    target: &str,
+) -> anyhow::Result<ExecOutput> {
+    let shown = command.join(" ");
     let exec = async {
         let mut attached = pods
             .exec(
                 pod,
-                ["env"],
+                command.to_vec(),
                 &AttachParams::default()
                     .container(container)
                     .stdout(true)
                     .stderr(true),
             )
             .await
-            .with_context(|| format!("exec `env` in {target}"))?;
+            .with_context(|| format!("exec `{shown}` in {target}"))?;
         let status = attached.take_status();
         let (mut stdout, mut stderr) = (String::new(), String::new());
         let out_stream = attached.stdout();
@@ -220,20 +267,17 @@ pub async fn exec_env(
             .map(|e| format!("reading stdout: {e}"))
             .or_else(|| read_err.err().map(|e| format!("reading stderr: {e}")))
             .or_else(|| joined.err().map(|e| e.to_string()));
-        env_from_exec(
-            &target,
-            ExecOutput {
-                stdout,
-                stderr,
-                status,
-                stream_error,
-            },
-        )
+        anyhow::Ok(ExecOutput {
+            stdout,
+            stderr,
+            status,
+            stream_error,
+        })
     };
     tokio::time::timeout(EXEC_TIMEOUT, exec)
         .await
         .map_err(|_| {
-            anyhow::anyhow!("exec `env` in {target} did not finish within {EXEC_TIMEOUT:?}")
+            anyhow::anyhow!("exec `{shown}` in {target} did not finish within {EXEC_TIMEOUT:?}")
         })?
 }
 

@@ -50,6 +50,19 @@ pub const COMMAND_PLACEHOLDERS: &[(&str, &str)] = &[
     ("driverName", "the profile's driverName"),
 ];
 
+/// The suite's own test driver's profile (`profiles/builtin.yaml`, built
+/// into the runner): what a run tests when it is given no other.
+pub fn builtin() -> Profile {
+    const SOURCE: &str = include_str!("../../profiles/builtin.yaml");
+    // The file is the project's own; a test keeps it valid.
+    parse_str(
+        SOURCE,
+        Path::new("profiles/builtin.yaml"),
+        Options { check_files: false },
+    )
+    .unwrap_or_else(|mistakes| panic!("profiles/builtin.yaml is invalid: {mistakes:?}"))
+}
+
 /// Which driver is under test and what may be expected of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
@@ -82,8 +95,9 @@ pub enum DeviceClass {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deployment {
     /// The suite's own test driver, hosted by the runner (on the local
-    /// cluster's simulated nodes unless the run chooses others).
-    Builtin,
+    /// cluster's simulated nodes unless the run chooses others), broken on
+    /// purpose by `faults` (none normally).
+    Builtin { faults: BTreeSet<Fault> },
     /// Already installed in the kubeconfig cluster; the suite installs
     /// nothing (KEP-5970's setting).
     Installed,
@@ -97,6 +111,30 @@ pub enum Deployment {
     /// On the local cluster's simulated nodes: the runner starts `command`
     /// once per node, with [`COMMAND_PLACEHOLDERS`] filled in.
     SimulatedNodes { command: Vec<String> },
+}
+
+/// A way to break the suite's own driver on purpose, to see what the
+/// conformance pack reports for a driver that does it (`deployment.faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// Every NodePrepareResources call fails.
+    FailPrepare,
+    /// Every NodeUnprepareResources call fails: the driver never unprepares.
+    FailUnprepare,
+    /// The driver publishes no devices.
+    NoDevices,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 3] = [Fault::FailPrepare, Fault::FailUnprepare, Fault::NoDevices];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::FailPrepare => "FailPrepare",
+            Fault::FailUnprepare => "FailUnprepare",
+            Fault::NoDevices => "NoDevices",
+        }
+    }
 }
 
 /// [`Deployment`] without its settings: the `deployment.mode` values.
@@ -135,7 +173,7 @@ impl fmt::Display for Mode {
 impl Deployment {
     pub fn mode(&self) -> Mode {
         match self {
-            Deployment::Builtin => Mode::Builtin,
+            Deployment::Builtin { .. } => Mode::Builtin,
             Deployment::Installed => Mode::Installed,
             Deployment::RealNodes { .. } => Mode::RealNodes,
             Deployment::SimulatedNodes { .. } => Mode::SimulatedNodes,
@@ -392,7 +430,7 @@ impl Profile {
         line(&mut out, 0, "deployment:");
         line(&mut out, 2, &format!("mode: {}", self.deployment.mode()));
         match &self.deployment {
-            Deployment::Builtin | Deployment::Installed => {}
+            Deployment::Builtin { .. } | Deployment::Installed => {}
             Deployment::RealNodes {
                 manifests,
                 image_archives,
@@ -468,6 +506,19 @@ fn scalar(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builtin_profile_parses_and_offers_the_packs_devices() {
+        let p = builtin();
+        assert_eq!(
+            p.deployment,
+            Deployment::Builtin {
+                faults: BTreeSet::new()
+            }
+        );
+        assert_eq!(p.devices_per_node, Some(4));
+        assert!(p.capabilities.contains(&Capability::DeviceHealth));
+    }
 
     #[test]
     fn env_patterns() {

@@ -10,8 +10,8 @@ use regex::Regex;
 use super::names::{closest, dns_subdomain_problem, is_env_name};
 use super::yaml::{self, Node, Value, describe, line};
 use super::{
-    COMMAND_PLACEHOLDERS, Capability, ContainerCheck, Deployment, DeviceClass, EnvPattern, Mistake,
-    Mode, NAMESPACE_PLACEHOLDER, Profile, RegistrationDir,
+    COMMAND_PLACEHOLDERS, Capability, ContainerCheck, Deployment, DeviceClass, EnvPattern, Fault,
+    Mistake, Mode, NAMESPACE_PLACEHOLDER, Profile, RegistrationDir,
 };
 
 /// How thoroughly to check.
@@ -439,16 +439,6 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
             "not for deployment.mode Builtin: the runner hosts that driver itself",
         );
     }
-    if let Some((_, l, path)) = &devices
-        && mode == Some(Mode::Builtin)
-    {
-        ctx.mistake(
-            *l,
-            path,
-            "not for deployment.mode Builtin: each scenario sets how many devices the suite's \
-             own driver publishes",
-        );
-    }
     if let Some((c, Some((l, path)))) = &check
         && !c.command.is_empty()
         && mode == Some(Mode::SimulatedNodes)
@@ -593,6 +583,29 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
     };
     let manifests = files(ctx, "manifests", "manifest", &mut m);
     let archives = files(ctx, "imageArchives", "image archive", &mut m);
+    let faults_field = m.take("faults");
+    let faults = faults_field.as_ref().and_then(|field| {
+        only(ctx, field, Mode::Builtin);
+        let items = ctx.strings(field.node, &field.path)?;
+        let mut set = std::collections::BTreeSet::new();
+        for i in items {
+            match Fault::ALL.into_iter().find(|f| f.name() == i.value) {
+                Some(f) => {
+                    set.insert(f);
+                }
+                None => ctx.mistake(
+                    i.line,
+                    &i.field,
+                    format!(
+                        "unknown fault `{}` (known: {})",
+                        i.value,
+                        Fault::ALL.map(Fault::name).join(", ")
+                    ),
+                ),
+            }
+        }
+        Some(set)
+    });
     let command_field = m.take("command");
     let command = command_field.as_ref().and_then(|field| {
         only(ctx, field, Mode::SimulatedNodes);
@@ -604,9 +617,14 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
     let command_at = command_field
         .as_ref()
         .map_or_else(|| (f.line, m.path("command")), |c| (c.line, c.path.clone()));
-    m.finish(ctx, &["mode", "manifests", "imageArchives", "command"]);
+    m.finish(
+        ctx,
+        &["mode", "manifests", "imageArchives", "command", "faults"],
+    );
     let deployment = match mode? {
-        Mode::Builtin => Deployment::Builtin,
+        Mode::Builtin => Deployment::Builtin {
+            faults: faults.unwrap_or_default(),
+        },
         Mode::Installed => Deployment::Installed,
         Mode::RealNodes => {
             let manifests = match manifests {

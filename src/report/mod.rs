@@ -1,6 +1,7 @@
 //! Scenario outcomes, the closing summary line, timing figures, the
 //! artifacts of failed scenarios, and the reports written from them.
 pub mod collect;
+pub mod conformance;
 pub mod html;
 pub mod junit;
 pub mod progress;

@@ -36,6 +36,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// The driver under test, from a driver profile (docs/driver-profile.md).
+    /// Without it, and without --driver-name, runs test the suite's own
+    /// driver (profiles/builtin.yaml).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["driver_name", "device_class"])]
+    pub profile: Option<PathBuf>,
+
+    /// KEP-5970's invocation: the name of a driver already installed in the
+    /// kubeconfig cluster (with --device-class; the rest of its profile is
+    /// defaulted and printed).
+    #[arg(long, value_name = "NAME", requires = "device_class")]
+    pub driver_name: Option<String>,
+
+    /// With --driver-name: the DeviceClass that selects the driver's devices.
+    #[arg(long, value_name = "CLASS", requires = "driver_name")]
+    pub device_class: Option<String>,
+
     /// Local cluster: number of nodes.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub nodes: usize,

@@ -25,6 +25,9 @@ pub fn tag_is_known(tag: &str) -> bool {
         "conformance",
         "allow.skipped",
         "retry",
+        "DriverConformance",
+        "DevicesPerNode",
+        "DriverPods",
     ];
     const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
     EXACT.contains(&tag)
@@ -92,6 +95,37 @@ pub fn skip_reason(
                 want.0, want.1, have.0, have.1
             ));
         }
+    }
+    let profile = env
+        .driver
+        .clone()
+        .unwrap_or_else(|| std::sync::Arc::new(crate::profile::builtin()));
+    let names = feature
+        .tags
+        .iter()
+        .chain(rule.iter().flat_map(|r| r.tags.iter()))
+        .chain(scenario.tags.iter());
+    if let Some(reason) = crate::profile::skip_reason(&profile, names.clone().map(String::as_str)) {
+        return Some(reason);
+    }
+    if names.clone().any(|t| t == "DevicesPerNode") && profile.devices_per_node.is_none() {
+        return Some(format!(
+            "needs to know how many devices driver {} offers per node; its profile does not say \
+             (devicesPerNode)",
+            profile.driver_name
+        ));
+    }
+    if names.clone().any(|t| t == "DriverPods")
+        && !matches!(
+            profile.deployment,
+            crate::profile::Deployment::RealNodes { .. }
+        )
+    {
+        return Some(format!(
+            "needs the pods of driver {}, which the runner knows only when it deploys the driver \
+             from manifests (deployment.mode: RealNodes)",
+            profile.driver_name
+        ));
     }
     let steps: Vec<Step> = feature
         .background

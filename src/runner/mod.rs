@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Cluster;
 use crate::report;
 use crate::steps::{self, World};
+use crate::under_test::UnderTest;
 use cli::RunArgs;
 use history::History;
 
@@ -77,6 +78,10 @@ struct Selection {
     /// Earlier runs' durations, which ordered `features`; this run's are
     /// added at its end.
     history: History,
+    /// Where the conformance pack's scenarios are.
+    pack: std::collections::BTreeSet<report::conformance::Place>,
+    /// The profile of the driver they test (`None`: the suite's own).
+    driver: Option<crate::profile::Profile>,
 }
 
 /// Where the scenarios' output goes: stdout, or stdout under a live status
@@ -363,6 +368,20 @@ pub async fn run() -> anyhow::Result<i32> {
     let args = opts.custom.clone();
     check_outputs_and_host(&args, &typed).await?;
     let mut connect = args.connect_options();
+    let profile = driver_profile(&args)?;
+    if let Some(p) = &profile {
+        UnderTest::check_fits(
+            p,
+            connect.is_local(),
+            connect.node_kind == crate::cluster::NodeKind::Real,
+        )?;
+        // The nodes import the driver's images when they start.
+        if let crate::profile::Deployment::RealNodes { image_archives, .. } = &p.deployment {
+            connect
+                .image_archives
+                .extend(image_archives.iter().cloned());
+        }
+    }
     if connect.is_local() {
         let added = features::enable_tagged_gates(&mut connect.feature_gates, &selected);
         if !added.is_empty() {
@@ -425,7 +444,14 @@ pub async fn run() -> anyhow::Result<i32> {
         true => format!("local-{}", connect.node_kind),
         false => "kubeconfig".to_owned(),
     });
+    let pack = all_scenarios
+        .iter()
+        .filter(|s| s.tags.iter().any(|t| t == report::conformance::TAG))
+        .map(|s| (s.path.display().to_string(), s.line))
+        .collect();
     let selection = Selection {
+        pack,
+        driver: profile,
         count: selected.len(),
         features: history.longest_first(parsed),
         shared,
@@ -567,14 +593,33 @@ struct Ended {
 async fn run_on(
     opts: Opts,
     args: RunArgs,
-    selection: Selection,
+    mut selection: Selection,
     cluster: Arc<Cluster>,
     interrupt: CancellationToken,
     signal_count: tokio::sync::watch::Receiver<u32>,
     run_timings: &mut report::Timings,
 ) -> anyhow::Result<Ended> {
-    let env = cluster.environment().await?;
+    let mut env = cluster.environment().await?;
     crate::note!("dra-e2e: {}", cluster.describe());
+    let under_test = match selection.driver.take() {
+        None => UnderTest::builtin(),
+        Some(p) => {
+            crate::note!(
+                "dra-e2e: driver under test: {} ({}); waiting for it to publish devices on every node",
+                p.driver_name,
+                p.deployment.mode()
+            );
+            let started = Instant::now();
+            let u = UnderTest::install(&cluster, p).await?;
+            run_timings.push((
+                report::Phase::harness("install the driver under test"),
+                started.elapsed(),
+            ));
+            u
+        }
+    };
+    let under_test = Arc::new(under_test);
+    env.driver = Some(Arc::new(under_test.profile.clone()));
 
     let run_id = format!("{:x}", rand::random::<u32>());
     steps::install(steps::Context {
@@ -587,11 +632,13 @@ async fn run_on(
         run_id: run_id.clone(),
         teardowns: steps::lifecycle::Teardowns::default(),
         after_scenarios: tokio_util::task::TaskTracker::new(),
+        under_test: under_test.clone(),
     })
     .map_err(anyhow::Error::msg)?;
     let ctx = steps::context()?;
 
-    let properties = run_properties(&cluster, &env).await;
+    let mut properties = run_properties(&cluster, &env).await;
+    properties.extend(under_test.properties());
     let collector = report::collect::Collector::default();
     let json = Buffer::default();
     // A status line only where a person watches: both streams on a terminal.
@@ -660,6 +707,16 @@ async fn run_on(
         run_timings,
         report::Phase::wait("wait for the last drivers' slices and the namespaces to go"),
     );
+    if died.is_none() && !under_test.is_builtin() {
+        let problems = under_test.uninstall(&cluster.client()).await;
+        for p in &problems {
+            println!("removing the driver under test: {p}");
+        }
+        laps.lap(
+            run_timings,
+            report::Phase::harness("remove the driver under test"),
+        );
+    }
 
     let records = ctx.outcomes.snapshot();
     // A stopped run's times are partial: the next run would start its
@@ -668,6 +725,10 @@ async fn run_on(
         && let Err(e) = selection.history.save(&records)
     {
         tracing::warn!("saving the scenarios' durations for the next run's order: {e}");
+    }
+    let conformance = report::conformance::Summary::of(&records, &selection.pack);
+    if let Some(c) = &conformance {
+        properties.push(("driver.conformance".to_owned(), c.counts()));
     }
     if let Some(path) = &args.junit {
         let xml = report::junit::render(
@@ -718,6 +779,11 @@ async fn run_on(
     for line in report::skip_summary(&records) {
         println!("{line}");
     }
+    if let Some(c) = &conformance {
+        for line in c.lines(&under_test.display_name()) {
+            println!("{line}");
+        }
+    }
     if args.timings {
         print!("{}", report::timings(&records, run_timings));
     }
@@ -758,6 +824,21 @@ async fn run_on(
         code: if passed { 0 } else { 1 },
         ending,
     })
+}
+
+/// The profile of the driver a run tests: `--profile FILE`, KEP-5970's
+/// `--driver-name` and `--device-class`, or none (the suite's own driver).
+fn driver_profile(args: &RunArgs) -> anyhow::Result<Option<crate::profile::Profile>> {
+    use crate::profile::{Options, Profile};
+    if let Some(path) = &args.profile {
+        return Ok(Some(Profile::load(path, Options { check_files: true })?));
+    }
+    if let (Some(name), Some(class)) = (&args.driver_name, &args.device_class) {
+        let defaulted = Profile::from_flags(name, class)?;
+        crate::note!("dra-e2e: {defaulted}");
+        return Ok(Some(defaulted.profile));
+    }
+    Ok(None)
 }
 
 /// What the reports say about the run: the cluster, its version, its nodes

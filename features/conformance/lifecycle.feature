@@ -1,0 +1,125 @@
+@DriverConformance
+Feature: driver conformance: claims across their pods' lives
+  Beyond KEP-5970: preparing and unpreparing as pods come, go, complete
+  and are deleted at awkward moments, and slices that stay what they are.
+
+  Background:
+    Given 1 ready node
+    And the driver under test
+
+  Scenario: a claim from a template is allocated and deleted with its pod
+    The claim the control plane makes from the pod's template is the one
+    the driver prepares, and it goes when the pod goes.
+    When pod "tester-1" with an inline claim is created
+    Then the claim of pod "tester-1" is allocated
+    And every container of pod "tester-1" has its device
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then the claim of pod "tester-1" is deleted
+
+  Scenario: a standalone claim outlives its pod and serves the next
+    A claim made on its own is unprepared when its pod goes and prepared
+    again for the next pod that uses it.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+    Then every container of pod "tester-1" has its device
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then claim "claim" is not reserved
+    When pod "tester-2" using claim "claim" is created
+    Then every container of pod "tester-2" has its device
+
+  Scenario: a standalone claim is deallocated after use
+    Once no pod uses the claim, its device is free again.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+    Then pod "tester-1" is running
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then claim "claim" is deallocated
+    And pod "tester-1" got no "FailedUnprepareDynamicResources" event
+
+  Scenario: a pod deleted while its claim is being prepared
+    Deleting a pod as soon as it is scheduled leaves no claim prepared and
+    no unprepare failure, and the claim serves the next pod.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+    Then pod "tester-1" is scheduled
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then claim "claim" is not reserved
+    And pod "tester-1" got no "FailedUnprepareDynamicResources" event
+    When pod "tester-2" using claim "claim" is created
+    Then every container of pod "tester-2" has its device
+
+  Scenario: a force-deleted pod's claim is still unprepared
+    A pod deleted with a grace period of 0 is gone from the API at once;
+    the kubelet must still unprepare its claim, and the claim serves the
+    next pod.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+    Then every container of pod "tester-1" has its device
+    When pod "tester-1" is force-deleted
+    Then claim "claim" is not reserved
+    And pod "tester-1" got no "FailedUnprepareDynamicResources" event
+    When pod "tester-2" using claim "claim" is created
+    Then every container of pod "tester-2" has its device
+
+  Scenario: a completed pod releases its claim
+    A pod that ran to completion no longer reserves its claim.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+      | command        | true  |
+      | restart policy | Never |
+    Then pod "tester-1" is completed
+    And claim "claim" is not reserved
+
+  Scenario: a completed pod's generated claim is deleted
+    The claim made from a template goes once its pod completed.
+    When pod "tester-1" with an inline claim is created
+      | command        | true  |
+      | restart policy | Never |
+    Then pod "tester-1" is completed
+    And the claim of pod "tester-1" is deleted
+
+  Scenario: slices stay the same while pods come and go
+    Preparing and unpreparing does not change what the driver publishes.
+    Given the driver's devices are noted
+    When pod "tester-1" with an inline claim is created
+    Then every container of pod "tester-1" has its device
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then the driver publishes the devices noted
+
+  @DevicesPerNode
+  Scenario: every device in use keeps the next pod pending until one is free
+    With every device of the node allocated, a further claim cannot be
+    satisfied; when one pod goes, its device serves the waiting pod.
+    When pods "busy" with an inline claim take every device of node 0
+    And pod "waiting" with an inline claim is created
+      | node selector | 0 |
+    Then pod "waiting" stays pending for 10s
+    When pod "busy-1" is deleted and the driver lets its claims go
+    Then pod "waiting" is running
+    And every container of pod "waiting" has its device
+
+  @DevicesPerNode
+  Scenario: every device of a node in use at once
+    Each of the node's devices can be prepared at the same time, each for
+    its own pod.
+    When pods "busy" with an inline claim take every device of node 0
+    Then all pods are running with their devices
+
+  @DriverPods @serial
+  Scenario: the driver's pod restarted while claims are prepared
+    A driver restarted (a crash, an update) must keep what it prepared: the
+    running pod keeps running, its later deletion unprepares cleanly, the
+    slices come back with the same devices and new claims are prepared.
+    Given an external claim "claim"
+    And the driver's devices are noted
+    When pod "tester-1" using claim "claim" is created
+    Then every container of pod "tester-1" has its device
+    When the driver's pod on node 0 is restarted
+    Then the driver publishes the devices noted
+    And the driver is registered on every node
+    And pod "tester-1" stays running for 5s
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then claim "claim" is deallocated
+    And pod "tester-1" got no "FailedUnprepareDynamicResources" event
+    When pod "tester-2" with an inline claim is created
+    Then every container of pod "tester-2" has its device

@@ -1,0 +1,21 @@
+@DriverConformance
+Feature: driver conformance: every node
+  Beyond KEP-5970: the driver on each node of the cluster, not only one.
+
+  Background:
+    Given 2 ready nodes
+    And the driver under test
+
+  Scenario: the driver registers and publishes on every node
+    A DaemonSet driver that comes up on one node only fails here.
+    Then the driver is registered on every node
+    And the driver publishes devices on every node
+
+  Scenario: a pod on each node gets that node's device
+    Each node's plugin prepares the claims of its own pods.
+    When pod "tester-1" with an inline claim is created
+      | node selector | 0 |
+    And pod "tester-2" with an inline claim is created
+      | node selector | 1 |
+    Then all pods are running with their devices
+    And all pods run on different nodes

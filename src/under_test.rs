@@ -1,0 +1,579 @@
+//! The driver under test for a whole run, as its profile says.
+//!
+//! Scenarios of the conformance pack do not make a driver of their own:
+//! they use the one the run tests. For the suite's own driver
+//! ([`Deployment::Builtin`]) that still means one hosted driver per
+//! scenario, made by the scenario. Every other driver is one installation
+//! shared by the run: already there ([`Deployment::Installed`], KEP-5970's
+//! setting: the suite installs nothing), or deployed here from the
+//! profile's manifests onto the local cluster's real nodes
+//! ([`Deployment::RealNodes`]; the nodes imported its image archives when
+//! they started). Either way the run starts only once the driver publishes
+//! devices on every ready node, so a driver that never comes up fails once,
+//! with what was seen, instead of failing every scenario with a timeout.
+//!
+//! What this module made (the manifests' objects, a DeviceClass from a
+//! selector) it removes at the end of the run, most recent first.
+//!
+//! Floor 3: uses `cluster` and the ground.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::ApiResource;
+use kube::discovery::Scope;
+use kube::runtime::watcher;
+
+use crate::cluster::Cluster;
+use crate::profile::{self, Deployment, Profile};
+use crate::wait::{self, Check};
+
+/// How long a deployed driver may take to publish devices on every node.
+const DEVICES_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long the objects the run made may take to go.
+const REMOVE_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum UnderTestError {
+    #[error(
+        "the profile {profile} deploys driver {driver} on the local cluster's real nodes \
+         (deployment.mode: RealNodes); run with --cluster local --node-kind real"
+    )]
+    NeedsRealNodes { profile: String, driver: String },
+    #[error(
+        "the profile {profile} says driver {driver} is already installed (deployment.mode: \
+         Installed), but this run starts its own local cluster, where nothing is installed; \
+         run against the driver's cluster with --cluster kubeconfig [--kubeconfig FILE]"
+    )]
+    NeedsInstalled { profile: String, driver: String },
+    #[error(
+        "the profile {profile} starts driver {driver} on simulated nodes (deployment.mode: \
+         SimulatedNodes), which runs cannot do yet; use RealNodes on --node-kind real, or \
+         Installed on a kubeconfig cluster"
+    )]
+    SimulatedNotYet { profile: String, driver: String },
+    #[error("reading manifest {path}: {message}")]
+    Manifest { path: String, message: String },
+    #[error("deploying driver {driver}: {message}")]
+    Deploy { driver: String, message: String },
+    #[error("DeviceClass {class} of driver {driver}: {message}")]
+    Class {
+        driver: String,
+        class: String,
+        message: String,
+    },
+    #[error(
+        "driver {driver} publishes no devices on node(s) {nodes}: {message}\n{pods}The run \
+         needs the driver running on every ready node before its scenarios start."
+    )]
+    NoDevices {
+        driver: String,
+        nodes: String,
+        message: String,
+        pods: String,
+    },
+}
+
+/// Something the run made for the driver, removed at the end.
+#[derive(Debug, Clone)]
+struct Made {
+    resource: ApiResource,
+    namespace: Option<String>,
+    name: String,
+}
+
+/// Pods of the driver: a DaemonSet of its manifests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverPods {
+    pub namespace: String,
+    pub daemonset: String,
+    /// Its pod selector's `matchLabels`.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl DriverPods {
+    pub fn selector(&self) -> String {
+        self.labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The run's driver under test.
+#[derive(Debug)]
+pub struct UnderTest {
+    pub profile: Profile,
+    /// The DeviceClass the scenarios' claims ask for; `None` for the
+    /// built-in driver, whose scenarios each make their own.
+    pub class: Option<String>,
+    /// Where the driver's pods are, when its manifests say (a DaemonSet).
+    pub pods: Vec<DriverPods>,
+    /// The images the driver's pods run (for the reports).
+    pub images: BTreeSet<String>,
+    made: std::sync::Mutex<Vec<Made>>,
+}
+
+impl UnderTest {
+    /// The suite's own driver: nothing to install.
+    pub fn builtin() -> Self {
+        UnderTest {
+            profile: profile::builtin(),
+            class: None,
+            pods: Vec::new(),
+            images: BTreeSet::new(),
+            made: Default::default(),
+        }
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        matches!(self.profile.deployment, Deployment::Builtin { .. })
+    }
+
+    pub fn driver_name(&self) -> &str {
+        &self.profile.driver_name
+    }
+
+    /// The driver as the closing lines name it.
+    pub fn display_name(&self) -> String {
+        if self.is_builtin() {
+            format!("the suite's own driver ({})", self.profile_name())
+        } else {
+            self.profile.driver_name.clone()
+        }
+    }
+
+    fn profile_name(&self) -> String {
+        match &self.profile.file {
+            Some(f) => f.display().to_string(),
+            None => "given by --driver-name and --device-class".to_owned(),
+        }
+    }
+
+    /// Checks before a cluster starts that `profile` fits the run: a local
+    /// cluster with `real_nodes` or not, or a kubeconfig cluster.
+    pub fn check_fits(
+        profile: &Profile,
+        local: bool,
+        real_nodes: bool,
+    ) -> Result<(), UnderTestError> {
+        let name = match &profile.file {
+            Some(f) => f.display().to_string(),
+            None => "given by --driver-name and --device-class".to_owned(),
+        };
+        let driver = profile.driver_name.clone();
+        match &profile.deployment {
+            Deployment::Builtin { .. } => Ok(()),
+            Deployment::Installed if local => Err(UnderTestError::NeedsInstalled {
+                profile: name,
+                driver,
+            }),
+            Deployment::Installed => Ok(()),
+            Deployment::RealNodes { .. } if local && real_nodes => Ok(()),
+            Deployment::RealNodes { .. } => Err(UnderTestError::NeedsRealNodes {
+                profile: name,
+                driver,
+            }),
+            Deployment::SimulatedNodes { .. } => Err(UnderTestError::SimulatedNotYet {
+                profile: name,
+                driver,
+            }),
+        }
+    }
+
+    /// Gets the driver of `profile` running in `cluster` and waits until it
+    /// publishes devices on every ready node. On failure, what was made is
+    /// removed again.
+    pub async fn install(cluster: &Cluster, profile: Profile) -> Result<Self, UnderTestError> {
+        let mut under = UnderTest {
+            profile,
+            class: None,
+            pods: Vec::new(),
+            images: BTreeSet::new(),
+            made: Default::default(),
+        };
+        if under.is_builtin() {
+            return Ok(under);
+        }
+        let client = cluster.client();
+        match under.set_up(&client).await {
+            Ok(()) => Ok(under),
+            Err(e) => {
+                for problem in under.uninstall(&client).await {
+                    tracing::warn!("{problem}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn set_up(&mut self, client: &kube::Client) -> Result<(), UnderTestError> {
+        let driver = self.profile.driver_name.clone();
+        if let Deployment::RealNodes { manifests, .. } = &self.profile.deployment {
+            for path in manifests.clone() {
+                self.apply(client, &path).await?;
+            }
+        }
+        self.class = Some(self.class_ready(client).await?);
+        self.wait_devices(client, &driver).await?;
+        self.images = self.pod_images(client).await;
+        Ok(())
+    }
+
+    /// Creates every object of one manifest file, in order.
+    async fn apply(
+        &mut self,
+        client: &kube::Client,
+        path: &std::path::Path,
+    ) -> Result<(), UnderTestError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| UnderTestError::Manifest {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        let objs: Vec<DynamicObject> =
+            serde_saphyr::from_multiple(&text).map_err(|e| UnderTestError::Manifest {
+                path: shown.clone(),
+                message: format!("not valid YAML: {e}"),
+            })?;
+        let driver = self.profile.driver_name.clone();
+        let deploy = |message: String| UnderTestError::Deploy {
+            driver: driver.clone(),
+            message: format!("{shown}: {message}"),
+        };
+        for obj in objs {
+            let types = obj
+                .types
+                .as_ref()
+                .ok_or_else(|| deploy("an object has no apiVersion and kind".to_owned()))?;
+            let gvk = kube::api::GroupVersionKind::try_from(types)
+                .map_err(|e| deploy(format!("{}/{}: {e}", types.api_version, types.kind)))?;
+            let (resource, caps) =
+                kube::discovery::pinned_kind(client, &gvk)
+                    .await
+                    .map_err(|e| {
+                        deploy(format!(
+                            "the cluster does not serve {}/{}: {e}",
+                            types.api_version, types.kind
+                        ))
+                    })?;
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let namespace = (caps.scope == Scope::Namespaced).then(|| {
+                obj.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".to_owned())
+            });
+            let api: Api<DynamicObject> = match &namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            if resource.kind == "DaemonSet" {
+                let ds: DaemonSet = serde_json::to_value(&obj)
+                    .and_then(serde_json::from_value)
+                    .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
+                let labels = ds.spec.selector.match_labels.unwrap_or_default();
+                self.pods.push(DriverPods {
+                    namespace: namespace.clone().unwrap_or_default(),
+                    daemonset: name.clone(),
+                    labels: labels.into_iter().collect(),
+                });
+            }
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| deploy(format!("creating {} {name}: {e}", resource.kind)))?;
+            self.remember(Made {
+                resource,
+                namespace,
+                name,
+            });
+        }
+        Ok(())
+    }
+
+    /// The class scenarios use: the profile's existing one (which must
+    /// exist), or one made from its selector.
+    async fn class_ready(&mut self, client: &kube::Client) -> Result<String, UnderTestError> {
+        let driver = self.profile.driver_name.clone();
+        let classes: Api<DeviceClass> = Api::all(client.clone());
+        match self.profile.device_class.clone() {
+            profile::DeviceClass::Existing(name) => {
+                let found = classes
+                    .get_opt(&name)
+                    .await
+                    .map_err(|e| UnderTestError::Class {
+                        driver: driver.clone(),
+                        class: name.clone(),
+                        message: format!("reading it: {e}"),
+                    })?;
+                if found.is_none() {
+                    return Err(UnderTestError::Class {
+                        driver,
+                        class: name,
+                        message: "the cluster has no DeviceClass of that name (the profile's \
+                                  deviceClass.name must name an existing class, or give \
+                                  deviceClass.selector to have one made)"
+                            .to_owned(),
+                    });
+                }
+                Ok(name)
+            }
+            profile::DeviceClass::Selector(cel) => {
+                let name = format!("dra-e2e-{}", driver.replace('.', "-"));
+                let class = crate::objects::device_class(&name, &driver, None, Some(&cel))
+                    .map_err(|e| UnderTestError::Class {
+                        driver: driver.clone(),
+                        class: name.clone(),
+                        message: e.to_string(),
+                    })?;
+                classes
+                    .create(&PostParams::default(), &class)
+                    .await
+                    .map_err(|e| UnderTestError::Class {
+                        driver: driver.clone(),
+                        class: name.clone(),
+                        message: format!("creating it with selector {cel:?}: {e}"),
+                    })?;
+                self.remember(Made {
+                    resource: ApiResource::erase::<DeviceClass>(&()),
+                    namespace: None,
+                    name: name.clone(),
+                });
+                Ok(name)
+            }
+        }
+    }
+
+    /// Waits until the driver's slices hold at least one device for every
+    /// ready node.
+    async fn wait_devices(
+        &self,
+        client: &kube::Client,
+        driver: &str,
+    ) -> Result<(), UnderTestError> {
+        let nodes = ready_nodes(client)
+            .await
+            .map_err(|e| UnderTestError::Deploy {
+                driver: driver.to_owned(),
+                message: format!("listing nodes: {e}"),
+            })?;
+        let slices: Api<ResourceSlice> = Api::all(client.clone());
+        let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
+        let what = format!("driver {driver} to publish devices on every ready node");
+        let result = wait::list(&slices, config, &what, DEVICES_TIMEOUT, |items| {
+            let per_node = devices_per_node(items);
+            let missing: Vec<&String> = nodes
+                .iter()
+                .filter(|n| per_node.get(*n).is_none_or(|d| d.is_empty()))
+                .collect();
+            if missing.is_empty() {
+                Check::Done(())
+            } else {
+                Check::Pending(format!(
+                    "devices per node {:?}; none on {missing:?}",
+                    per_node
+                        .iter()
+                        .map(|(n, d)| (n.clone(), d.len()))
+                        .collect::<BTreeMap<_, _>>()
+                ))
+            }
+        })
+        .await;
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let per_node = slices
+                    .list(&ListParams::default().fields(&format!("spec.driver={driver}")))
+                    .await
+                    .map(|l| devices_per_node(&l.items))
+                    .unwrap_or_default();
+                let missing: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| per_node.get(*n).is_none_or(|d| d.is_empty()))
+                    .cloned()
+                    .collect();
+                Err(UnderTestError::NoDevices {
+                    driver: driver.to_owned(),
+                    nodes: missing.join(", "),
+                    message: e.to_string(),
+                    pods: self.describe_pods(client).await,
+                })
+            }
+        }
+    }
+
+    /// One line per driver pod: node, phase, container states.
+    pub async fn describe_pods(&self, client: &kube::Client) -> String {
+        let mut out = String::new();
+        for set in &self.pods {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &set.namespace);
+            match api
+                .list(&ListParams::default().labels(&set.selector()))
+                .await
+            {
+                Ok(list) if list.items.is_empty() => out.push_str(&format!(
+                    "DaemonSet {}/{} has no pods\n",
+                    set.namespace, set.daemonset
+                )),
+                Ok(list) => {
+                    for p in &list.items {
+                        out.push_str(&format!(
+                            "driver pod {}/{}: {}\n",
+                            set.namespace,
+                            p.metadata.name.as_deref().unwrap_or("?"),
+                            wait::describe_pod(Some(p))
+                        ));
+                    }
+                }
+                Err(e) => out.push_str(&format!(
+                    "listing the pods of DaemonSet {}/{}: {e}\n",
+                    set.namespace, set.daemonset
+                )),
+            }
+        }
+        out
+    }
+
+    /// The images the driver's pods run.
+    async fn pod_images(&self, client: &kube::Client) -> BTreeSet<String> {
+        let mut images = BTreeSet::new();
+        for set in &self.pods {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &set.namespace);
+            if let Ok(list) = api
+                .list(&ListParams::default().labels(&set.selector()))
+                .await
+            {
+                for p in list.items {
+                    for c in p.spec.map(|s| s.containers).unwrap_or_default() {
+                        images.extend(c.image);
+                    }
+                }
+            }
+        }
+        images
+    }
+
+    /// Removes what the run made, most recent first, and waits until it is
+    /// gone; returns what could not be removed.
+    pub async fn uninstall(&self, client: &kube::Client) -> Vec<String> {
+        let mut problems = Vec::new();
+        loop {
+            let next = self.made.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some(m) = next else { break };
+            let api: Api<DynamicObject> = match &m.namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &m.resource),
+                None => Api::all_with(client.clone(), &m.resource),
+            };
+            let what = format!(
+                "{} {} of driver {}",
+                m.resource.kind, m.name, self.profile.driver_name
+            );
+            match api.delete(&m.name, &DeleteParams::foreground()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                Err(e) => {
+                    problems.push(format!("deleting {what}: {e}"));
+                    continue;
+                }
+            }
+            // A dynamic type has no watch here; its deletion is short.
+            let gone = wait::poll(
+                &format!("{what} to be gone"),
+                REMOVE_TIMEOUT,
+                Duration::from_millis(500),
+                || {
+                    let api = api.clone();
+                    let name = m.name.clone();
+                    async move {
+                        match api.get_opt(&name).await {
+                            Ok(None) => Check::Done(()),
+                            Ok(Some(_)) => Check::Pending("still there".to_owned()),
+                            Err(e) => Check::Pending(format!("reading it: {e}")),
+                        }
+                    }
+                },
+            )
+            .await;
+            if let Err(e) = gone {
+                problems.push(e.to_string());
+            }
+        }
+        problems
+    }
+
+    fn remember(&self, made: Made) {
+        self.made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(made);
+    }
+
+    /// What the reports say about the driver.
+    pub fn properties(&self) -> Vec<(String, String)> {
+        let mut v = vec![
+            ("driver.name".to_owned(), self.profile.driver_name.clone()),
+            ("driver.profile".to_owned(), self.profile_name()),
+            (
+                "driver.deployment".to_owned(),
+                self.profile.deployment.mode().to_string(),
+            ),
+            (
+                "driver.capabilities".to_owned(),
+                self.profile
+                    .capabilities
+                    .iter()
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ];
+        if let Some(class) = &self.class {
+            v.push(("driver.device-class".to_owned(), class.clone()));
+        }
+        v.push((
+            "driver.version".to_owned(),
+            if self.is_builtin() {
+                format!("built in (dra-e2e {})", env!("CARGO_PKG_VERSION"))
+            } else if self.images.is_empty() {
+                "unknown (no driver pods in its manifests)".to_owned()
+            } else {
+                self.images.iter().cloned().collect::<Vec<_>>().join(",")
+            },
+        ));
+        v
+    }
+}
+
+/// Names of the ready, schedulable nodes.
+pub async fn ready_nodes(client: &kube::Client) -> kube::Result<Vec<String>> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let mut names: Vec<String> = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(crate::cluster::node_is_ready_and_schedulable)
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Device names per node in `slices` (node-local slices only).
+pub fn devices_per_node(slices: &[ResourceSlice]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in slices {
+        if let Some(node) = &s.spec.node_name {
+            let devices = s.spec.devices.iter().flatten().map(|d| d.name.clone());
+            out.entry(node.clone()).or_default().extend(devices);
+        }
+    }
+    for d in out.values_mut() {
+        d.sort();
+    }
+    out
+}

@@ -1,0 +1,653 @@
+//! The driver under test: the steps of the conformance pack that work on
+//! any driver, the suite's own or one a profile names.
+//!
+//! They check only what the cluster shows (slices, the kubelet's
+//! registration, containers' environments, the driver's pods), never the
+//! hosted plugin's own records, so the same sentence holds a real driver to
+//! the same standard as the suite's.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use cucumber::gherkin::Step;
+use cucumber::{given, then, when};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::watcher;
+
+use super::drivers::select_nodes;
+use super::params::{Containers, DriverPhrase, DriverRef, Method, NodeSel};
+use super::{World, context};
+use crate::objects::{PodClaims, PodShape};
+use crate::profile::{Deployment, Fault};
+use crate::under_test::devices_per_node;
+use crate::wait::{self, Check, PodState};
+
+sentences! {
+    #[given("the driver under test")]
+    fn the_driver_under_test(step: Step<'_>);
+
+    #[then(expr = "pod {string} runs without a {string} event")]
+    fn runs_without_event(pod: String, reason: String);
+
+    #[when(expr = "pod {string} is deleted and the driver lets its claims go")]
+    fn deleted_and_let_go(pod: String);
+
+    #[then(expr = "the driver publishes devices on {node}")]
+    fn publishes_devices(node: NodeSel);
+
+    #[given("the driver's devices are noted")]
+    #[when("the driver's devices are noted")]
+    fn devices_noted();
+
+    #[then("the driver publishes the devices noted")]
+    fn devices_as_noted();
+
+    #[then(expr = "{containers} of pod {string} has its device")]
+    fn has_device(which: Containers, pod: String);
+
+    #[then("all pods are running with their devices")]
+    fn all_have_devices();
+
+    #[then(expr = "container {string} of pod {string} has no device")]
+    fn has_no_device(container: String, pod: String);
+
+    #[when(expr = "pods {string} with an inline claim take every device of {node}")]
+    fn take_every_device(prefix: String, node: NodeSel);
+
+    #[when(expr = "the driver's pod on {node} is restarted")]
+    fn restart_driver_pod(node: NodeSel);
+}
+
+/// How long the driver may take to publish (again) what is expected.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a restarted driver pod may take to run again.
+const DRIVER_POD_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The suite's own driver gets a hosted instance of its own with the
+/// profile's devices per node and a class, as any scenario's driver; any
+/// other is the run's installation, used with the run's class.
+async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()> {
+    let ctx = context()?;
+    let under = &ctx.under_test;
+    if w.nodes.is_empty() {
+        select_nodes(w, 1, 1).await?;
+    }
+    if let Deployment::Builtin { faults } = &under.profile.deployment {
+        let n = under.profile.devices_per_node.unwrap_or(4);
+        let resources = if faults.contains(&Fault::NoDevices) {
+            "no devices".to_owned()
+        } else {
+            format!("{n} devices per node")
+        };
+        let phrase: DriverPhrase = resources.parse().map_err(anyhow::Error::msg)?;
+        super::drivers::add_driver(w, DriverRef::The, phrase, step, String::new()).await?;
+        let broken = [
+            (Fault::FailPrepare, Method::NodePrepareResources),
+            (Fault::FailUnprepare, Method::NodeUnprepareResources),
+        ];
+        let driver = w.driver(&DriverRef::The)?;
+        for (fault, method) in broken {
+            if faults.contains(&fault) {
+                for node in driver.nodenames() {
+                    for path in method.paths() {
+                        driver.fail(node, path, true);
+                    }
+                }
+            }
+        }
+        return super::drivers::device_class(w, Default::default()).await;
+    }
+    let class = under
+        .class
+        .clone()
+        .context("the run has no DeviceClass for its driver under test")?;
+    w.scenario
+        .use_driver_under_test(DriverRef::The, under.driver_name(), &class);
+    // An earlier scenario may have restarted the driver: its devices must
+    // be back before this one counts on them.
+    let nodes = w.nodes.clone();
+    wait_devices(w, &nodes, |seen| {
+        let empty: Vec<&String> = nodes
+            .iter()
+            .filter(|n| seen.get(*n).is_none_or(|d| d.is_empty()))
+            .collect();
+        empty
+            .is_empty()
+            .then_some(())
+            .ok_or_else(|| format!("no devices on {empty:?}"))
+    })
+    .await
+}
+
+/// The pod runs, and fails at once when the event appears first: a driver
+/// whose preparation fails is named by the kubelet's event, not left to a
+/// timeout.
+async fn runs_without_event(w: &World, pod: String, reason: String) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Event;
+    let events = w.api::<Event>()?;
+    let config = watcher::Config::default().fields(&format!(
+        "involvedObject.name={pod},involvedObject.kind=Pod"
+    ));
+    let what = format!("no {reason} event of pod {pod}");
+    let failed = wait::list(
+        &events,
+        config,
+        &what,
+        super::pods::POD_TIMEOUT,
+        |items| match items
+            .iter()
+            .find(|e| e.reason.as_deref() == Some(reason.as_str()))
+        {
+            Some(e) => Check::Done(e.message.clone().unwrap_or_default()),
+            None => Check::Pending("none yet".to_owned()),
+        },
+    );
+    tokio::select! {
+        r = super::pods::wait_pod(w, &pod, PodState::Running) => r,
+        r = failed => {
+            let message = r?;
+            let node = w.pod(&pod).await.ok().and_then(|p| p.spec?.node_name).unwrap_or_default();
+            bail!(
+                "pod {pod} on node {node} got a {reason} event before it ran (driver {}): {message}",
+                w.driver_name(&DriverRef::The)?
+            )
+        }
+    }
+}
+
+/// How long a deleted pod may take to be gone: its containers stop at once
+/// on SIGTERM, so what is left is the kubelet unpreparing its claims.
+const UNPREPARE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Deletes the pod and waits until it is gone. The kubelet finishes a pod
+/// only once the driver unprepared its claims, so a pod that stays
+/// terminating is the driver's failure, and the message says so.
+async fn deleted_and_let_go(w: &mut World, pod: String) -> anyhow::Result<()> {
+    let api = w.api::<Pod>()?;
+    let before = w.pod(&pod).await?;
+    let node = before
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    super::pods::delete_pod(w, &pod, false).await?;
+    let gone = wait::object(
+        &api,
+        &pod,
+        &format!("pod {pod} to be gone"),
+        UNPREPARE_TIMEOUT,
+        |p| wait::pod_in_state(&pod, PodState::Gone, p),
+    )
+    .await;
+    if let Err(e) = gone {
+        bail!(
+            "pod {pod} on node {node} was not gone {}s after its deletion: the kubelet finishes \
+             a pod once driver {} has unprepared its claims (NodeUnprepareResources failing or \
+             hanging?); {e}",
+            UNPREPARE_TIMEOUT.as_secs(),
+            w.driver_name(&DriverRef::The)?
+        );
+    }
+    Ok(())
+}
+
+/// Watches the driver's slices until `done` accepts the devices per node.
+async fn wait_devices(
+    w: &World,
+    nodes: &[String],
+    done: impl Fn(&BTreeMap<String, Vec<String>>) -> Result<(), String>,
+) -> anyhow::Result<()> {
+    let driver = w.driver_name(&DriverRef::The)?;
+    let api: Api<ResourceSlice> = Api::all(w.client()?);
+    let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
+    let what = format!("driver {driver}'s devices on {}", nodes.join(", "));
+    wait::list(&api, config, &what, PUBLISH_TIMEOUT, |items| {
+        let seen = devices_per_node(items);
+        match done(&seen) {
+            Ok(()) => Check::Done(()),
+            Err(why) => Check::Pending(format!("{why}; devices per node: {seen:?}")),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// KEP-5970's second behaviour: the driver's slices hold at least one
+/// device for the node, and each pool is complete (as many slices of its
+/// latest generation as it says it has), so the scheduler considers it.
+async fn publishes_devices(w: &World, node: NodeSel) -> anyhow::Result<()> {
+    let nodes = node.resolve(w).await?;
+    let driver = w.driver_name(&DriverRef::The)?;
+    let api: Api<ResourceSlice> = Api::all(w.client()?);
+    let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
+    let what = format!(
+        "driver {driver} to publish complete pools with devices on {}",
+        nodes.join(", ")
+    );
+    wait::list(
+        &api,
+        config,
+        &what,
+        PUBLISH_TIMEOUT,
+        |items| match node_pools_problem(items, &nodes) {
+            None => Check::Done(()),
+            Some(p) => Check::Pending(p),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// What keeps the slices of `nodes` from being usable: a node without
+/// devices, or a pool whose latest generation lacks slices.
+fn node_pools_problem(slices: &[ResourceSlice], nodes: &[String]) -> Option<String> {
+    for node in nodes {
+        let mine: Vec<&ResourceSlice> = slices
+            .iter()
+            .filter(|s| s.spec.node_name.as_deref() == Some(node.as_str()))
+            .collect();
+        let devices: usize = mine
+            .iter()
+            .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+            .sum();
+        if devices == 0 {
+            return Some(format!("node {node}: {} slice(s), no device", mine.len()));
+        }
+        let mut pools: BTreeMap<&str, Vec<&ResourceSlice>> = BTreeMap::new();
+        for s in &mine {
+            pools.entry(s.spec.pool.name.as_str()).or_default().push(s);
+        }
+        for (pool, slices) in pools {
+            let latest = slices
+                .iter()
+                .map(|s| s.spec.pool.generation)
+                .max()
+                .unwrap_or(0);
+            let current: Vec<&&ResourceSlice> = slices
+                .iter()
+                .filter(|s| s.spec.pool.generation == latest)
+                .collect();
+            let want = current
+                .first()
+                .map_or(0, |s| s.spec.pool.resource_slice_count);
+            if current.len() as i64 != want {
+                return Some(format!(
+                    "node {node}: pool {pool} generation {latest} says {want} slice(s), {} published",
+                    current.len()
+                ));
+            }
+        }
+    }
+    None
+}
+
+async fn devices_noted(w: &mut World) -> anyhow::Result<()> {
+    let driver = w.driver_name(&DriverRef::The)?;
+    let api: Api<ResourceSlice> = Api::all(w.client()?);
+    let slices = api
+        .list(&ListParams::default().fields(&format!("spec.driver={driver}")))
+        .await
+        .with_context(|| format!("listing the slices of driver {driver}"))?;
+    let mut seen = devices_per_node(&slices.items);
+    seen.retain(|n, _| w.nodes.contains(n));
+    w.noted_devices = Some(seen);
+    Ok(())
+}
+
+/// The same device names on each of the scenario's nodes as noted (a
+/// restarted driver must come back with the devices it had).
+async fn devices_as_noted(w: &World) -> anyhow::Result<()> {
+    let noted = w
+        .noted_devices
+        .clone()
+        .context("no devices were noted; add `When the driver's devices are noted` before")?;
+    let nodes = w.nodes.clone();
+    wait_devices(w, &nodes, |seen| {
+        let mut seen = seen.clone();
+        seen.retain(|n, _| nodes.contains(n));
+        if seen == noted {
+            Ok(())
+        } else {
+            Err(format!("noted {noted:?}"))
+        }
+    })
+    .await
+}
+
+/// Names every runtime or kubelet sets in a container whatever the pod
+/// asks for: not the driver's doing.
+fn set_by_runtime(name: &str) -> bool {
+    matches!(
+        name,
+        "PATH" | "HOSTNAME" | "HOME" | "TERM" | "SHLVL" | "PWD"
+    ) || name.starts_with("KUBERNETES_")
+        || name.contains("_SERVICE_")
+        || name.contains("_PORT")
+}
+
+/// The variables of `container` that its pod spec does not set and the
+/// runtime does not add: what CDI (the driver) injected.
+async fn injected_env(
+    w: &World,
+    pod: &Pod,
+    container: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let spec = pod.spec.as_ref().context("the pod has no spec")?;
+    let from_spec: BTreeSet<String> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .filter(|c| c.name == container)
+        .flat_map(|c| c.env.iter().flatten().map(|e| e.name.clone()))
+        .collect();
+    let env = context()?
+        .cluster
+        .container_env(&w.namespace, &name, container)
+        .await?;
+    Ok(env
+        .iter()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| !from_spec.contains(*k) && !set_by_runtime(k))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect())
+}
+
+/// The profile's container check, as a failure message when it does not hold.
+async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result<Option<String>> {
+    let check = &context()?.under_test.profile.container_check;
+    let injected = injected_env(w, pod, container).await?;
+    let missing: Vec<&str> = check
+        .env
+        .iter()
+        .filter(|p| !injected.iter().any(|(k, v)| p.matches(k, v)))
+        .map(|p| p.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Ok(Some(format!(
+            "its environment has no variable matching {missing:?} (the profile's containerCheck.env); \
+             variables the driver injected: {:?}",
+            injected
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        )));
+    }
+    if !check.command.is_empty() {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let status = crate::cluster::remote::exec_status(
+            &w.client()?,
+            &w.namespace,
+            &name,
+            container,
+            &check.command,
+        )
+        .await?;
+        if let Some(failure) = status {
+            return Ok(Some(format!(
+                "the profile's containerCheck.command {:?} failed in it: {failure}",
+                check.command
+            )));
+        }
+    }
+    Ok(None)
+}
+
+async fn has_device(w: &World, which: Containers, pod: String) -> anyhow::Result<()> {
+    let driver = w.driver_name(&DriverRef::The)?;
+    let containers = match &which {
+        Containers::Init(c) => {
+            let api = w.api::<Pod>()?;
+            wait::object(
+                &api,
+                &pod,
+                &format!("init container {c} of pod {pod} to complete"),
+                super::pods::POD_TIMEOUT,
+                |p| wait::init_container_done(p, &pod, c),
+            )
+            .await?;
+            vec![c.clone()]
+        }
+        Containers::Named(c) => {
+            super::pods::wait_pod(w, &pod, PodState::Running).await?;
+            vec![c.clone()]
+        }
+        Containers::Every => {
+            super::pods::wait_pod(w, &pod, PodState::Running).await?;
+            w.pod(&pod)
+                .await?
+                .spec
+                .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                .unwrap_or_default()
+        }
+    };
+    let current = w.pod(&pod).await?;
+    let node = current
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    for c in containers {
+        if let Some(problem) = device_problem(w, &current, &c).await? {
+            bail!(
+                "container {c} of pod {pod} on node {node} did not get its device from driver {driver}: {problem}"
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn all_have_devices(w: &World) -> anyhow::Result<()> {
+    let pods: Vec<String> = w.scenario.pods().map(|p| p.name.clone()).collect();
+    if pods.is_empty() {
+        bail!("the scenario created no pods");
+    }
+    for pod in pods {
+        has_device(w, Containers::Every, pod).await?;
+    }
+    Ok(())
+}
+
+async fn has_no_device(w: &World, container: String, pod: String) -> anyhow::Result<()> {
+    super::pods::wait_pod(w, &pod, PodState::Running).await?;
+    let current = w.pod(&pod).await?;
+    let check = &context()?.under_test.profile.container_check;
+    let injected = injected_env(w, &current, &container).await?;
+    let matching: Vec<String> = injected
+        .iter()
+        .filter(|(k, v)| check.env.iter().any(|p| p.matches(k, v)))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !matching.is_empty() {
+        bail!(
+            "container {container} of pod {pod} uses no claim, yet has the driver's variables {matching:?}"
+        );
+    }
+    Ok(())
+}
+
+/// As many pods as the node has devices, each with a claim for one device
+/// and bound to the node by a node selector; waits until all run.
+async fn take_every_device(w: &mut World, prefix: String, node: NodeSel) -> anyhow::Result<()> {
+    let nodes = node.resolve(w).await?;
+    let [node] = nodes.as_slice() else {
+        bail!(
+            "`take every device of` needs one node, {} names {}",
+            nodes.len(),
+            nodes.join(", ")
+        );
+    };
+    let ctx = context()?;
+    let n = ctx.under_test.profile.devices_per_node.with_context(|| {
+        format!(
+            "the profile of driver {} does not say how many devices a node has (devicesPerNode); \
+             tag the scenario @DevicesPerNode so that it is skipped",
+            ctx.under_test.driver_name()
+        )
+    })?;
+    let mut names = Vec::new();
+    for i in 1..=n {
+        let name = format!("{prefix}-{i}");
+        let mut shape = PodShape::new(&name);
+        shape.claims = PodClaims::Inline {
+            template: name.clone(),
+        };
+        shape.node_selector = Some(node.clone());
+        let claim = super::claims::default_shape(w, &DriverRef::The)?;
+        w.create_template(&name, claim.spec()?).await?;
+        let pod = shape.build()?;
+        w.create_pod(&pod, shape.pod_claim_names()).await?;
+        names.push(name);
+    }
+    for name in names {
+        super::pods::wait_pod(w, &name, PodState::Running).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the driver's pod on the node, as a crash or an update would end
+/// it, and waits until its DaemonSet runs a new one there.
+async fn restart_driver_pod(w: &World, node: NodeSel) -> anyhow::Result<()> {
+    let ctx = context()?;
+    let under = &ctx.under_test;
+    if under.pods.is_empty() {
+        bail!(
+            "the runner does not know the pods of driver {}: it knows them only from a \
+             DaemonSet in the manifests it deploys (deployment.mode: RealNodes); tag the \
+             scenario @DriverPods so that it is skipped elsewhere",
+            under.driver_name()
+        );
+    }
+    let client = w.client()?;
+    for node in node.resolve(w).await? {
+        for set in &under.pods {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &set.namespace);
+            let lp = ListParams::default()
+                .labels(&set.selector())
+                .fields(&format!("spec.nodeName={node}"));
+            let old: BTreeSet<String> = api
+                .list(&lp)
+                .await
+                .with_context(|| format!("listing driver pods on {node}"))?
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.uid)
+                .collect();
+            if old.is_empty() {
+                bail!(
+                    "DaemonSet {}/{} has no pod on node {node}\n{}",
+                    set.namespace,
+                    set.daemonset,
+                    under.describe_pods(&client).await
+                );
+            }
+            api.delete_collection(&DeleteParams::default(), &lp)
+                .await
+                .with_context(|| format!("deleting the driver's pod on {node}"))?;
+            let config = watcher::Config::default()
+                .labels(&set.selector())
+                .fields(&format!("spec.nodeName={node}"));
+            let what = format!(
+                "a new pod of DaemonSet {}/{} running on {node}",
+                set.namespace, set.daemonset
+            );
+            wait::list(&api, config, &what, DRIVER_POD_TIMEOUT, |pods| {
+                let fresh: Vec<&Pod> = pods
+                    .iter()
+                    .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !old.contains(u)))
+                    .collect();
+                let old_left = pods.len() - fresh.len();
+                match fresh.iter().find(|p| pod_ready(p)) {
+                    Some(_) if old_left == 0 => Check::Done(()),
+                    _ => Check::Pending(format!(
+                        "{old_left} old pod(s) left; new: {}",
+                        fresh
+                            .iter()
+                            .map(|p| wait::describe_pod(Some(p)))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )),
+                }
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSliceSpec};
+
+    fn slice(node: &str, generation: i64, count: i64, devices: &[&str]) -> ResourceSlice {
+        ResourceSlice {
+            spec: ResourceSliceSpec {
+                driver: "d".into(),
+                node_name: Some(node.into()),
+                pool: ResourcePool {
+                    name: node.into(),
+                    generation,
+                    resource_slice_count: count,
+                },
+                devices: Some(
+                    devices
+                        .iter()
+                        .map(|d| Device {
+                            name: (*d).into(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_node_needs_devices_in_a_complete_pool() {
+        let nodes = vec!["n0".to_owned()];
+        assert_eq!(
+            node_pools_problem(&[slice("n0", 1, 1, &["a"])], &nodes),
+            None
+        );
+        assert_eq!(
+            node_pools_problem(&[slice("n0", 1, 1, &[])], &nodes),
+            Some("node n0: 1 slice(s), no device".into())
+        );
+        assert_eq!(
+            node_pools_problem(
+                &[slice("n0", 2, 2, &["a"]), slice("n0", 1, 1, &["b"])],
+                &nodes
+            ),
+            Some("node n0: pool n0 generation 2 says 2 slice(s), 1 published".into())
+        );
+        assert!(node_pools_problem(&[], &nodes).is_some());
+    }
+
+    #[test]
+    fn runtime_variables_are_not_the_drivers() {
+        for n in [
+            "PATH",
+            "HOSTNAME",
+            "KUBERNETES_SERVICE_HOST",
+            "FOO_SERVICE_PORT",
+            "HOME",
+        ] {
+            assert!(set_by_runtime(n), "{n}");
+        }
+        for n in ["claim_c_r", "NVIDIA_VISIBLE_DEVICES", "user_a"] {
+            assert!(!set_by_runtime(n), "{n}");
+        }
+    }
+}
