@@ -53,6 +53,12 @@ fn main() -> ExitCode {
             init_node_init_tracing();
             dra_e2e::real_node::init::cli_main(args.split_off(2))
         }
+        // Run in a pod by the real-node tests: reaches the API server with
+        // the in-cluster config, as a DaemonSet driver does.
+        Some("in-cluster-check") => {
+            init_tracing("warn");
+            dra_e2e::real_node::in_cluster::cli_main(args.split_off(2))
+        }
         Some("setup") => {
             init_tracing("warn");
             dra_e2e::runner::setup::cli_main(args.split_off(2))

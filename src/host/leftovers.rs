@@ -55,7 +55,8 @@ pub const UNRECORDED_GRACE: Duration = Duration::from_secs(300);
 #[serde(rename_all = "kebab-case")]
 pub enum Item {
     /// A named network namespace (`ip netns`), with the node's end of its
-    /// veth pair and everything else inside it.
+    /// veth pair and everything else inside it (the pods' bridge and links,
+    /// the NAT rules for the `kubernetes` Service).
     Netns(String),
     /// The host's end of a node's veth pair.
     Link(String),

@@ -8,4 +8,5 @@ pub mod go_toolchain;
 pub mod leftovers;
 pub mod pki;
 pub mod process;
+pub mod services;
 pub mod vital;

@@ -13,6 +13,8 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
+use super::services::KUBERNETES_SERVICE_IP;
+
 /// Where a step of the PKI set-up failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
@@ -78,7 +80,9 @@ pub struct Pki {
     pub sa_pub_path: PathBuf,
 }
 
-/// Names the API server answers to from the host and from inside the cluster.
+/// Names the API server answers to from the host and from inside the
+/// cluster; with [`KUBERNETES_SERVICE_IP`] they make its serving
+/// certificate's SANs (see [`apiserver_names`]).
 const APISERVER_NAMES: [&str; 6] = [
     "127.0.0.1",
     "localhost",
@@ -87,6 +91,18 @@ const APISERVER_NAMES: [&str; 6] = [
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 ];
+
+/// Every SAN of the API server's serving certificate: [`APISERVER_NAMES`]
+/// and the `kubernetes` Service's ClusterIP, which in-cluster clients
+/// (client-go's `InClusterConfig`) dial and verify. Each string that parses
+/// as an IP address becomes an IP SAN, the rest DNS SANs (rcgen's rule).
+fn apiserver_names() -> Vec<String> {
+    APISERVER_NAMES
+        .iter()
+        .map(|n| (*n).to_owned())
+        .chain([KUBERNETES_SERVICE_IP.to_string()])
+        .collect()
+}
 const LOOPBACK_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
 
 /// etcd's credentials. etcd admits every client whose certificate chains to
@@ -171,13 +187,15 @@ impl Pki {
             "dra-e2e local cluster front-proxy CA",
         )?;
 
+        let apiserver_names = apiserver_names();
+        let apiserver_names: Vec<&str> = apiserver_names.iter().map(String::as_str).collect();
         let apiserver = leaf(
             dir,
             "apiserver",
             &issuer,
             "kube-apiserver",
             &[],
-            &APISERVER_NAMES,
+            &apiserver_names,
             &[ExtendedKeyUsagePurpose::ServerAuth],
         )?;
         let scheduler_serving = leaf(
@@ -439,6 +457,20 @@ mod tests {
         assert!(names.contains(&"localhost".to_string()), "{names:?}");
         assert!(
             names.contains(&format!("{:?}", &[127u8, 0, 0, 1][..])),
+            "{names:?}"
+        );
+        // The `kubernetes` Service's ClusterIP, as an IP SAN (a DNS SAN
+        // "10.0.0.1" would not match a client dialling the address).
+        let service_ip = KUBERNETES_SERVICE_IP.octets();
+        assert!(
+            san.value
+                .general_names
+                .iter()
+                .any(|n| matches!(n, GeneralName::IPAddress(ip) if *ip == service_ip)),
+            "{names:?}"
+        );
+        assert!(
+            !names.contains(&KUBERNETES_SERVICE_IP.to_string()),
             "{names:?}"
         );
         server.verify_signature(Some(ca.public_key())).unwrap();

@@ -4,7 +4,7 @@
 //! `hack/build-node.sh` places them, by the shared lookup
 //! ([`crate::host::binaries`]) with `DRA_E2E_NODE_BINARIES_DIR` and the
 //! `node/kube-<KUBE_VERSION>-containerd-<CONTAINERD_VERSION>` cache directory. The host ones (runc, the CNI plugins,
-//! busybox) come from Debian packages at fixed paths.
+//! busybox, iptables) come from Debian packages at fixed paths.
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,9 @@ pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
 pub const CNI_PLUGINS: [&str; 4] = ["bridge", "host-local", "loopback", "portmap"];
 /// Debian's busybox-static.
 pub const BUSYBOX: &str = "/bin/busybox";
+/// Debian's iptables (nft or legacy, whichever `update-alternatives` chose):
+/// each node's NAT rules for the `kubernetes` Service are made with it.
+pub const IPTABLES: &str = "/usr/sbin/iptables";
 /// Where runc is looked for when it is not on `PATH`.
 const RUNC_FALLBACKS: [&str; 3] = ["/usr/sbin/runc", "/usr/bin/runc", "/usr/local/sbin/runc"];
 
@@ -186,6 +189,12 @@ pub fn verify_with(
             package: "busybox-static",
         });
     }
+    if !is_executable(&at_root(IPTABLES)) {
+        host.push(MissingHostProgram {
+            path: PathBuf::from(IPTABLES),
+            package: "iptables",
+        });
+    }
     if !built.is_empty() || !host.is_empty() {
         return Err(MissingNodeBinaries {
             dir: dir.dir,
@@ -314,6 +323,7 @@ mod tests {
                     "containernetworking-plugins"
                 ),
                 (PathBuf::from("/bin/busybox"), "busybox-static"),
+                (PathBuf::from("/usr/sbin/iptables"), "iptables"),
             ]
         );
         let msg = err.to_string();
@@ -322,7 +332,7 @@ mod tests {
             "hack/build-node.sh",
             NODE_BINARIES_DIR_ENV,
             "containerd, containerd-shim-runc-v2",
-            "apt-get install runc containernetworking-plugins busybox-static",
+            "apt-get install runc containernetworking-plugins busybox-static iptables",
             &built.path().display().to_string(),
         ] {
             assert!(msg.contains(want), "{want:?} not in {msg}");
@@ -362,6 +372,7 @@ mod tests {
             touch_exe(&root.path().join("usr/lib/cni").join(p));
         }
         touch_exe(&root.path().join("bin/busybox"));
+        touch_exe(&root.path().join("usr/sbin/iptables"));
         touch_exe(&root.path().join("usr/sbin/runc"));
         let on_path = tempfile::tempdir().unwrap();
         touch_exe(&on_path.path().join("runc"));

@@ -12,6 +12,7 @@ pub mod binaries;
 pub use crate::host::cgroups;
 pub mod containerd;
 pub mod forward;
+pub mod in_cluster;
 pub mod init;
 pub mod kubelet;
 pub mod net;

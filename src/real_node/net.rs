@@ -6,8 +6,14 @@
 //! namespace the runner created. The kubelet, containerd, the CNI bridge and
 //! every pod live in that namespace; its `ip_forward` and iptables rules are
 //! its own, so the host's stay as they were.
-use std::net::Ipv4Addr;
+//!
+//! There is no kube-proxy. The one Service pods need, `kubernetes` (what
+//! client-go's in-cluster config dials), is served by NAT rules in the
+//! namespace that send its ClusterIP to the node's relay of the API server.
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::Command;
+
+use super::binaries::IPTABLES;
 
 /// The addresses of one node's link to the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +36,12 @@ pub enum NetError {
     Ip { args: String, message: String },
     #[error("no free 10.x.y.0/24 for the nodes' links: every candidate is routed on this host")]
     NoFreeRange,
+    #[error("`{command}` in network namespace {netns} failed: {message}")]
+    Iptables {
+        netns: String,
+        command: String,
+        message: String,
+    },
 }
 
 /// Runs `ip` with `args`, turning a failure into an error quoting its stderr.
@@ -119,6 +131,81 @@ impl NodeNet {
         Ok(())
     }
 
+    /// The iptables commands (arguments after `iptables`) that do for the
+    /// `kubernetes` Service at `service` what kube-proxy does on a standard
+    /// node: connections to it go to `api`, the node's relay of the API
+    /// server on the host end of its link.
+    pub fn api_service_rules(&self, service: SocketAddrV4, api: SocketAddrV4) -> Vec<Vec<String>> {
+        let (ip, port) = (service.ip(), service.port());
+        // Each rule names what it is for, as kube-proxy's do, for whoever
+        // lists the namespace's rules.
+        let comment = format!("dra-e2e: the kubernetes Service {service}");
+        let rule = |matches: String, target: &str| -> Vec<String> {
+            let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+            let mut rule = words(&matches);
+            rule.extend(words("-m comment --comment"));
+            rule.push(comment.clone());
+            rule.extend(words(target));
+            rule
+        };
+        let dnat = |chain: &str| {
+            rule(
+                format!("-w -t nat -A {chain} -d {ip} -p tcp --dport {port}"),
+                &format!("-j DNAT --to-destination {api}"),
+            )
+        };
+        vec![
+            // Pods on the CNI bridge: their packets are routed by the
+            // namespace, so the nat table sees them on the way in.
+            dnat("PREROUTING"),
+            // The namespace's own processes: hostNetwork pods, the kubelet.
+            dnat("OUTPUT"),
+            // The pod's address would reach the host as the source, and the
+            // host has no route back to the pods' subnet (the bridge does not
+            // masquerade): the node's address goes out instead. Only
+            // connections to the Service are rewritten, so pods are seen with
+            // their own addresses everywhere else.
+            rule(
+                format!(
+                    "-w -t nat -A POSTROUTING -s {} -p tcp -m conntrack --ctstate DNAT \
+                     --ctorigdst {ip} --ctorigdstport {port}",
+                    self.pod_cidr
+                ),
+                "-j MASQUERADE",
+            ),
+        ]
+    }
+
+    /// Installs [`Self::api_service_rules`] in the namespace. They go with
+    /// it: nothing of them is left on the host to remove.
+    pub fn route_api_service(
+        &self,
+        service: SocketAddrV4,
+        api: SocketAddrV4,
+    ) -> Result<(), NetError> {
+        for rule in self.api_service_rules(service, api) {
+            let command = format!("{IPTABLES} {}", shell_words(&rule));
+            let failed = |message: String| NetError::Iptables {
+                netns: self.netns.clone(),
+                command: command.clone(),
+                message,
+            };
+            let out = Command::new("ip")
+                .args(["netns", "exec", &self.netns, IPTABLES])
+                .args(&rule)
+                .output()
+                .map_err(|e| failed(format!("cannot run ip netns exec (iproute2): {e}")))?;
+            if !out.status.success() {
+                return Err(failed(format!(
+                    "{} ({})",
+                    String::from_utf8_lossy(&out.stderr).trim(),
+                    out.status
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the namespace (which takes the veth pair, the CNI bridge and
     /// the pods' links with it). Idempotent; returns what could not be removed.
     pub fn remove(&self) -> Vec<String> {
@@ -157,6 +244,20 @@ impl NodeNet {
     }
 }
 
+/// `args` as a shell would need them typed, for messages.
+fn shell_words(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'') {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The host's `net.ipv4.ip_forward`, to check that the run left it as it was.
 pub fn ip_forward() -> Option<String> {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
@@ -183,5 +284,31 @@ mod tests {
         // The widest: a run id of 8 hex digits, the last of 64 nodes.
         let last = NodeNet::plan("1a2b3c4d", 63, range);
         assert!(last.host_link.len() <= 15, "{}", last.host_link);
+    }
+
+    #[test]
+    fn the_kubernetes_service_is_sent_to_the_relay_and_pods_masqueraded() {
+        let net = NodeNet::plan("a1b2", 1, Ipv4Addr::new(10, 201, 7, 0));
+        let service = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 443);
+        let api = SocketAddrV4::new(net.host_ip, 6443);
+        let rules: Vec<String> = net
+            .api_service_rules(service, api)
+            .iter()
+            .map(|r| shell_words(r))
+            .collect();
+        let comment = "-m comment --comment 'dra-e2e: the kubernetes Service 10.0.0.1:443'";
+        for chain in ["PREROUTING", "OUTPUT"] {
+            let want = format!(
+                "-w -t nat -A {chain} -d 10.0.0.1 -p tcp --dport 443 {comment} \
+                 -j DNAT --to-destination 10.201.7.5:6443"
+            );
+            assert!(rules.contains(&want), "{want}\nnot in {rules:#?}");
+        }
+        let masquerade = format!(
+            "-w -t nat -A POSTROUTING -s 10.244.1.0/24 -p tcp -m conntrack --ctstate DNAT \
+             --ctorigdst 10.0.0.1 --ctorigdstport 443 {comment} -j MASQUERADE"
+        );
+        assert!(rules.contains(&masquerade), "{rules:#?}");
+        assert_eq!(rules.len(), 3);
     }
 }

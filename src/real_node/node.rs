@@ -1,6 +1,6 @@
 //! One real node: its files, namespaces, cgroup root, link to the API server,
 //! and process 1 (`node-init`) that runs containerd and the kubelet.
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use super::net::NodeNet;
 use crate::host::leftovers::{Item, RunRecord};
 use crate::host::pki::Pki;
 use crate::host::process::{ManagedProcess, log_tail};
+use crate::host::services::{KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT};
 use crate::host::vital::Vital;
 
 /// Where the runner's built-in driver (its proxy pods) writes CDI spec files
@@ -116,6 +117,13 @@ impl RealNode {
             net: Some(net.clone()),
             cgroup_root: cgroup_root.clone(),
         };
+        // Pods find the API server as on a standard node: at the
+        // `kubernetes` Service, which these rules send to the relay below.
+        net.route_api_service(
+            SocketAddrV4::new(KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT),
+            SocketAddrV4::new(net.host_ip, shared.api_port),
+        )
+        .map_err(|e| err(e.to_string()))?;
         cgroups::create(&cgroup_root).map_err(|e| err(e.to_string()))?;
         let relay = ApiRelay::start(
             SocketAddr::new(net.host_ip.into(), shared.api_port),

@@ -1,16 +1,16 @@
 //! What a DaemonSet driver sees of a real node, compared with a standard
 //! (kubeadm or kind) node: the kubelet's directories at their standard
 //! paths, the CDI standard's directories private to the node, `/dev`,
-//! `/sys`, the node's network, and mounts that may propagate. Checked from
-//! privileged pods with hostPath volumes on two nodes, as a driver's pods
-//! would have them.
+//! `/sys`, the node's network, mounts that may propagate, and the API server
+//! at the `kubernetes` Service. Checked from pods on two nodes, as a
+//! driver's pods would have them.
 use std::path::Path;
 use std::time::Duration;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, AttachParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{Api, AttachParams, LogParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use tokio::io::AsyncReadExt as _;
@@ -89,9 +89,9 @@ async fn sh(pods: &Api<Pod>, pod: &str, script: &str) -> String {
     format!("{out}{err}")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_driver_pod_sees_a_real_node_as_a_standard_node() {
-    let marker = format!("standard-{:08x}", rand::random::<u32>());
+/// A local control plane with two real nodes, whose proxy image carries
+/// the `dra-e2e` binary under test.
+async fn two_real_nodes() -> (LocalCluster, RealNodes) {
     let cluster = LocalCluster::start(LocalClusterOptions::default())
         .await
         .expect("local control plane");
@@ -99,9 +99,25 @@ async fn a_driver_pod_sees_a_real_node_as_a_standard_node() {
         runner: Some(common::bin().into()),
         ..RealNodesOptions::new(2)
     };
-    let mut nodes = RealNodes::start(&cluster, &options)
+    let nodes = RealNodes::start(&cluster, &options)
         .await
         .expect("two real nodes");
+    (cluster, nodes)
+}
+
+/// Stops the nodes and the control plane; fails when anything is left.
+async fn stop(cluster: LocalCluster, mut nodes: RealNodes) {
+    let left = tokio::task::spawn_blocking(move || nodes.stop())
+        .await
+        .unwrap();
+    assert_eq!(left, Vec::<String>::new());
+    cluster.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_driver_pod_sees_a_real_node_as_a_standard_node() {
+    let marker = format!("standard-{:08x}", rand::random::<u32>());
+    let (cluster, nodes) = two_real_nodes().await;
     let info: Vec<(String, String)> = nodes
         .nodes()
         .iter()
@@ -197,9 +213,127 @@ async fn a_driver_pod_sees_a_real_node_as_a_standard_node() {
         }
     }
 
-    let left = tokio::task::spawn_blocking(move || nodes.stop())
+    stop(cluster, nodes).await;
+}
+
+/// A pod that runs `dra-e2e in-cluster-check` once: client-go's in-cluster
+/// config (the Service's address from the env the kubelet sets, the
+/// ServiceAccount's token, `ca.crt` as the only trust root), `GET /version`
+/// and a SelfSubjectReview.
+fn in_cluster_pod(name: &str, node: &str, host_network: bool) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": host_network,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "c",
+                "image": dra_e2e::real_node::proxy_image(),
+                "command": [dra_e2e::images::builtin::PROXY_PROGRAM_PATH, "in-cluster-check"],
+            }],
+            "terminationGracePeriodSeconds": 1,
+        },
+    }))
+    .unwrap()
+}
+
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref()?.phase.as_deref()
+}
+
+/// On every node, a pod on the pod network and a hostNetwork pod reach the
+/// API server as a DaemonSet driver does with client-go's in-cluster
+/// config: `https://10.0.0.1:443` from `KUBERNETES_SERVICE_HOST` and
+/// `_PORT`, the certificate verified against the mounted `ca.crt` for that
+/// address, the token accepted (the SelfSubjectReview names the pod's
+/// ServiceAccount).
+///
+/// What each missing piece shows here (the pod fails, its log says why):
+/// - no DNAT in PREROUTING: the pod-network pods' connections leave for the
+///   host, which has no 10.0.0.1: `GET https://10.0.0.1/version` fails with a
+///   connect timeout;
+/// - no DNAT in OUTPUT: the same for the hostNetwork pods;
+/// - no MASQUERADE in POSTROUTING: the pod-network pods' SYN reaches the
+///   relay from a 10.244.x.y the host has no route back to, so the reply is
+///   lost: a connect timeout again, pod-network pods only;
+/// - no IP SAN 10.0.0.1 on the API server's certificate: both pods fail TLS
+///   verification (rustls: the certificate is not valid for 10.0.0.1).
+#[tokio::test(flavor = "multi_thread")]
+async fn pods_reach_the_api_server_at_the_kubernetes_service() {
+    let (cluster, nodes) = two_real_nodes().await;
+    let node_names: Vec<String> = nodes.nodes().iter().map(|n| n.name.clone()).collect();
+    let client = cluster.client();
+    let ns = "in-cluster-test";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
         .await
         .unwrap();
-    assert_eq!(left, Vec::<String>::new());
-    cluster.stop().await.unwrap();
+    // Admission gives pods the `default` account, which the controller
+    // manager creates a moment after the namespace.
+    tokio::time::timeout(
+        DEADLINE,
+        await_condition(
+            Api::<ServiceAccount>::namespaced(client.clone(), ns),
+            "default",
+            |sa: Option<&ServiceAccount>| sa.is_some(),
+        ),
+    )
+    .await
+    .expect("the namespace's default ServiceAccount in time")
+    .unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut names = Vec::new();
+    for (i, node) in node_names.iter().enumerate() {
+        for (kind, host_network) in [("pod", false), ("host", true)] {
+            let name = format!("{kind}-network-{i}");
+            pods.create(
+                &PostParams::default(),
+                &in_cluster_pod(&name, node, host_network),
+            )
+            .await
+            .unwrap();
+            names.push((name, node.clone()));
+        }
+    }
+    // Port 443 is implied, as client-go leaves it out too.
+    let service = format!(
+        "server: https://{}",
+        dra_e2e::host::services::KUBERNETES_SERVICE_IP
+    );
+    let user = format!("user: system:serviceaccount:{ns}:default");
+    for (name, node) in &names {
+        let done = tokio::time::timeout(
+            DEADLINE,
+            await_condition(pods.clone(), name, |p: Option<&Pod>| {
+                p.and_then(phase)
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("pod {name} on {node} did not finish in time"))
+        .unwrap();
+        let ended = done.as_ref().and_then(phase).unwrap_or_default().to_owned();
+        let logs = pods
+            .logs(name, &LogParams::default())
+            .await
+            .unwrap_or_else(|e| format!("(no logs: {e})"));
+        assert_eq!(ended, "Succeeded", "pod {name} on {node}:\n{logs}");
+        assert!(
+            logs.lines().any(|l| l.trim_end_matches('/') == service),
+            "pod {name} on {node} dialled another address than {service:?}:\n{logs}"
+        );
+        for want in ["version: v", user.as_str()] {
+            assert!(
+                logs.lines().any(|l| l.starts_with(want)),
+                "pod {name} on {node}: no {want:?} in\n{logs}"
+            );
+        }
+    }
+
+    stop(cluster, nodes).await;
 }

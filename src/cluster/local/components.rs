@@ -202,8 +202,15 @@ pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
         arg("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
         path_arg("service-account-key-file", &pki.sa_pub_path),
         path_arg("service-account-signing-key-file", &pki.sa_key_path),
-        arg("service-cluster-ip-range", "10.0.0.0/24"),
-        // Nothing could reach 127.0.0.1 as the `kubernetes` service endpoint.
+        arg(
+            "service-cluster-ip-range",
+            crate::host::services::service_cluster_ip_range(),
+        ),
+        // The advertise address, 127.0.0.1, would be the `kubernetes`
+        // Service's endpoint, which nothing outside the host's loopback could
+        // reach: no endpoint is published. Real nodes reach the Service's
+        // ClusterIP by NAT rules of their own (see `real_node::net`), which
+        // need none.
         arg("endpoint-reconciler-type", "none"),
         arg("allow-privileged", true),
         // No node-lifecycle-controller runs to lift the not-ready taint this
