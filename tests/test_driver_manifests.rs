@@ -306,23 +306,30 @@ fn the_daemon_set_runs_the_driver_as_the_profile_describes_it() {
     };
     let volumes = pod.volumes.unwrap_or_default();
     let mounts = c.volume_mounts.clone().unwrap_or_default();
+    let mounted_host_dir = |path: &str| {
+        let mount = mounts
+            .iter()
+            .find(|m| m.mount_path == path)
+            .unwrap_or_else(|| panic!("{path} is not mounted"));
+        let host = volumes
+            .iter()
+            .find(|v| v.name == mount.name)
+            .and_then(|v| v.host_path.as_ref())
+            .unwrap_or_else(|| panic!("{path} is not a hostPath volume"));
+        assert_eq!(host.path, path);
+    };
     for (name, want) in [
         (reg_flag.as_str(), "/var/lib/kubelet/plugins_registry"),
         ("--datadir", "/var/lib/kubelet/plugins"),
         ("--cdi-dir", "/var/run/cdi"),
     ] {
         assert_eq!(flag(name), Some(want), "{name} in {command:?}");
-        let mount = mounts
-            .iter()
-            .find(|m| m.mount_path == want)
-            .unwrap_or_else(|| panic!("{want} is not mounted"));
-        let host = volumes
-            .iter()
-            .find(|v| v.name == mount.name)
-            .and_then(|v| v.host_path.as_ref())
-            .unwrap_or_else(|| panic!("{want} is not a hostPath volume"));
-        assert_eq!(host.path, want);
     }
+    mounted_host_dir("/var/lib/kubelet/plugins_registry");
+    mounted_host_dir("/var/run/cdi");
+    // The driver's socket directory, `--datadir` + its name: the driver
+    // creates only `--datadir`, so this one must come from the mount.
+    mounted_host_dir(&format!("/var/lib/kubelet/plugins/{}", p.driver_name));
     assert_eq!(
         c.security_context.as_ref().and_then(|s| s.privileged),
         Some(true)
