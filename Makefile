@@ -8,6 +8,13 @@ PROXY_IMAGE ?= registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
 BINARIES = $$(hack/build-controlplane.sh)
 NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
+# The Kubernetes version everything is built at.
+KUBE_VERSION := $(shell sed -n 's/^KUBE_VERSION=//p' hack/versions.env)
+# Upstream's DRA test driver image, as deploy/dra-test-driver/kubelet-plugin.yaml
+# names it (tests/test_driver_manifests.rs holds the two together); imported
+# from its archive by real nodes, never pulled.
+TEST_DRIVER_IMAGE = localhost/dra-e2e/dra-test-driver:$(KUBE_VERSION)
+TEST_DRIVER_DIR = target/dra-test-driver
 # Upstream's e2e.test on real nodes: ginkgo focus and skip (empty UPSTREAM_SKIP
 # keeps the script's default), parallel processes.
 UPSTREAM_FOCUS ?= \[DRA\]
@@ -15,7 +22,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-real
+.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-real
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +35,12 @@ controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into t
 
 node: ## build kubelet + containerd for real nodes into the cache, install runc, CNI plugins, busybox, iptables (prints the dir)
 	hack/build-node.sh
+
+test-driver: ## upstream's DRA test driver for real nodes (profiles/dra-test-driver.yaml): build it (Go, at KUBE_VERSION), write its image archive and manifests into target/dra-test-driver/
+	dir=$$(hack/build-test-driver.sh) && \
+	  $(CARGO) run --quiet -- image --binary "$$dir/dra-test-driver" --reference $(TEST_DRIVER_IMAGE) --out $(TEST_DRIVER_DIR)/dra-test-driver.oci.tar
+	cp deploy/dra-test-driver/*.yaml $(TEST_DRIVER_DIR)/
+	$(CARGO) run --quiet -- profile check profiles/dra-test-driver.yaml
 
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh

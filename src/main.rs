@@ -68,6 +68,7 @@ fn main() -> ExitCode {
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         Some("upstream") => dra_e2e::runner::upstream::cli_main(args.split_off(2)),
         Some("profile") => dra_e2e::runner::profile_cli::cli_main(args.split_off(2)),
+        Some("image") => dra_e2e::images::cli::cli_main(args.split_off(2)),
         _ => match tokio::runtime::Runtime::new() {
             Ok(rt) => {
                 // Scenario output owns stdout; logs go to stderr, warnings

@@ -143,6 +143,30 @@ pub fn proxy(reference: &str, program: &Path, busybox: &Path) -> Result<ImageSpe
     spec.entries = busybox_entries(busybox, &applets);
     spec.entries
         .push(Entry::host_file(PROXY_PROGRAM_PATH, 0o755, program));
+    let (lib_entries, ld_library_path) = shared_library_entries(reference, program)?;
+    spec.entries.extend(lib_entries);
+    spec.env.extend(ld_library_path);
+    spec.entries.push(Entry::file(
+        HOSTPATHPLUGIN_PATH,
+        0o755,
+        hostpathplugin_shim(PROXY_PROGRAM_PATH),
+    ));
+    if reference != HOSTPATHPLUGIN_IMAGE {
+        spec.other_references.push(HOSTPATHPLUGIN_IMAGE.to_owned());
+    }
+    spec.cmd = vec!["sh".into()];
+    Ok(spec)
+}
+
+/// Layer entries for every shared library `program` loads (none for a static
+/// program), at the paths the host's dynamic loader found them, and the
+/// `LD_LIBRARY_PATH=...` setting naming their directories, so the loader
+/// finds them without the `ld.so.cache` an image built here lacks.
+pub fn shared_library_entries(
+    reference: &str,
+    program: &Path,
+) -> Result<(Vec<Entry>, Option<String>), ImageError> {
+    let mut entries = Vec::new();
     let mut lib_dirs: Vec<String> = Vec::new();
     for lib in libs::shared_libraries(program)? {
         let path = lib.to_str().ok_or_else(|| ImageError::LayerPath {
@@ -166,22 +190,11 @@ pub fn proxy(reference: &str, program: &Path, busybox: &Path) -> Result<ImageSpe
         {
             lib_dirs.push(dir.to_owned());
         }
-        spec.entries.push(Entry::host_file(path, mode, &lib));
+        entries.push(Entry::host_file(path, mode, &lib));
     }
-    if !lib_dirs.is_empty() {
-        spec.env
-            .push(format!("LD_LIBRARY_PATH={}", lib_dirs.join(":")));
-    }
-    spec.entries.push(Entry::file(
-        HOSTPATHPLUGIN_PATH,
-        0o755,
-        hostpathplugin_shim(PROXY_PROGRAM_PATH),
-    ));
-    if reference != HOSTPATHPLUGIN_IMAGE {
-        spec.other_references.push(HOSTPATHPLUGIN_IMAGE.to_owned());
-    }
-    spec.cmd = vec!["sh".into()];
-    Ok(spec)
+    let ld_library_path =
+        (!lib_dirs.is_empty()).then(|| format!("LD_LIBRARY_PATH={}", lib_dirs.join(":")));
+    Ok((entries, ld_library_path))
 }
 
 /// The `/hostpathplugin` of the proxy image: runs `program proxy-agent`

@@ -14,6 +14,7 @@
 //! [`builtin`] has the images a real node needs (pause, busybox, the proxy
 //! image carrying this runner).
 pub mod builtin;
+pub mod cli;
 mod layer;
 pub mod libs;
 
