@@ -86,7 +86,9 @@ Feature: driver conformance: claims across their pods' lives
     When pod "tester-1" is deleted and the driver lets its claims go
     Then the driver publishes the devices noted
 
-  @DevicesPerNode
+  # Alone: with a driver the run shares, other scenarios' pods would hold
+  # some of the node's devices.
+  @DevicesPerNode @serial
   Scenario: every device in use keeps the next pod pending until one is free
     With every device of the node allocated, a further claim cannot be
     satisfied; when one pod goes, its device serves the waiting pod.
@@ -98,7 +100,9 @@ Feature: driver conformance: claims across their pods' lives
     Then pod "waiting" is running
     And every container of pod "waiting" has its device
 
-  @DevicesPerNode
+  # Alone: with a driver the run shares, other scenarios' pods would hold
+  # some of the node's devices.
+  @DevicesPerNode @serial
   Scenario: every device of a node in use at once
     Each of the node's devices can be prepared at the same time, each for
     its own pod.

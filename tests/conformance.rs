@@ -1,0 +1,163 @@
+//! The driver conformance pack (features/conformance) run as a driver
+//! author runs it, on the local cluster's simulated nodes: the suite's own
+//! driver passes it through its profile, and broken variants show the pack
+//! able to fail, each at the scenario that guards against what it breaks,
+//! with a message naming the driver, the node and what was expected.
+//!
+//! The broken variants are the suite's own driver with a profile that
+//! breaks it (`deployment.faults`) or asks containers for what it never
+//! injects (tests/fixtures/conformance/). Upstream's test driver runs the
+//! pack on real nodes in `make conformance-real`.
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The pack on a two-node local cluster with `profile`, only the scenarios
+/// `names` (regexes) select.
+fn pack(home: &Path, profile: &str, names: &[&str], extra: &[&str]) -> Command {
+    let mut c = common::isolated(home);
+    c.env("DRA_E2E_AGENT", common::bin())
+        .args(["--cluster", "local", "--nodes", "2"])
+        .args(["--features", "features/conformance"])
+        .args(["--tags", "@DriverConformance", "--profile", profile])
+        .arg("--junit")
+        .arg(home.join("junit.xml"))
+        .arg("--artifacts")
+        .arg(home.join("artifacts"));
+    for n in names {
+        c.args(["--name", n]);
+    }
+    c.args(extra);
+    c
+}
+
+/// The JUnit properties of a run's report.
+fn properties(junit: &Path) -> BTreeMap<String, String> {
+    let xml = std::fs::read_to_string(junit).unwrap();
+    let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
+    let mut out = BTreeMap::new();
+    for suite in &suites.suites {
+        for (k, v) in &suite.properties.hashmap {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_suites_own_driver_passes_the_pack_through_its_profile() {
+    let home = tempfile::tempdir().unwrap();
+    let o = pack(home.path(), "profiles/builtin.yaml", &[], &[])
+        .output()
+        .unwrap();
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    // Every scenario but the one needing a deployed driver's pods.
+    assert!(
+        out.contains(
+            "driver conformance of the suite's own driver (profiles/builtin.yaml): \
+             28 behaviours 27 passed, 1 skipped, 0 failed"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("  skipped: the driver's pod restarted while claims are prepared (needs the pods of driver"),
+        "{out}"
+    );
+    let props = properties(&home.path().join("junit.xml"));
+    assert_eq!(props.get("driver.conformance").map(String::as_str), Some("27 passed, 1 skipped, 0 failed"), "{props:?}");
+    assert_eq!(props.get("driver.profile").map(String::as_str), Some("profiles/builtin.yaml"), "{props:?}");
+    assert_eq!(props.get("driver.deployment").map(String::as_str), Some("Builtin"), "{props:?}");
+    assert!(props.get("driver.capabilities").is_some_and(|c| c.contains("AdminAccess")), "{props:?}");
+    assert!(out.contains("leak check: nothing left behind"), "{out}");
+    common::assert_nothing_left(home.path(), &out);
+}
+
+/// One broken variant: its profile, the scenario that must fail, the step
+/// its failure starts with, and the parts its message must say.
+struct Broken {
+    profile: &'static str,
+    scenario: &'static str,
+    step: &'static str,
+    parts: &'static [&'static str],
+}
+
+const BROKEN: &[Broken] = &[
+    Broken {
+        profile: "wrong-device-check",
+        scenario: "the pod runs with access to its device",
+        step: "Step panicked. Captured output: container with-resource of pod tester-1 on node dra-e2e-node-",
+        parts: &[
+            "did not get its device from driver dra-e2e-",
+            "no variable matching [\"GPU_VISIBLE_DEVICES=*\"]",
+            "variables the driver injected: [\"claim_tester_1_my_inline_claim_",
+        ],
+    },
+    Broken {
+        profile: "fail-prepare",
+        scenario: "the driver prepares the claim of a pod",
+        step: "Step panicked. Captured output: pod tester-1 on node dra-e2e-node-",
+        parts: &[
+            "got a FailedPrepareDynamicResources event before it ran (driver dra-e2e-",
+            "NodePrepareResources",
+            "injected error",
+        ],
+    },
+    Broken {
+        profile: "fail-unprepare",
+        scenario: "the driver unprepares when the pod is deleted",
+        step: "Step panicked. Captured output: pod tester-1 on node dra-e2e-node-",
+        parts: &[
+            "was not gone 120s after its deletion",
+            "once driver dra-e2e-",
+            "has unprepared its claims",
+        ],
+    },
+    Broken {
+        profile: "no-devices",
+        scenario: "the driver publishes ResourceSlices with devices",
+        step: "Step panicked. Captured output: the step did not finish within --step-timeout",
+        parts: &[
+            "waiting for driver dra-e2e-",
+            "to publish complete pools with devices on dra-e2e-node-",
+            "last seen: node dra-e2e-node-",
+            "no device",
+        ],
+    },
+];
+
+#[test]
+fn broken_drivers_fail_the_scenario_that_guards_against_them() {
+    // The four runs at once: each is a cluster of its own, mostly waiting.
+    let runs: Vec<_> = BROKEN
+        .iter()
+        .map(|b| {
+            std::thread::spawn(move || {
+                let home = tempfile::tempdir().unwrap();
+                let profile = format!("tests/fixtures/conformance/{}.yaml", b.profile);
+                let name = format!("^{}$", regex::escape(b.scenario));
+                // A step that waits for what never comes ends at the step
+                // timeout; the unprepare wait (2 minutes) fits inside it.
+                let o = pack(home.path(), &profile, &[&name], &["--step-timeout", "150s"])
+                    .output()
+                    .unwrap();
+                (b, home, common::text(&o), o.status.code())
+            })
+        })
+        .collect();
+    for run in runs {
+        let (b, home, out, code) = run.join().unwrap();
+        assert_eq!(code, Some(1), "{}: {out}", b.profile);
+        assert!(
+            out.contains("behaviours 0 passed, 0 skipped, 1 failed"),
+            "{}: {out}",
+            b.profile
+        );
+        assert!(out.contains(&format!("  failed: {}", b.scenario)), "{}: {out}", b.profile);
+        common::assert_failures(&home.path().join("junit.xml"), &[(b.scenario, b.step, b.parts)]);
+        assert!(out.contains("leak check: nothing left behind"), "{}: {out}", b.profile);
+        common::assert_nothing_left(home.path(), &out);
+    }
+}
