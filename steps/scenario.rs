@@ -324,6 +324,11 @@ impl Scenario {
         timings: &mut Timings,
     ) -> anyhow::Result<()> {
         let mut first: Option<anyhow::Error> = None;
+        // Failures and stalls the scenario injected would keep its pods and
+        // claims from going.
+        for (_, d) in self.drivers() {
+            d.calls().heal_all();
+        }
         for phase in Phase::ORDER {
             let started = Instant::now();
             for i in (0..self.stack.len()).rev() {

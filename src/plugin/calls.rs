@@ -246,6 +246,28 @@ impl Calls {
         self.inner.changes.bump();
     }
 
+    /// Ends every injected failure and releases every stall, on every node:
+    /// what a scenario broke must not keep its teardown from unpreparing.
+    pub fn heal_all(&self) {
+        let mut state = self.state();
+        let mut healed = 0;
+        for m in state.methods.values_mut() {
+            if m.fail {
+                m.fail = false;
+                healed += 1;
+            }
+            if let Some(gate) = m.gate.take() {
+                gate.send_replace(true);
+                healed += 1;
+            }
+        }
+        drop(state);
+        if healed > 0 {
+            info!(driver = %self.inner.driver, healed, "injected failures and stalls ended");
+            self.inner.changes.bump();
+        }
+    }
+
     /// Calls of `method` on `node` currently waiting for [`Calls::release`].
     pub fn stalled(&self, node: &str, method: &str) -> usize {
         self.state().peek(node, method).map_or(0, |m| m.stalled)

@@ -57,9 +57,10 @@ impl Summary {
 
     /// The closing lines: the counts, then each behaviour not passed.
     pub fn lines(&self, driver: &str) -> Vec<String> {
+        let n = self.passed.len() + self.skipped.len() + self.failed.len();
         let mut out = vec![format!(
-            "driver conformance of {driver}: {} behaviours {}",
-            self.passed.len() + self.skipped.len() + self.failed.len(),
+            "driver conformance of {driver}: {n} behaviour{}: {}",
+            if n == 1 { "" } else { "s" },
             self.counts()
         )];
         for f in &self.failed {
@@ -111,7 +112,7 @@ mod tests {
         assert_eq!(
             s.lines("gpu.example.com"),
             vec![
-                "driver conformance of gpu.example.com: 3 behaviours 1 passed, 1 skipped, 1 failed",
+                "driver conformance of gpu.example.com: 3 behaviours: 1 passed, 1 skipped, 1 failed",
                 "  failed: unprepares",
                 "  skipped: admin (needs driver capability AdminAccess)",
             ]
