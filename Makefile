@@ -45,7 +45,7 @@ test-driver: ## upstream's DRA test driver for real nodes (profiles/dra-test-dri
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh
 
-test: controlplane node test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes)
+test: controlplane node test-driver test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes; upstream's test driver for the conformance pack on real nodes)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test -- --test-threads=2
 
 fmt: ## format the code

@@ -135,13 +135,19 @@ impl Watched {
     /// Waits for a line (stdout or stderr) containing `needle`; false when
     /// the run ended or `within` passed first.
     pub fn wait_line(&self, needle: &str, within: Duration) -> bool {
+        self.line_with(needle, within).is_some()
+    }
+
+    /// The first line (stdout or stderr) containing `needle`; `None` when
+    /// the run ended or `within` passed first.
+    pub fn line_with(&self, needle: &str, within: Duration) -> Option<String> {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return true,
+                Ok(l) if l.contains(needle) => return Some(l),
                 Ok(_) => {}
-                Err(_) => return false,
+                Err(_) => return None,
             }
         }
     }

@@ -6,6 +6,7 @@
 mod common;
 mod differential;
 mod images;
+mod installed;
 mod node;
 mod reclaim;
 mod standard;
