@@ -22,7 +22,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-real
+.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -38,9 +38,11 @@ node: ## build kubelet + containerd for real nodes into the cache, install runc,
 
 test-driver: ## upstream's DRA test driver for real nodes (profiles/dra-test-driver.yaml): build it (Go, at KUBE_VERSION), write its image archive and manifests into target/dra-test-driver/
 	dir=$$(hack/build-test-driver.sh) && \
-	  $(CARGO) run --quiet -- image --binary "$$dir/dra-test-driver" --reference $(TEST_DRIVER_IMAGE) --out $(TEST_DRIVER_DIR)/dra-test-driver.oci.tar
+	  $(CARGO) run --quiet -- image --binary "$$dir/dra-test-driver" --reference $(TEST_DRIVER_IMAGE) --out $(TEST_DRIVER_DIR)/dra-test-driver.oci.tar && \
+	  cp "$$dir/dra-test-driver" $(TEST_DRIVER_DIR)/
 	cp deploy/dra-test-driver/*.yaml $(TEST_DRIVER_DIR)/
 	$(CARGO) run --quiet -- profile check profiles/dra-test-driver.yaml
+	$(CARGO) run --quiet -- profile check profiles/dra-test-driver-simulated.yaml
 
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh
@@ -69,6 +71,9 @@ e2e-real: controlplane node ## run the whole suite on the local cluster with two
 
 conformance: controlplane ## the driver conformance pack (features/conformance) against the suite's own driver on simulated nodes, JUnit in target/junit-conformance.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --tags @DriverConformance --junit target/junit-conformance.xml $(ARGS)
+
+conformance-simulated: controlplane test-driver ## the driver conformance pack against upstream's dra-test-driver started per simulated node (profiles/dra-test-driver-simulated.yaml)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --profile profiles/dra-test-driver-simulated.yaml --tags @DriverConformance --junit target/junit-conformance-simulated.xml $(ARGS)
 
 conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)

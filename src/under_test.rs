@@ -50,11 +50,18 @@ pub enum UnderTestError {
     )]
     NeedsInstalled { profile: String, driver: String },
     #[error(
-        "the profile {profile} starts driver {driver} on simulated nodes (deployment.mode: \
-         SimulatedNodes), which runs cannot do yet; use RealNodes on --node-kind real, or \
-         Installed on a kubeconfig cluster"
+        "the profile {profile} starts driver {driver} on the local cluster's simulated nodes \
+         (deployment.mode: SimulatedNodes); run with --cluster local (and the default \
+         --node-kind simulated)"
     )]
-    SimulatedNotYet { profile: String, driver: String },
+    NeedsSimulatedNodes { profile: String, driver: String },
+    #[error("starting driver {driver} on node {node} ({program}): {message}")]
+    Start {
+        driver: String,
+        node: String,
+        program: String,
+        message: String,
+    },
     #[error("reading manifest {path}: {message}")]
     Manifest { path: String, message: String },
     #[error("deploying driver {driver}: {message}")]
@@ -116,6 +123,8 @@ pub struct UnderTest {
     /// The images the driver's pods run (for the reports).
     pub images: BTreeSet<String>,
     made: std::sync::Mutex<Vec<Made>>,
+    /// The driver's processes on simulated nodes, one per node.
+    processes: std::sync::Mutex<Vec<crate::host::process::ManagedProcess>>,
 }
 
 impl UnderTest {
@@ -127,6 +136,7 @@ impl UnderTest {
             pods: Vec::new(),
             images: BTreeSet::new(),
             made: Default::default(),
+            processes: Default::default(),
         }
     }
 
@@ -178,7 +188,8 @@ impl UnderTest {
                 profile: name,
                 driver,
             }),
-            Deployment::SimulatedNodes { .. } => Err(UnderTestError::SimulatedNotYet {
+            Deployment::SimulatedNodes { .. } if local && !real_nodes => Ok(()),
+            Deployment::SimulatedNodes { .. } => Err(UnderTestError::NeedsSimulatedNodes {
                 profile: name,
                 driver,
             }),
@@ -195,11 +206,19 @@ impl UnderTest {
             pods: Vec::new(),
             images: BTreeSet::new(),
             made: Default::default(),
+            processes: Default::default(),
         };
         if under.is_builtin() {
             return Ok(under);
         }
         let client = cluster.client();
+        if let Deployment::SimulatedNodes { command } = &under.profile.deployment {
+            let command = command.clone();
+            if let Err(e) = under.start_on_simulated_nodes(cluster, &command) {
+                under.stop_processes();
+                return Err(e);
+            }
+        }
         match under.set_up(&client).await {
             Ok(()) => Ok(under),
             Err(e) => {
@@ -222,6 +241,110 @@ impl UnderTest {
         self.wait_devices(client, &driver).await?;
         self.images = self.pod_images(client).await;
         Ok(())
+    }
+
+    /// Starts `command` once per simulated node, its placeholders filled in
+    /// with that node's directories.
+    fn start_on_simulated_nodes(
+        &self,
+        cluster: &Cluster,
+        command: &[String],
+    ) -> Result<(), UnderTestError> {
+        let driver = self.profile.driver_name.clone();
+        let dirs =
+            cluster
+                .simulated_node_dirs()
+                .ok_or_else(|| UnderTestError::NeedsSimulatedNodes {
+                    profile: self.profile_name(),
+                    driver: driver.clone(),
+                })?;
+        let logs = dirs.dir.join("driver-under-test");
+        for (node, root, cdi) in &dirs.nodes {
+            let start = |message: String| UnderTestError::Start {
+                driver: driver.clone(),
+                node: node.clone(),
+                program: command.first().cloned().unwrap_or_default(),
+                message,
+            };
+            let registration = root.join("plugins_registry");
+            let plugin = root.join("plugins").join(&driver);
+            for d in [&registration, &plugin, cdi, &logs] {
+                std::fs::create_dir_all(d)
+                    .map_err(|e| start(format!("creating {}: {e}", d.display())))?;
+            }
+            let values: BTreeMap<&str, String> = [
+                ("nodeName", node.clone()),
+                ("kubeletDir", root.display().to_string()),
+                ("registrationDir", registration.display().to_string()),
+                ("pluginDir", plugin.display().to_string()),
+                ("cdiDir", cdi.display().to_string()),
+                ("kubeconfig", dirs.kubeconfig.display().to_string()),
+                ("driverName", driver.clone()),
+            ]
+            .into_iter()
+            .collect();
+            let mut argv: Vec<String> = command.iter().map(|a| fill(a, &values)).collect();
+            // A program given by path is the profile's, relative to its file.
+            if let (Some(program), Some(file)) = (argv.first_mut(), &self.profile.file)
+                && program.contains('/')
+                && std::path::Path::new(program.as_str()).is_relative()
+            {
+                let dir = file.parent().unwrap_or(std::path::Path::new("."));
+                let resolved = dir.join(program.as_str());
+                *program = std::path::absolute(&resolved)
+                    .unwrap_or(resolved)
+                    .display()
+                    .to_string();
+            }
+            // The kubelet's registration directory, where the profile says
+            // how to pass it.
+            let mut env = Vec::new();
+            match &self.profile.registration_dir {
+                Some(profile::RegistrationDir::Flag(flag)) => {
+                    argv.push(format!("{flag}={}", registration.display()))
+                }
+                Some(profile::RegistrationDir::Env(var)) => {
+                    env.push(format!("{var}={}", registration.display()))
+                }
+                None => {}
+            }
+            // `env` sets the variables and runs the program, so the process
+            // is the driver's own (its signals reach the driver).
+            let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = if env.is_empty() {
+                let mut it = argv.into_iter();
+                let program = it
+                    .next()
+                    .ok_or_else(|| start("the command is empty".to_owned()))?;
+                (program.into(), it.map(Into::into).collect())
+            } else {
+                (
+                    "env".into(),
+                    env.into_iter().chain(argv).map(Into::into).collect(),
+                )
+            };
+            let log = logs.join(format!("{node}.log"));
+            let p = crate::host::process::ManagedProcess::spawn(
+                &format!("driver {driver} on {node}"),
+                &program,
+                args,
+                &log,
+            )
+            .map_err(|e| start(e.to_string()))?;
+            self.processes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(p);
+        }
+        Ok(())
+    }
+
+    /// Stops the driver's processes on simulated nodes (SIGTERM, then
+    /// SIGKILL after a grace period); returns those that needed SIGKILL.
+    fn stop_processes(&self) -> Vec<String> {
+        let processes: Vec<_> =
+            std::mem::take(&mut *self.processes.lock().unwrap_or_else(|e| e.into_inner()));
+        let refs: Vec<&crate::host::process::ManagedProcess> = processes.iter().collect();
+        crate::host::process::stop_all(&refs, Duration::from_secs(10))
     }
 
     /// Creates every object of one manifest file, in order.
@@ -406,8 +529,32 @@ impl UnderTest {
         }
     }
 
-    /// One line per driver pod: node, phase, container states.
+    /// One line per driver pod: node, phase, container states; on simulated
+    /// nodes the end of each process's log.
     pub async fn describe_pods(&self, client: &kube::Client) -> String {
+        let mut out = self.describe_deployed_pods(client).await;
+        for p in self
+            .processes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            out.push_str(&format!(
+                "{} (pid {}, {}): {}\n{}\n",
+                p.component(),
+                p.pid(),
+                p.log_path().display(),
+                match p.exit_status() {
+                    Some(s) => format!("exited, {s}"),
+                    None => "running".to_owned(),
+                },
+                p.log_tail(10)
+            ));
+        }
+        out
+    }
+
+    async fn describe_deployed_pods(&self, client: &kube::Client) -> String {
         let mut out = String::new();
         for set in &self.pods {
             let api: Api<Pod> = Api::namespaced(client.clone(), &set.namespace);
@@ -460,7 +607,11 @@ impl UnderTest {
     /// Removes what the run made, most recent first, and waits until it is
     /// gone; returns what could not be removed.
     pub async fn uninstall(&self, client: &kube::Client) -> Vec<String> {
-        let mut problems = Vec::new();
+        let mut problems: Vec<String> = self
+            .stop_processes()
+            .into_iter()
+            .map(|p| format!("{p} did not stop on SIGTERM within 10s"))
+            .collect();
         loop {
             let next = self.made.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some(m) = next else { break };
@@ -546,6 +697,13 @@ impl UnderTest {
         ));
         v
     }
+}
+
+/// `arg` with every `${name}` of `values` replaced.
+fn fill(arg: &str, values: &BTreeMap<&str, String>) -> String {
+    values.iter().fold(arg.to_owned(), |a, (k, v)| {
+        a.replace(&format!("${{{k}}}"), v)
+    })
 }
 
 /// Names of the ready, schedulable nodes.

@@ -336,6 +336,26 @@ const KUBELET_REGISTRATION: std::time::Duration = std::time::Duration::from_secs
 /// (the kubelet plugin helper's default `<driver>-reg.sock`).
 async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Result<()> {
     let client = w.client()?;
+    let cluster = &super::context()?.cluster;
+    if cluster.simulated_plugins(node).is_some() {
+        // A simulated kubelet serves no metrics; it says what it registered.
+        let what = format!("the simulated kubelet of {node} to register driver {driver}'s plugin");
+        crate::wait::poll(
+            &what,
+            KUBELET_REGISTRATION,
+            std::time::Duration::from_millis(200),
+            || async {
+                let drivers = cluster.simulated_plugins(node).unwrap_or_default();
+                if drivers.iter().any(|d| d == driver) {
+                    crate::wait::Check::Done(())
+                } else {
+                    crate::wait::Check::Pending(format!("connected plugins of drivers {drivers:?}"))
+                }
+            },
+        )
+        .await?;
+        return Ok(());
+    }
     let path = format!("/api/v1/nodes/{node}/proxy/metrics");
     let what = format!("the kubelet of {node} to list driver {driver}'s plugin as registered");
     crate::wait::poll(

@@ -96,6 +96,51 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
     common::assert_nothing_left(home.path(), &out);
 }
 
+#[test]
+fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
+    let program =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dra-test-driver/dra-test-driver");
+    assert!(
+        program.exists(),
+        "{} is missing: `make test-driver` builds upstream's test driver (make test does)",
+        program.display()
+    );
+    let home = tempfile::tempdir().unwrap();
+    let o = pack(
+        home.path(),
+        "profiles/dra-test-driver-simulated.yaml",
+        &[],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    // The runner started the driver's kubelet plugin on the host for each
+    // node; it knows no driver pods to restart.
+    assert!(
+        out.contains(
+            "driver conformance of test-driver.cdi.k8s.io: 28 behaviours: 27 passed, 1 skipped, 0 failed"
+        ),
+        "{out}"
+    );
+    let props = properties(&home.path().join("junit.xml"));
+    assert_eq!(
+        props.get("driver.deployment").map(String::as_str),
+        Some("SimulatedNodes"),
+        "{props:?}"
+    );
+    assert_eq!(
+        props.get("driver.device-class").map(String::as_str),
+        Some("dra-e2e-test-driver-cdi-k8s-io"),
+        "{props:?}"
+    );
+    assert!(out.contains("leak check: nothing left behind"), "{out}");
+    // Also the driver's processes: their command lines name the run's
+    // kubeconfig, under `home`.
+    common::assert_nothing_left(home.path(), &out);
+}
+
 /// One broken variant: its profile, the scenario that must fail, the step
 /// its failure starts with, and the parts its message must say.
 struct Broken {

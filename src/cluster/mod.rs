@@ -88,6 +88,17 @@ impl ConnectOptions {
     }
 }
 
+/// Where the local cluster's simulated nodes keep what a kubelet plugin
+/// uses: see [`Cluster::simulated_node_dirs`].
+#[derive(Debug, Clone)]
+pub struct SimulatedNodeDirs {
+    /// The cluster's own directory, removed with it.
+    pub dir: std::path::PathBuf,
+    pub kubeconfig: std::path::PathBuf,
+    /// Name, kubelet root directory and CDI spec directory of each node.
+    pub nodes: Vec<(String, std::path::PathBuf, std::path::PathBuf)>,
+}
+
 /// What a cluster offers, for deciding which scenarios can run on it.
 #[derive(Debug, Clone)]
 pub struct Environment {
@@ -309,6 +320,46 @@ impl Cluster {
 
     pub fn is_local(&self) -> bool {
         matches!(self.kind, Kind::Local(_))
+    }
+
+    /// The drivers whose plugins the simulated kubelet of `node` has
+    /// registered and connected; `None` when `node` is no simulated node.
+    pub fn simulated_plugins(&self, node: &str) -> Option<Vec<String>> {
+        let Kind::Local(l) = &self.kind else {
+            return None;
+        };
+        let nodes = l.nodes.read().ok()?;
+        let n = nodes.iter().find(|n| n.name() == node)?;
+        Some(
+            n.plugins()
+                .into_iter()
+                .filter(|p| p.connected)
+                .map(|p| p.driver)
+                .collect(),
+        )
+    }
+
+    /// The local cluster's simulated nodes as a driver started on the host
+    /// for each needs them, with the cluster's directory (for the driver's
+    /// logs) and admin kubeconfig; `None` on other clusters.
+    pub fn simulated_node_dirs(&self) -> Option<SimulatedNodeDirs> {
+        let Kind::Local(l) = &self.kind else {
+            return None;
+        };
+        if l.real.is_some() {
+            return None;
+        }
+        let cluster = l.cluster.lock().ok()?;
+        let cluster = cluster.as_ref()?;
+        let nodes = l.nodes.read().ok()?;
+        Some(SimulatedNodeDirs {
+            dir: cluster.dir().to_owned(),
+            kubeconfig: cluster.kubeconfig_path().to_owned(),
+            nodes: nodes
+                .iter()
+                .map(|n| (n.name().to_owned(), n.root_dir().to_owned(), n.cdi_dir()))
+                .collect(),
+        })
     }
 
     /// One line saying what the run uses.
