@@ -901,6 +901,10 @@ fn run_alone(
     }
 }
 
+/// How long after the last scenario a local component's exit may take to
+/// be seen (its process reaped and the news passed on): milliseconds.
+const DEATH_SEEN_WITHIN: Duration = Duration::from_millis(300);
+
 /// Runs the scenarios until they are done or something stops them; a stop
 /// starts no new scenario and gives the running ones a bounded teardown.
 /// Returns why they stopped early, if they did, and the ending's deadline,
@@ -912,12 +916,28 @@ async fn scenarios(
     interrupt: &CancellationToken,
 ) -> (Option<Stop>, Ending) {
     let mut run = std::pin::pin!(run);
+    let mut finished = false;
     let stop = tokio::select! {
-        _ = &mut run => None,
+        _ = &mut run => {
+            finished = true;
+            None
+        }
         _ = tokio::time::sleep(args.deadline) => Some(Stop::Deadline),
         // The signal handler has said so already.
         _ = interrupt.cancelled() => Some(Stop::Interrupted),
         what = cluster.first_death() => Some(Stop::Died(what)),
+    };
+    // A component killed mid-step fails the step at once (its connections
+    // break), and the last scenario may end before the component's exit is
+    // seen: a run that ended so is still one a dead component stopped.
+    let stop = match stop {
+        None if cluster.is_local() => {
+            tokio::time::timeout(DEATH_SEEN_WITHIN, cluster.first_death())
+                .await
+                .ok()
+                .map(Stop::Died)
+        }
+        other => other,
     };
     let ending = Ending::start(args.teardown_timeout);
     let Some(stop) = stop else {
@@ -943,7 +963,7 @@ async fn scenarios(
     };
     interrupt.cancel();
     let bound = ending.left(cap);
-    if tokio::time::timeout(bound, run).await.is_err() {
+    if !finished && tokio::time::timeout(bound, run).await.is_err() {
         crate::note!(
             "dra-e2e: the running scenarios' teardown did not finish within {}; the cluster's processes and files go with it",
             humantime::format_duration(bound)
