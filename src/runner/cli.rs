@@ -166,10 +166,15 @@ Other commands:
   dra-e2e check [PATH...]       check feature files for undefined/ambiguous steps and unknown tags
   dra-e2e upstream [--write F]  the README's table of upstream's tests and their scenarios
   dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C
+  dra-e2e clean                 remove what killed runs left on this host
+  dra-e2e profile check|show    check a driver profile, or print one from --driver-name
+  dra-e2e image --binary P --reference R --out F
+                                an OCI image archive from a static binary, for real local nodes
   dra-e2e proxy-agent ...       the socket proxy agent used inside proxy pods and by the local cluster
 
 Examples:
   dra-e2e --tags @DynamicResourceAllocation
   dra-e2e --tags '@DynamicResourceAllocation and not @slow' --junit junit.xml
   dra-e2e --cluster kubeconfig --kubeconfig ~/.kube/kind --tags '@FeatureGate:DRADeviceTaints'
-  dra-e2e --list --tags 'not @KubeletMinVersion:1.34'";
+  dra-e2e --list --tags 'not @KubeletMinVersion:1.34'
+  dra-e2e --cluster kubeconfig --profile my-driver.yaml --tags @DriverConformance";
