@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::DeviceClass;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::params::{
@@ -121,18 +120,9 @@ fn resources(phrase: &DriverPhrase, step: &Step) -> anyhow::Result<Resources> {
 }
 
 pub(crate) async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
-    let ctx = context()?;
-    let nodes: Api<Node> = Api::all(ctx.cluster.client());
-    let mut ready: Vec<String> = nodes
-        .list(&ListParams::default())
+    let mut ready = crate::under_test::ready_nodes(&context()?.cluster.client())
         .await
-        .context("listing nodes")?
-        .items
-        .into_iter()
-        .filter(crate::cluster::node_is_ready_and_schedulable)
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    ready.sort();
+        .context("listing nodes")?;
     if ready.len() < min {
         bail!(
             "the scenario needs at least {min} ready schedulable nodes, the cluster has {} ({})",
