@@ -684,45 +684,62 @@ fn check_env(what: &str, pod: &str, want: &[String], env: &[String]) -> anyhow::
 
 async fn has_env(w: &World, which: Containers, pod: String, want: Strings) -> anyhow::Result<()> {
     let want = want.0;
-    let containers = match which {
+    for (label, c) in settled_containers(w, &which, &pod).await? {
+        let env = env_of(w, &pod, &c).await?;
+        check_env(&label, &pod, &want, &env)?;
+    }
+    Ok(())
+}
+
+/// The containers `which` names, each with how a message names it, once
+/// their env can be read: an init container once it completed, the others
+/// once the pod runs.
+pub(crate) async fn settled_containers(
+    w: &World,
+    which: &Containers,
+    pod: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let named = |names: Vec<String>| {
+        names
+            .into_iter()
+            .map(|c| (format!("container {c}"), c))
+            .collect()
+    };
+    Ok(match which {
         Containers::Init(c) => {
             let api = w.api::<Pod>()?;
             wait::object(
                 &api,
-                &pod,
+                pod,
                 &format!("init container {c} of pod {pod} to complete"),
                 POD_TIMEOUT,
-                |p| wait::init_container_done(p, &pod, &c),
+                |p| wait::init_container_done(p, pod, c),
             )
             .await?;
             // An init container that exited cannot be exec'd. Its exit code 0
             // already says its own script found the entries the pod was built
-            // with (`init container` option) inside the container. The
-            // entries listed here are compared with the env it ran with: on a
-            // node with a container runtime, what its script printed to its
-            // log before checking (container_env reads that log for an exited
-            // init container); on a simulated node, the env the node gave it.
-            let env = env_of(w, &pod, &c).await?;
-            return check_env(&format!("init container {c}"), &pod, &want, &env);
+            // with (`init container` option) inside the container. What a
+            // caller compares is the env it ran with: on a node with a
+            // container runtime, what its script printed to its log before
+            // checking (container_env reads that log for an exited init
+            // container); on a simulated node, the env the node gave it.
+            vec![(format!("init container {c}"), c.clone())]
         }
         Containers::Named(c) => {
-            wait_pod(w, &pod, PodState::Running).await?;
-            vec![c]
+            wait_pod(w, pod, PodState::Running).await?;
+            named(vec![c.clone()])
         }
         Containers::Every => {
-            wait_pod(w, &pod, PodState::Running).await?;
-            w.pod(&pod)
-                .await?
-                .spec
-                .map(|s| s.containers.into_iter().map(|c| c.name).collect())
-                .unwrap_or_default()
+            wait_pod(w, pod, PodState::Running).await?;
+            named(
+                w.pod(pod)
+                    .await?
+                    .spec
+                    .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                    .unwrap_or_default(),
+            )
         }
-    };
-    for c in containers {
-        let env = env_of(w, &pod, &c).await?;
-        check_env(&format!("container {c}"), &pod, &want, &env)?;
-    }
-    Ok(())
+    })
 }
 
 async fn has_exact_env(

@@ -397,42 +397,17 @@ async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result
 
 async fn has_device(w: &World, which: Containers, pod: String) -> anyhow::Result<()> {
     let driver = w.driver_name(&DriverRef::The)?;
-    let containers = match &which {
-        Containers::Init(c) => {
-            let api = w.api::<Pod>()?;
-            wait::object(
-                &api,
-                &pod,
-                &format!("init container {c} of pod {pod} to complete"),
-                super::pods::POD_TIMEOUT,
-                |p| wait::init_container_done(p, &pod, c),
-            )
-            .await?;
-            vec![c.clone()]
-        }
-        Containers::Named(c) => {
-            super::pods::wait_pod(w, &pod, PodState::Running).await?;
-            vec![c.clone()]
-        }
-        Containers::Every => {
-            super::pods::wait_pod(w, &pod, PodState::Running).await?;
-            w.pod(&pod)
-                .await?
-                .spec
-                .map(|s| s.containers.into_iter().map(|c| c.name).collect())
-                .unwrap_or_default()
-        }
-    };
+    let containers = super::pods::settled_containers(w, &which, &pod).await?;
     let current = w.pod(&pod).await?;
     let node = current
         .spec
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
-    for c in containers {
+    for (label, c) in containers {
         if let Some(problem) = device_problem(w, &current, &c).await? {
             bail!(
-                "container {c} of pod {pod} on node {node} did not get its device from driver {driver}: {problem}"
+                "{label} of pod {pod} on node {node} did not get its device from driver {driver}: {problem}"
             );
         }
     }
