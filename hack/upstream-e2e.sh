@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Runs upstream's own end-to-end tests (`e2e.test`, k8s.io/kubernetes/test/e2e,
-# at the control plane's version) against `dra-e2e cluster up --node-kind
-# real`: the check that real local nodes look like standard nodes to a
-# driver. Needs root (real nodes), Go, and cargo unless DRA_E2E is given.
+# Runs upstream's own end-to-end tests (k8s.io/kubernetes/test/e2e, at the
+# control plane's version) against `dra-e2e cluster up --node-kind real`: the
+# check that real local nodes look like standard nodes to a driver. Needs
+# root (real nodes), Go, and cargo unless DRA_E2E is given.
 #
-#   hack/upstream-e2e.sh build   only build e2e.test and ginkgo into the cache (prints the dir)
+# The test binary is upstream's e2e.test cut to its [DRA] specs
+# (hack/upstream-dra: test/e2e/dra and apimachinery's ResourceQuota spec, the
+# same suite set-up and flags): the whole e2e.test links every e2e area and
+# takes about 25 minutes to compile on two cores; this one about 2 minutes
+# after the control plane's build. UPSTREAM_SUITE=full builds and runs the
+# whole e2e.test instead, for a focus outside [DRA].
+#
+#   hack/upstream-e2e.sh build   only build the test binary and ginkgo into the cache (prints the dir)
 #   hack/upstream-e2e.sh run     build, start the cluster, run, print the pass/fail counts (default)
 #
 #   UPSTREAM_FOCUS=REGEX    ginkgo focus (default '\[DRA\]')
@@ -15,6 +22,7 @@
 #   UPSTREAM_PROCS=N        parallel ginkgo processes (default 4)
 #   UPSTREAM_NODES=N        real nodes (default 2)
 #   UPSTREAM_REPORT_DIR=DIR JUnit report and logs (default target/upstream-e2e)
+#   UPSTREAM_SUITE=dra|full the [DRA] cut (default) or the whole e2e.test
 #   DRA_E2E=PATH            the dra-e2e binary (default: cargo build, target/debug/dra-e2e)
 #   DRA_E2E_CACHE_DIR       cache root, as for the other build scripts
 #   DRA_E2E_BINARIES_DIR, DRA_E2E_NODE_BINARIES_DIR  as for the runner
@@ -30,16 +38,23 @@ log_prefix=upstream-e2e
 
 cache=$(cache_root)
 out="$cache/upstream-e2e/kube-$KUBE_VERSION"
+suite=${UPSTREAM_SUITE:-dra}
+case "$suite" in
+  dra) binary=dra.test package=./upstreamdra estimate="about 2 min after the control plane's build, 10 with a cold Go cache" ;;
+  full) binary=e2e.test package=k8s.io/kubernetes/test/e2e estimate="about 25 min on 2 cores with a cold Go cache, less after the control plane" ;;
+  *) echo "upstream-e2e: UPSTREAM_SUITE=$suite: expected dra or full" >&2; exit 2 ;;
+esac
 
 # Specs a local cluster cannot run whatever its nodes: they restart or
 # reconfigure components over SSH or through a cloud, or are marked flaky.
 default_skip='\[Disruptive\]|\[Flaky\]'
 
-# e2e.test and the ginkgo CLI (for parallel processes) are built in a copy of
-# hack/k8s's module, so they use exactly the versions (and staging replace
-# directives) the control plane is built from, and whatever `go` adds to
-# go.mod/go.sum for the test's own imports stays out of the clone. Each is
-# built under a temporary name and renamed when complete.
+# The test binary and the ginkgo CLI (for parallel processes) are built in a
+# copy of hack/k8s's module, so they use exactly the versions (and staging
+# replace directives) the control plane is built from, and whatever `go` adds
+# to go.mod/go.sum for the test's own imports stays out of the clone. Each is
+# built under a temporary name and renamed when complete; the [DRA] cut is
+# rebuilt when its source changed.
 build() {
   mkdir -p "$out/mod"
   # Copied again only when hack/k8s changed: go extends the copy's go.sum.
@@ -47,12 +62,17 @@ build() {
     cp "$here/k8s/go.mod" "$here/k8s/go.sum" "$out/mod/"
     cp "$here/k8s/go.mod" "$out/mod/go.mod.orig"
   fi
-  if [[ -x "$out/e2e.test" ]]; then
-    log "e2e.test $KUBE_VERSION already built"
+  mkdir -p "$out/mod/upstreamdra"
+  if ! cmp -s "$here/upstream-dra/dra_test.go" "$out/mod/upstreamdra/dra_test.go"; then
+    cp "$here/upstream-dra/dra_test.go" "$out/mod/upstreamdra/dra_test.go"
+    rm -f "$out/dra.test"
+  fi
+  if [[ -x "$out/$binary" ]]; then
+    log "$binary $KUBE_VERSION already built"
   else
-    log "building e2e.test $KUBE_VERSION (a big compile: about 25 min on 2 cores with a cold Go cache, less after the control plane)"
-    timed_build e2e.test bash -c 'cd "$1" && go test -c -trimpath -ldflags "$2" -o "$3/e2e.test.tmp" k8s.io/kubernetes/test/e2e' _ "$out/mod" "$(kube_ldflags)" "$out"
-    mv "$out/e2e.test.tmp" "$out/e2e.test"
+    log "building $binary $KUBE_VERSION ($estimate)"
+    timed_build "$binary" bash -c 'cd "$1" && go test -c -trimpath -ldflags "$2" -o "$3/$4.tmp" "$5"' _ "$out/mod" "$(kube_ldflags)" "$out" "$binary" "$package"
+    mv "$out/$binary.tmp" "$out/$binary"
   fi
   if [[ -x "$out/ginkgo" ]]; then
     log "ginkgo already built"
@@ -128,8 +148,8 @@ run() {
   [[ -n "$skip" ]] && args+=(--ginkgo.skip="$skip")
   [[ -n "$labels" ]] && args+=(--ginkgo.label-filter="$labels")
   local e2e_log="$report/e2e.log" start=$SECONDS rc=0
-  log "running e2e.test (focus $focus${skip:+, skip $skip}${labels:+, labels $labels}) with $procs processes (log: $e2e_log)"
-  "$out/ginkgo" --no-color --procs="$procs" --timeout=3h "$out/e2e.test" -- "${args[@]}" >"$e2e_log" 2>&1 || rc=$?
+  log "running $binary (focus $focus${skip:+, skip $skip}${labels:+, labels $labels}) with $procs processes (log: $e2e_log)"
+  "$out/ginkgo" --no-color --procs="$procs" --timeout=3h "$out/$binary" -- "${args[@]}" >"$e2e_log" 2>&1 || rc=$?
   local took=$((SECONDS - start))
   # Ginkgo's summary: "Ran 104 of 7000 Specs in 808.1 seconds" and
   # "SUCCESS! -- 104 Passed | 0 Failed | 0 Pending | 6896 Skipped".
@@ -144,7 +164,7 @@ run() {
     exit 1
   fi
   grep -E '^\s*\[FAIL\]' <<<"$plain" | sort -u >&2 || true
-  echo "upstream e2e.test $KUBE_VERSION on $nodes real nodes: $ran; $counts (wall ${took}s, $procs processes)"
+  echo "upstream $binary $KUBE_VERSION on $nodes real nodes: $ran; $counts (wall ${took}s, $procs processes)"
   echo "  focus: $focus${skip:+  skip: $skip}${labels:+  labels: $labels}"
   echo "  log: $e2e_log  junit: $report/junit_01.xml"
   return "$rc"

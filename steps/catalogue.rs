@@ -122,6 +122,16 @@ pub const CATALOGUE: &[Topic] = &[
                 description: "Delete the driver's pod on the node (from the DaemonSet of the manifests the runner deployed) and wait until a new one is ready there (tag the scenario `@DriverPods`).",
                 example: "When the driver's pod on node 0 is restarted",
             },
+            Entry {
+                pattern: "When <node> is rebooted",
+                description: "Reboot a real node of the local cluster: every process and container ends, run-time mounts go, `/run` (with `/var/run/cdi`) starts empty, `/var/lib` and `/etc` are kept; waits (3 minutes) for a new boot ID and the node Ready (tag the scenario `@NodeOperations`).",
+                example: "When node 0 is rebooted",
+            },
+            Entry {
+                pattern: "Then pod <name> runs again after the reboot",
+                description: "Wait (3 minutes) until every container of the pod restarted and is running and ready again.",
+                example: "Then pod \"tester-1\" runs again after the reboot",
+            },
         ],
     },
     Topic {

@@ -1,9 +1,15 @@
-//! Optional node operations: what a scenario checks when the kubelet skips
-//! preparing or unpreparing a driver's devices.
+//! Node operations: rebooting a real node, and what a scenario checks when
+//! the kubelet skips preparing or unpreparing a driver's devices.
+use std::time::Duration;
+
 use anyhow::{Context as _, bail};
 use cucumber::{then, when};
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::Api;
 use kube::api::ListParams;
+
+use crate::node_ready::node_is_ready_and_schedulable;
+use crate::wait::{self, Check};
 
 use super::World;
 use super::claims::claim_name;
@@ -16,6 +22,98 @@ sentences! {
 
     #[when(expr = "the plugin on {node} unprepares {claim} by hand")]
     fn unprepare_by_hand(node: NodeSel, claim: ClaimPhrase);
+
+    #[when(expr = "{node} is rebooted")]
+    fn reboot(node: NodeSel);
+
+    #[then(expr = "pod {string} runs again after the reboot")]
+    fn runs_again(pod: String);
+}
+
+/// How long a rebooted node may take to report its new boot and be Ready
+/// (containerd and the kubelet start again, images are imported again).
+const REBOOT_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a pod may take to run again on a rebooted node: new sandbox,
+/// the driver's pod first, then the claims prepared again.
+const RUN_AGAIN_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Reboots the nodes one after the other; each is done when the kubelet
+/// reports a new boot ID and the node is Ready, as after a real reboot.
+async fn reboot(w: &World, node: NodeSel) -> anyhow::Result<()> {
+    let ctx = super::context()?;
+    let nodes: Api<Node> = Api::all(w.client()?);
+    for name in node.resolve(w).await? {
+        let before = boot_id(
+            &nodes
+                .get(&name)
+                .await
+                .with_context(|| format!("reading node {name}"))?,
+        );
+        ctx.cluster.reboot_node(&name)?;
+        let what = format!(
+            "node {name} to come back from its reboot (boot ID other than {before}) and be Ready"
+        );
+        wait::object(&nodes, &name, &what, REBOOT_TIMEOUT, |n: Option<&Node>| {
+            let Some(n) = n else {
+                return Check::Pending("node object gone".into());
+            };
+            let now = boot_id(n);
+            if now == before {
+                Check::Pending(format!("boot ID still {now}"))
+            } else if node_is_ready_and_schedulable(n) {
+                Check::Done(())
+            } else {
+                Check::Pending(format!("boot ID {now}, not Ready yet"))
+            }
+        })
+        .await
+        .map_err(|e| {
+            let log = ctx.cluster.node_log(&name).map(|l| {
+                let tail: Vec<&str> = l.lines().rev().take(15).collect();
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            });
+            anyhow::anyhow!(
+                "{e}\nlast lines of the kubelet's log:\n{}",
+                log.unwrap_or_default()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn boot_id(n: &Node) -> String {
+    n.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default()
+}
+
+/// Every container restarted (a reboot ended the old ones) and running and
+/// ready again: the kubelet made a new sandbox and the claims were prepared
+/// for it.
+async fn runs_again(w: &World, pod: String) -> anyhow::Result<()> {
+    let api: Api<Pod> = w.api()?;
+    let what = format!("pod {pod} to run again after the reboot");
+    wait::object(&api, &pod, &what, RUN_AGAIN_TIMEOUT, |p: Option<&Pod>| {
+        let statuses = p
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        let again = !statuses.is_empty()
+            && statuses.iter().all(|c| {
+                c.restart_count > 0
+                    && c.ready
+                    && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            });
+        if again {
+            Check::Done(())
+        } else {
+            Check::Pending(wait::describe_pod(p))
+        }
+    })
+    .await?;
+    Ok(())
 }
 
 /// Checked once, as upstream lists the events once the pod runs: an event

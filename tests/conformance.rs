@@ -53,16 +53,23 @@ fn properties(junit: &Path) -> BTreeMap<String, String> {
 #[test]
 fn the_suites_own_driver_passes_the_pack_through_its_profile() {
     let home = tempfile::tempdir().unwrap();
-    let o = pack(home.path(), "profiles/builtin.yaml", &[], &[])
-        .output()
-        .unwrap();
+    let html = home.path().join("report.html");
+    let o = pack(
+        home.path(),
+        "profiles/builtin.yaml",
+        &[],
+        &["--html", html.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
     let out = common::text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    // Every scenario but the one needing a deployed driver's pods.
+    // Every scenario but the one needing a deployed driver's pods and the
+    // one rebooting a real node.
     assert!(
         out.contains(
             "driver conformance of the suite's own driver (profiles/builtin.yaml): \
-             28 behaviours: 27 passed, 1 skipped, 0 failed"
+             29 behaviours: 27 passed, 2 skipped, 0 failed"
         ),
         "{out}"
     );
@@ -70,10 +77,14 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         out.contains("  skipped: the driver's pod restarted while claims are prepared (needs the pods of driver"),
         "{out}"
     );
+    assert!(
+        out.contains("  skipped: a rebooted node prepares its claims again and the containers find their devices (needs node operations"),
+        "{out}"
+    );
     let props = properties(&home.path().join("junit.xml"));
     assert_eq!(
         props.get("driver.conformance").map(String::as_str),
-        Some("27 passed, 1 skipped, 0 failed"),
+        Some("27 passed, 2 skipped, 0 failed"),
         "{props:?}"
     );
     assert_eq!(
@@ -91,6 +102,24 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
             .get("driver.capabilities")
             .is_some_and(|c| c.contains("AdminAccess")),
         "{props:?}"
+    );
+    // The HTML report shows the same summary, behaviour by behaviour.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Driver conformance of the suite's own driver"),
+        "{page}"
+    );
+    assert!(
+        page.contains("29 behaviours: 27 passed, 2 skipped, 0 failed"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<li class=\"passed\">passed: a claim from a template is allocated"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<li class=\"skipped\">skipped: a rebooted node prepares its claims again"),
+        "{page}"
     );
     assert!(out.contains("leak check: nothing left behind"), "{out}");
     common::assert_nothing_left(home.path(), &out);
@@ -120,7 +149,7 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
     // node; it knows no driver pods to restart.
     assert!(
         out.contains(
-            "driver conformance of test-driver.cdi.k8s.io: 28 behaviours: 27 passed, 1 skipped, 0 failed"
+            "driver conformance of test-driver.cdi.k8s.io: 29 behaviours: 27 passed, 2 skipped, 0 failed"
         ),
         "{out}"
     );

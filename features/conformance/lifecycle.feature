@@ -127,3 +127,22 @@ Feature: driver conformance: claims across their pods' lives
     And pod "tester-1" got no "FailedUnprepareDynamicResources" event
     When pod "tester-2" with an inline claim is created
     Then every container of pod "tester-2" has its device
+
+  @NodeOperations @serial
+  Scenario: a rebooted node prepares its claims again and the containers find their devices
+    A reboot empties /run, where drivers write CDI specs (/var/run/cdi),
+    and keeps /var/lib, where the kubelet and drivers keep their checkpoints.
+    The kubelet prepares the claims of the node's pods again; a driver that
+    answers from its checkpoint without writing the CDI spec again leaves
+    the containers unable to start (kubernetes#141433). Deleting the pod
+    afterwards still unprepares cleanly.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+      | restart policy | Always |
+    Then every container of pod "tester-1" has its device
+    When the node of pod "tester-1" is rebooted
+    Then pod "tester-1" runs again after the reboot
+    And every container of pod "tester-1" has its device
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then claim "claim" is deallocated
+    And pod "tester-1" got no "FailedUnprepareDynamicResources" event

@@ -110,6 +110,9 @@ pub struct Environment {
     pub enabled_gates: Option<Vec<String>>,
     /// Oldest kubelet (major, minor) among the nodes.
     pub kubelet_version: Option<(u32, u32)>,
+    /// The runner can operate the nodes' processes (reboot a node): the
+    /// local cluster's real nodes only.
+    pub node_operations: bool,
     /// The run's driver under test, for `@DriverCapability:` tags; set by
     /// the runner (`None`: the suite's own driver, which claims them all).
     pub driver: Option<std::sync::Arc<crate::profile::Profile>>,
@@ -339,6 +342,30 @@ impl Cluster {
         )
     }
 
+    /// Reboots real node `node` of the local cluster (see
+    /// [`crate::real_node::RealNode::reboot`]); returns once asked.
+    pub fn reboot_node(&self, node: &str) -> anyhow::Result<()> {
+        let real = match &self.kind {
+            Kind::Local(l) => l.real.as_ref(),
+            Kind::Remote(_) => None,
+        };
+        let Some(real) = real else {
+            anyhow::bail!(
+                "cannot reboot node {node}: the runner reboots only the local cluster's real \
+                 nodes (--node-kind real)"
+            );
+        };
+        let nodes = real
+            .nodes
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
+        let n = nodes
+            .as_ref()
+            .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
+            .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
+        Ok(n.reboot()?)
+    }
+
     /// The local cluster's simulated nodes as a driver started on the host
     /// for each needs them, with the cluster's directory (for the driver's
     /// logs) and admin kubeconfig; `None` on other clusters.
@@ -441,7 +468,9 @@ impl Cluster {
             Kind::Local(l) => l.real.is_some(),
             Kind::Remote(_) => true,
         };
+        let node_operations = matches!(&self.kind, Kind::Local(l) if l.real.is_some());
         Ok(Environment {
+            node_operations,
             container_runtime,
             ready_nodes: ready.len(),
             enabled_gates,

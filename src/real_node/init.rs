@@ -5,7 +5,8 @@
 //! namespace is this program. It makes the node's private mounts (so the
 //! kubelet's, containerd's and CNI's hard-coded host paths land in memory
 //! private to the node), starts the node's daemons in order, reaps orphans,
-//! and ends the node when asked (SIGTERM/SIGINT) or when a daemon dies. When
+//! reboots the node when asked (SIGUSR1, see [`power_cycle`]) and ends the
+//! node when asked (SIGTERM/SIGINT) or when a daemon dies. When
 //! it exits, the kernel kills every process left in the namespace, containers
 //! included, and drops the mounts with the namespace: nothing can outlive the
 //! node.
@@ -28,6 +29,15 @@ pub struct InitPlan {
     /// made first), then directories made inside them.
     pub tmpfs: Vec<PathBuf>,
     pub make_dirs: Vec<PathBuf>,
+    /// Of `tmpfs`, those a reboot clears (`/run`, as on a real machine);
+    /// the others (`/var/lib`, `/var/log`) and the overlays are kept.
+    #[serde(default)]
+    pub volatile: Vec<PathBuf>,
+    /// A file bound over `/proc/sys/kernel/random/boot_id`, given a new ID at
+    /// every boot: the kubelet reports it as the Node's `bootID` and tells a
+    /// reboot by its change, as on a real machine.
+    #[serde(default)]
+    pub boot_id: Option<PathBuf>,
     /// Make every mount of the node's namespace shared, as a standard node's
     /// root is (kind's entrypoint runs `mount --make-rshared /`): the kubelet
     /// refuses `mountPropagation: Bidirectional` and `HostToContainer` from a
@@ -113,10 +123,34 @@ fn run(plan: &InitPlan) -> i32 {
             unsafe { std::env::set_var("PATH", path) };
         }
     }
-    if let Err(e) = make_mounts(plan) {
+    if let Err(e) = make_mounts(plan).and_then(|()| new_boot_id(plan, true)) {
         say(format!("preparing the node's mounts: {e}"));
         return 1;
     }
+    let grace = Duration::from_secs(plan.stop_grace_secs);
+    loop {
+        let daemons = match boot(plan) {
+            Ok(d) => d,
+            Err(code) => return code,
+        };
+        say("node started");
+        match supervise(&daemons, &mask, grace) {
+            Ended::Stopped(code) => return code,
+            Ended::RebootAsked => {
+                say("rebooting the node");
+                stop(&daemons, grace);
+                if let Err(e) = power_cycle(plan) {
+                    say(format!("rebooting the node failed: {e}"));
+                    return 1;
+                }
+            }
+        }
+    }
+}
+
+/// Starts the plan's steps in order; on a failure stops what started and
+/// gives the exit code.
+fn boot(plan: &InitPlan) -> Result<Vec<Daemon>, i32> {
     let mut daemons: Vec<Daemon> = Vec::new();
     for step in &plan.steps {
         let result = match step {
@@ -143,19 +177,148 @@ fn run(plan: &InitPlan) -> i32 {
         if let Err(e) = result {
             say(format!("node start failed: {e}"));
             stop(&daemons, Duration::from_secs(plan.stop_grace_secs));
-            return 1;
+            return Err(1);
         }
     }
-    say("node started");
-    supervise(&daemons, &mask, Duration::from_secs(plan.stop_grace_secs))
+    Ok(daemons)
 }
+
+/// What a real machine's reboot does to the node, short of the kernel: every
+/// process ends (containers included, with no chance to clean up), every
+/// mount made at run time goes (container root filesystems, volumes, network
+/// namespace pins), `/run` starts empty, and the boot ID changes; `/var/lib`
+/// (the kubelet's checkpoints, containerd's metadata), `/var/log` and `/etc`
+/// are kept. The daemons' steps then run again as at the first boot. This is
+/// the situation of kubernetes#141433: a driver whose checkpoint says a claim
+/// is prepared while the CDI spec it wrote below `/run` is gone.
+fn power_cycle(plan: &InitPlan) -> Result<(), String> {
+    kill_all_others(Duration::from_secs(30))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+    let kept: Vec<&PathBuf> = plan
+        .tmpfs
+        .iter()
+        .filter(|t| !plan.volatile.contains(t))
+        .collect();
+    let mut below_kept: Vec<PathBuf> = mount_points(&mounts)
+        .into_iter()
+        .filter(|m| kept.iter().any(|k| m.starts_with(k) && m != *k))
+        .collect();
+    // Deepest first; a mount already gone with its parent is no error.
+    below_kept.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+    for m in &below_kept {
+        let _ = unmount_detached(m);
+    }
+    for v in &plan.volatile {
+        unmount_detached(v)?;
+        mount_tmpfs(v)?;
+    }
+    for d in plan
+        .make_dirs
+        .iter()
+        .filter(|d| plan.volatile.iter().any(|v| d.starts_with(v)))
+    {
+        std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
+    }
+    if plan.shared_mounts {
+        make_shared()?;
+    }
+    new_boot_id(plan, false)
+}
+
+/// SIGKILL to every process of the node's PID namespace but this one, then
+/// reaps them all (they are this process's children or orphans by now).
+fn kill_all_others(limit: Duration) -> Result<(), String> {
+    // SAFETY: kill(-1) from process 1 of a PID namespace reaches exactly the
+    // other processes of that namespace.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on any child with a valid status pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid < 0 {
+            // ECHILD: nothing is left.
+            return Ok(());
+        }
+        if pid == 0 {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "processes of the node still run {limit:?} after SIGKILL"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Mount points in `/proc/self/mountinfo` text (field 5, octal escapes
+/// such as `\040` for a space undone).
+fn mount_points(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_octal(p)))
+        .collect()
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn unmount_detached(dir: &Path) -> Result<(), String> {
+    let target = CString::new(dir.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: a valid NUL-terminated path.
+    if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(format!(
+            "unmounting {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Writes a fresh random ID into the plan's boot ID file; at the first boot
+/// also binds that file over the kernel's.
+fn new_boot_id(plan: &InitPlan, first: bool) -> Result<(), String> {
+    let Some(file) = &plan.boot_id else {
+        return Ok(());
+    };
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .map_err(|e| format!("reading a random ID: {e}"))?;
+    // Written in place: the bind mount holds this inode.
+    std::fs::write(file, id.trim()).map_err(|e| format!("writing {}: {e}", file.display()))?;
+    if first {
+        let source = file.to_string_lossy();
+        mount(&source, Path::new(KERNEL_BOOT_ID), "", libc::MS_BIND, "")?;
+    }
+    Ok(())
+}
+
+const KERNEL_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 fn signal_mask() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data initialised by sigemptyset.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGCHLD] {
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGCHLD, libc::SIGUSR1] {
             libc::sigaddset(&mut set, s);
         }
         set
@@ -188,23 +351,29 @@ fn make_mounts(plan: &InitPlan) -> Result<(), String> {
         mkdir(dir)?;
     }
     if plan.shared_mounts {
-        // SAFETY: a null source, type and data are allowed for a
-        // propagation change; the target is a valid C string.
-        let rc = unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_SHARED | libc::MS_REC,
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "making the node's mounts shared: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        make_shared()?;
+    }
+    Ok(())
+}
+
+/// Makes every mount of the namespace shared (see `InitPlan::shared_mounts`).
+fn make_shared() -> Result<(), String> {
+    // SAFETY: a null source, type and data are allowed for a propagation
+    // change; the target is a valid C string.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_SHARED | libc::MS_REC,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "making the node's mounts shared: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     Ok(())
 }
@@ -360,8 +529,17 @@ fn run_to_end(name: &str, argv: &[String], log: &Path) -> Result<(), String> {
     }
 }
 
-/// Reaps every orphan until a signal asks the node to stop or a daemon dies.
-fn supervise(daemons: &[Daemon], mask: &libc::sigset_t, grace: Duration) -> i32 {
+/// How supervising a boot ended.
+enum Ended {
+    /// The node ends with this exit code (asked to, or a daemon died).
+    Stopped(i32),
+    /// SIGUSR1: the runner asks for a reboot.
+    RebootAsked,
+}
+
+/// Reaps every orphan until a signal asks the node to stop or reboot, or a
+/// daemon dies.
+fn supervise(daemons: &[Daemon], mask: &libc::sigset_t, grace: Duration) -> Ended {
     loop {
         let timeout = libc::timespec {
             tv_sec: 1,
@@ -372,7 +550,10 @@ fn supervise(daemons: &[Daemon], mask: &libc::sigset_t, grace: Duration) -> i32 
         if sig == libc::SIGTERM || sig == libc::SIGINT {
             say("stopping the node");
             stop(daemons, grace);
-            return 0;
+            return Ended::Stopped(0);
+        }
+        if sig == libc::SIGUSR1 {
+            return Ended::RebootAsked;
         }
         // SIGCHLD or the periodic wake-up: reap whatever has exited.
         loop {
@@ -390,7 +571,7 @@ fn supervise(daemons: &[Daemon], mask: &libc::sigset_t, grace: Duration) -> i32 
                 ));
                 let others: Vec<&Daemon> = daemons.iter().filter(|o| o.pid != pid).collect();
                 stop_refs(&others, grace);
-                return 2;
+                return Ended::Stopped(2);
             }
         }
     }
@@ -437,6 +618,8 @@ mod tests {
             }],
             tmpfs: vec!["/run".into(), "/etc/cdi".into()],
             make_dirs: vec!["/run/containerd".into()],
+            volatile: vec!["/run".into()],
+            boot_id: Some("/n/boot_id".into()),
             shared_mounts: true,
             steps: vec![
                 Step::Daemon {
@@ -473,6 +656,22 @@ mod tests {
                 overlay_options(Path::new("/etc"), Path::new(bad), Path::new("/w")).unwrap_err();
             assert!(e.contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn mount_points_are_read_from_mountinfo_with_escapes_undone() {
+        let info = "36 35 98:0 / /run rw,nosuid - tmpfs tmpfs rw\n\
+                    37 36 0:5 / /var/lib/kubelet/pods/a\\040b/volumes rw - tmpfs tmpfs rw\n\
+                    38 36 0:6 / /odd\\134x rw - tmpfs tmpfs rw\n";
+        assert_eq!(
+            mount_points(info),
+            vec![
+                PathBuf::from("/run"),
+                PathBuf::from("/var/lib/kubelet/pods/a b/volumes"),
+                PathBuf::from("/odd\\x"),
+            ]
+        );
+        assert_eq!(unescape_octal("end\\04"), "end\\04");
     }
 
     #[test]

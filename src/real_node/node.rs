@@ -32,6 +32,9 @@ pub const CDI_DIR: &str = "/var/run/cdi";
 /// `/run/containerd`, `/var/log/pods`, ...) is below one of them.
 const PRIVATE_TMPFS: [&str; 3] = ["/run", "/var/lib", "/var/log"];
 
+/// What of [`PRIVATE_TMPFS`] a reboot clears, as on a real machine.
+const VOLATILE: &str = "/run";
+
 /// The node's `/etc` is the host's with a private layer on top, so that
 /// `/etc/cdi` (and anything a hostPath volume creates below `/etc`) is the
 /// node's own without being made on the host.
@@ -282,6 +285,32 @@ impl RealNode {
         left
     }
 
+    /// Asks process 1 to reboot the node (see `init::power_cycle`): every
+    /// process of the node ends, `/run` is emptied, `/var/lib` kept, and the
+    /// daemons start again with a new boot ID. Returns once asked; the
+    /// caller watches the Node's `bootID` to see the reboot done.
+    pub fn reboot(&self) -> Result<(), RealNodeError> {
+        let err = |message: String| RealNodeError::Setup {
+            node: self.name.clone(),
+            message,
+        };
+        let (Some(p), Some((init, ns))) = (&self.process, self.init) else {
+            return Err(err("cannot reboot: the node is stopped".into()));
+        };
+        if p.exit_status().is_some() || !still_runs(init, ns) {
+            return Err(err("cannot reboot: its process 1 has exited".into()));
+        }
+        // SAFETY: kill has no memory-safety preconditions; the PID is
+        // process 1 of the node, checked above to be in its namespace.
+        if unsafe { libc::kill(init as libc::pid_t, libc::SIGUSR1) } != 0 {
+            return Err(err(format!(
+                "signalling process 1 (pid {init}): {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
+    }
+
     /// Ends the node at once (SIGKILL to process 1), for a second Ctrl-C.
     pub fn kill(&mut self) -> Vec<String> {
         self.stop(Duration::ZERO)
@@ -498,12 +527,19 @@ fn write_files(
         ready_socket: None,
         ready_timeout_secs: 0,
     });
+    let tmpfs = private_tmpfs();
     Ok(InitPlan {
         overlays: vec![Overlay {
             target: PathBuf::from(ETC),
             layer: dir.join("etc-layer"),
         }],
-        tmpfs: private_tmpfs(),
+        volatile: tmpfs
+            .iter()
+            .filter(|t| t.starts_with(VOLATILE))
+            .cloned()
+            .collect(),
+        boot_id: Some(dir.join("boot_id")),
+        tmpfs,
         make_dirs: [
             "/run/containerd",
             kubelet::ROOT_DIR,

@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
 use super::collect::{RunLog, ScenarioLog, SharedTitles, StepStatus, seconds};
+use super::conformance::Summary;
 use super::{Outcome, Record, ScenarioId};
 
 /// Renders the report that will be written to `dest` (artifact links are
@@ -18,6 +19,7 @@ pub fn render(
     shared: &SharedTitles,
     records: &BTreeMap<ScenarioId, Record>,
     properties: &[(String, String)],
+    conformance: Option<(&str, &Summary)>,
     dest: &Path,
 ) -> String {
     let scenarios: Vec<View> = log
@@ -56,6 +58,9 @@ pub fn render(
         let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
     }
     out.push_str("</table>\n");
+    if let Some((driver, summary)) = conformance {
+        conformance_section(&mut out, driver, summary);
+    }
 
     timeline(&mut out, &scenarios, origin, wall);
 
@@ -73,6 +78,35 @@ pub fn render(
     out.push_str(CHECK_SCRIPT);
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// The conformance pack's outcome, behaviour by behaviour: what did not pass
+/// first, skipped ones with their reason.
+fn conformance_section(out: &mut String, driver: &str, s: &Summary) {
+    let n = s.passed.len() + s.skipped.len() + s.failed.len();
+    let _ = writeln!(
+        out,
+        "<h2 id=\"conformance\">Driver conformance of {}</h2>\n<p class=\"summary\">{n} \
+         behaviour{}: {}</p>\n<ul class=\"conformance\">",
+        esc(driver),
+        if n == 1 { "" } else { "s" },
+        esc(&s.counts())
+    );
+    for f in &s.failed {
+        let _ = writeln!(out, "<li class=\"failed\">failed: {}</li>", esc(f));
+    }
+    for (name, why) in &s.skipped {
+        let _ = writeln!(
+            out,
+            "<li class=\"skipped\">skipped: {} ({})</li>",
+            esc(name),
+            esc(why)
+        );
+    }
+    for p in &s.passed {
+        let _ = writeln!(out, "<li class=\"passed\">passed: {}</li>", esc(p));
+    }
+    out.push_str("</ul>\n");
 }
 
 /// One scenario as the page shows it.

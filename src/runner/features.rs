@@ -28,6 +28,7 @@ pub fn tag_is_known(tag: &str) -> bool {
         "DriverConformance",
         "DevicesPerNode",
         "DriverPods",
+        "NodeOperations",
     ];
     const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
     EXACT.contains(&tag)
@@ -79,6 +80,13 @@ pub fn skip_reason(
                     .to_owned(),
             );
         }
+        if tag == "NodeOperations" && !env.node_operations {
+            return Some(
+                "needs node operations (a reboot), which the runner has only on the local \
+                 cluster's real nodes (--node-kind real)"
+                    .to_owned(),
+            );
+        }
         if let (Some(gate), Some(enabled)) = (tag.strip_prefix("FeatureGate:"), &env.enabled_gates)
             && !enabled.iter().any(|g| g == gate)
         {
@@ -126,6 +134,23 @@ pub fn skip_reason(
              from manifests (deployment.mode: RealNodes)",
             profile.driver_name
         ));
+    }
+    if names.clone().any(|t| t == "NodeOperations")
+        && matches!(
+            profile.deployment,
+            crate::profile::Deployment::Builtin { .. }
+        )
+        && env.container_runtime
+    {
+        // Known gap: the runner's plugin servers reach a real node through
+        // its proxy pods, and their connections are not re-made once a
+        // reboot restarted those pods.
+        return Some(
+            "needs a driver that runs on the node: the suite's own driver serves its plugins \
+             from the runner through proxy pods, which do not come back from a node reboot yet \
+             (run the pack with a driver's profile)"
+                .to_owned(),
+        );
     }
     let steps: Vec<Step> = feature
         .background

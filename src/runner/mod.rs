@@ -741,11 +741,13 @@ async fn run_on(
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }
     if let Some(path) = &args.html {
+        let driver_name = under_test.display_name();
         let page = report::html::render(
             &collector.snapshot(),
             &selection.shared,
             &records,
             &properties,
+            conformance.as_ref().map(|c| (driver_name.as_str(), c)),
             path,
         );
         std::fs::write(path, page)

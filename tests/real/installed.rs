@@ -111,17 +111,19 @@ async fn the_pack_runs_against_an_installed_driver_named_by_keps_two_flags() {
     let (code, t) = cluster.finish();
     assert_eq!(run.status.code(), Some(0), "{out}");
     // The KEP's flags claim no capability and no device count, and the
-    // runner deployed nothing, so it knows no driver pods: those scenarios
-    // are skipped with the reason, every other one passes.
+    // runner deployed nothing, so it knows no driver pods, and reboots no
+    // node of a kubeconfig cluster: those scenarios are skipped with the
+    // reason, every other one passes.
     assert!(
         out.contains(&format!(
-            "driver conformance of {DRIVER}: 28 behaviours: 22 passed, 6 skipped, 0 failed"
+            "driver conformance of {DRIVER}: 29 behaviours: 22 passed, 7 skipped, 0 failed"
         )),
         "{out}"
     );
     assert!(out.contains("deployment.mode: Installed"), "{out}");
     assert!(out.contains("needs driver capability AdminAccess"), "{out}");
     assert!(out.contains("devicesPerNode"), "{out}");
+    assert!(out.contains("needs node operations"), "{out}");
     assert!(out.contains("leak check: nothing left behind"), "{out}");
     assert_eq!(code, Some(0), "{t}");
     common::assert_nothing_left(home.path(), &t);
