@@ -465,3 +465,152 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     );
     assert_no_temp_dirs(home.path());
 }
+
+/// A node's reboot as `node-init` does it, in a PID and mount namespace of
+/// its own with a plan made for the test: every boot's first step records
+/// what it finds and leaves a marker in the volatile and the kept tmpfs and
+/// a process behind. After SIGUSR1 the second boot finds the volatile one
+/// empty (but for what the plan makes in it), the kept one with the first
+/// boot's marker, the first boot's process gone and a new boot ID, and the
+/// daemon started again.
+#[test]
+fn a_reboot_empties_run_keeps_var_lib_ends_every_process_and_changes_the_boot_id() {
+    use dra_e2e::real_node::init::{InitPlan, Step};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let (run, lib, out) = (root.join("run"), root.join("lib"), root.join("out"));
+    std::fs::create_dir_all(&out).unwrap();
+    let script = format!(
+        r#"set -e
+n=$(( $(ls {out} | grep -c '^boot-' || true) + 1 ))
+{{
+  echo "run: $(ls {run} | tr '\n' ' ')"
+  echo "lib: $(ls {lib} | tr '\n' ' ')"
+  echo "id: $(cat /proc/sys/kernel/random/boot_id)"
+  if [ -f {out}/sleeper-1 ] && kill -0 "$(cat {out}/sleeper-1)" 2>/dev/null; then echo "sleeper: alive"; else echo "sleeper: gone"; fi
+}} > {out}/record.tmp
+touch {run}/marker-$n {lib}/marker-$n
+setsid sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! > {out}/sleeper-$n
+mv {out}/record.tmp {out}/boot-$n"#,
+        out = out.display(),
+        run = run.display(),
+        lib = lib.display(),
+    );
+    let plan = InitPlan {
+        overlays: vec![],
+        tmpfs: vec![run.clone(), lib.clone()],
+        make_dirs: vec![run.join("made")],
+        volatile: vec![run.clone()],
+        boot_id: Some(root.join("boot_id")),
+        shared_mounts: false,
+        steps: vec![
+            Step::Run {
+                name: "record".into(),
+                argv: vec!["/bin/sh".into(), "-c".into(), script],
+                log: root.join("record.log"),
+            },
+            Step::Daemon {
+                name: "daemon".into(),
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!("echo up >> {}/daemon; exec sleep 1000", out.display()),
+                ],
+                log: root.join("daemon.log"),
+                ready_socket: None,
+                ready_timeout_secs: 0,
+            },
+        ],
+        stop_grace_secs: 2,
+        path_prepend: vec![],
+    };
+    let plan_path = root.join("plan.json");
+    std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
+    let log = std::fs::File::create(root.join("node-init.log")).unwrap();
+    let mut unshare = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount",
+            "--propagation",
+            "private",
+            "--mount-proc",
+            "--",
+        ])
+        .arg(bin())
+        .arg("node-init")
+        .arg(&plan_path)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let wait_file = |p: &Path| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !p.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{} not written within 30 s; node-init said: {}",
+                p.display(),
+                std::fs::read_to_string(root.join("node-init.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::fs::read_to_string(p).unwrap()
+    };
+    let first = wait_file(&out.join("boot-1"));
+    let init = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.id()))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<i32>().ok())
+        .expect("node-init runs as the child of unshare");
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(init, libc::SIGUSR1) }, 0);
+    let second = wait_file(&out.join("boot-2"));
+    let daemon_starts = {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let d = std::fs::read_to_string(out.join("daemon")).unwrap_or_default();
+            if d.lines().count() >= 2 || Instant::now() > deadline {
+                break d;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // SAFETY: as above.
+    unsafe { libc::kill(init, libc::SIGTERM) };
+    let status = unshare.wait().unwrap();
+
+    let field = |rec: &str, key: &str| {
+        rec.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in {rec}"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(field(&first, "run"), "made", "{first}");
+    assert_eq!(field(&first, "lib"), "", "{first}");
+    assert_eq!(
+        field(&second, "run"),
+        "made",
+        "/run must start empty: {second}"
+    );
+    assert_eq!(
+        field(&second, "lib"),
+        "marker-1",
+        "/var/lib must be kept: {second}"
+    );
+    assert_eq!(field(&second, "sleeper"), "gone", "{second}");
+    let host_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let (id1, id2) = (field(&first, "id"), field(&second, "id"));
+    assert_ne!(id1, id2, "the boot ID must change");
+    assert_ne!(id1, host_id.trim(), "the node has a boot ID of its own");
+    assert_eq!(
+        daemon_starts.lines().count(),
+        2,
+        "the daemon starts at each boot"
+    );
+    assert!(status.success(), "node-init ended with {status}");
+}
