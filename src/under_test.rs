@@ -125,6 +125,9 @@ pub struct UnderTest {
     made: std::sync::Mutex<Vec<Made>>,
     /// The driver's processes on simulated nodes, one per node.
     processes: std::sync::Mutex<Vec<crate::host::process::ManagedProcess>>,
+    /// The device count a scenario restarted the driver with; `None`: as
+    /// deployed (the profile's devicesPerNode).
+    devices_now: tokio::sync::Mutex<Option<u32>>,
 }
 
 impl UnderTest {
@@ -137,6 +140,7 @@ impl UnderTest {
             images: BTreeSet::new(),
             made: Default::default(),
             processes: Default::default(),
+            devices_now: Default::default(),
         }
     }
 
@@ -207,6 +211,7 @@ impl UnderTest {
             images: BTreeSet::new(),
             made: Default::default(),
             processes: Default::default(),
+            devices_now: Default::default(),
         };
         if under.is_builtin() {
             return Ok(under);
@@ -214,7 +219,7 @@ impl UnderTest {
         let client = cluster.client();
         if let Deployment::SimulatedNodes { command } = &under.profile.deployment {
             let command = command.clone();
-            if let Err(e) = under.start_on_simulated_nodes(cluster, &command) {
+            if let Err(e) = under.start_on_simulated_nodes(cluster, &command, None) {
                 under.stop_processes();
                 return Err(e);
             }
@@ -244,11 +249,13 @@ impl UnderTest {
     }
 
     /// Starts `command` once per simulated node, its placeholders filled in
-    /// with that node's directories.
+    /// with that node's directories (and told `devices` through the
+    /// profile's deviceCount, when given).
     fn start_on_simulated_nodes(
         &self,
         cluster: &Cluster,
         command: &[String],
+        devices: Option<u32>,
     ) -> Result<(), UnderTestError> {
         let driver = self.profile.driver_name.clone();
         let dirs =
@@ -298,15 +305,12 @@ impl UnderTest {
             }
             // The kubelet's registration directory, where the profile says
             // how to pass it.
-            let mut env = Vec::new();
-            match &self.profile.registration_dir {
-                Some(profile::RegistrationDir::Flag(flag)) => {
-                    argv.push(format!("{flag}={}", registration.display()))
-                }
-                Some(profile::RegistrationDir::Env(var)) => {
-                    env.push(format!("{var}={}", registration.display()))
-                }
-                None => {}
+            let mut env: Vec<(String, String)> = Vec::new();
+            if let Some(setting) = &self.profile.registration_dir {
+                setting.apply(&mut argv, &mut env, &registration.display().to_string());
+            }
+            if let (Some(setting), Some(n)) = (&self.profile.device_count, devices) {
+                setting.apply(&mut argv, &mut env, &n.to_string());
             }
             // `env` sets the variables and runs the program, so the process
             // is the driver's own (its signals reach the driver).
@@ -319,7 +323,11 @@ impl UnderTest {
             } else {
                 (
                     "env".into(),
-                    env.into_iter().chain(argv).map(Into::into).collect(),
+                    env.into_iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .chain(argv)
+                        .map(Into::into)
+                        .collect(),
                 )
             };
             let log = logs.join(format!("{node}.log"));
@@ -336,6 +344,107 @@ impl UnderTest {
                 .push(p);
         }
         Ok(())
+    }
+
+    /// Restarts the driver telling it to offer `devices` per node (through
+    /// the profile's deviceCount): a new rollout of its DaemonSet(s) on real
+    /// nodes, its processes started again on simulated ones. Returns once
+    /// the driver runs again; its slices are for the caller to watch.
+    pub async fn restart_with_devices(
+        &self,
+        cluster: &Cluster,
+        devices: u32,
+    ) -> Result<(), UnderTestError> {
+        let driver = self.driver_name().to_owned();
+        let deploy = |message: String| UnderTestError::Deploy {
+            driver: driver.clone(),
+            message,
+        };
+        let Some(setting) = &self.profile.device_count else {
+            return Err(deploy(format!(
+                "cannot change how many devices it offers: profile {} has no deviceCount",
+                self.profile_name()
+            )));
+        };
+        let mut now = self.devices_now.lock().await;
+        match &self.profile.deployment {
+            Deployment::SimulatedNodes { command } => {
+                let left = self.stop_processes();
+                if !left.is_empty() {
+                    tracing::warn!("driver {driver} needed SIGKILL to stop: {left:?}");
+                }
+                self.start_on_simulated_nodes(cluster, command, Some(devices))?;
+            }
+            Deployment::RealNodes { .. } => {
+                if self.pods.is_empty() {
+                    return Err(deploy(
+                        "cannot restart it: its manifests have no DaemonSet".to_owned(),
+                    ));
+                }
+                let client = cluster.client();
+                for set in &self.pods {
+                    roll_out_with(&client, set, setting, devices)
+                        .await
+                        .map_err(deploy)?;
+                }
+            }
+            other => {
+                return Err(deploy(format!(
+                    "the runner restarts only a driver it deploys, not one in mode {}",
+                    other.mode()
+                )));
+            }
+        }
+        *now = (Some(devices) != self.profile.devices_per_node).then_some(devices);
+        Ok(())
+    }
+
+    /// Restarts the driver with the profile's devicesPerNode if a scenario
+    /// left it with another count; nothing otherwise.
+    pub async fn restore_devices(&self, cluster: &Cluster) -> Result<(), UnderTestError> {
+        let changed = *self.devices_now.lock().await;
+        match (changed, self.profile.devices_per_node) {
+            (Some(_), Some(n)) => self.restart_with_devices(cluster, n).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until the driver publishes devicesPerNode devices (or, without
+    /// it, any) on every ready node: as at the start of the run.
+    pub async fn wait_devices_as_deployed(
+        &self,
+        client: &kube::Client,
+    ) -> Result<(), UnderTestError> {
+        let Some(want) = self.profile.devices_per_node else {
+            return self.wait_devices(client, self.driver_name()).await;
+        };
+        let driver = self.driver_name().to_owned();
+        let deploy = |message: String| UnderTestError::Deploy {
+            driver: driver.clone(),
+            message,
+        };
+        let nodes = ready_nodes(client)
+            .await
+            .map_err(|e| deploy(format!("listing nodes: {e}")))?;
+        let slices: Api<ResourceSlice> = Api::all(client.clone());
+        let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
+        let what = format!("driver {driver} to publish {want} devices on every ready node again");
+        wait::list(&slices, config, &what, DEVICES_TIMEOUT, |items| {
+            let per_node: BTreeMap<String, usize> = devices_per_node(items)
+                .into_iter()
+                .map(|(n, d)| (n, d.len()))
+                .collect();
+            if nodes
+                .iter()
+                .all(|n| per_node.get(n).copied() == Some(want as usize))
+            {
+                Check::Done(())
+            } else {
+                Check::Pending(format!("devices per node {per_node:?}"))
+            }
+        })
+        .await
+        .map_err(|e| deploy(e.to_string()))
     }
 
     /// Stops the driver's processes on simulated nodes (SIGTERM, then
@@ -700,6 +809,100 @@ impl UnderTest {
 }
 
 /// `arg` with every `${name}` of `values` replaced.
+/// How long a DaemonSet's new rollout may take.
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Gives the DaemonSet's containers that carry `setting` the value
+/// `devices` and waits until the rollout is complete: every node's pod
+/// replaced and available.
+async fn roll_out_with(
+    client: &kube::Client,
+    set: &DriverPods,
+    setting: &profile::Setting,
+    devices: u32,
+) -> Result<(), String> {
+    let name = format!("DaemonSet {}/{}", set.namespace, set.daemonset);
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), &set.namespace);
+    let mut ds = api
+        .get(&set.daemonset)
+        .await
+        .map_err(|e| format!("reading {name}: {e}"))?;
+    let containers = ds
+        .spec
+        .template
+        .spec
+        .as_mut()
+        .map(|s| &mut s.containers)
+        .ok_or_else(|| format!("{name} has no pod spec"))?;
+    let mut changed = 0;
+    for c in containers.iter_mut() {
+        let value = devices.to_string();
+        match setting {
+            // The flag may be in `command` or `args`; it is replaced where it is.
+            profile::Setting::Flag(flag) => {
+                let prefix = format!("{flag}=");
+                for list in [&mut c.command, &mut c.args].into_iter().flatten() {
+                    if list.iter().any(|a| a.starts_with(&prefix)) {
+                        setting.apply(list, &mut Vec::new(), &value);
+                        changed += 1;
+                    }
+                }
+            }
+            profile::Setting::Env(var) => {
+                for e in c.env.iter_mut().flatten().filter(|e| &e.name == var) {
+                    e.value = Some(value.clone());
+                    e.value_from = None;
+                    changed += 1;
+                }
+            }
+        }
+    }
+    if changed == 0 {
+        let how = match setting {
+            profile::Setting::Flag(f) => format!("an argument {f}=N"),
+            profile::Setting::Env(e) => format!("environment variable {e}"),
+        };
+        return Err(format!(
+            "no container of {name} has {how}, which the profile's deviceCount says tells the \
+             driver its device count"
+        ));
+    }
+    let updated = api
+        .replace(&set.daemonset, &PostParams::default(), &ds)
+        .await
+        .map_err(|e| format!("updating {name}: {e}"))?;
+    let generation = updated.metadata.generation.unwrap_or_default();
+    let what = format!("{name} to roll out with {devices} devices per node");
+    wait::object(
+        &api,
+        &set.daemonset,
+        &what,
+        ROLLOUT_TIMEOUT,
+        |d: Option<&DaemonSet>| {
+            let Some(status) = d.and_then(|d| d.status.as_ref()) else {
+                return Check::Pending("no status yet".into());
+            };
+            let desired = status.desired_number_scheduled;
+            let done = status.observed_generation.unwrap_or_default() >= generation
+                && status.updated_number_scheduled.unwrap_or_default() == desired
+                && status.number_available.unwrap_or_default() == desired
+                && status.number_unavailable.unwrap_or_default() == 0;
+            if done {
+                Check::Done(())
+            } else {
+                Check::Pending(format!(
+                    "generation {} of {generation} observed; {} of {desired} updated, {} available",
+                    status.observed_generation.unwrap_or_default(),
+                    status.updated_number_scheduled.unwrap_or_default(),
+                    status.number_available.unwrap_or_default()
+                ))
+            }
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
 fn fill(arg: &str, values: &BTreeMap<&str, String>) -> String {
     values.iter().fold(arg.to_owned(), |a, (k, v)| {
         a.replace(&format!("${{{k}}}"), v)

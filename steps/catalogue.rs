@@ -123,6 +123,16 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the driver's pod on node 0 is restarted",
             },
             Entry {
+                pattern: "When the driver is restarted with one device fewer on every node / When the driver is restarted with all its devices",
+                description: "Restart the driver under test telling it (the profile's `deviceCount` flag or variable) to offer one device fewer than `devicesPerNode`, or all of them again: a new rollout of its DaemonSet on real nodes, its processes started again on simulated ones; waits for the rollout. Teardown restores the count and waits for the devices (tag the scenario `@DeviceCount`).",
+                example: "When the driver is restarted with one device fewer on every node",
+            },
+            Entry {
+                pattern: "Then the driver publishes one device fewer than noted",
+                description: "Wait (2 minutes) until each of the scenario's nodes shows the devices noted but one, and no other.",
+                example: "Then the driver publishes one device fewer than noted",
+            },
+            Entry {
                 pattern: "When <node> is rebooted",
                 description: "Reboot a real node of the local cluster: every process and container ends, run-time mounts go, `/run` (with `/var/run/cdi`) starts empty, `/var/lib` and `/etc` are kept; waits (3 minutes) for a new boot ID and the node Ready (tag the scenario `@NodeOperations`).",
                 example: "When node 0 is rebooted",

@@ -87,6 +87,10 @@ pub enum Created {
         driver: String,
         class: String,
     },
+    /// A step restarted the run's driver under test with another device
+    /// count: it is restarted with the profile's again (and its devices
+    /// waited for), so the next scenario finds it as deployed.
+    DeviceCount,
     /// An object of a manifest. Namespaced ones (workloads among them) go
     /// before the pods, so no controller re-creates pods.
     Object {
@@ -136,9 +140,10 @@ impl Created {
             } => Phase::Pods,
             Created::AllClaims | Created::Claim { .. } => Phase::Claims,
             Created::DeviceClass { .. } => Phase::Classes,
-            Created::Driver { .. } | Created::SlicesOf(_) | Created::UnderTest { .. } => {
-                Phase::Drivers
-            }
+            Created::Driver { .. }
+            | Created::SlicesOf(_)
+            | Created::UnderTest { .. }
+            | Created::DeviceCount => Phase::Drivers,
             Created::Namespace(_) | Created::Template(_) | Created::Object { .. } => {
                 Phase::Namespace
             }
@@ -174,6 +179,14 @@ impl Scenario {
     /// deletes whatever the step leaves.
     pub fn slices_published(&mut self, driver: &str) {
         self.push(Created::SlicesOf(driver.to_owned()));
+    }
+
+    /// The driver under test is about to be restarted with another device
+    /// count: teardown restores it (once, however many steps change it).
+    pub fn restores_device_count(&mut self) {
+        if !self.stack.iter().any(|c| matches!(c, Created::DeviceCount)) {
+            self.push(Created::DeviceCount);
+        }
     }
 
     /// `finalizer` is on `pod` (or about to be): teardown removes it.
@@ -378,6 +391,11 @@ impl Scenario {
                 delete_if_present(&api, name, &DeleteParams::default())
                     .await
                     .with_context(|| format!("deleting DeviceClass {name}"))
+            }
+            Created::DeviceCount => {
+                let ctx = super::context()?;
+                ctx.under_test.restore_devices(&ctx.cluster).await?;
+                Ok(ctx.under_test.wait_devices_as_deployed(client).await?)
             }
             Created::SlicesOf(driver) => {
                 let api: Api<ResourceSlice> = Api::all(client.clone());

@@ -44,6 +44,15 @@ sentences! {
     #[then("the driver publishes the devices noted")]
     fn devices_as_noted();
 
+    #[when("the driver is restarted with one device fewer on every node")]
+    fn restart_one_fewer();
+
+    #[when("the driver is restarted with all its devices")]
+    fn restart_all_devices();
+
+    #[then("the driver publishes one device fewer than noted")]
+    fn one_fewer_than_noted();
+
     #[then(expr = "{containers} of pod {string} has its device")]
     fn has_device(which: Containers, pod: String);
 
@@ -311,6 +320,67 @@ async fn devices_as_noted(w: &World) -> anyhow::Result<()> {
             Ok(())
         } else {
             Err(format!("noted {noted:?}"))
+        }
+    })
+    .await
+}
+
+/// A device goes away: the driver restarted through the profile's
+/// deviceCount with one fewer than devicesPerNode. Teardown restores the
+/// count if the scenario does not.
+async fn restart_one_fewer(w: &mut World) -> anyhow::Result<()> {
+    let ctx = context()?;
+    let under = &ctx.under_test;
+    let n = under.profile.devices_per_node.with_context(|| {
+        format!(
+            "driver {}'s profile gives no devicesPerNode; tag the scenario @DeviceCount so that \
+             it is skipped",
+            under.driver_name()
+        )
+    })?;
+    if n < 2 {
+        bail!(
+            "driver {} offers {n} device per node; one fewer would be none (devicesPerNode must \
+             be at least 2 for this step)",
+            under.driver_name()
+        );
+    }
+    w.scenario.restores_device_count();
+    under.restart_with_devices(&ctx.cluster, n - 1).await?;
+    Ok(())
+}
+
+async fn restart_all_devices(_w: &World) -> anyhow::Result<()> {
+    let ctx = context()?;
+    ctx.under_test.restore_devices(&ctx.cluster).await?;
+    Ok(())
+}
+
+/// On each of the scenario's nodes, the devices noted but one, and nothing
+/// else.
+async fn one_fewer_than_noted(w: &World) -> anyhow::Result<()> {
+    let noted = w
+        .noted_devices
+        .clone()
+        .context("no devices were noted; add `Given the driver's devices are noted` before")?;
+    let nodes = w.nodes.clone();
+    wait_devices(w, &nodes, |seen| {
+        let wrong: Vec<String> = nodes
+            .iter()
+            .filter_map(|n| {
+                let before: BTreeSet<&String> = noted.get(n).into_iter().flatten().collect();
+                let now: BTreeSet<&String> = seen.get(n).into_iter().flatten().collect();
+                let fine = now.is_subset(&before) && now.len() + 1 == before.len();
+                (!fine).then(|| format!("{n}: {} of the {} noted", now.len(), before.len()))
+            })
+            .collect();
+        if wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected one device fewer than noted; {}",
+                wrong.join(", ")
+            ))
         }
     })
     .await

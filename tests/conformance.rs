@@ -6,7 +6,8 @@
 //!
 //! The broken variants are the suite's own driver with a profile that
 //! breaks it (`deployment.faults`) or asks containers for what it never
-//! injects (tests/fixtures/conformance/). Upstream's test driver runs the
+//! injects, and upstream's test driver told its device count in a way it
+//! does not heed (tests/fixtures/conformance/). Upstream's test driver runs the
 //! pack on real nodes in `make conformance-real`.
 mod common;
 
@@ -64,12 +65,13 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
     .unwrap();
     let out = common::text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    // Every scenario but the one needing a deployed driver's pods and the
-    // one rebooting a real node.
+    // Every scenario but the one needing a deployed driver's pods, the one
+    // rebooting a real node and the one restarting the driver with fewer
+    // devices (its profile gives no deviceCount).
     assert!(
         out.contains(
             "driver conformance of the suite's own driver (profiles/builtin.yaml): \
-             29 behaviours: 27 passed, 2 skipped, 0 failed"
+             30 behaviours: 27 passed, 3 skipped, 0 failed"
         ),
         "{out}"
     );
@@ -81,10 +83,16 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         out.contains("  skipped: a rebooted node prepares its claims again and the containers find their devices (needs node operations"),
         "{out}"
     );
+    assert!(
+        out.contains(
+            "  skipped: slices follow a device that goes away (needs to make a device of driver"
+        ),
+        "{out}"
+    );
     let props = properties(&home.path().join("junit.xml"));
     assert_eq!(
         props.get("driver.conformance").map(String::as_str),
-        Some("27 passed, 2 skipped, 0 failed"),
+        Some("27 passed, 3 skipped, 0 failed"),
         "{props:?}"
     );
     assert_eq!(
@@ -110,7 +118,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "{page}"
     );
     assert!(
-        page.contains("29 behaviours: 27 passed, 2 skipped, 0 failed"),
+        page.contains("30 behaviours: 27 passed, 3 skipped, 0 failed"),
         "{page}"
     );
     assert!(
@@ -149,7 +157,7 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
     // node; it knows no driver pods to restart.
     assert!(
         out.contains(
-            "driver conformance of test-driver.cdi.k8s.io: 29 behaviours: 27 passed, 2 skipped, 0 failed"
+            "driver conformance of test-driver.cdi.k8s.io: 30 behaviours: 28 passed, 2 skipped, 0 failed"
         ),
         "{out}"
     );
@@ -221,11 +229,17 @@ const BROKEN: &[Broken] = &[
             "no device",
         ],
     },
+    Broken {
+        profile: "kept-device",
+        scenario: "slices follow a device that goes away",
+        step: "Then the driver publishes one device fewer than noted: timed out after 120s waiting for driver test-driver.cdi.k8s.io's devices on dra-e2e-node-",
+        parts: &["expected one device fewer than noted", "4 of the 4 noted"],
+    },
 ];
 
 #[test]
 fn broken_drivers_fail_the_scenario_that_guards_against_them() {
-    // The four runs at once: each is a cluster of its own, mostly waiting.
+    // The runs at once: each is a cluster of its own, mostly waiting.
     let runs: Vec<_> = BROKEN
         .iter()
         .map(|b| {

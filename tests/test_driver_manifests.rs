@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::DeviceClass;
 use serde::de::DeserializeOwned;
 
-use dra_e2e::profile::{Capability, Deployment, Options, Profile, RegistrationDir};
+use dra_e2e::profile::{Capability, Deployment, Options, Profile, Setting};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -301,7 +301,7 @@ fn the_daemon_set_runs_the_driver_as_the_profile_describes_it() {
 
     // The registration directory flag the profile names, and each host
     // directory the driver is told about mounted at the same path.
-    let Some(RegistrationDir::Flag(reg_flag)) = &p.registration_dir else {
+    let Some(Setting::Flag(reg_flag)) = &p.registration_dir else {
         panic!("the profile should name a registration directory flag");
     };
     let volumes = pod.volumes.unwrap_or_default();

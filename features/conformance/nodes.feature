@@ -19,3 +19,16 @@ Feature: driver conformance: every node
       | node selector | 1 |
     Then all pods are running with their devices
     And all pods run on different nodes
+
+  @DeviceCount @serial
+  Scenario: slices follow a device that goes away
+    A device the driver no longer offers (a card pulled, a partition
+    undone) must leave its slices, so that the scheduler stops allocating
+    it; when it is back, so is it. The runner restarts the driver with one
+    device fewer on every node (the profile's deviceCount says how to tell
+    it), then with all of them again.
+    Given the driver's devices are noted
+    When the driver is restarted with one device fewer on every node
+    Then the driver publishes one device fewer than noted
+    When the driver is restarted with all its devices
+    Then the driver publishes the devices noted

@@ -72,7 +72,10 @@ pub struct Profile {
     pub deployment: Deployment,
     /// How the driver is told to put its registration socket elsewhere than
     /// the kubelet's directory, for something between kubelet and driver.
-    pub registration_dir: Option<RegistrationDir>,
+    pub registration_dir: Option<Setting>,
+    /// How the driver is told how many devices each node offers, so that
+    /// the runner can make one go away (restart it with one fewer).
+    pub device_count: Option<Setting>,
     pub capabilities: BTreeSet<Capability>,
     pub container_check: ContainerCheck,
     /// How many devices each node offers; unknown when `None`, and then
@@ -181,14 +184,38 @@ impl Deployment {
     }
 }
 
-/// How to point the driver at a registration directory of our choosing.
+/// How the driver is told a value (its registration directory, its device
+/// count): a flag or an environment variable of its program.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RegistrationDir {
-    /// A command-line flag taking the directory (`--plugin-registration-path`),
-    /// passed as `FLAG=DIR`.
+pub enum Setting {
+    /// A command-line flag taking the value (`--plugin-registration-path`),
+    /// passed as `FLAG=VALUE`.
     Flag(String),
-    /// An environment variable holding the directory.
+    /// An environment variable holding the value.
     Env(String),
+}
+
+impl Setting {
+    /// `argv` and `env` with this setting given `value`: a flag's earlier
+    /// `FLAG=...` argument replaced (or the flag added at the end), an
+    /// environment variable's earlier value replaced (or the variable
+    /// added).
+    pub fn apply(&self, argv: &mut Vec<String>, env: &mut Vec<(String, String)>, value: &str) {
+        match self {
+            Setting::Flag(flag) => {
+                let given = format!("{flag}={value}");
+                let prefix = format!("{flag}=");
+                match argv.iter_mut().find(|a| a.starts_with(&prefix)) {
+                    Some(a) => *a = given,
+                    None => argv.push(given),
+                }
+            }
+            Setting::Env(name) => match env.iter_mut().find(|(n, _)| n == name) {
+                Some((_, v)) => *v = value.to_owned(),
+                None => env.push((name.clone(), value.to_owned())),
+            },
+        }
+    }
 }
 
 /// How a container shows that it got its device. Both parts must hold when
@@ -382,6 +409,7 @@ impl Profile {
             device_class: DeviceClass::Existing(device_class.to_owned()),
             deployment: Deployment::Installed,
             registration_dir: None,
+            device_count: None,
             capabilities: BTreeSet::new(),
             container_check: ContainerCheck::any_injected_env(),
             devices_per_node: None,
@@ -455,11 +483,16 @@ impl Profile {
                 list(&mut out, 4, &mut command.iter().cloned());
             }
         }
-        if let Some(r) = &self.registration_dir {
-            line(&mut out, 0, "registrationDir:");
-            match r {
-                RegistrationDir::Flag(f) => line(&mut out, 2, &format!("flag: {}", scalar(f))),
-                RegistrationDir::Env(e) => line(&mut out, 2, &format!("env: {}", scalar(e))),
+        for (field, setting) in [
+            ("registrationDir", &self.registration_dir),
+            ("deviceCount", &self.device_count),
+        ] {
+            if let Some(r) = setting {
+                line(&mut out, 0, &format!("{field}:"));
+                match r {
+                    Setting::Flag(f) => line(&mut out, 2, &format!("flag: {}", scalar(f))),
+                    Setting::Env(e) => line(&mut out, 2, &format!("env: {}", scalar(e))),
+                }
             }
         }
         if self.capabilities.is_empty() {
@@ -505,6 +538,29 @@ fn scalar(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_setting_replaces_its_earlier_value_or_is_added() {
+        let flag = Setting::Flag("--num-devices".into());
+        let mut argv = vec![
+            "drv".to_owned(),
+            "--num-devices=4".to_owned(),
+            "-v".to_owned(),
+        ];
+        let mut env = Vec::new();
+        flag.apply(&mut argv, &mut env, "3");
+        assert_eq!(argv, ["drv", "--num-devices=3", "-v"]);
+        let mut bare = vec!["drv".to_owned()];
+        flag.apply(&mut bare, &mut env, "2");
+        assert_eq!(bare, ["drv", "--num-devices=2"]);
+        assert!(env.is_empty());
+        let var = Setting::Env("NUM_DEVICES".into());
+        let mut env = vec![("NUM_DEVICES".to_owned(), "4".to_owned())];
+        var.apply(&mut bare, &mut env, "3");
+        var.apply(&mut bare, &mut Vec::new(), "1");
+        assert_eq!(env, [("NUM_DEVICES".to_owned(), "3".to_owned())]);
+        assert_eq!(bare, ["drv", "--num-devices=2"]);
+    }
+
     use super::*;
 
     #[test]
@@ -578,7 +634,8 @@ mod tests {
                     "${cdiDir}".into(),
                 ],
             },
-            registration_dir: Some(RegistrationDir::Env("REG_DIR".into())),
+            registration_dir: Some(Setting::Env("REG_DIR".into())),
+            device_count: Some(Setting::Flag("--num-devices".into())),
             capabilities: [Capability::AdminAccess, Capability::OpaqueConfig].into(),
             container_check: ContainerCheck {
                 env: vec![EnvPattern::new("*"), EnvPattern::new("user_*=yes")],

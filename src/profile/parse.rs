@@ -11,7 +11,7 @@ use super::names::{closest, dns_subdomain_problem, is_env_name};
 use super::yaml::{self, Node, Value, describe, line};
 use super::{
     COMMAND_PLACEHOLDERS, Capability, ContainerCheck, Deployment, DeviceClass, EnvPattern, Fault,
-    Mistake, Mode, NAMESPACE_PLACEHOLDER, Profile, RegistrationDir,
+    Mistake, Mode, NAMESPACE_PLACEHOLDER, Profile, Setting,
 };
 
 /// How thoroughly to check.
@@ -31,6 +31,7 @@ const FIELDS: &[&str] = &[
     "capabilities",
     "containerCheck",
     "devicesPerNode",
+    "deviceCount",
 ];
 
 /// Parses and checks profile text read from `file` (whose directory
@@ -354,7 +355,10 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
         .and_then(|f| deployment(ctx, &f));
     let registration = m
         .take("registrationDir")
-        .and_then(|f| registration(ctx, &f));
+        .and_then(|f| setting(ctx, &f, "--plugin-registration-path"));
+    let device_count = m
+        .take("deviceCount")
+        .and_then(|f| setting(ctx, &f, "--num-devices"));
     let capabilities = m
         .take("capabilities")
         .and_then(|f| capabilities(ctx, &f))
@@ -473,11 +477,35 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
         }
     }
 
+    if let Some((_, l, path)) = &device_count {
+        if devices.is_none() {
+            ctx.mistake(
+                *l,
+                path,
+                "needs devicesPerNode: the runner restarts the driver with one device fewer \
+                 than it, then with it again",
+            );
+        }
+        if let Some(m) = mode
+            && !matches!(m, Mode::RealNodes | Mode::SimulatedNodes)
+        {
+            ctx.mistake(
+                *l,
+                path,
+                format!(
+                    "the runner restarts only a driver it deploys (deployment.mode RealNodes or \
+                     SimulatedNodes), not one in mode {m}"
+                ),
+            );
+        }
+    }
+
     Some(Profile {
         driver_name: driver?.0,
         device_class: class?.0,
         deployment: deployment?.0,
         registration_dir: registration.map(|r| r.0),
+        device_count: device_count.map(|r| r.0),
         capabilities,
         container_check: check?.0,
         devices_per_node: devices.map(|d| d.0),
@@ -718,7 +746,10 @@ fn check_command(ctx: &mut Ctx, items: &[Item]) {
     }
 }
 
-fn registration(ctx: &mut Ctx, f: &Field) -> Option<(RegistrationDir, u64, String)> {
+/// `flag` or `env`: how the driver is told a value (`example` is a flag
+/// for the messages).
+fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, String)> {
+    let field = f.path.clone();
     let mut m = ctx.map(f.node, &f.path, f.line)?;
     let flag = m.take("flag").and_then(|ff| {
         let s = ctx.string(ff.node, &ff.path)?;
@@ -729,7 +760,7 @@ fn registration(ctx: &mut Ctx, f: &Field) -> Option<(RegistrationDir, u64, Strin
                 &ff.path,
                 format!(
                     "`{s}` is not a flag name: it starts with `-`, has no spaces and no `=` \
-                     (the runner passes FLAG=DIR), e.g. --plugin-registration-path"
+                     (the runner passes FLAG=VALUE), e.g. {example}"
                 ),
             );
             return None;
@@ -754,15 +785,15 @@ fn registration(ctx: &mut Ctx, f: &Field) -> Option<(RegistrationDir, u64, Strin
     let set = m.has("flag") || m.has("env");
     m.finish(ctx, &["flag", "env"]);
     match (flag, env) {
-        (Some((s, _)), None) => Some((RegistrationDir::Flag(s), f.line, f.path.clone())),
-        (None, Some((s, _, _))) => Some((RegistrationDir::Env(s), f.line, f.path.clone())),
+        (Some((s, _)), None) => Some((Setting::Flag(s), f.line, f.path.clone())),
+        (None, Some((s, _, _))) => Some((Setting::Env(s), f.line, f.path.clone())),
         (Some((_, flag_line)), Some((_, l, path))) => {
             ctx.mistake(
                 l,
                 &path,
                 format!(
-                    "conflicts with registrationDir.flag (line {flag_line}): the driver is told \
-                     one way, not both"
+                    "conflicts with {field}.flag (line {flag_line}): the driver is told one way, \
+                     not both"
                 ),
             );
             None
@@ -772,7 +803,7 @@ fn registration(ctx: &mut Ctx, f: &Field) -> Option<(RegistrationDir, u64, Strin
                 ctx.mistake(
                     f.line,
                     &f.path,
-                    "set `flag` (e.g. --plugin-registration-path) or `env`",
+                    format!("set `flag` (e.g. {example}) or `env`"),
                 );
             }
             None
@@ -887,6 +918,28 @@ mod tests {
         "driverName: gpu.example.com\ndeviceClass:\n  name: gpu\ndeployment:\n  mode: Installed\n";
 
     #[test]
+    fn a_device_count_needs_devices_per_node_and_a_driver_the_runner_deploys() {
+        assert_eq!(
+            mistakes(&format!("{BASE}deviceCount:\n  flag: --num-devices\n")),
+            [
+                "line 6: field `deviceCount`: needs devicesPerNode: the runner restarts the driver with one device fewer than it, then with it again",
+                "line 6: field `deviceCount`: the runner restarts only a driver it deploys (deployment.mode RealNodes or SimulatedNodes), not one in mode Installed",
+            ]
+        );
+        assert_eq!(
+            mistakes(&format!(
+                "{BASE}devicesPerNode: 2\ndeviceCount:\n  flag: num-devices\n"
+            )),
+            [
+                "line 8: field `deviceCount.flag`: `num-devices` is not a flag name: it starts with `-`, has no spaces and no `=` (the runner passes FLAG=VALUE), e.g. --num-devices",
+            ]
+        );
+        let sim = "driverName: gpu.example.com\ndeviceClass:\n  name: gpu\ndeployment:\n  mode: SimulatedNodes\n  command: [drv, \"--reg=${registrationDir}\"]\ndevicesPerNode: 2\ndeviceCount:\n  env: NUM_DEVICES\n";
+        let p = parse_str(sim, Path::new("p.yaml"), Options { check_files: false }).unwrap();
+        assert_eq!(p.device_count, Some(Setting::Env("NUM_DEVICES".into())));
+    }
+
+    #[test]
     fn types_and_unknown_fields_of_nested_mappings() {
         assert_eq!(
             mistakes(&format!("{BASE}capabilities: AdminAccess\n")),
@@ -949,7 +1002,7 @@ mod tests {
                 "{BASE}registrationDir:\n  flag: plugin-dir\ncapabilities: [OpaqueConfig, OpaqueConfig]\ncontainerCheck:\n  env: []\n  command: []\n"
             )),
             [
-                "line 7: field `registrationDir.flag`: `plugin-dir` is not a flag name: it starts with `-`, has no spaces and no `=` (the runner passes FLAG=DIR), e.g. --plugin-registration-path",
+                "line 7: field `registrationDir.flag`: `plugin-dir` is not a flag name: it starts with `-`, has no spaces and no `=` (the runner passes FLAG=VALUE), e.g. --plugin-registration-path",
                 "line 8: field `capabilities[1]`: OpaqueConfig is listed twice (first on line 8)",
                 "line 10: field `containerCheck.env`: is empty; list NAME or NAME=VALUE patterns, or leave env out",
                 "line 11: field `containerCheck.command`: is empty; give the program and its arguments",

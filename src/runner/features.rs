@@ -29,6 +29,7 @@ pub fn tag_is_known(tag: &str) -> bool {
         "DevicesPerNode",
         "DriverPods",
         "NodeOperations",
+        "DeviceCount",
     ];
     const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
     EXACT.contains(&tag)
@@ -120,6 +121,13 @@ pub fn skip_reason(
         return Some(format!(
             "needs to know how many devices driver {} offers per node; its profile does not say \
              (devicesPerNode)",
+            profile.driver_name
+        ));
+    }
+    if names.clone().any(|t| t == "DeviceCount") && profile.device_count.is_none() {
+        return Some(format!(
+            "needs to make a device of driver {} go away; its profile does not say how the \
+             driver is told its device count (deviceCount)",
             profile.driver_name
         ));
     }

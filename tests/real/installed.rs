@@ -116,7 +116,7 @@ async fn the_pack_runs_against_an_installed_driver_named_by_keps_two_flags() {
     // reason, every other one passes.
     assert!(
         out.contains(&format!(
-            "driver conformance of {DRIVER}: 29 behaviours: 22 passed, 7 skipped, 0 failed"
+            "driver conformance of {DRIVER}: 30 behaviours: 22 passed, 8 skipped, 0 failed"
         )),
         "{out}"
     );
@@ -124,6 +124,7 @@ async fn the_pack_runs_against_an_installed_driver_named_by_keps_two_flags() {
     assert!(out.contains("needs driver capability AdminAccess"), "{out}");
     assert!(out.contains("devicesPerNode"), "{out}");
     assert!(out.contains("needs node operations"), "{out}");
+    assert!(out.contains("(deviceCount)"), "{out}");
     assert!(out.contains("leak check: nothing left behind"), "{out}");
     assert_eq!(code, Some(0), "{t}");
     common::assert_nothing_left(home.path(), &t);
