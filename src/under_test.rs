@@ -367,6 +367,9 @@ impl UnderTest {
             )));
         };
         let mut now = self.devices_now.lock().await;
+        // Noted before trying: a restart that fails half-way may have
+        // changed the driver, and teardown must then restore it.
+        *now = (Some(devices) != self.profile.devices_per_node).then_some(devices);
         match &self.profile.deployment {
             Deployment::SimulatedNodes { command } => {
                 let left = self.stop_processes();
@@ -395,7 +398,6 @@ impl UnderTest {
                 )));
             }
         }
-        *now = (Some(devices) != self.profile.devices_per_node).then_some(devices);
         Ok(())
     }
 
