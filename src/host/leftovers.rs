@@ -43,6 +43,11 @@ pub const REGISTRY_ENV: &str = "DRA_E2E_RUN_RECORDS";
 /// A record's file name ends in this; a record being written has `.new`.
 const RECORD_SUFFIX: &str = ".run";
 const NEW_SUFFIX: &str = ".new";
+/// How long a `.new` record is left alone by other runs' reclaims: its run
+/// creates it, then locks it, and between the two it looks like a gone
+/// run's (parallel runs starting at once removed each other's this way). A
+/// run that died in that instant leaves one that goes after this.
+const NEW_GRACE: Duration = Duration::from_secs(60);
 
 /// How old a network namespace with no record must be before it counts as
 /// left over when no process uses it. An older version's live run makes its
@@ -539,6 +544,17 @@ impl Registry {
         recorded: &mut BTreeSet<Item>,
         out: &mut Reclaimed,
     ) {
+        let being_written = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(NEW_SUFFIX));
+        if being_written
+            && fs::symlink_metadata(path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < NEW_GRACE))
+        {
+            return;
+        }
         let file = match File::options()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
@@ -1050,6 +1066,25 @@ mod tests {
         for lines in [&r.removed, &r.alive, &r.unrecorded, &r.failed] {
             assert_eq!(about(lines, t), Vec::<String>::new(), "{r:?}");
         }
+    }
+
+    #[test]
+    fn a_record_just_being_made_is_left_to_its_run_an_old_one_goes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let registry = Registry::at(tmp.path().join("runs"));
+        registry.ensure().unwrap();
+        // As a starting run has it between creating and locking it.
+        let new = registry.dir().join(format!("0badcafe{NEW_SUFFIX}"));
+        let file = File::create(&new).unwrap();
+        let r = registry.reclaim(false);
+        assert!(
+            new.exists(),
+            "a fresh record in the making was removed: {r:?}"
+        );
+        file.set_modified(std::time::SystemTime::now() - NEW_GRACE * 2)
+            .unwrap();
+        registry.reclaim(false);
+        assert!(!new.exists(), "a dead run's record in the making stays");
     }
 
     #[test]
