@@ -305,13 +305,17 @@ async fn devices_noted(w: &mut World) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The devices per node `the driver's devices are noted` kept.
+fn noted(w: &World) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    w.noted_devices
+        .clone()
+        .context("no devices were noted; add `Given the driver's devices are noted` before")
+}
+
 /// The same device names on each of the scenario's nodes as noted (a
 /// restarted driver must come back with the devices it had).
 async fn devices_as_noted(w: &World) -> anyhow::Result<()> {
-    let noted = w
-        .noted_devices
-        .clone()
-        .context("no devices were noted; add `When the driver's devices are noted` before")?;
+    let noted = noted(w)?;
     let nodes = w.nodes.clone();
     wait_devices(w, &nodes, |seen| {
         let mut seen = seen.clone();
@@ -359,10 +363,7 @@ async fn restart_all_devices(_w: &World) -> anyhow::Result<()> {
 /// On each of the scenario's nodes, the devices noted but one, and nothing
 /// else.
 async fn one_fewer_than_noted(w: &World) -> anyhow::Result<()> {
-    let noted = w
-        .noted_devices
-        .clone()
-        .context("no devices were noted; add `Given the driver's devices are noted` before")?;
+    let noted = noted(w)?;
     let nodes = w.nodes.clone();
     wait_devices(w, &nodes, |seen| {
         let wrong: Vec<String> = nodes
