@@ -73,11 +73,13 @@ pub enum UnderTestError {
         message: String,
     },
     #[error(
-        "driver {driver} publishes no devices on node(s) {nodes}: {message}\n{pods}The run \
+        "driver {driver} publishes {expected} on node(s) {nodes}: {message}\n{pods}The run \
          needs the driver running on every ready node before its scenarios start."
     )]
     NoDevices {
         driver: String,
+        /// What it should publish and does not, e.g. "no devices".
+        expected: String,
         nodes: String,
         message: String,
         pods: String,
@@ -243,7 +245,7 @@ impl UnderTest {
             }
         }
         self.class = Some(self.class_ready(client).await?);
-        self.wait_devices(client, &driver).await?;
+        self.wait_devices(client, &driver, None).await?;
         self.images = self.pod_images(client).await;
         Ok(())
     }
@@ -412,41 +414,14 @@ impl UnderTest {
     }
 
     /// Waits until the driver publishes devicesPerNode devices (or, without
-    /// it, any) on every ready node: as at the start of the run.
+    /// it, any) on every ready node, so the next scenario finds the driver as
+    /// deployed.
     pub async fn wait_devices_as_deployed(
         &self,
         client: &kube::Client,
     ) -> Result<(), UnderTestError> {
-        let Some(want) = self.profile.devices_per_node else {
-            return self.wait_devices(client, self.driver_name()).await;
-        };
-        let driver = self.driver_name().to_owned();
-        let deploy = |message: String| UnderTestError::Deploy {
-            driver: driver.clone(),
-            message,
-        };
-        let nodes = ready_nodes(client)
+        self.wait_devices(client, self.driver_name(), self.profile.devices_per_node)
             .await
-            .map_err(|e| deploy(format!("listing nodes: {e}")))?;
-        let slices: Api<ResourceSlice> = Api::all(client.clone());
-        let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
-        let what = format!("driver {driver} to publish {want} devices on every ready node again");
-        wait::list(&slices, config, &what, DEVICES_TIMEOUT, |items| {
-            let per_node: BTreeMap<String, usize> = devices_per_node(items)
-                .into_iter()
-                .map(|(n, d)| (n, d.len()))
-                .collect();
-            if nodes
-                .iter()
-                .all(|n| per_node.get(n).copied() == Some(want as usize))
-            {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("devices per node {per_node:?}"))
-            }
-        })
-        .await
-        .map_err(|e| deploy(e.to_string()))
     }
 
     /// Stops the driver's processes on simulated nodes (SIGTERM, then
@@ -588,6 +563,7 @@ impl UnderTest {
         &self,
         client: &kube::Client,
         driver: &str,
+        want: Option<u32>,
     ) -> Result<(), UnderTestError> {
         let nodes = ready_nodes(client)
             .await
@@ -595,20 +571,37 @@ impl UnderTest {
                 driver: driver.to_owned(),
                 message: format!("listing nodes: {e}"),
             })?;
+        // A node falls short with no device, or with another count than
+        // `want` when it is given.
+        let short = |per_node: &BTreeMap<String, Vec<String>>| -> Vec<String> {
+            nodes
+                .iter()
+                .filter(|n| {
+                    per_node
+                        .get(*n)
+                        .is_none_or(|d| d.is_empty() || want.is_some_and(|w| d.len() != w as usize))
+                })
+                .cloned()
+                .collect()
+        };
+        let (goal, expected) = match want {
+            Some(w) => (
+                format!("{w} devices"),
+                format!("not the {w} devices per node its profile gives (devicesPerNode)"),
+            ),
+            None => ("devices".to_owned(), "no devices".to_owned()),
+        };
         let slices: Api<ResourceSlice> = Api::all(client.clone());
         let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
-        let what = format!("driver {driver} to publish devices on every ready node");
+        let what = format!("driver {driver} to publish {goal} on every ready node");
         let result = wait::list(&slices, config, &what, DEVICES_TIMEOUT, |items| {
             let per_node = devices_per_node(items);
-            let missing: Vec<&String> = nodes
-                .iter()
-                .filter(|n| per_node.get(*n).is_none_or(|d| d.is_empty()))
-                .collect();
+            let missing = short(&per_node);
             if missing.is_empty() {
                 Check::Done(())
             } else {
                 Check::Pending(format!(
-                    "devices per node {:?}; none on {missing:?}",
+                    "devices per node {:?}; short on {missing:?}",
                     per_node
                         .iter()
                         .map(|(n, d)| (n.clone(), d.len()))
@@ -625,14 +618,10 @@ impl UnderTest {
                     .await
                     .map(|l| devices_per_node(&l.items))
                     .unwrap_or_default();
-                let missing: Vec<String> = nodes
-                    .iter()
-                    .filter(|n| per_node.get(*n).is_none_or(|d| d.is_empty()))
-                    .cloned()
-                    .collect();
                 Err(UnderTestError::NoDevices {
                     driver: driver.to_owned(),
-                    nodes: missing.join(", "),
+                    expected,
+                    nodes: short(&per_node).join(", "),
                     message: e.to_string(),
                     pods: self.describe_pods(client).await,
                 })
@@ -810,7 +799,6 @@ impl UnderTest {
     }
 }
 
-/// `arg` with every `${name}` of `values` replaced.
 /// How long a DaemonSet's new rollout may take.
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -905,6 +893,7 @@ async fn roll_out_with(
     .map_err(|e| e.to_string())
 }
 
+/// `arg` with every `${name}` of `values` replaced.
 fn fill(arg: &str, values: &BTreeMap<&str, String>) -> String {
     values.iter().fold(arg.to_owned(), |a, (k, v)| {
         a.replace(&format!("${{{k}}}"), v)
