@@ -9,40 +9,6 @@ Feature: kubelet
     And a driver with a network pool of 10 devices
     And a device class
 
-  Scenario: registers plugin
-    Then the driver is registered on every node
-
-  Scenario: must retry NodePrepareResources
-    When NodePrepareResources is made to fail on node 0
-    And pod "tester-1" with an inline claim is created
-    Then NodePrepareResources is called on node 0
-    When NodePrepareResources no longer fails on node 0
-    Then pod "tester-1" is running
-    And NodePrepareResources has been called again on node 0
-    And every container of pod "tester-1" has env "user_a=b"
-
-  Scenario: must not run a pod if a claim is not ready
-    Given an external claim "external-claim"
-    When pod "tester-1" using claim "external-claim" is created
-      | node | 0 |
-    Then pod "tester-1" stays pending for 20s
-    And NodePrepareResources was called 0 times on node 0
-
-  Scenario: must unprepare resources for force-deleted pod
-    Given an external claim "external-claim"
-    When pod "tester-1" using claim "external-claim" is created
-      | grace period | 0 |
-    Then pod "tester-1" is running
-    And the plugin on node 0 has prepared claim "external-claim"
-    When pod "tester-1" is force-deleted
-    Then no plugin has prepared claims
-
-  Scenario: must call NodePrepareResources even if not used by any container
-    When pod "tester-1" with an inline claim is created
-      | containers use the claims | no |
-    Then pod "tester-1" is running
-    And the plugin on node 0 has prepared the claim of pod "tester-1"
-
   Scenario: must map configs and devices to the right containers
     Given an external claim "all" with spec:
       """
@@ -102,26 +68,6 @@ Feature: kubelet
     Then pod "tester-1" is running
     And container "with-resource" of pod "tester-1" has exactly the driver env "user_all_config0=true", "user_all_config1=true", "user_all_config2=true", "claim_all_req0=true", "claim_all_req1=true", "claim_all_req2=true", "user_container0_config0=true", "user_container0_config1=true", "user_container0_config2=true", "claim_container0_req0=true", "claim_container0_req1=true", "claim_container0_req2=true"
     And container "with-resource-1" of pod "tester-1" has exactly the driver env "user_all_config0=true", "user_all_config1=true", "user_all_config2=true", "claim_all_req0=true", "claim_all_req1=true", "claim_all_req2=true", "user_container1_config0=true", "user_container1_config1=true", "claim_container1_req1=true"
-
-  @KubeletMinVersion:1.34
-  Scenario: blocks new pod after force-delete
-    Given an external claim "external-claim"
-    When pod "tester-1" using claim "external-claim" is created
-      | node selector | 0 |
-      | grace period  | 0 |
-    Then pod "tester-1" is running
-    When NodeUnprepareResources is made to fail on node 0
-    And pod "tester-1" is force-deleted
-    And claim "external-claim" is force-deleted
-    Then claim "external-claim" is deleted
-    And the plugin on node 0 still has the old claim "external-claim" prepared
-    Given an external claim "external-claim"
-    When pod "tester-2" using claim "external-claim" is created
-      | node selector | 0 |
-    Then pod "tester-2" gets a "FailedPrepareDynamicResources" event containing "old ResourceClaim with same name external-claim and different UID ${old uid:external-claim} still exists"
-    When NodeUnprepareResources no longer fails on node 0
-    Then pod "tester-2" is running
-    And the plugin on node 0 has prepared only the current claim "external-claim"
 
   Scenario: DaemonSet with admin access
     Given the namespace is labelled "resource.kubernetes.io/admin-access=true"

@@ -16,7 +16,7 @@ pub(crate) use pass_through::{pass_through_io, pass_through_read, pass_through_w
 use std::io;
 use std::pin::Pin;
 
-use futures::Stream;
+use futures::{Future as _, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Anything a server can read from and write to.
@@ -33,19 +33,35 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> AsyncReadWrite for T {}
 pub struct Conn {
     inner: Box<dyn AsyncReadWrite>,
     peer: String,
+    cut: CutHandle,
+    /// Resolves once `cut` is used; polled by reads so that a cut wakes a
+    /// connection waiting for its peer.
+    cut_wait: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
 }
 
 impl Conn {
     /// `peer` describes the connection's origin for logs.
     pub fn new(io: impl AsyncReadWrite, peer: impl Into<String>) -> Self {
+        let cut = CutHandle::default();
         Self {
             inner: Box::new(AcceptAnyAuthority::new(io)),
             peer: peer.into(),
+            cut_wait: Box::pin(cut.0.clone().cancelled_owned()),
+            cut,
         }
     }
 
     pub fn peer(&self) -> &str {
         &self.peer
+    }
+
+    fn cut_now(&mut self, cx: &mut std::task::Context<'_>) -> Option<io::Error> {
+        self.cut_wait.as_mut().poll(cx).is_ready().then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "connection cut by injection",
+            )
+        })
     }
 }
 
@@ -55,13 +71,90 @@ impl std::fmt::Debug for Conn {
     }
 }
 
-pass_through_io!([] Conn, inner);
+// A cut connection fails every read and write, so the server serving it
+// drops it (and every call on it) as if the peer had gone.
+impl tokio::io::AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        if let Some(e) = self.cut_now(cx) {
+            return std::task::Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if let Some(e) = self.cut_now(cx) {
+            return std::task::Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if let Some(e) = self.cut_now(cx) {
+            return std::task::Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Closes one accepted connection from inside a call it carries (see
+/// [`crate::plugin::calls::Injection::Cut`]).
+#[derive(Debug, Clone, Default)]
+pub struct CutHandle(tokio_util::sync::CancellationToken);
+
+impl CutHandle {
+    pub fn cut(&self) {
+        self.0.cancel();
+    }
+}
+
+/// What a server's handlers learn of the connection a call came on (tonic
+/// puts it into every request's extensions).
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub peer: String,
+    pub cut: CutHandle,
+}
 
 impl tonic::transport::server::Connected for Conn {
-    type ConnectInfo = String;
+    type ConnectInfo = ConnInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.peer.clone()
+        ConnInfo {
+            peer: self.peer.clone(),
+            cut: self.cut.clone(),
+        }
     }
 }
 

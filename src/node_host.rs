@@ -9,7 +9,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
-use crate::conn::Incoming;
+use crate::conn::{AsyncReadWrite, Incoming};
+
+/// A connection the runner opened to a socket on a node.
+pub type Dialled = Box<dyn AsyncReadWrite>;
 use crate::node_files::NodeFiles;
 
 /// A served socket: connections made by the node's kubelet to the socket path.
@@ -85,6 +88,16 @@ pub trait NodeHost: Send + Sync {
     }
     /// Starts accepting the kubelet's connections to `socket` (a host path).
     async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError>;
+    /// Opens one connection to the unix socket `socket` on `node` (a host
+    /// path), as a process on the node would: how the interposer reaches
+    /// the sockets of a driver running there.
+    async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
+        Err(SocketError {
+            node: node.to_owned(),
+            socket: socket.to_owned(),
+            message: "this kind of node host cannot connect to sockets on its nodes".to_owned(),
+        })
+    }
     /// Removes what the host set up for the driver (proxy pods). What is
     /// left is only a wait (for pods to terminate): it is handed back, so the
     /// caller may let it run beside whatever comes next.

@@ -7,7 +7,8 @@ use cucumber::{then, when};
 
 use super::World;
 use super::claims::claim_name;
-use super::params::{ApiVersion, ClaimPhrase, DriverRef, Method, MethodOf, NodeSel};
+use super::params::{ApiVersion, ClaimPhrase, DriverRef, Dur, Method, MethodOf, NodeSel};
+use crate::plugin::calls::Injection;
 use crate::plugin::{HealthApi, NodeApi};
 use crate::wait::{self, Check};
 
@@ -15,7 +16,23 @@ sentences! {
     #[when(expr = "{method} is made to fail on {node}")]
     fn make_fail(m: MethodOf, node: NodeSel);
 
+    /// The driver does the work, the kubelet gets an error instead of its
+    /// answer.
+    #[when(expr = "{method} is made to fail after the driver answers on {node}")]
+    fn fail_answer(m: MethodOf, node: NodeSel);
+
+    #[when(expr = "{method} is delayed by {duration} on {node}")]
+    fn delay(m: MethodOf, d: Dur, node: NodeSel);
+
+    /// The driver does the work, then the connection the call came on is
+    /// closed instead of answering.
+    #[when(expr = "{method} has its connection cut after the driver answers on {node}")]
+    fn cut(m: MethodOf, node: NodeSel);
+
+    /// Ends whatever was injected (a failure, a delay, a cut).
     #[when(expr = "{method} no longer fails on {node}")]
+    #[when(expr = "{method} is no longer delayed on {node}")]
+    #[when(expr = "{method} is no longer cut on {node}")]
     fn stop_fail(m: MethodOf, node: NodeSel);
 
     #[when(expr = "{method} is stalled on {node}")]
@@ -62,28 +79,48 @@ const FAILABLE: [Method; 4] = [
     Method::NotifyRegistrationStatus,
 ];
 
+/// How long the kubelet may take to call again (upstream's retry timeout).
+const RETRY_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The methods a plugin can hold back until released.
 const STALLABLE: [Method; 2] = [Method::NodePrepareResources, Method::NodeUnprepareResources];
 
 fn count(w: &World, driver: &DriverRef, node: &str, m: Method) -> anyhow::Result<u64> {
-    let d = w.driver(driver)?;
-    Ok(m.paths().iter().map(|p| d.call_count(node, p)).sum())
+    let calls = w.calls_of(driver)?;
+    Ok(m.paths().iter().map(|p| calls.count(node, p)).sum())
 }
 
 async fn make_fail(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
-    set_fail(w, m, node, true).await
+    inject(w, m, node, Some(Injection::Fail)).await
+}
+
+async fn fail_answer(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
+    inject(w, m, node, Some(Injection::FailAnswer)).await
+}
+
+async fn delay(w: &World, m: MethodOf, d: Dur, node: NodeSel) -> anyhow::Result<()> {
+    inject(w, m, node, Some(Injection::Delay(d.0))).await
+}
+
+async fn cut(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
+    inject(w, m, node, Some(Injection::Cut)).await
 }
 
 async fn stop_fail(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
-    set_fail(w, m, node, false).await
+    inject(w, m, node, None).await
 }
 
-async fn set_fail(w: &World, m: MethodOf, node: NodeSel, fail: bool) -> anyhow::Result<()> {
+async fn inject(
+    w: &World,
+    m: MethodOf,
+    node: NodeSel,
+    injection: Option<Injection>,
+) -> anyhow::Result<()> {
     let method = m.one_of(&FAILABLE)?;
-    let driver = w.driver(&m.driver)?;
+    let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
         for p in method.paths() {
-            driver.fail(&n, p, fail);
+            calls.inject(&n, p, injection);
         }
     }
     Ok(())
@@ -91,10 +128,10 @@ async fn set_fail(w: &World, m: MethodOf, node: NodeSel, fail: bool) -> anyhow::
 
 async fn stall(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
     let method = m.one_of(&STALLABLE)?;
-    let driver = w.driver(&m.driver)?;
+    let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
         for p in method.paths() {
-            driver.calls().stall(&n, p);
+            calls.stall(&n, p);
         }
     }
     Ok(())
@@ -102,10 +139,10 @@ async fn stall(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
 
 async fn release(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
     let method = m.one_of(&STALLABLE)?;
-    let driver = w.driver(&m.driver)?;
+    let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
         for p in method.paths() {
-            driver.calls().release(&n, p);
+            calls.release(&n, p);
         }
     }
     Ok(())
@@ -135,6 +172,8 @@ async fn is_called(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<
     Ok(())
 }
 
+/// Waits (as the kubelet retries on its own schedule) until the method was
+/// called more often than when it was counted.
 async fn called_again(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
     let method = m.method;
     for n in node.resolve(w).await? {
@@ -143,12 +182,22 @@ async fn called_again(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<(
                 "no earlier count of {method} on {n}; use `Then {method} is called on node N` first"
             );
         };
-        let now = count(w, &m.driver, &n, method)?;
-        if now <= mark {
-            bail!(
-                "expected {method} on {n} to have been called again since it was counted ({mark} calls), observed {now}"
-            );
-        }
+        wait::poll(
+            &format!("{method} on {n} to be called again since it was counted ({mark} calls)"),
+            RETRY_TIMEOUT,
+            Duration::from_millis(100),
+            || {
+                let c = count(w, &m.driver, &n, method);
+                async move {
+                    match c {
+                        Ok(c) if c > mark => Check::Done(()),
+                        Ok(c) => Check::Pending(format!("{c} calls")),
+                        Err(e) => Check::Fail(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await?;
     }
     Ok(())
 }
@@ -175,14 +224,14 @@ async fn called_via(w: &World, m: MethodOf, api: ApiVersion, node: NodeSel) -> a
         _ => api.0.parse::<NodeApi>()?.unprepare_method(),
     };
     let method = m.method;
-    let driver = w.driver(&m.driver)?;
+    let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
-        let c = driver.call_count(&n, path);
+        let c = calls.count(&n, path);
         if c == 0 {
             let all: Vec<String> = method
                 .paths()
                 .iter()
-                .map(|p| format!("{p}: {}", driver.call_count(&n, p)))
+                .map(|p| format!("{p}: {}", calls.count(&n, p)))
                 .collect();
             bail!(
                 "expected {method} through the {} API on {n}; calls observed: {}",
@@ -196,10 +245,17 @@ async fn called_via(w: &World, m: MethodOf, api: ApiVersion, node: NodeSel) -> a
 
 /// (name, UID) of the claims the driver's plugin on `node` has prepared.
 fn prepared_names(w: &World, d: &DriverRef, node: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let driver = w.driver(d)?;
-    let prepared = driver
-        .prepared(node)
-        .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))?;
+    let prepared = w.prepared_of(d, node)?;
+    if w.external_driver(d).is_some() {
+        // The driver under test serves the whole run: only this scenario's
+        // claims are its business.
+        return Ok(prepared
+            .claims()
+            .into_iter()
+            .filter(|c| prepared.get(c).is_some_and(|p| p.namespace == w.namespace))
+            .map(|c| (c.name, c.uid))
+            .collect());
+    }
     Ok(prepared
         .claims()
         .into_iter()
@@ -219,6 +275,24 @@ async fn has_prepared(w: &World, node: NodeSel, claim: ClaimPhrase) -> anyhow::R
 }
 
 async fn none_prepared(w: &World) -> anyhow::Result<()> {
+    if w.external_driver(&DriverRef::The).is_some() {
+        for n in &w.nodes {
+            let prepared = w.prepared_of(&DriverRef::The, n)?;
+            let ours = |c: &crate::plugin::ClaimId| {
+                prepared.get(c).is_some_and(|p| p.namespace == w.namespace)
+            };
+            prepared
+                .wait_until(
+                    "the scenario's claims to be unprepared",
+                    Duration::from_secs(60),
+                    |claims| !claims.iter().any(ours),
+                )
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("the driver under test on {n} still has claims prepared: {e}")
+                })?;
+        }
+    }
     for (_, d) in w.scenario.drivers() {
         for n in d.nodenames() {
             if let Some(p) = d.prepared(n) {

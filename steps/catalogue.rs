@@ -308,6 +308,21 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When NodePrepareResources is made to fail on node 0",
             },
             Entry {
+                pattern: "When <method> [of <driver>] is made to fail after the driver answers on <node>",
+                description: "The call reaches the driver, which does the work; the kubelet gets gRPC UNKNOWN \"injected error\" instead of its answer. Ended by `no longer fails`.",
+                example: "When NodePrepareResources is made to fail after the driver answers on node 0",
+            },
+            Entry {
+                pattern: "When <method> [of <driver>] is delayed by <duration> on <node> / is no longer delayed on <node>",
+                description: "Hold each call that long before it reaches the driver (e.g. `5s`, `500ms`).",
+                example: "When NodePrepareResources is delayed by 5s on node 0",
+            },
+            Entry {
+                pattern: "When <method> [of <driver>] has its connection cut after the driver answers on <node> / is no longer cut on <node>",
+                description: "The call reaches the driver, which does the work; then the connection the call came on is closed instead of answering, as a plugin that crashes mid-call.",
+                example: "When NodePrepareResources has its connection cut after the driver answers on node 0",
+            },
+            Entry {
                 pattern: "When <method> [of <driver>] is stalled|released on <node>",
                 description: "Hold NodePrepareResources/NodeUnprepareResources calls until released.",
                 example: "When NodeUnprepareResources is stalled on node 0",
@@ -319,7 +334,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <method> [of <driver>] has been called again on <node>",
-                description: "More calls than when last counted by `is called`.",
+                description: "Wait (2 minutes, upstream's retry timeout) until there are more calls than when last counted by `is called`.",
                 example: "Then NodePrepareResources has been called again on node 0",
             },
             Entry {

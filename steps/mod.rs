@@ -244,6 +244,42 @@ impl World {
         Ok(self.driver(d)?.name.clone())
     }
 
+    /// The calls of driver `d`: a hosted driver's, or the driver under
+    /// test's through the interposer (`--interpose`).
+    pub fn calls_of(&self, d: &DriverRef) -> anyhow::Result<crate::plugin::Calls> {
+        if self.external_driver(d).is_some() {
+            return match &context()?.under_test.interposed {
+                Some(i) => Ok(i.calls.clone()),
+                None => Err(self.no_driver(d)),
+            };
+        }
+        Ok(self.driver(d)?.calls().clone())
+    }
+
+    /// The claims driver `d`'s plugin on `node` has prepared: as a hosted
+    /// driver's plugin keeps them, or as the interposer saw the driver under
+    /// test answer.
+    pub fn prepared_of(
+        &self,
+        d: &DriverRef,
+        node: &str,
+    ) -> anyhow::Result<crate::plugin::Prepared> {
+        if let Some(name) = self.external_driver(d) {
+            let Some(i) = &context()?.under_test.interposed else {
+                return Err(self.no_driver(d));
+            };
+            return i
+                .prepared(node)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("driver {name} has no interposer on node {node}"));
+        }
+        let driver = self.driver(d)?;
+        driver
+            .prepared(node)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))
+    }
+
     /// The name of `d` when it is the run's driver under test, which the
     /// scenario does not host (so it has no call counts nor faults).
     pub fn external_driver(&self, d: &DriverRef) -> Option<&str> {
@@ -257,9 +293,9 @@ impl World {
         if let Some(name) = self.external_driver(d) {
             return anyhow::anyhow!(
                 "{d} is the run's driver under test, {name}, which the runner does not host: \
-                 this step needs a driver whose plugin the runner serves (call counts, faults, \
-                 prepared claims); write the scenario with the pod's, claim's and slices' \
-                 effects instead"
+                 this step needs a driver whose calls the runner sees (call counts, faults, \
+                 prepared claims): run with --interpose and tag the scenario @Interposed, or \
+                 write it with the pod's, claim's and slices' effects instead"
             );
         }
         let known: Vec<String> = self

@@ -319,6 +319,16 @@ async fn create_pod(
         PodClaimsPhrase::None => {}
     }
     apply_options(w, &mut shape, step, &mut template)?;
+    // The run's driver under test serves every node, not only the
+    // scenario's: a one-node scenario's pods go to its node, so that "node
+    // 0" in its steps is where they run.
+    if shape.node_name.is_none()
+        && shape.node_selector.is_none()
+        && w.external_driver(&DriverRef::The).is_some()
+        && let [node] = w.nodes.as_slice()
+    {
+        shape.node_selector = Some(node.clone());
+    }
     if let Some(t) = template {
         let mut claim_shape = default_shape(w, &DriverRef::The)?;
         if let Some(c) = t.class {
@@ -865,18 +875,28 @@ pub(super) async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<
 /// re-created since: the UID the kubelet names when it blocks the new one.
 fn vars_with_old_claims(w: &World) -> BTreeMap<String, String> {
     let mut vars = w.vars();
+    let mut prepared: Vec<crate::plugin::Prepared> = Vec::new();
     for (_, d) in w.scenario.drivers() {
-        for n in d.nodenames() {
-            let Some(prepared) = d.prepared(n) else {
-                continue;
-            };
-            for c in prepared.claims() {
-                if w.scenario
+        prepared.extend(d.nodenames().iter().filter_map(|n| d.prepared(n).cloned()));
+    }
+    // The driver under test behind the interposer, for this scenario's
+    // namespace only.
+    if w.external_driver(&DriverRef::The).is_some() {
+        prepared.extend(
+            w.nodes
+                .iter()
+                .filter_map(|n| w.prepared_of(&DriverRef::The, n).ok()),
+        );
+    }
+    for p in prepared {
+        for c in p.claims() {
+            let ours = p.get(&c).is_some_and(|pc| pc.namespace == w.namespace);
+            if ours
+                && w.scenario
                     .claim_uid(&c.name)
                     .is_some_and(|now| now != c.uid)
-                {
-                    vars.insert(format!("old uid:{}", c.name), c.uid);
-                }
+            {
+                vars.insert(format!("old uid:{}", c.name), c.uid);
             }
         }
     }

@@ -342,6 +342,12 @@ impl Scenario {
         for (_, d) in self.drivers() {
             d.calls().heal_all();
         }
+        if self.external_drivers().next().is_some()
+            && let Ok(ctx) = super::context()
+            && let Some(i) = &ctx.under_test.interposed
+        {
+            i.calls.heal_all();
+        }
         for phase in Phase::ORDER {
             let started = Instant::now();
             for i in (0..self.stack.len()).rev() {

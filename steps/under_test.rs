@@ -114,6 +114,11 @@ async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()>
         .context("the run has no DeviceClass for its driver under test")?;
     w.scenario
         .use_driver_under_test(DriverRef::The, under.driver_name(), &class);
+    // Behind the interposer, the counts and injections start with the
+    // scenario (interposed scenarios run alone: @serial).
+    if let Some(i) = &under.interposed {
+        i.calls.reset();
+    }
     // An earlier scenario may have restarted the driver: its devices must
     // be back before this one counts on them.
     let nodes = w.nodes.clone();

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures::FutureExt as _;
 
 use crate::node_files::{LocalDir, NodeFiles};
-use crate::node_host::{NodeHost, Served, SocketError};
+use crate::node_host::{Dialled, NodeHost, Served, SocketError};
 use crate::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
 
 /// Node name -> (kubelet root dir, CDI dir).
@@ -83,5 +83,25 @@ impl NodeHost for LocalHost {
         }
         .boxed();
         Ok(Served::new(incoming, stop))
+    }
+
+    /// A simulated node's directories are this machine's: the socket is
+    /// reached directly.
+    async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
+        if !self.nodes.contains_key(node) {
+            return Err(SocketError {
+                node: node.to_owned(),
+                socket: socket.to_owned(),
+                message: "not a simulated node of this cluster".to_owned(),
+            });
+        }
+        let s = tokio::net::UnixStream::connect(socket)
+            .await
+            .map_err(|e| SocketError {
+                node: node.to_owned(),
+                socket: socket.to_owned(),
+                message: format!("connecting: {e}"),
+            })?;
+        Ok(Box::new(s))
     }
 }

@@ -116,6 +116,9 @@ pub struct Environment {
     /// The run's driver under test, for `@DriverCapability:` tags; set by
     /// the runner (`None`: the suite's own driver, which claims them all).
     pub driver: Option<std::sync::Arc<crate::profile::Profile>>,
+    /// The runner can count, fail and stall the driver under test's calls:
+    /// its own driver, or another behind the interposer (`@Interposed`).
+    pub interposed: bool,
 }
 
 /// How long a simulated node may take to stop at the end of a run.
@@ -476,6 +479,7 @@ impl Cluster {
             enabled_gates,
             kubelet_version,
             driver: None,
+            interposed: true,
         })
     }
 }

@@ -10,7 +10,7 @@ use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
-use crate::node_host::{Finishing, NodeHost, Served, SocketError};
+use crate::node_host::{Dialled, Finishing, NodeHost, Served, SocketError};
 
 /// Whether the user configured a kubeconfig cluster (flag, env or default file).
 pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
@@ -521,6 +521,32 @@ impl NodeHost for RemoteHost {
         }
         .boxed();
         Ok(Served::new(incoming, stop))
+    }
+
+    /// One exec of `dra-e2e proxy-agent --connect <socket>` per connection
+    /// in the node's proxy pod, which mounts the plugin and registration
+    /// directories at their host paths: the exec's stdout and stdin are the
+    /// connection. Needs the dra-e2e proxy image (hostpathplugin has no
+    /// connect mode; the error says how to choose the image).
+    async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
+        let err = |message: String| SocketError {
+            node: node.to_owned(),
+            socket: socket.to_owned(),
+            message,
+        };
+        let pod = {
+            let pods = self.pods.lock().await;
+            pods.as_ref()
+                .and_then(|p| p.pod_on(node).cloned())
+                .ok_or_else(|| err("no proxy pod runs on this node".to_owned()))?
+        };
+        let path = socket
+            .to_str()
+            .ok_or_else(|| err("the socket path is not UTF-8".to_owned()))?;
+        let conn = crate::proxy::connect::dial(self.client.clone(), &pod, path)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Box::new(conn))
     }
 
     async fn tear_down(&self) -> Option<Finishing> {

@@ -20,10 +20,41 @@ use tower::{Layer, Service};
 use tracing::{Instrument, Span, debug, info};
 
 use super::watch::{Changes, WaitTimeout};
+use crate::conn::ConnInfo;
 use crate::proto::dra::ClaimRef;
 
 /// Message of an injected failure (status UNKNOWN), as upstream's harness sends it.
 pub const INJECTED_ERROR: &str = "injected error";
+
+/// What the layer does to calls of one method on one node, besides counting
+/// them. Upstream's harness knows only [`Injection::Fail`]; the others are
+/// what a real driver behind the interposer can meet in the field: an answer
+/// lost after the work was done, a slow plugin, a connection that breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injection {
+    /// Fail with UNKNOWN `injected error` without calling the handler.
+    Fail,
+    /// Call the handler (the driver does the work), then fail with UNKNOWN
+    /// `injected error` instead of its answer: a partial failure the
+    /// kubelet must recover from.
+    FailAnswer,
+    /// Call the handler after waiting this long.
+    Delay(Duration),
+    /// Call the handler, then close the connection the call came on instead
+    /// of answering, as a plugin that crashes mid-call does.
+    Cut,
+}
+
+impl fmt::Display for Injection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Injection::Fail => f.write_str("fail before the handler"),
+            Injection::FailAnswer => f.write_str("fail after the handler answered"),
+            Injection::Delay(d) => write!(f, "delay by {d:?}"),
+            Injection::Cut => f.write_str("cut the connection after the handler answered"),
+        }
+    }
+}
 
 /// How a logged call ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +67,10 @@ pub enum CallOutcome {
     Error { code: tonic::Code, message: String },
     /// Failed by injection; the handler was not called.
     Injected,
+    /// The handler answered, and the answer was replaced by an injected
+    /// failure ([`Injection::FailAnswer`]) or its connection cut
+    /// ([`Injection::Cut`]).
+    AnswerLost,
     /// The plugin stopped while the call was running or stalled.
     Cancelled,
     /// The client went away (e.g. its deadline passed) before the call finished.
@@ -68,7 +103,7 @@ impl CallRecord {
     /// The call completed with an error, an injected failure or a per-claim error.
     pub fn failed(&self) -> bool {
         match self.outcome {
-            CallOutcome::Error { .. } | CallOutcome::Injected => true,
+            CallOutcome::Error { .. } | CallOutcome::Injected | CallOutcome::AnswerLost => true,
             CallOutcome::Ok => !self.claim_errors.is_empty(),
             CallOutcome::InProgress | CallOutcome::Cancelled | CallOutcome::Abandoned => false,
         }
@@ -95,6 +130,7 @@ impl fmt::Display for CallRecord {
             CallOutcome::Ok => write!(f, " ok")?,
             CallOutcome::Error { code, message } => write!(f, " error {code:?}: {message}")?,
             CallOutcome::Injected => write!(f, " injected error")?,
+            CallOutcome::AnswerLost => write!(f, " answered, answer lost by injection")?,
             CallOutcome::Cancelled => write!(f, " cancelled by plugin stop")?,
             CallOutcome::Abandoned => write!(f, " abandoned by the client")?,
         }
@@ -108,7 +144,7 @@ impl fmt::Display for CallRecord {
 #[derive(Debug, Default)]
 struct MethodState {
     count: u64,
-    fail: bool,
+    injection: Option<Injection>,
     /// Present while the method is stalled; `true` is sent on release.
     gate: Option<watch::Sender<bool>>,
     stalled: usize,
@@ -214,13 +250,25 @@ impl Calls {
     /// without reaching the handler. Takes effect for calls not yet past the
     /// stall gate.
     pub fn set_fail(&self, node: &str, method: &str, fail: bool) {
-        self.state().method(node, method).fail = fail;
-        info!(driver = %self.inner.driver, node, method, fail, "call failure injection changed");
+        self.inject(node, method, fail.then_some(Injection::Fail));
+    }
+
+    /// Sets what happens to calls of `method` on `node` from now on (`None`:
+    /// nothing but counting). Takes effect for calls not yet past the stall
+    /// gate.
+    pub fn inject(&self, node: &str, method: &str, injection: Option<Injection>) {
+        self.state().method(node, method).injection = injection;
+        let what = injection.map_or_else(|| "none".to_owned(), |i| i.to_string());
+        info!(driver = %self.inner.driver, node, method, injection = %what, "call injection changed");
         self.inner.changes.bump();
     }
 
     pub fn is_failing(&self, node: &str, method: &str) -> bool {
-        self.state().peek(node, method).is_some_and(|m| m.fail)
+        self.injection(node, method) == Some(Injection::Fail)
+    }
+
+    pub fn injection(&self, node: &str, method: &str) -> Option<Injection> {
+        self.state().peek(node, method).and_then(|m| m.injection)
     }
 
     /// Makes calls of `method` on `node` wait (counted and logged as in
@@ -252,8 +300,7 @@ impl Calls {
         let mut state = self.state();
         let mut healed = 0;
         for m in state.methods.values_mut() {
-            if m.fail {
-                m.fail = false;
+            if m.injection.take().is_some() {
                 healed += 1;
             }
             if let Some(gate) = m.gate.take() {
@@ -283,6 +330,20 @@ impl Calls {
         let mut all: Vec<CallRecord> = self.state().log.values().flatten().cloned().collect();
         all.sort_by_key(|r| r.id);
         all
+    }
+
+    /// Starts over: every counter and call log is forgotten and every
+    /// injection and stall ended, for a driver that outlives one scenario
+    /// (the run's driver under test behind the interposer).
+    pub fn reset(&self) {
+        self.heal_all();
+        let mut state = self.state();
+        for m in state.methods.values_mut() {
+            m.count = 0;
+        }
+        state.log.clear();
+        drop(state);
+        self.inner.changes.bump();
     }
 
     /// Forgets `node`'s call log; counters stay.
@@ -391,14 +452,14 @@ impl Calls {
         Admission { id, gate }
     }
 
-    /// A stalled call stopped waiting; returns whether it must fail by injection.
-    fn pass_gate(&self, node: &str, method: &str, was_stalled: bool) -> bool {
+    /// A stalled call stopped waiting; returns what is injected into it.
+    fn pass_gate(&self, node: &str, method: &str, was_stalled: bool) -> Option<Injection> {
         let mut state = self.state();
         let m = state.method(node, method);
         if was_stalled {
             m.stalled = m.stalled.saturating_sub(1);
         }
-        let fail = m.fail;
+        let fail = m.injection;
         drop(state);
         if was_stalled {
             self.inner.changes.bump();
@@ -439,8 +500,8 @@ struct Pending {
 }
 
 impl Pending {
-    /// Leaves the stall gate; returns whether the call must fail by injection.
-    fn pass_gate(&mut self) -> bool {
+    /// Leaves the stall gate; returns what is injected into the call.
+    fn pass_gate(&mut self) -> Option<Injection> {
         let was_stalled = std::mem::take(&mut self.stalled);
         self.calls.pass_gate(&self.node, &self.method, was_stalled)
     }
@@ -567,11 +628,26 @@ where
                     _ = gate.wait_for(|released| *released) => {}
                 }
             }
-            if pending.pass_gate() {
-                info!(%driver, node = %pending.node, method = %pending.method, id, "failing call by injection");
-                pending.finish(CallOutcome::Injected);
-                return Ok(tonic::Status::unknown(INJECTED_ERROR).into_http());
+            let injection = pending.pass_gate();
+            match injection {
+                Some(Injection::Fail) => {
+                    info!(%driver, node = %pending.node, method = %pending.method, id, "failing call by injection");
+                    pending.finish(CallOutcome::Injected);
+                    return Ok(tonic::Status::unknown(INJECTED_ERROR).into_http());
+                }
+                Some(Injection::Delay(d)) => {
+                    tokio::select! {
+                        biased;
+                        _ = shutdown.cancelled() => {
+                            pending.finish(CallOutcome::Cancelled);
+                            return Ok(stopping());
+                        }
+                        _ = tokio::time::sleep(d) => {}
+                    }
+                }
+                _ => {}
             }
+            let cut = req.extensions().get::<ConnInfo>().map(|c| c.cut.clone());
             // Biased: a stopped plugin must not start handlers on connections
             // that are still draining.
             let result = tokio::select! {
@@ -597,11 +673,47 @@ where
                 },
             };
             debug!(%driver, node = %pending.node, method = %pending.method, id, ?outcome, "call finished");
+            match injection {
+                Some(Injection::FailAnswer) => {
+                    info!(%driver, node = %pending.node, method = %pending.method, id, "failing the answered call by injection");
+                    pending.finish(CallOutcome::AnswerLost);
+                    // The answer's body is dropped unread: the handler's work
+                    // is done, the kubelet sees only the failure.
+                    drop(result);
+                    return Ok(tonic::Status::unknown(INJECTED_ERROR).into_http());
+                }
+                Some(Injection::Cut) => {
+                    info!(%driver, node = %pending.node, method = %pending.method, id, "cutting the answered call's connection by injection");
+                    pending.finish(CallOutcome::AnswerLost);
+                    drop(result);
+                    match cut {
+                        Some(cut) => {
+                            cut.cut();
+                            // The connection is gone; this answer never leaves.
+                            return futures::future::pending().await;
+                        }
+                        // A connection the layer cannot close (not a
+                        // `Conn`): the stream alone is reset instead.
+                        None => return Ok(reset()),
+                    }
+                }
+                _ => {}
+            }
             pending.finish(outcome);
             result
         };
         Box::pin(call.instrument(span))
     }
+}
+
+/// A response whose body fails at once: h2 resets the call's stream.
+fn reset() -> http::Response<Body> {
+    let body = http_body_util::StreamBody::new(futures::stream::once(async {
+        Err::<http_body::Frame<bytes::Bytes>, _>(tonic::Status::unavailable(
+            "the call's stream was reset by injection",
+        ))
+    }));
+    http::Response::new(Body::new(body))
 }
 
 fn stopping() -> http::Response<Body> {

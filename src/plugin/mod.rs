@@ -47,6 +47,7 @@ pub mod claims;
 pub mod dra;
 pub mod driver_logic;
 pub mod health;
+pub mod interposer;
 pub mod metadata;
 mod node_plugin;
 pub mod prepared;

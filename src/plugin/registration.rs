@@ -52,7 +52,7 @@ impl RegistrationState {
         self.lock().clone()
     }
 
-    fn set(&self, status: RegistrationStatus) {
+    pub(crate) fn set(&self, status: RegistrationStatus) {
         *self.lock() = status;
         self.changes.bump();
     }

@@ -85,6 +85,34 @@ pub struct Profile {
     pub file: Option<PathBuf>,
 }
 
+impl Profile {
+    /// Whether the runner can put its interposer between the kubelet and
+    /// this driver (so that scenarios count, fail and stall its calls), and
+    /// if not, why. The suite's own driver is hosted by the runner and needs
+    /// none.
+    pub fn interposable(&self) -> Result<(), String> {
+        match &self.deployment {
+            Deployment::Builtin { .. } => Ok(()),
+            // The command passes the directory itself, or registrationDir
+            // says how (the profile check requires one of them).
+            Deployment::SimulatedNodes { .. } => Ok(()),
+            Deployment::RealNodes { .. } if self.registration_dir.is_some() => Ok(()),
+            Deployment::RealNodes { .. } => Err(format!(
+                "the profile of driver {} does not say how to point the driver at another \
+                 registration directory (registrationDir), so the runner cannot put its \
+                 interposer between the kubelet and the driver",
+                self.driver_name
+            )),
+            Deployment::Installed => Err(format!(
+                "driver {} is installed by someone else (deployment.mode: Installed); the runner \
+                 interposes only a driver it deploys, pointed at a registration directory of \
+                 its own (deployment.mode RealNodes or SimulatedNodes with registrationDir)",
+                self.driver_name
+            )),
+        }
+    }
+}
+
 /// The DeviceClass that scenarios' claims ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceClass {
@@ -200,6 +228,15 @@ impl Setting {
     /// `FLAG=...` argument replaced (or the flag added at the end), an
     /// environment variable's earlier value replaced (or the variable
     /// added).
+    /// How a manifest shows it: "an argument FLAG=..." or "environment
+    /// variable VAR".
+    pub fn describe(&self) -> String {
+        match self {
+            Setting::Flag(f) => format!("an argument {f}=..."),
+            Setting::Env(e) => format!("environment variable {e}"),
+        }
+    }
+
     pub fn apply(&self, argv: &mut Vec<String>, env: &mut Vec<(String, String)>, value: &str) {
         match self {
             Setting::Flag(flag) => {

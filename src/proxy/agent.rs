@@ -11,6 +11,10 @@
 //! connect to the kubelet side through it. With a unix proxy endpoint both
 //! sockets are created mode 0600 and every connection is checked with
 //! `SO_PEERCRED`: one from another user than the agent's is closed unused.
+//!
+//! `--connect <socket>` is the other direction, for one connection the
+//! runner opens to a socket on the node: the agent connects to the socket
+//! and copies stdin/stdout to and from it (see [`super::connect`]).
 use std::ffi::OsString;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -39,12 +43,17 @@ const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(100);
 )]
 struct Args {
     /// Unix socket to create: a path or unix://<path>.
-    #[arg(long)]
-    endpoint: String,
+    #[arg(long, required_unless_present = "connect")]
+    endpoint: Option<String>,
     /// Where the runner's connections wait: tcp://[host]:<port> (an empty host
     /// means all addresses), or unix://<path>, a socket only this user may use.
-    #[arg(long = "proxy-endpoint")]
-    proxy_endpoint: String,
+    #[arg(long = "proxy-endpoint", required_unless_present = "connect")]
+    proxy_endpoint: Option<String>,
+    /// Instead of pairing: connect to this unix socket and copy stdin to it
+    /// and its output to stdout until either ends. Prints a line starting
+    /// with "proxy-agent connected" on stderr once connected.
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["endpoint", "proxy_endpoint"])]
+    connect: Option<PathBuf>,
     /// Log verbosity, accepted for hostpathplugin compatibility and ignored (use RUST_LOG).
     #[arg(long = "v", default_value_t = 0)]
     _verbosity: u32,
@@ -99,22 +108,27 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .try_init();
-    let unix = match endpoint::parse(&args.endpoint).map_err(AgentError::Endpoint)? {
-        Endpoint::Unix(p) => p,
-        Endpoint::Tcp { .. } => return Err(AgentError::NotUnix(args.endpoint).into()),
+    let (endpoint, proxy_endpoint) = match (args.connect, args.endpoint, args.proxy_endpoint) {
+        (Some(socket), _, _) => return connect_main(&socket),
+        (None, Some(e), Some(p)) => (e, p),
+        // clap requires both without --connect; said again rather than unwrapped.
+        _ => anyhow::bail!("--endpoint and --proxy-endpoint are required without --connect"),
     };
-    let proxy = match endpoint::parse(&args.proxy_endpoint) {
+    let unix = match endpoint::parse(&endpoint).map_err(AgentError::Endpoint)? {
+        Endpoint::Unix(p) => p,
+        Endpoint::Tcp { .. } => return Err(AgentError::NotUnix(endpoint).into()),
+    };
+    let proxy = match endpoint::parse(&proxy_endpoint) {
         Ok(e @ Endpoint::Tcp { .. }) => e,
         // Only with its scheme: a bare path here is more likely a mistake.
         Ok(e @ Endpoint::Unix(_))
-            if args
-                .proxy_endpoint
+            if proxy_endpoint
                 .get(..7)
                 .is_some_and(|s| s.eq_ignore_ascii_case("unix://")) =>
         {
             e
         }
-        _ => return Err(AgentError::BadProxyEndpoint(args.proxy_endpoint).into()),
+        _ => return Err(AgentError::BadProxyEndpoint(proxy_endpoint).into()),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -126,6 +140,43 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
         agent.serve(stop).await;
         Ok(())
     })
+}
+
+/// `--connect`: one connection between stdin/stdout and `socket`. Exits 0
+/// when either side ends; a failed connect is the error main() prints on
+/// stderr (it names the path) before exiting non-zero.
+fn connect_main(socket: &Path) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let relayed = rt.block_on(super::connect::relay(
+        socket,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        || announce_connected(socket),
+    ));
+    // tokio reads stdin on a blocking thread that may still wait for input
+    // the runner will never send; do not wait for it.
+    rt.shutdown_background();
+    let end = relayed?;
+    match end.result {
+        Ok(bytes) => debug!(direction = end.direction, bytes, "connection closed on EOF"),
+        Err(e) => debug!(direction = end.direction, error = %e, "connection closed on error"),
+    }
+    Ok(())
+}
+
+/// The line the runner waits for (on stderr: stdout carries the socket's bytes).
+fn announce_connected(socket: &Path) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "{} unix={}",
+        super::connect::CONNECTED_PREFIX,
+        socket.display()
+    );
+    let _ = err.flush();
 }
 
 fn announce(agent: &Agent) {
@@ -498,5 +549,42 @@ where
     tokio::select! {
         r = tokio::io::copy(&mut ur, &mut rw) => ("kubelet->runner", r),
         r = tokio::io::copy(&mut rr, &mut uw) => ("runner->kubelet", r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("proxy-agent").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn connect_mode_needs_no_endpoints_and_takes_none() {
+        let a = parse(&["--connect", "/var/lib/kubelet/plugins/d/dra.sock"]).unwrap();
+        assert_eq!(
+            a.connect.as_deref(),
+            Some(Path::new("/var/lib/kubelet/plugins/d/dra.sock"))
+        );
+        assert!(parse(&["--connect", "/s", "--endpoint", "/e"]).is_err());
+        assert!(parse(&["--connect", "/s", "--proxy-endpoint", "tcp://:9001"]).is_err());
+    }
+
+    #[test]
+    fn pairing_mode_still_needs_both_endpoints() {
+        let a = parse(&[
+            "--endpoint",
+            "/e",
+            "--proxy-endpoint",
+            "tcp://:9001",
+            "--v=5",
+        ])
+        .unwrap();
+        assert_eq!(a.endpoint.as_deref(), Some("/e"));
+        assert_eq!(a.proxy_endpoint.as_deref(), Some("tcp://:9001"));
+        assert!(a.connect.is_none());
+        assert!(parse(&["--endpoint", "/e"]).is_err());
+        assert!(parse(&[]).is_err());
     }
 }

@@ -7,10 +7,12 @@
 //! port-forward; locally the agent is a subprocess and the runner dials a
 //! unix socket private to its user (never a loopback port, which every user
 //! of the machine could connect to). [`ProxiedSocket`] puts the two halves
-//! together.
+//! together. The other way round, [`connect`] opens one connection from the
+//! runner to a socket on a node (the agent's `--connect` mode, by exec).
 //!
 //! [`conn::Incoming`]: crate::conn::Incoming
 pub mod agent;
+pub mod connect;
 pub mod endpoint;
 pub mod exec;
 pub mod exec_agent;

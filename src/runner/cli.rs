@@ -52,6 +52,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "CLASS", requires = "driver_name")]
     pub device_class: Option<String>,
 
+    /// Put the runner's interposer between the kubelet and the driver under
+    /// test: the driver registers in a directory of the runner's choosing
+    /// (its profile's registrationDir) and every kubelet call passes the
+    /// runner, which counts, fails, stalls, delays or cuts it on demand, so
+    /// that scenarios tagged @Interposed run against the driver
+    /// (docs/interposer.md).
+    #[arg(long, requires = "profile")]
+    pub interpose: bool,
+
     /// Local cluster: number of nodes.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub nodes: usize,

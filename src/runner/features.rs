@@ -30,6 +30,7 @@ pub fn tag_is_known(tag: &str) -> bool {
         "DriverPods",
         "NodeOperations",
         "DeviceCount",
+        "Interposed",
     ];
     const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
     EXACT.contains(&tag)
@@ -130,6 +131,16 @@ pub fn skip_reason(
              driver is told its device count (deviceCount)",
             profile.driver_name
         ));
+    }
+    if names.clone().any(|t| t == "Interposed") && !env.interposed {
+        return Some(match profile.interposable() {
+            Ok(()) => format!(
+                "needs the interposer in front of driver {} to count, fail and stall its \
+                 calls: run with --interpose",
+                profile.driver_name
+            ),
+            Err(reason) => format!("needs the interposer: {reason}"),
+        });
     }
     if names.clone().any(|t| t == "DriverPods")
         && !matches!(

@@ -375,6 +375,11 @@ pub async fn run() -> anyhow::Result<i32> {
             connect.is_local(),
             connect.node_kind == crate::cluster::NodeKind::Real,
         )?;
+        if args.interpose
+            && let Err(reason) = p.interposable()
+        {
+            anyhow::bail!("--interpose: {reason}");
+        }
         // The nodes import the driver's images when they start.
         if let crate::profile::Deployment::RealNodes { image_archives, .. } = &p.deployment {
             connect
@@ -610,7 +615,7 @@ async fn run_on(
                 p.deployment.mode()
             );
             let started = Instant::now();
-            let u = UnderTest::install(&cluster, p).await?;
+            let u = UnderTest::install(&cluster, p, args.interpose).await?;
             run_timings.push((
                 report::Phase::harness("install the driver under test"),
                 started.elapsed(),
@@ -620,6 +625,7 @@ async fn run_on(
     };
     let under_test = Arc::new(under_test);
     env.driver = Some(Arc::new(under_test.profile.clone()));
+    env.interposed = under_test.is_builtin() || under_test.interposed.is_some();
 
     let run_id = format!("{:x}", rand::random::<u32>());
     steps::install(steps::Context {
@@ -664,7 +670,12 @@ async fn run_on(
                 .tee::<World, _>(live),
         )
         .fail_on_skipped_with(|_, _, sc| !report::is_marked_skipped(sc))
-        .which_scenario(run_alone)
+        .which_scenario({
+            // The interposed driver under test serves every scenario at
+            // once: one that counts or breaks its calls must run alone.
+            let shared = under_test.interposed.is_some();
+            move |f, r, s| run_alone(f, r, s, shared)
+        })
         .max_concurrent_scenarios(default_concurrency())
         .before(|f, r, sc, w| steps::lifecycle::before(f, r, sc, w).boxed_local())
         .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
@@ -890,13 +901,26 @@ fn default_concurrency() -> usize {
 
 /// `@serial` scenarios run alone, as cucumber's default has it, except those
 /// the runner skips: cucumber puts a feature with a serial scenario ahead of
-/// all others, which would undo the longest-first order for nothing.
+/// all others, which would undo the longest-first order for nothing. With
+/// `interposed_shared` (a driver under test behind the interposer, shared by
+/// the run), so do `@Interposed` ones.
 fn run_alone(
     feature: &cucumber::gherkin::Feature,
     rule: Option<&cucumber::gherkin::Rule>,
     scenario: &cucumber::gherkin::Scenario,
+    interposed_shared: bool,
 ) -> cucumber::runner::ScenarioType {
-    if steps::lifecycle::is_serial(feature, rule, scenario) {
+    let interposed = || {
+        feature
+            .tags
+            .iter()
+            .chain(rule.iter().flat_map(|r| &r.tags))
+            .chain(&scenario.tags)
+            .any(|t| t == "Interposed")
+    };
+    if steps::lifecycle::is_serial(feature, rule, scenario)
+        || (interposed_shared && !crate::report::is_marked_skipped(scenario) && interposed())
+    {
         cucumber::runner::ScenarioType::Serial
     } else {
         cucumber::runner::ScenarioType::Concurrent

@@ -15,7 +15,13 @@
 //! What this module made (the manifests' objects, a DeviceClass from a
 //! selector) it removes at the end of the run, most recent first.
 //!
-//! Floor 3: uses `cluster` and the ground.
+//! With `--interpose`, the driver registers in a private directory and
+//! the runner's interposer stands between it and the kubelet
+//! ([`interposed`]), so scenarios count, fail and stall its calls.
+//!
+//! Floor 3: uses `cluster`, `plugin` and the ground.
+pub mod interposed;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -61,6 +67,12 @@ pub enum UnderTestError {
         node: String,
         program: String,
         message: String,
+    },
+    #[error("putting the interposer between the kubelet and driver {driver}: {message}\n{pods}")]
+    Interpose {
+        driver: String,
+        message: String,
+        pods: String,
     },
     #[error("reading manifest {path}: {message}")]
     Manifest { path: String, message: String },
@@ -130,6 +142,10 @@ pub struct UnderTest {
     /// The device count a scenario restarted the driver with; `None`: as
     /// deployed (the profile's devicesPerNode).
     devices_now: tokio::sync::Mutex<Option<u32>>,
+    /// Whether the run puts the interposer in front of the driver.
+    interpose: bool,
+    /// The interposer, once started.
+    pub interposed: Option<interposed::Interposed>,
 }
 
 impl UnderTest {
@@ -143,6 +159,8 @@ impl UnderTest {
             made: Default::default(),
             processes: Default::default(),
             devices_now: Default::default(),
+            interpose: false,
+            interposed: None,
         }
     }
 
@@ -205,7 +223,13 @@ impl UnderTest {
     /// Gets the driver of `profile` running in `cluster` and waits until it
     /// publishes devices on every ready node. On failure, what was made is
     /// removed again.
-    pub async fn install(cluster: &Cluster, profile: Profile) -> Result<Self, UnderTestError> {
+    /// With `interpose`, the driver registers in a private directory and
+    /// the interposer registers with the kubelet in its place.
+    pub async fn install(
+        cluster: &Cluster,
+        profile: Profile,
+        interpose: bool,
+    ) -> Result<Self, UnderTestError> {
         let mut under = UnderTest {
             profile,
             class: None,
@@ -214,9 +238,17 @@ impl UnderTest {
             made: Default::default(),
             processes: Default::default(),
             devices_now: Default::default(),
+            interpose,
+            interposed: None,
         };
         if under.is_builtin() {
             return Ok(under);
+        }
+        if interpose && let Err(reason) = under.profile.interposable() {
+            return Err(UnderTestError::Deploy {
+                driver: under.profile.driver_name.clone(),
+                message: format!("--interpose: {reason}"),
+            });
         }
         let client = cluster.client();
         if let Deployment::SimulatedNodes { command } = &under.profile.deployment {
@@ -226,7 +258,7 @@ impl UnderTest {
                 return Err(e);
             }
         }
-        match under.set_up(&client).await {
+        match under.set_up(cluster).await {
             Ok(()) => Ok(under),
             Err(e) => {
                 for problem in under.uninstall(&client).await {
@@ -237,7 +269,8 @@ impl UnderTest {
         }
     }
 
-    async fn set_up(&mut self, client: &kube::Client) -> Result<(), UnderTestError> {
+    async fn set_up(&mut self, cluster: &Cluster) -> Result<(), UnderTestError> {
+        let client = &cluster.client();
         let driver = self.profile.driver_name.clone();
         if let Deployment::RealNodes { manifests, .. } = &self.profile.deployment {
             for path in manifests.clone() {
@@ -245,6 +278,25 @@ impl UnderTest {
             }
         }
         self.class = Some(self.class_ready(client).await?);
+        if self.interpose {
+            let nodes = ready_nodes(client)
+                .await
+                .map_err(|e| UnderTestError::Deploy {
+                    driver: driver.clone(),
+                    message: format!("listing nodes: {e}"),
+                })?;
+            let started = match interposed::Interposed::start(cluster, &driver, &nodes).await {
+                Ok(i) => i,
+                Err(message) => {
+                    return Err(UnderTestError::Interpose {
+                        driver: driver.clone(),
+                        message,
+                        pods: self.describe_pods(client).await,
+                    });
+                }
+            };
+            self.interposed = Some(started);
+        }
         self.wait_devices(client, &driver, None).await?;
         self.images = self.pod_images(client).await;
         Ok(())
@@ -275,7 +327,13 @@ impl UnderTest {
                 program: command.first().cloned().unwrap_or_default(),
                 message,
             };
-            let registration = root.join("plugins_registry");
+            // Behind the interposer, the driver registers where only the
+            // interposer looks.
+            let registration = if self.interpose {
+                interposed::private_registry(root, &driver)
+            } else {
+                root.join("plugins_registry")
+            };
             let plugin = root.join("plugins").join(&driver);
             for d in [&registration, &plugin, cdi, &logs] {
                 std::fs::create_dir_all(d)
@@ -454,7 +512,7 @@ impl UnderTest {
             driver: driver.clone(),
             message: format!("{shown}: {message}"),
         };
-        for obj in objs {
+        for mut obj in objs {
             let types = obj
                 .types
                 .as_ref()
@@ -485,12 +543,25 @@ impl UnderTest {
                 let ds: DaemonSet = serde_json::to_value(&obj)
                     .and_then(serde_json::from_value)
                     .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
-                let labels = ds.spec.selector.match_labels.unwrap_or_default();
+                let labels = ds.spec.selector.match_labels.clone().unwrap_or_default();
                 self.pods.push(DriverPods {
                     namespace: namespace.clone().unwrap_or_default(),
                     daemonset: name.clone(),
                     labels: labels.into_iter().collect(),
                 });
+                if self.interpose
+                    && let Some(setting) = &self.profile.registration_dir
+                {
+                    let dir = interposed::private_registry(
+                        std::path::Path::new(crate::real_node::kubelet::ROOT_DIR),
+                        &driver,
+                    );
+                    let ds = register_privately(ds, setting, &dir)
+                        .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
+                    obj = serde_json::to_value(&ds)
+                        .and_then(serde_json::from_value)
+                        .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
+                }
             }
             api.create(&PostParams::default(), &obj)
                 .await
@@ -707,11 +778,17 @@ impl UnderTest {
     /// Removes what the run made, most recent first, and waits until it is
     /// gone; returns what could not be removed.
     pub async fn uninstall(&self, client: &kube::Client) -> Vec<String> {
-        let mut problems: Vec<String> = self
-            .stop_processes()
-            .into_iter()
-            .map(|p| format!("{p} did not stop on SIGTERM within 10s"))
-            .collect();
+        // The interposer goes first: the kubelet's registration of it goes
+        // with its socket, before the driver behind it stops.
+        let mut problems = match &self.interposed {
+            Some(i) => i.stop(client).await,
+            None => Vec::new(),
+        };
+        problems.extend(
+            self.stop_processes()
+                .into_iter()
+                .map(|p| format!("{p} did not stop on SIGTERM within 10s")),
+        );
         loop {
             let next = self.made.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some(m) = next else { break };
@@ -848,13 +925,10 @@ async fn roll_out_with(
         }
     }
     if changed == 0 {
-        let how = match setting {
-            profile::Setting::Flag(f) => format!("an argument {f}=N"),
-            profile::Setting::Env(e) => format!("environment variable {e}"),
-        };
         return Err(format!(
-            "no container of {name} has {how}, which the profile's deviceCount says tells the \
-             driver its device count"
+            "no container of {name} has {}, which the profile's deviceCount says tells the \
+             driver its device count",
+            setting.describe()
         ));
     }
     let updated = api
@@ -891,6 +965,99 @@ async fn roll_out_with(
     )
     .await
     .map_err(|e| e.to_string())
+}
+
+/// The volume the runner adds for the private registration directory.
+const PRIVATE_REGISTRY_VOLUME: &str = "dra-e2e-registry";
+
+/// `ds` with its driver container(s) told to register in `dir` (through
+/// `setting`), and `dir` mounted at its host path unless a mount of the
+/// container already covers it.
+fn register_privately(
+    mut ds: DaemonSet,
+    setting: &profile::Setting,
+    dir: &std::path::Path,
+) -> Result<DaemonSet, String> {
+    let value = dir.display().to_string();
+    let Some(pod) = ds.spec.template.spec.as_mut() else {
+        return Err("it has no pod spec".to_owned());
+    };
+    let carries = |c: &k8s_openapi::api::core::v1::Container| match setting {
+        profile::Setting::Flag(f) => {
+            let prefix = format!("{f}=");
+            [&c.command, &c.args]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|a| a.starts_with(&prefix))
+        }
+        profile::Setting::Env(v) => c.env.iter().flatten().any(|e| &e.name == v),
+    };
+    // The containers that already say where to register; without any, the
+    // only container (a driver's pod with several must say which).
+    let mut chosen: Vec<usize> = (0..pod.containers.len())
+        .filter(|i| carries(&pod.containers[*i]))
+        .collect();
+    if chosen.is_empty() {
+        if pod.containers.len() != 1 {
+            return Err(format!(
+                "none of its {} containers has {}, and the runner cannot tell which one is \
+                 the kubelet plugin; give the setting in the manifest",
+                pod.containers.len(),
+                setting.describe()
+            ));
+        }
+        chosen.push(0);
+    }
+    for i in chosen {
+        let c = &mut pod.containers[i];
+        match setting {
+            profile::Setting::Flag(_) => {
+                // The flag goes where the container's arguments are.
+                let list = match (&mut c.args, &mut c.command) {
+                    (Some(args), _) => args,
+                    (None, Some(command)) => command,
+                    (None, None) => c.args.get_or_insert_with(Vec::new),
+                };
+                setting.apply(list, &mut Vec::new(), &value);
+            }
+            profile::Setting::Env(var) => {
+                let env = c.env.get_or_insert_with(Vec::new);
+                env.retain(|e| &e.name != var);
+                env.push(k8s_openapi::api::core::v1::EnvVar {
+                    name: var.clone(),
+                    value: Some(value.clone()),
+                    value_from: None,
+                });
+            }
+        }
+        let covered = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| dir.starts_with(&m.mount_path));
+        if !covered {
+            c.volume_mounts.get_or_insert_with(Vec::new).push(
+                k8s_openapi::api::core::v1::VolumeMount {
+                    name: PRIVATE_REGISTRY_VOLUME.to_owned(),
+                    mount_path: value.clone(),
+                    ..Default::default()
+                },
+            );
+            let volumes = pod.volumes.get_or_insert_with(Vec::new);
+            if !volumes.iter().any(|v| v.name == PRIVATE_REGISTRY_VOLUME) {
+                volumes.push(k8s_openapi::api::core::v1::Volume {
+                    name: PRIVATE_REGISTRY_VOLUME.to_owned(),
+                    host_path: Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
+                        path: value.clone(),
+                        type_: Some("DirectoryOrCreate".to_owned()),
+                    }),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    Ok(ds)
 }
 
 /// `arg` with every `${name}` of `values` replaced.
