@@ -281,11 +281,11 @@ impl Cluster {
             .iter()
             .map(|n| (n.name.clone(), n.kubelet_log()))
             .collect();
-        let proxy_image = if opts.proxy_image == crate::proxy::pods::manifest::DEFAULT_IMAGE
-            && opts.image_archives.is_empty()
-        {
-            // Upstream's image cannot be built or pulled here; the runner's
-            // own image carries the same agent protocol.
+        let proxy_image = if opts.proxy_image == crate::proxy::pods::manifest::DEFAULT_IMAGE {
+            // Upstream's image cannot be built or pulled here (the archives
+            // the nodes import are a driver's); the runner's own image
+            // carries the same agent protocol, and the interposer's
+            // `proxy-agent --connect`.
             crate::real_node::proxy_image()
         } else {
             opts.proxy_image.clone()

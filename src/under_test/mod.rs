@@ -971,8 +971,7 @@ async fn roll_out_with(
 const PRIVATE_REGISTRY_VOLUME: &str = "dra-e2e-registry";
 
 /// `ds` with its driver container(s) told to register in `dir` (through
-/// `setting`), and `dir` mounted at its host path unless a mount of the
-/// container already covers it.
+/// `setting`), and `dir` mounted at its host path.
 fn register_privately(
     mut ds: DaemonSet,
     setting: &profile::Setting,
@@ -1031,12 +1030,15 @@ fn register_privately(
                 });
             }
         }
-        let covered = c
+        // Mounted even where a mount of the plugin directory covers it:
+        // `DirectoryOrCreate` makes it before the driver starts, which
+        // creates only its socket, not the directory.
+        if !c
             .volume_mounts
             .iter()
             .flatten()
-            .any(|m| dir.starts_with(&m.mount_path));
-        if !covered {
+            .any(|m| m.name == PRIVATE_REGISTRY_VOLUME)
+        {
             c.volume_mounts.get_or_insert_with(Vec::new).push(
                 k8s_openapi::api::core::v1::VolumeMount {
                     name: PRIVATE_REGISTRY_VOLUME.to_owned(),
@@ -1044,17 +1046,17 @@ fn register_privately(
                     ..Default::default()
                 },
             );
-            let volumes = pod.volumes.get_or_insert_with(Vec::new);
-            if !volumes.iter().any(|v| v.name == PRIVATE_REGISTRY_VOLUME) {
-                volumes.push(k8s_openapi::api::core::v1::Volume {
-                    name: PRIVATE_REGISTRY_VOLUME.to_owned(),
-                    host_path: Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
-                        path: value.clone(),
-                        type_: Some("DirectoryOrCreate".to_owned()),
-                    }),
-                    ..Default::default()
-                });
-            }
+        }
+        let volumes = pod.volumes.get_or_insert_with(Vec::new);
+        if !volumes.iter().any(|v| v.name == PRIVATE_REGISTRY_VOLUME) {
+            volumes.push(k8s_openapi::api::core::v1::Volume {
+                name: PRIVATE_REGISTRY_VOLUME.to_owned(),
+                host_path: Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
+                    path: value.clone(),
+                    type_: Some("DirectoryOrCreate".to_owned()),
+                }),
+                ..Default::default()
+            });
         }
     }
     Ok(ds)
