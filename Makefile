@@ -22,7 +22,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real
+.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -78,6 +78,12 @@ conformance-simulated: controlplane test-driver ## the driver conformance pack a
 conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)
 
+interposer-real: controlplane node test-driver ## the @Interposed scenarios against upstream's dra-test-driver behind the interposer on two real nodes (root), JUnit in target/junit-interposer-real.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --interpose --tags @Interposed --junit target/junit-interposer-real.xml $(ARGS)
+
+interposer-simulated: controlplane test-driver ## the same on simulated nodes (no root)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --profile profiles/dra-test-driver-simulated.yaml --interpose --tags @Interposed $(ARGS)
+
 upstream-e2e-real: ## upstream's own e2e.test (built at the control plane's version) on two real nodes, focus UPSTREAM_FOCUS (default [DRA]); prints pass/fail counts (root)
 	UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' $(if $(UPSTREAM_SKIP),UPSTREAM_SKIP='$(UPSTREAM_SKIP)') UPSTREAM_PROCS=$(UPSTREAM_PROCS) hack/upstream-e2e.sh run
 
@@ -96,6 +102,7 @@ kind-down: ## delete the kind cluster
 	$(KIND) delete cluster --name $(KIND_CLUSTER)
 
 bench: controlplane node ## benchmarks: local cluster and real node start-up; the whole suite on simulated and on real nodes with timings, floor, wall and their ratio (BENCH_FLAGS=--profile=dev skips the optimised build)
+	$(CARGO) bench $(BENCH_FLAGS) --bench interposer_latency
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench local_cluster_startup
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench real_node_startup
 	$(CARGO) build

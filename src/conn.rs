@@ -137,6 +137,10 @@ impl CutHandle {
     pub fn cut(&self) {
         self.0.cancel();
     }
+
+    pub fn is_cut(&self) -> bool {
+        self.0.is_cancelled()
+    }
 }
 
 /// What a server's handlers learn of the connection a call came on (tonic
@@ -173,4 +177,32 @@ pub fn unix_incoming(listener: tokio::net::UnixListener) -> Incoming {
         });
         Some((item, l))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    #[tokio::test]
+    async fn a_cut_wakes_a_waiting_read_and_fails_writes() {
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut conn = Conn::new(a, "test");
+        let cut = conn.cut.clone();
+        b.write_all(b"x").await.unwrap();
+        let mut buf = [0u8; 1];
+        conn.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"x");
+        // Nothing more to read: the read waits until the cut.
+        let read = tokio::spawn(async move {
+            let r = conn.read(&mut buf).await;
+            (r, conn)
+        });
+        tokio::task::yield_now().await;
+        cut.cut();
+        let (r, mut conn) = read.await.unwrap();
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::ConnectionAborted);
+        let w = conn.write(b"y").await;
+        assert_eq!(w.unwrap_err().kind(), io::ErrorKind::ConnectionAborted);
+    }
 }

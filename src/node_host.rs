@@ -11,6 +11,10 @@ use futures::future::BoxFuture;
 
 use crate::conn::{AsyncReadWrite, Incoming};
 
+/// The longest unix socket path: `sun_path` holds 108 bytes including the
+/// terminating NUL; hostpathplugin v1.17.1 adds a leading `/`.
+pub const MAX_SOCKET_PATH: usize = 107;
+
 /// A connection the runner opened to a socket on a node.
 pub type Dialled = Box<dyn AsyncReadWrite>;
 use crate::node_files::NodeFiles;

@@ -87,9 +87,7 @@ impl Broken {
     }
 }
 
-/// `sun_path` holds 108 bytes including the terminating NUL; hostpathplugin
-/// v1.17.1 adds a leading `/`.
-pub const MAX_SOCKET_PATH: usize = 107;
+pub use crate::node_host::MAX_SOCKET_PATH;
 
 /// Socket file names of one plugin instance, as the kubelet plugin helper
 /// chooses them (rolling-update instances get per-instance names).

@@ -771,4 +771,71 @@ mod tests {
         assert_eq!(log[1].claim_errors["uid-1"], "handler ran");
         assert_eq!(calls.count("n1", "/s/M"), 2);
     }
+
+    #[tokio::test]
+    async fn a_lost_answer_runs_the_handler_and_fails_the_call() {
+        let calls = Calls::new("d");
+        let mut svc = calls
+            .layer("n1", CancellationToken::new())
+            .layer(ok_service());
+        calls.inject("n1", "/s/M", Some(Injection::FailAnswer));
+        let resp = svc.call(request("/s/M")).await.unwrap();
+        let status = tonic::Status::from_header_map(resp.headers()).unwrap();
+        assert_eq!(status.message(), INJECTED_ERROR);
+        let log = calls.log("n1");
+        assert_eq!(log[0].outcome, CallOutcome::AnswerLost);
+        assert_eq!(log[0].claim_errors["uid-1"], "handler ran");
+        assert!(log[0].failed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_call_reaches_the_handler_after_the_delay() {
+        let calls = Calls::new("d");
+        let mut svc = calls
+            .layer("n1", CancellationToken::new())
+            .layer(ok_service());
+        calls.inject("n1", "/s/M", Some(Injection::Delay(Duration::from_secs(5))));
+        let started = tokio::time::Instant::now();
+        let resp = svc.call(request("/s/M")).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(5));
+        assert!(tonic::Status::from_header_map(resp.headers()).is_none());
+        assert_eq!(calls.log("n1")[0].outcome, CallOutcome::Ok);
+        // Ended: the next call is not held.
+        calls.inject("n1", "/s/M", None);
+        let started = tokio::time::Instant::now();
+        svc.call(request("/s/M")).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_cut_call_closes_its_connection_after_the_handler_ran() {
+        let calls = Calls::new("d");
+        let mut svc = calls
+            .layer("n1", CancellationToken::new())
+            .layer(ok_service());
+        calls.inject("n1", "/s/M", Some(Injection::Cut));
+        let cut = crate::conn::CutHandle::default();
+        let mut req = request("/s/M");
+        req.extensions_mut().insert(ConnInfo {
+            peer: "test".into(),
+            cut: cut.clone(),
+        });
+        // The answer never leaves: the call waits until the server drops it
+        // with its connection.
+        let call = svc.call(req);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), call)
+                .await
+                .is_err()
+        );
+        assert!(cut.is_cut());
+        let log = calls.log("n1");
+        assert_eq!(log[0].outcome, CallOutcome::AnswerLost);
+        assert_eq!(log[0].claim_errors["uid-1"], "handler ran");
+
+        // Without a connection to cut, the call's stream is reset instead.
+        let resp = svc.call(request("/s/M")).await.unwrap();
+        let body = http_body_util::BodyExt::collect(resp.into_body()).await;
+        assert!(body.is_err(), "the body must fail, resetting the stream");
+    }
 }

@@ -77,6 +77,10 @@ pub struct InterposerConfig {
     pub prepared: Prepared,
     /// How long the driver may take to create its registration socket.
     pub driver_timeout: Duration,
+    /// A broken interposer, to show that scenarios notice one: GetInfo
+    /// passes the driver's own endpoint on, so the kubelet calls the driver
+    /// directly and nothing is counted or injected.
+    pub bypass: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,7 +196,7 @@ impl NodeInterposer {
         routes.add_service(RegistrationServer::new(InterposedRegistration {
             driver: config.driver.clone(),
             node: config.node.clone(),
-            endpoint: config.endpoint.display().to_string(),
+            endpoint: (!config.bypass).then(|| config.endpoint.display().to_string()),
             upstream,
             forward,
             state: interposer.registration.clone(),
@@ -310,7 +314,8 @@ async fn driver_info(
 struct InterposedRegistration {
     driver: String,
     node: String,
-    endpoint: String,
+    /// `None`: the driver's own (a bypassing interposer).
+    endpoint: Option<String>,
     upstream: RegistrationClient<Channel>,
     forward: Forward,
     state: Arc<RegistrationState>,
@@ -328,7 +333,9 @@ impl Registration for InterposedRegistration {
         // A driver restarted with another endpoint (a rolling update) is
         // followed there.
         self.forward.retarget(&info.endpoint);
-        info.endpoint = self.endpoint.clone();
+        if let Some(endpoint) = &self.endpoint {
+            info.endpoint = endpoint.clone();
+        }
         Ok(Response::new(info))
     }
 

@@ -4,7 +4,7 @@
 //! real driver the same way.
 //!
 //! The driver is pointed at a private registration directory inside its own
-//! plugin directory (`<kubelet root>/plugins/<driver>/dra-e2e-registry`):
+//! plugin directory (`<kubelet root>/plugins/<driver>/dra-e2e`):
 //! the kubelet watches only `plugins_registry`, so it never sees the driver's
 //! own registration socket, and a driver whose pods mount their plugin
 //! directory sees the private one without further mounts (the runner adds a
@@ -30,13 +30,17 @@ use crate::plugin::{Calls, Prepared};
 
 /// The private registration directory's name, inside the driver's plugin
 /// directory.
-pub const PRIVATE_REGISTRY: &str = "dra-e2e-registry";
+pub const PRIVATE_REGISTRY: &str = "dra-e2e";
 /// The interposer's DRA socket's name, inside the driver's plugin directory.
 pub const INTERPOSER_SOCKET: &str = "dra-e2e-interposer.sock";
 /// How long the driver may take to create its registration socket.
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the kubelet may take to register the interposer.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Breaks the interposer on purpose when set to `direct`: the kubelet is
+/// sent to the driver's own socket (tests/interposer.rs shows scenarios
+/// fail then).
+pub const FAULT_ENV: &str = "DRA_E2E_INTERPOSER_FAULT";
 
 /// Where the driver registers instead of the kubelet's directory.
 pub fn private_registry(kubelet_root: &Path, driver: &str) -> PathBuf {
@@ -70,6 +74,19 @@ impl Interposed {
     /// registration socket there answers, and waits until the kubelet
     /// registered each. Whatever started is stopped again on failure.
     pub async fn start(cluster: &Cluster, driver: &str, nodes: &[String]) -> Result<Self, String> {
+        let bypass = match std::env::var(FAULT_ENV) {
+            Err(_) => false,
+            Ok(v) if v == "direct" => {
+                tracing::warn!("{FAULT_ENV}=direct: the kubelet reaches driver {driver} directly");
+                true
+            }
+            Ok(v) => {
+                return Err(format!(
+                    "{FAULT_ENV}={v:?}: the only fault is `direct` (unset it for a working \
+                     interposer)"
+                ));
+            }
+        };
         let client = cluster.client();
         let namespace = if cluster.simulated_node_dirs().is_some() {
             None
@@ -111,9 +128,31 @@ impl Interposed {
                 calls: me.calls.clone(),
                 prepared: prepared.clone(),
                 driver_timeout: DRIVER_TIMEOUT,
+                bypass,
             };
             let host = host.clone();
             async move {
+                let too_long = [
+                    &config.driver_registration,
+                    &config.registration,
+                    &config.endpoint,
+                ]
+                .into_iter()
+                .find(|p| p.as_os_str().len() > crate::node_host::MAX_SOCKET_PATH);
+                if let Some(p) = too_long {
+                    let e = crate::plugin::interposer::InterposerError {
+                        driver: config.driver.clone(),
+                        node: config.node.clone(),
+                        message: format!(
+                            "socket path {} is {} bytes, over the {} a unix socket path may \
+                             have (on simulated nodes: use a shorter TMPDIR)",
+                            p.display(),
+                            p.as_os_str().len(),
+                            crate::node_host::MAX_SOCKET_PATH
+                        ),
+                    };
+                    return (node.clone(), prepared, Err(e));
+                }
                 let r = NodeInterposer::start(host, config).await;
                 (node.clone(), prepared, r)
             }

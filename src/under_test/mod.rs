@@ -1098,3 +1098,88 @@ pub fn devices_per_node(slices: &[ResourceSlice]) -> BTreeMap<String, Vec<String
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn daemonset(containers: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "d", "namespace": "ns" },
+            "spec": {
+                "selector": { "matchLabels": { "app": "d" } },
+                "template": {
+                    "metadata": { "labels": { "app": "d" } },
+                    "spec": { "containers": containers }
+                }
+            }
+        }))
+        .unwrap()
+    }
+
+    fn pod(ds: &DaemonSet) -> &k8s_openapi::api::core::v1::PodSpec {
+        ds.spec.template.spec.as_ref().unwrap()
+    }
+
+    const DIR: &str = "/var/lib/kubelet/plugins/d.example.com/dra-e2e";
+
+    #[test]
+    fn the_driver_container_registers_privately_and_gets_the_directory() {
+        let flag = profile::Setting::Flag("--plugin-registration-path".into());
+        let ds = daemonset(serde_json::json!([
+            { "name": "sidecar", "image": "s" },
+            { "name": "plugin", "image": "p", "command": ["/drv", "--plugin-registration-path=/var/lib/kubelet/plugins_registry", "-v=5"] }
+        ]));
+        let ds = register_privately(ds, &flag, std::path::Path::new(DIR)).unwrap();
+        let p = pod(&ds);
+        assert_eq!(
+            p.containers[1].command.as_ref().unwrap()[1],
+            format!("--plugin-registration-path={DIR}")
+        );
+        assert!(
+            p.containers[0].volume_mounts.is_none(),
+            "the sidecar is left alone"
+        );
+        let mounts = p.containers[1].volume_mounts.as_ref().unwrap();
+        assert_eq!(mounts[0].mount_path, DIR);
+        let volumes = p.volumes.as_ref().unwrap();
+        let host = volumes[0].host_path.as_ref().unwrap();
+        assert_eq!(
+            (host.path.as_str(), host.type_.as_deref()),
+            (DIR, Some("DirectoryOrCreate"))
+        );
+    }
+
+    #[test]
+    fn a_lone_container_gets_the_flag_or_variable_added() {
+        let flag = profile::Setting::Flag("--reg".into());
+        let ds = daemonset(serde_json::json!([{ "name": "c", "image": "i", "args": ["run"] }]));
+        let ds = register_privately(ds, &flag, std::path::Path::new(DIR)).unwrap();
+        assert_eq!(
+            pod(&ds).containers[0].args.as_ref().unwrap(),
+            &["run".to_owned(), format!("--reg={DIR}")]
+        );
+
+        let env = profile::Setting::Env("REG_DIR".into());
+        let ds = daemonset(serde_json::json!([{ "name": "c", "image": "i",
+            "env": [{ "name": "REG_DIR", "value": "/old" }, { "name": "X", "value": "1" }] }]));
+        let ds = register_privately(ds, &env, std::path::Path::new(DIR)).unwrap();
+        let vars = pod(&ds).containers[0].env.as_ref().unwrap();
+        let reg: Vec<_> = vars.iter().filter(|e| e.name == "REG_DIR").collect();
+        assert_eq!(reg.len(), 1);
+        assert_eq!(reg[0].value.as_deref(), Some(DIR));
+    }
+
+    #[test]
+    fn several_containers_none_saying_where_to_register_is_an_error() {
+        let flag = profile::Setting::Flag("--reg".into());
+        let ds = daemonset(serde_json::json!([
+            { "name": "a", "image": "i" }, { "name": "b", "image": "i" }
+        ]));
+        let e = register_privately(ds, &flag, std::path::Path::new(DIR)).unwrap_err();
+        assert!(
+            e.contains("none of its 2 containers has an argument --reg=..."),
+            "{e}"
+        );
+    }
+}
