@@ -566,7 +566,7 @@ async fn restart_driver_pod(w: &World, node: NodeSel) -> anyhow::Result<()> {
     if under.pods.is_empty() {
         bail!(
             "the runner does not know the pods of driver {}: it knows them only from a \
-             DaemonSet in the manifests it deploys (deployment.mode: RealNodes); tag the \
+             DaemonSet in the manifests it deploys (deployment.mode: RealNodes or Manifests); tag the \
              scenario @DriverPods so that it is skipped elsewhere",
             under.driver_name()
         );

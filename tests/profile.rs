@@ -102,7 +102,7 @@ fn each_check_fails_its_broken_profile_with_line_and_field() {
         ),
         (
             "missing-field",
-            vec!["line 1: field `deployment`: missing: where the driver runs: `mode` Builtin, Installed, RealNodes or SimulatedNodes".into()],
+            vec!["line 1: field `deployment`: missing: where the driver runs: `mode` Builtin, Installed, RealNodes, Manifests or SimulatedNodes".into()],
         ),
         (
             "bad-driver-name",
@@ -152,7 +152,7 @@ fn each_check_fails_its_broken_profile_with_line_and_field() {
         ),
         (
             "mode-conflict",
-            vec!["line 6: field `deployment.manifests`: only for mode RealNodes, not Installed".into()],
+            vec!["line 6: field `deployment.manifests`: only for mode RealNodes or Manifests, not Installed".into()],
         ),
         (
             "simulated-container-command",

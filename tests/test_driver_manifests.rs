@@ -5,7 +5,9 @@
 //! the driver name, the registration directory flag, the devices per node,
 //! device metadata. The image the DaemonSet runs is the one the Makefile
 //! writes, at the version the control plane is built at. So neither the
-//! profile nor the manifests can change without the other.
+//! profile nor the manifests can change without the other. The same driver
+//! on a kubeconfig cluster (profiles/dra-test-driver-kubeconfig.yaml) is
+//! that profile but for where it runs.
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
@@ -135,6 +137,37 @@ fn the_profile_names_exactly_the_checked_in_manifests() {
         image_archives.iter().map(file_name).collect::<Vec<_>>(),
         ["dra-test-driver.oci.tar"]
     );
+}
+
+/// profiles/dra-test-driver-kubeconfig.yaml is the same driver on a
+/// kubeconfig cluster: the profile above in every field but the
+/// deployment, which applies the same manifests and loads no image (the
+/// cluster's nodes must have it already).
+#[test]
+fn the_kubeconfig_profile_is_the_same_driver_from_the_same_manifests() {
+    let real = profile();
+    let path = root().join("profiles/dra-test-driver-kubeconfig.yaml");
+    let kubeconfig = Profile::load(&path, Options { check_files: false })
+        .expect("profiles/dra-test-driver-kubeconfig.yaml has no mistakes");
+    let Deployment::RealNodes { manifests, .. } = &real.deployment else {
+        panic!("profiles/dra-test-driver.yaml is not RealNodes");
+    };
+    assert_eq!(
+        kubeconfig.deployment,
+        Deployment::Manifests {
+            manifests: manifests.clone()
+        }
+    );
+    assert_eq!(
+        kubeconfig,
+        Profile {
+            deployment: kubeconfig.deployment.clone(),
+            file: Some(path.clone()),
+            ..real
+        }
+    );
+    // Behind the interposer as on real local nodes.
+    assert_eq!(kubeconfig.interposable(), Ok(()));
 }
 
 #[test]

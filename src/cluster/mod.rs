@@ -328,6 +328,22 @@ impl Cluster {
         matches!(self.kind, Kind::Local(_))
     }
 
+    /// The kubelet's root directory on the nodes, for a driver the runner
+    /// deploys there: `--kubelet-root-dir` on a kubeconfig cluster,
+    /// [`crate::real_node::kubelet::ROOT_DIR`] on the local cluster's real
+    /// nodes. Simulated nodes each have a directory of their own
+    /// ([`Cluster::simulated_node_dirs`]); for them this is `ROOT_DIR` too,
+    /// which none of them uses.
+    pub fn kubelet_root(&self) -> PathBuf {
+        match &self.kind {
+            Kind::Remote(r) => r.kubelet_root.clone(),
+            Kind::Local(l) => l.real.as_ref().map_or_else(
+                || PathBuf::from(crate::real_node::kubelet::ROOT_DIR),
+                |r| r.remote.kubelet_root.clone(),
+            ),
+        }
+    }
+
     /// The drivers whose plugins the simulated kubelet of `node` has
     /// registered and connected; `None` when `node` is no simulated node.
     pub fn simulated_plugins(&self, node: &str) -> Option<Vec<String>> {

@@ -96,17 +96,25 @@ impl Profile {
             // The command passes the directory itself, or registrationDir
             // says how (the profile check requires one of them).
             Deployment::SimulatedNodes { .. } => Ok(()),
-            Deployment::RealNodes { .. } if self.registration_dir.is_some() => Ok(()),
-            Deployment::RealNodes { .. } => Err(format!(
-                "the profile of driver {} does not say how to point the driver at another \
-                 registration directory (registrationDir), so the runner cannot put its \
-                 interposer between the kubelet and the driver",
-                self.driver_name
+            // The runner rewrites the manifests' DaemonSet to register
+            // privately, told how by registrationDir.
+            Deployment::RealNodes { .. } | Deployment::Manifests { .. }
+                if self.registration_dir.is_some() =>
+            {
+                Ok(())
+            }
+            Deployment::RealNodes { .. } | Deployment::Manifests { .. } => Err(format!(
+                "the profile of driver {} (deployment.mode: {}) does not say how to point the \
+                 driver at another registration directory (registrationDir), so the runner \
+                 cannot put its interposer between the kubelet and the driver",
+                self.driver_name,
+                self.deployment.mode()
             )),
             Deployment::Installed => Err(format!(
                 "driver {} is installed by someone else (deployment.mode: Installed); the runner \
                  interposes only a driver it deploys, pointed at a registration directory of \
-                 its own (deployment.mode RealNodes or SimulatedNodes with registrationDir)",
+                 its own (deployment.mode RealNodes, Manifests or SimulatedNodes, with \
+                 registrationDir)",
                 self.driver_name
             )),
         }
@@ -139,6 +147,12 @@ pub enum Deployment {
         manifests: Vec<PathBuf>,
         image_archives: Vec<PathBuf>,
     },
+    /// On the kubeconfig cluster: the runner applies the manifests in
+    /// order and removes what it made at the end of the run. Their images
+    /// must be pullable by the nodes or already on them (`kind load
+    /// image-archive`): unlike real local nodes, a cluster the runner did
+    /// not start imports nothing from it. Paths as for `RealNodes`.
+    Manifests { manifests: Vec<PathBuf> },
     /// On the local cluster's simulated nodes: the runner starts `command`
     /// once per node, with [`COMMAND_PLACEHOLDERS`] filled in.
     SimulatedNodes { command: Vec<String> },
@@ -174,14 +188,16 @@ pub enum Mode {
     Builtin,
     Installed,
     RealNodes,
+    Manifests,
     SimulatedNodes,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [
+    pub const ALL: [Mode; 5] = [
         Mode::Builtin,
         Mode::Installed,
         Mode::RealNodes,
+        Mode::Manifests,
         Mode::SimulatedNodes,
     ];
 
@@ -190,6 +206,7 @@ impl Mode {
             Mode::Builtin => "Builtin",
             Mode::Installed => "Installed",
             Mode::RealNodes => "RealNodes",
+            Mode::Manifests => "Manifests",
             Mode::SimulatedNodes => "SimulatedNodes",
         }
     }
@@ -207,6 +224,7 @@ impl Deployment {
             Deployment::Builtin { .. } => Mode::Builtin,
             Deployment::Installed => Mode::Installed,
             Deployment::RealNodes { .. } => Mode::RealNodes,
+            Deployment::Manifests { .. } => Mode::Manifests,
             Deployment::SimulatedNodes { .. } => Mode::SimulatedNodes,
         }
     }
@@ -515,6 +533,14 @@ impl Profile {
                     );
                 }
             }
+            Deployment::Manifests { manifests } => {
+                line(&mut out, 2, "manifests:");
+                list(
+                    &mut out,
+                    4,
+                    &mut manifests.iter().map(|p| p.display().to_string()),
+                );
+            }
             Deployment::SimulatedNodes { command } => {
                 line(&mut out, 2, "command:");
                 list(&mut out, 4, &mut command.iter().cloned());
@@ -689,5 +715,20 @@ mod tests {
         )
         .unwrap_or_else(|m| panic!("{m:?}\n{yaml}"));
         assert_eq!(back, full, "{yaml}");
+        let manifests = Profile {
+            deployment: Deployment::Manifests {
+                manifests: vec!["/p/rbac.yaml".into(), "/d/plugin.yaml".into()],
+            },
+            registration_dir: Some(Setting::Flag("--reg".into())),
+            ..full
+        };
+        let yaml = manifests.to_yaml();
+        let back = parse_str(
+            &yaml,
+            Path::new("/p/x.yaml"),
+            Options { check_files: false },
+        )
+        .unwrap_or_else(|m| panic!("{m:?}\n{yaml}"));
+        assert_eq!(back, manifests, "{yaml}");
     }
 }

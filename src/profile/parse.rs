@@ -350,7 +350,7 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
         .required(
             ctx,
             "deployment",
-            "where the driver runs: `mode` Builtin, Installed, RealNodes or SimulatedNodes",
+            &format!("where the driver runs: `mode` {}", modes_text()),
         )
         .and_then(|f| deployment(ctx, &f));
     let registration = m
@@ -487,14 +487,14 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
             );
         }
         if let Some(m) = mode
-            && !matches!(m, Mode::RealNodes | Mode::SimulatedNodes)
+            && !matches!(m, Mode::RealNodes | Mode::Manifests | Mode::SimulatedNodes)
         {
             ctx.mistake(
                 *l,
                 path,
                 format!(
-                    "the runner restarts only a driver it deploys (deployment.mode RealNodes or \
-                     SimulatedNodes), not one in mode {m}"
+                    "the runner restarts only a driver it deploys (deployment.mode RealNodes, \
+                     Manifests or SimulatedNodes), not one in mode {m}"
                 ),
             );
         }
@@ -562,6 +562,16 @@ fn device_class(ctx: &mut Ctx, f: &Field) -> Option<(DeviceClass, u64, String)> 
     }
 }
 
+/// The modes as a sentence lists them: `A, B or C`.
+fn modes_text() -> String {
+    let names = Mode::ALL.map(Mode::name);
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// The deployment, and where its `command` is (for the rules about it).
 fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
     let mut m = ctx.map(f.node, &f.path, f.line)?;
@@ -589,31 +599,50 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
             None
         }
     };
-    let only = |ctx: &mut Ctx, field: &Field, wanted: Mode| {
+    let only = |ctx: &mut Ctx, field: &Field, wanted: &[Mode]| {
         if let Some(mode) = mode
-            && mode != wanted
+            && !wanted.contains(&mode)
         {
-            ctx.mistake(
-                field.line,
-                &field.path,
-                format!("only for mode {wanted}, not {mode}"),
-            );
+            let names: Vec<&str> = wanted.iter().map(|m| m.name()).collect();
+            // The runner imports images only into nodes it starts; on a
+            // kubeconfig cluster that is the user's to do.
+            let message = if mode == Mode::Manifests && field.path.ends_with(".imageArchives") {
+                "only for mode RealNodes, whose nodes the runner starts and imports images \
+                 into; with mode Manifests, load the images into the cluster's nodes yourself \
+                 (e.g. `kind load image-archive FILE`) or have the nodes pull them"
+                    .to_owned()
+            } else {
+                format!("only for mode {}, not {mode}", names.join(" or "))
+            };
+            ctx.mistake(field.line, &field.path, message);
         }
     };
-    let files = |ctx: &mut Ctx, key: &str, what: &str, m: &mut Map| {
+    let files = |ctx: &mut Ctx, key: &str, what: &str, modes: &[Mode], m: &mut Map| {
         let field = m.take(key)?;
-        only(ctx, &field, Mode::RealNodes);
+        only(ctx, &field, modes);
         let items = ctx.strings(field.node, &field.path)?;
         Some((
             items.iter().map(|i| ctx.file(i, what)).collect::<Vec<_>>(),
             field.line,
         ))
     };
-    let manifests = files(ctx, "manifests", "manifest", &mut m);
-    let archives = files(ctx, "imageArchives", "image archive", &mut m);
+    let manifests = files(
+        ctx,
+        "manifests",
+        "manifest",
+        &[Mode::RealNodes, Mode::Manifests],
+        &mut m,
+    );
+    let archives = files(
+        ctx,
+        "imageArchives",
+        "image archive",
+        &[Mode::RealNodes],
+        &mut m,
+    );
     let faults_field = m.take("faults");
     let faults = faults_field.as_ref().and_then(|field| {
-        only(ctx, field, Mode::Builtin);
+        only(ctx, field, &[Mode::Builtin]);
         let items = ctx.strings(field.node, &field.path)?;
         let mut set = std::collections::BTreeSet::new();
         for i in items {
@@ -636,7 +665,7 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
     });
     let command_field = m.take("command");
     let command = command_field.as_ref().and_then(|field| {
-        only(ctx, field, Mode::SimulatedNodes);
+        only(ctx, field, &[Mode::SimulatedNodes]);
         let items = ctx.strings(field.node, &field.path)?;
         check_command(ctx, &items);
         Some(items.into_iter().map(|i| i.value).collect::<Vec<_>>())
@@ -654,14 +683,14 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
             faults: faults.unwrap_or_default(),
         },
         Mode::Installed => Deployment::Installed,
-        Mode::RealNodes => {
+        mode @ (Mode::RealNodes | Mode::Manifests) => {
             let manifests = match manifests {
                 Some((list, _)) if !list.is_empty() => list,
                 Some((_, l)) => {
                     ctx.mistake(
                         l,
                         &m_path(f, "manifests"),
-                        "lists no manifest; mode RealNodes installs the driver from them",
+                        format!("lists no manifest; mode {mode} installs the driver from them"),
                     );
                     return None;
                 }
@@ -670,15 +699,20 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
                         ctx.mistake(
                             f.line,
                             &m_path(f, "manifests"),
-                            "missing: mode RealNodes installs the driver from these manifests",
+                            format!(
+                                "missing: mode {mode} installs the driver from these manifests"
+                            ),
                         );
                     }
                     return None;
                 }
             };
-            Deployment::RealNodes {
-                manifests,
-                image_archives: archives.map(|a| a.0).unwrap_or_default(),
+            match mode {
+                Mode::RealNodes => Deployment::RealNodes {
+                    manifests,
+                    image_archives: archives.map(|a| a.0).unwrap_or_default(),
+                },
+                _ => Deployment::Manifests { manifests },
             }
         }
         Mode::SimulatedNodes => match command {
@@ -923,7 +957,7 @@ mod tests {
             mistakes(&format!("{BASE}deviceCount:\n  flag: --num-devices\n")),
             [
                 "line 6: field `deviceCount`: needs devicesPerNode: the runner restarts the driver with one device fewer than it, then with it again",
-                "line 6: field `deviceCount`: the runner restarts only a driver it deploys (deployment.mode RealNodes or SimulatedNodes), not one in mode Installed",
+                "line 6: field `deviceCount`: the runner restarts only a driver it deploys (deployment.mode RealNodes, Manifests or SimulatedNodes), not one in mode Installed",
             ]
         );
         assert_eq!(
@@ -1028,6 +1062,82 @@ mod tests {
             ),
             [
                 "line 4: field `deployment.command`: missing: mode SimulatedNodes starts this command once per node"
+            ]
+        );
+    }
+
+    const MANIFESTS: &str =
+        "driverName: d.example.com\ndeviceClass:\n  name: c\ndeployment:\n  mode: Manifests\n";
+
+    #[test]
+    fn a_manifests_profile_names_its_files_relative_to_itself_and_may_restart_the_driver() {
+        let src = format!(
+            "{MANIFESTS}  manifests: [rbac.yaml, ../d/plugin.yaml]\nregistrationDir:\n  flag: --reg\ndevicesPerNode: 2\ndeviceCount:\n  flag: --num-devices\n"
+        );
+        let p = parse_str(&src, Path::new("/p/x.yaml"), Options { check_files: false })
+            .unwrap_or_else(|m| panic!("{m:?}"));
+        assert_eq!(
+            p.deployment,
+            Deployment::Manifests {
+                manifests: vec!["/p/rbac.yaml".into(), "/d/plugin.yaml".into()]
+            }
+        );
+        assert_eq!(p.deployment.mode(), Mode::Manifests);
+        assert_eq!(p.device_count, Some(Setting::Flag("--num-devices".into())));
+        assert_eq!(p.interposable(), Ok(()));
+        // Without registrationDir nothing can be put in front of it.
+        let bare = parse_str(
+            &format!("{MANIFESTS}  manifests: [a.yaml]\n"),
+            Path::new("/p/x.yaml"),
+            Options { check_files: false },
+        )
+        .unwrap();
+        let reason = bare.interposable().unwrap_err();
+        assert!(
+            reason.contains("(deployment.mode: Manifests) does not say how"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_manifests_profile_loads_no_images_and_needs_a_manifest() {
+        assert_eq!(
+            mistakes(&format!(
+                "{MANIFESTS}  manifests: [a.yaml]\n  imageArchives: [a.oci.tar]\n"
+            )),
+            [
+                "line 7: field `deployment.imageArchives`: only for mode RealNodes, whose nodes the runner starts and imports images into; with mode Manifests, load the images into the cluster's nodes yourself (e.g. `kind load image-archive FILE`) or have the nodes pull them"
+            ]
+        );
+        assert_eq!(
+            mistakes(&format!("{MANIFESTS}  manifests: []\n")),
+            [
+                "line 6: field `deployment.manifests`: lists no manifest; mode Manifests installs the driver from them"
+            ]
+        );
+        assert_eq!(
+            mistakes(MANIFESTS),
+            [
+                "line 4: field `deployment.manifests`: missing: mode Manifests installs the driver from these manifests"
+            ]
+        );
+        assert_eq!(
+            mistakes(&format!(
+                "{MANIFESTS}  command: [drv]\n  manifests: [a.yaml]\n"
+            )),
+            ["line 6: field `deployment.command`: only for mode SimulatedNodes, not Manifests"]
+        );
+        // Manifests with another mode names both modes that take them.
+        assert_eq!(
+            mistakes(&format!("{BASE}  manifests: [a.yaml]\n")),
+            [
+                "line 6: field `deployment.manifests`: only for mode RealNodes or Manifests, not Installed"
+            ]
+        );
+        assert_eq!(
+            mistakes("driverName: d.example.com\ndeviceClass:\n  name: c\n"),
+            [
+                "line 1: field `deployment`: missing: where the driver runs: `mode` Builtin, Installed, RealNodes, Manifests or SimulatedNodes"
             ]
         );
     }

@@ -146,11 +146,12 @@ pub fn skip_reason(
         && !matches!(
             profile.deployment,
             crate::profile::Deployment::RealNodes { .. }
+                | crate::profile::Deployment::Manifests { .. }
         )
     {
         return Some(format!(
             "needs the pods of driver {}, which the runner knows only when it deploys the driver \
-             from manifests (deployment.mode: RealNodes)",
+             from manifests (deployment.mode: RealNodes or Manifests)",
             profile.driver_name
         ));
     }

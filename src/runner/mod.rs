@@ -380,6 +380,15 @@ pub async fn run() -> anyhow::Result<i32> {
         {
             anyhow::bail!("--interpose: {reason}");
         }
+        // Real local nodes always get the runner's own image.
+        if args.interpose && !connect.is_local() && connect.proxy_image.contains("hostpathplugin") {
+            anyhow::bail!(
+                "--interpose on a kubeconfig cluster reaches the driver's sockets through proxy \
+                 pods running `dra-e2e proxy-agent --connect`, which upstream's hostpathplugin \
+                 image ({}) lacks: pass --proxy-image with an image carrying dra-e2e",
+                connect.proxy_image
+            );
+        }
         // The nodes import the driver's images when they start.
         if let crate::profile::Deployment::RealNodes { image_archives, .. } = &p.deployment {
             connect

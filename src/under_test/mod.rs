@@ -6,11 +6,13 @@
 //! scenario, made by the scenario. Every other driver is one installation
 //! shared by the run: already there ([`Deployment::Installed`], KEP-5970's
 //! setting: the suite installs nothing), or deployed here from the
-//! profile's manifests onto the local cluster's real nodes
+//! profile's manifests: onto the local cluster's real nodes
 //! ([`Deployment::RealNodes`]; the nodes imported its image archives when
-//! they started). Either way the run starts only once the driver publishes
-//! devices on every ready node, so a driver that never comes up fails once,
-//! with what was seen, instead of failing every scenario with a timeout.
+//! they started) or onto a kubeconfig cluster ([`Deployment::Manifests`];
+//! its nodes have the images already, or pull them). Either way the run
+//! starts only once the driver publishes devices on every ready node, so a
+//! driver that never comes up fails once, with what was seen, instead of
+//! failing every scenario with a timeout.
 //!
 //! What this module made (the manifests' objects, a DeviceClass from a
 //! selector) it removes at the end of the run, most recent first.
@@ -55,6 +57,13 @@ pub enum UnderTestError {
          run against the driver's cluster with --cluster kubeconfig [--kubeconfig FILE]"
     )]
     NeedsInstalled { profile: String, driver: String },
+    #[error(
+        "the profile {profile} has the runner apply the manifests of driver {driver} to the \
+         kubeconfig cluster (deployment.mode: Manifests), but this run starts its own local \
+         cluster; run against that cluster with --cluster kubeconfig [--kubeconfig FILE] (for \
+         the local cluster's real nodes, use deployment.mode RealNodes)"
+    )]
+    NeedsKubeconfig { profile: String, driver: String },
     #[error(
         "the profile {profile} starts driver {driver} on the local cluster's simulated nodes \
          (deployment.mode: SimulatedNodes); run with --cluster local (and the default \
@@ -144,6 +153,9 @@ pub struct UnderTest {
     devices_now: tokio::sync::Mutex<Option<u32>>,
     /// Whether the run puts the interposer in front of the driver.
     interpose: bool,
+    /// The kubelet's root directory on the cluster's nodes, under which
+    /// the driver behind the interposer registers privately.
+    kubelet_root: std::path::PathBuf,
     /// The interposer, once started.
     pub interposed: Option<interposed::Interposed>,
 }
@@ -160,6 +172,7 @@ impl UnderTest {
             processes: Default::default(),
             devices_now: Default::default(),
             interpose: false,
+            kubelet_root: crate::real_node::kubelet::ROOT_DIR.into(),
             interposed: None,
         }
     }
@@ -212,6 +225,11 @@ impl UnderTest {
                 profile: name,
                 driver,
             }),
+            Deployment::Manifests { .. } if local => Err(UnderTestError::NeedsKubeconfig {
+                profile: name,
+                driver,
+            }),
+            Deployment::Manifests { .. } => Ok(()),
             Deployment::SimulatedNodes { .. } if local && !real_nodes => Ok(()),
             Deployment::SimulatedNodes { .. } => Err(UnderTestError::NeedsSimulatedNodes {
                 profile: name,
@@ -239,6 +257,7 @@ impl UnderTest {
             processes: Default::default(),
             devices_now: Default::default(),
             interpose,
+            kubelet_root: cluster.kubelet_root(),
             interposed: None,
         };
         if under.is_builtin() {
@@ -272,7 +291,9 @@ impl UnderTest {
     async fn set_up(&mut self, cluster: &Cluster) -> Result<(), UnderTestError> {
         let client = &cluster.client();
         let driver = self.profile.driver_name.clone();
-        if let Deployment::RealNodes { manifests, .. } = &self.profile.deployment {
+        if let Deployment::RealNodes { manifests, .. } | Deployment::Manifests { manifests } =
+            &self.profile.deployment
+        {
             for path in manifests.clone() {
                 self.apply(client, &path).await?;
             }
@@ -407,9 +428,10 @@ impl UnderTest {
     }
 
     /// Restarts the driver telling it to offer `devices` per node (through
-    /// the profile's deviceCount): a new rollout of its DaemonSet(s) on real
-    /// nodes, its processes started again on simulated ones. Returns once
-    /// the driver runs again; its slices are for the caller to watch.
+    /// the profile's deviceCount): a new rollout of its DaemonSet(s) where
+    /// the runner applied its manifests, its processes started again on
+    /// simulated nodes. Returns once the driver runs again; its slices are
+    /// for the caller to watch.
     pub async fn restart_with_devices(
         &self,
         cluster: &Cluster,
@@ -438,7 +460,7 @@ impl UnderTest {
                 }
                 self.start_on_simulated_nodes(cluster, command, Some(devices))?;
             }
-            Deployment::RealNodes { .. } => {
+            Deployment::RealNodes { .. } | Deployment::Manifests { .. } => {
                 if self.pods.is_empty() {
                     return Err(deploy(
                         "cannot restart it: its manifests have no DaemonSet".to_owned(),
@@ -552,10 +574,9 @@ impl UnderTest {
                 if self.interpose
                     && let Some(setting) = &self.profile.registration_dir
                 {
-                    let dir = interposed::private_registry(
-                        std::path::Path::new(crate::real_node::kubelet::ROOT_DIR),
-                        &driver,
-                    );
+                    // Where the interposer looks for it: under the
+                    // kubelet root of the cluster's nodes.
+                    let dir = interposed::private_registry(&self.kubelet_root, &driver);
                     let ds = register_privately(ds, setting, &dir)
                         .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
                     obj = serde_json::to_value(&ds)
@@ -1168,6 +1189,31 @@ mod tests {
         let reg: Vec<_> = vars.iter().filter(|e| e.name == "REG_DIR").collect();
         assert_eq!(reg.len(), 1);
         assert_eq!(reg[0].value.as_deref(), Some(DIR));
+    }
+
+    #[test]
+    fn a_manifests_profile_fits_only_a_kubeconfig_cluster() {
+        let profile = Profile {
+            deployment: Deployment::Manifests {
+                manifests: vec!["/p/driver.yaml".into()],
+            },
+            file: Some("/p/d.yaml".into()),
+            ..profile::Profile::from_flags("d.example.com", "c")
+                .unwrap()
+                .profile
+        };
+        assert!(UnderTest::check_fits(&profile, false, false).is_ok());
+        for real_nodes in [false, true] {
+            let e = UnderTest::check_fits(&profile, true, real_nodes).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "the profile /p/d.yaml has the runner apply the manifests of driver \
+                 d.example.com to the kubeconfig cluster (deployment.mode: Manifests), but this \
+                 run starts its own local cluster; run against that cluster with --cluster \
+                 kubeconfig [--kubeconfig FILE] (for the local cluster's real nodes, use \
+                 deployment.mode RealNodes)"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod common;
 mod differential;
 mod images;
 mod installed;
+mod manifests;
 mod node;
 mod reclaim;
 mod standard;
