@@ -851,7 +851,30 @@ impl UnderTest {
                 problems.push(e.to_string());
             }
         }
+        // A driver the run deployed takes its slices with it: the kubelets
+        // would wipe those of its nodes only after their wiping delay, and
+        // a next run would count them as the new driver's devices.
+        if self.deploys() {
+            let slices: Api<ResourceSlice> = Api::all(client.clone());
+            let lp = ListParams::default().fields(&format!("spec.driver={}", self.driver_name()));
+            if let Err(e) = slices.delete_collection(&DeleteParams::default(), &lp).await {
+                problems.push(format!(
+                    "deleting the slices of driver {}: {e}",
+                    self.driver_name()
+                ));
+            }
+        }
         problems
+    }
+
+    /// Whether the runner deployed the driver (and so removes it).
+    fn deploys(&self) -> bool {
+        matches!(
+            self.profile.deployment,
+            Deployment::RealNodes { .. }
+                | Deployment::Manifests { .. }
+                | Deployment::SimulatedNodes { .. }
+        )
     }
 
     fn remember(&self, made: Made) {
@@ -863,7 +886,15 @@ impl UnderTest {
 
     /// What the reports say about the driver.
     pub fn properties(&self) -> Vec<(String, String)> {
+        let interposer = if self.is_builtin() {
+            "not needed (the runner hosts the driver)"
+        } else if self.interposed.is_some() {
+            "yes: the kubelet's calls pass the runner"
+        } else {
+            "no"
+        };
         let mut v = vec![
+            ("driver.interposer".to_owned(), interposer.to_owned()),
             ("driver.name".to_owned(), self.profile.driver_name.clone()),
             ("driver.profile".to_owned(), self.profile_name()),
             (
