@@ -857,7 +857,10 @@ impl UnderTest {
         if self.deploys() {
             let slices: Api<ResourceSlice> = Api::all(client.clone());
             let lp = ListParams::default().fields(&format!("spec.driver={}", self.driver_name()));
-            if let Err(e) = slices.delete_collection(&DeleteParams::default(), &lp).await {
+            if let Err(e) = slices
+                .delete_collection(&DeleteParams::default(), &lp)
+                .await
+            {
                 problems.push(format!(
                     "deleting the slices of driver {}: {e}",
                     self.driver_name()
