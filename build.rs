@@ -12,8 +12,10 @@ const PROTOS: &[&str] = &[
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = Path::new("proto");
-    println!("cargo:rerun-if-changed=proto");
+    // The proto crate builds with this script; `proto/` sits at the top.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let root = root.as_path();
+    println!("cargo:rerun-if-changed={}", root.display());
     let fds = protox::compile(PROTOS.iter().map(|p| root.join(p)), [root])?;
     tonic_prost_build::configure()
         .build_server(true)

@@ -7,7 +7,6 @@
 //! `DRA_E2E_BENCH_RUNS` (default 3). Needs root and `make node`.
 mod support;
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
@@ -23,7 +22,6 @@ fn main() {
             let mut stops = Vec::new();
             for run in 0..runs {
                 let options = RealNodesOptions {
-                    runner: Some(PathBuf::from(env!("CARGO_BIN_EXE_dra-e2e"))),
                     ..RealNodesOptions::new(count)
                 };
                 let t = Instant::now();

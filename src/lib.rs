@@ -1,42 +1,40 @@
 //! dra-e2e: an end-to-end test runner for Kubernetes Dynamic Resource Allocation.
 //!
-//! The modules stand on floors; each uses only floors below its own (and
-//! modules beside it on the ground floor), so dependencies point one way:
+//! The crates of the workspace are its floors; each depends only on floors
+//! below it, and Cargo, not convention, keeps it so:
 //!
-//! 5. `runner`: the command line, the main flow, reports, `cluster up`.
-//! 4. `steps`: the Gherkin steps, with a scenario's lifecycle.
-//! 3. `driver` (one test driver instance in a scenario), `cluster`
-//!    (starting or reaching the cluster, its nodes and their sockets) and
-//!    `under_test` (the run's driver under test, from its profile).
-//! 2. `plugin` (the kubelet plugin servers), `proxy` (sockets on nodes
-//!    reached through agents), `node_sim` (the simulated kubelet) and
-//!    `real_node` (real kubelets in namespaces).
-//! 1. The ground: `proto`, `conn`, `node_files`, `node_host` (what a plugin
-//!    needs of its nodes; `cluster` implements it, `driver` uses it),
-//!    `node_ready`, `host` (processes, PKI and built programs on this
-//!    machine), `images`, `objects`, `wait`, `report`, `profile` (which
-//!    driver is under test, from a driver profile file or flags).
+//! 5. `dra-e2e` (this crate): the command line and the main flow
+//!    ([`runner`]), the Gherkin steps with a scenario's lifecycle
+//!    ([`steps`]) and the reports ([`report`]).
+//! 4. `dra-e2e-harness`: one test driver in a scenario ([`driver`]) and the
+//!    run's driver under test from its profile ([`under_test`]).
+//! 3. `dra-e2e-cluster`: starting or reaching the cluster ([`cluster`]),
+//!    with this machine's processes and PKI ([`host`]), images ([`images`]),
+//!    sockets on nodes reached through agents ([`proxy`]) and real kubelets
+//!    in namespaces ([`real_node`]).
+//! 2. `dra-e2e-plugin` (the kubelet plugin servers and the interposer) and
+//!    `dra-e2e-node-sim` (the simulated kubelet). The simulated kubelet
+//!    reaches plugins only through their sockets: it does not depend on
+//!    `dra-e2e-plugin`.
+//! 1. The ground: `dra-e2e-proto` (the kubelet's gRPC APIs),
+//!    `dra-e2e-conn` (connections, [`node_host`]), `dra-e2e-kube` (object
+//!    builders, waits, node readiness), `dra-e2e-profile` (which driver is
+//!    under test) and `dra-e2e-agent` (the small program that runs on nodes).
 //!
-//! `node_sim` reaches plugins only through their sockets, never `plugin`.
-pub mod cluster;
-pub mod conn;
-pub mod driver;
-pub mod host;
-pub mod images;
-pub mod later;
-pub mod node_files;
-pub mod node_host;
-pub mod node_ready;
-pub mod node_sim;
-pub mod objects;
-pub mod plugin;
-pub mod profile;
-pub mod proto;
-pub mod proxy;
-pub mod real_node;
+//! The names below keep every floor reachable as `dra_e2e::<module>`, the
+//! paths the steps, the tests and the benchmarks use.
+pub use dra_e2e_cluster as cluster;
+pub use dra_e2e_cluster::{host, images, proxy, real_node};
+pub use dra_e2e_conn as conn;
+pub use dra_e2e_conn::{later, node_files, node_host};
+pub use dra_e2e_harness::{driver, under_test};
+pub use dra_e2e_kube::{node_ready, objects, wait};
+pub use dra_e2e_node_sim as node_sim;
+pub use dra_e2e_plugin as plugin;
+pub use dra_e2e_profile as profile;
+pub use dra_e2e_proto as proto;
+
 pub mod report;
 pub mod runner;
 #[path = "../steps/mod.rs"]
 pub mod steps;
-pub mod under_test;
-pub mod wait;

@@ -12,8 +12,8 @@ use kube::runtime::watcher;
 
 use super::claims::{claim_name, default_shape, generated_claim};
 use super::params::{
-    ClaimPhrase, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, SteadyPodState,
-    Strings, quoted_list,
+    ClaimPhrase, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, PodStateWord,
+    SteadyPodState, SteadyPodStateWord, Strings, quoted_list,
 };
 use super::{World, context};
 use crate::objects::{self, PodClaims, PodShape};
@@ -32,10 +32,10 @@ sentences! {
     fn pod_per_node(claims: PodClaimsPhrase, step: Step<'_>);
 
     #[then(expr = "pod {string} is {podstate}")]
-    fn pod_is(name: String, state: PodState);
+    fn pod_is(name: String, state: PodStateWord);
 
     #[then(expr = "all pods are {podstate}")]
-    fn all_pods_are(state: PodState);
+    fn all_pods_are(state: PodStateWord);
 
     #[then(expr = "pod {string} is running with env {strings} in every container")]
     fn pod_running_with_env(name: String, env: Strings);
@@ -49,7 +49,7 @@ sentences! {
     fn each_in_turn(readiness: Readiness);
 
     #[then(expr = "pod {string} stays {steadystate} for {duration}")]
-    fn stays(name: String, state: SteadyPodState, d: Dur);
+    fn stays(name: String, state: SteadyPodStateWord, d: Dur);
 
     #[then(expr = "pod {string} is unschedulable with a message containing {string}")]
     fn unschedulable_with(name: String, text: String);
@@ -381,7 +381,7 @@ pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::
     Ok(())
 }
 
-async fn pod_is(w: &World, name: String, state: PodState) -> anyhow::Result<()> {
+async fn pod_is(w: &World, name: String, PodStateWord(state): PodStateWord) -> anyhow::Result<()> {
     if state != PodState::Unschedulable {
         return wait_pod(w, &name, state).await;
     }
@@ -501,16 +501,24 @@ async fn each_in_turn(w: &World, readiness: Readiness) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn all_pods_are(w: &World, state: PodState) -> anyhow::Result<()> {
+async fn all_pods_are(w: &World, PodStateWord(state): PodStateWord) -> anyhow::Result<()> {
     if w.scenario.pods().next().is_none() {
         bail!("the scenario created no pods");
     }
-    let waits = w.scenario.pods().map(|p| pod_is(w, p.name.clone(), state));
+    let waits = w
+        .scenario
+        .pods()
+        .map(|p| pod_is(w, p.name.clone(), PodStateWord(state)));
     futures::future::try_join_all(waits).await?;
     Ok(())
 }
 
-async fn stays(w: &World, name: String, state: SteadyPodState, d: Dur) -> anyhow::Result<()> {
+async fn stays(
+    w: &World,
+    name: String,
+    SteadyPodStateWord(state): SteadyPodStateWord,
+    d: Dur,
+) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     let word = match state {
         SteadyPodState::Pending => "Pending",

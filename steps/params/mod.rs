@@ -290,15 +290,17 @@ impl FromStr for Identity {
 }
 
 /// The pod states steps wait for: `running`, `gone`, ...
-impl cucumber::Parameter for PodState {
-    const REGEX: &'static str = "running|scheduled|unschedulable|completed|failed|gone|pending";
-    const NAME: &'static str = "podstate";
-}
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(
+    name = "podstate",
+    regex = "running|scheduled|unschedulable|completed|failed|gone|pending"
+)]
+pub struct PodStateWord(pub PodState);
 
-impl FromStr for PodState {
+impl FromStr for PodStateWord {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
+        Ok(PodStateWord(match s {
             "running" => PodState::Running,
             "scheduled" => PodState::Scheduled,
             "unschedulable" => PodState::Unschedulable,
@@ -307,7 +309,7 @@ impl FromStr for PodState {
             "gone" => PodState::Gone,
             "pending" => PodState::Pending,
             other => return Err(format!("unknown pod state {other}")),
-        })
+        }))
     }
 }
 
@@ -343,17 +345,16 @@ impl Health {
 }
 
 /// A pod state that can be held for a while: `pending` or `running`.
-impl cucumber::Parameter for SteadyPodState {
-    const REGEX: &'static str = "pending|running";
-    const NAME: &'static str = "steadystate";
-}
+#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
+#[param(name = "steadystate", regex = "pending|running")]
+pub struct SteadyPodStateWord(pub SteadyPodState);
 
-impl FromStr for SteadyPodState {
+impl FromStr for SteadyPodStateWord {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "pending" => Ok(SteadyPodState::Pending),
-            "running" => Ok(SteadyPodState::Running),
+            "pending" => Ok(SteadyPodStateWord(SteadyPodState::Pending)),
+            "running" => Ok(SteadyPodStateWord(SteadyPodState::Running)),
             other => Err(format!("a pod can stay pending or running, not {other:?}")),
         }
     }

@@ -731,7 +731,6 @@ async fn run() {
     let real_nodes = RealNodes::start(
         &cluster,
         &RealNodesOptions {
-            runner: Some(bin()),
             ..RealNodesOptions::new(1)
         },
     )

@@ -128,7 +128,6 @@ async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothin
         .await
         .expect("local control plane");
     let options = RealNodesOptions {
-        runner: Some(bin()),
         ..RealNodesOptions::new(1)
     };
     let mut nodes = RealNodes::start(&cluster, &options)

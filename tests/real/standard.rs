@@ -89,14 +89,31 @@ async fn sh(pods: &Api<Pod>, pod: &str, script: &str) -> String {
     format!("{out}{err}")
 }
 
-/// A local control plane with two real nodes, whose proxy image carries
-/// the `dra-e2e` binary under test.
+/// The image of the in-cluster check's pods: the runner under test (not
+/// the agent of the proxy image, which has no API client).
+const RUNNER_IMAGE: &str = "localhost/dra-e2e/runner:test";
+const RUNNER_PATH: &str = "/usr/local/bin/dra-e2e";
+
+/// A local control plane with two real nodes, which also import an image
+/// of the runner under test ([`RUNNER_IMAGE`]).
 async fn two_real_nodes() -> (LocalCluster, RealNodes) {
     let cluster = LocalCluster::start(LocalClusterOptions::default())
         .await
         .expect("local control plane");
+    let busybox = dra_e2e::real_node::binaries::NodeBinaries::find(None)
+        .expect("node binaries (hack/build-node.sh)")
+        .busybox;
+    let archive = cluster.dir().join("runner-image.tar");
+    let spec = dra_e2e::images::builtin::with_program(
+        RUNNER_IMAGE,
+        Path::new(common::bin()),
+        RUNNER_PATH,
+        &busybox,
+    )
+    .expect("the runner's image");
+    dra_e2e::images::write_archive(&spec, &archive).expect("writing the runner's image");
     let options = RealNodesOptions {
-        runner: Some(common::bin().into()),
+        extra_archives: vec![archive],
         ..RealNodesOptions::new(2)
     };
     let nodes = RealNodes::start(&cluster, &options)
@@ -229,8 +246,8 @@ fn in_cluster_pod(name: &str, node: &str, host_network: bool) -> Pod {
             "restartPolicy": "Never",
             "containers": [{
                 "name": "c",
-                "image": dra_e2e::real_node::proxy_image(),
-                "command": [dra_e2e::images::builtin::PROXY_PROGRAM_PATH, "in-cluster-check"],
+                "image": RUNNER_IMAGE,
+                "command": [RUNNER_PATH, "in-cluster-check"],
             }],
             "terminationGracePeriodSeconds": 1,
         },

@@ -1,0 +1,708 @@
+//! A real cluster from a kubeconfig: connecting with clear errors, checking
+//! that it serves DRA, and reaching containers by exec.
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::{Api, AttachParams, LogParams};
+use tokio::io::AsyncReadExt as _;
+
+use super::ConnectOptions;
+use dra_e2e_conn::node_host::{Dialled, Finishing, NodeHost, Served, SocketError};
+
+/// Whether the user configured a kubeconfig cluster (flag, env or default file).
+pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
+    if explicit.is_some() {
+        return true;
+    }
+    if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".kube/config"))
+        .is_some_and(|p| p.exists())
+}
+
+pub struct RemoteEnv {
+    pub client: kube::Client,
+    pub config: kube::Config,
+    pub server: String,
+    pub kubelet_root: PathBuf,
+    pub proxy_image: String,
+    /// The nodes' CDI spec directory, where proxy pods write spec files.
+    pub cdi_dir: String,
+}
+
+impl RemoteEnv {
+    pub async fn connect(opts: &ConnectOptions) -> anyhow::Result<RemoteEnv> {
+        let config = match &opts.kubeconfig {
+            Some(path) => {
+                // Read here so that a missing file is said once, plainly.
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                let kc = kube::config::Kubeconfig::from_yaml(&text)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                    .await
+                    .with_context(|| format!("using kubeconfig {}", path.display()))?
+            }
+            None => kube::Config::from_kubeconfig(&Default::default())
+                .await
+                .context("loading the kubeconfig from KUBECONFIG or ~/.kube/config")?,
+        };
+        let server = config.cluster_url.to_string();
+        let mut quick = config.clone();
+        quick.connect_timeout = Some(Duration::from_secs(5));
+        quick.read_timeout = Some(Duration::from_secs(10));
+        let probe =
+            kube::Client::try_from(quick).context("building a client for the kubeconfig")?;
+        // The body is parsed here: the client's own parse logs a body that
+        // is not JSON (an HTML page) in full.
+        let request = http::Request::get("/version")
+            .body(Vec::new())
+            .context("building GET /version")?;
+        let text = tokio::time::timeout(Duration::from_secs(15), probe.request_text(request))
+            .await
+            .map_err(|_| anyhow::anyhow!("the API server at {server} did not answer within 15s"))?
+            .map_err(|e| probe_error(&server, e))?;
+        let version: k8s_openapi::apimachinery::pkg::version::Info = serde_json::from_str(&text)
+            .map_err(|e| probe_error(&server, kube::Error::SerdeError(e)))?;
+        let groups = probe.list_api_group_resources("resource.k8s.io/v1").await;
+        // /version is open to anonymous users; the API groups are not.
+        if let Err(kube::Error::Api(status)) = &groups
+            && (status.code == 401 || status.code == 403)
+        {
+            let who = if status.code == 401 {
+                "401 Unauthorized: check the credentials (token, client certificate) of the \
+                 kubeconfig's user"
+            } else {
+                "403 Forbidden: the kubeconfig's user may not read the API groups; check its \
+                 permissions"
+            };
+            bail!("the API server at {server} answered {who}");
+        }
+        if groups.is_err() {
+            bail!(
+                "the cluster at {server} (Kubernetes {}) does not serve resource.k8s.io/v1; DRA scenarios need Kubernetes 1.34 or newer",
+                version.git_version
+            );
+        }
+        let client =
+            kube::Client::try_from(config.clone()).context("building the cluster client")?;
+        Ok(RemoteEnv {
+            client,
+            config,
+            server,
+            kubelet_root: opts.kubelet_root.clone(),
+            proxy_image: opts.proxy_image.clone(),
+            cdi_dir: opts.cdi_dir.clone(),
+        })
+    }
+}
+
+/// One line for a failed `GET /version`: what the server answered and what
+/// to do, not the client's Debug dump or an HTML page.
+fn probe_error(server: &str, e: kube::Error) -> anyhow::Error {
+    match e {
+        kube::Error::Api(status) => {
+            let code = status.code;
+            let reason = http::StatusCode::from_u16(code)
+                .ok()
+                .and_then(|c| c.canonical_reason())
+                .unwrap_or("");
+            if code == 401 {
+                anyhow::anyhow!(
+                    "the API server at {server} answered 401 Unauthorized: check the credentials \
+                     (token, client certificate) of the kubeconfig's user"
+                )
+            } else if code == 403 {
+                anyhow::anyhow!(
+                    "the API server at {server} answered 403 Forbidden: the kubeconfig's user may \
+                     not read /version; check its permissions"
+                )
+            } else if status.reason == "Failed to parse error data" {
+                // The body is not a Kubernetes Status: not an API server.
+                anyhow::anyhow!(
+                    "{server} is not a Kubernetes API server: GET /version answered {code} \
+                     {reason} with a body that is not a Kubernetes Status"
+                )
+            } else {
+                anyhow::anyhow!(
+                    "the API server at {server} answered GET /version with {code} {reason}: {}",
+                    status.message
+                )
+            }
+        }
+        kube::Error::SerdeError(_) => anyhow::anyhow!(
+            "{server} is not a Kubernetes API server: its answer to GET /version is not \
+             Kubernetes version JSON"
+        ),
+        other => {
+            anyhow::Error::new(other).context(format!("cannot reach the API server at {server}"))
+        }
+    }
+}
+
+/// The env of a container on a node with a container runtime, as `env` in it
+/// prints it: a running container is asked by exec (`env` must exist in its
+/// image and exit 0). An init container that already exited cannot be
+/// exec'd; its env is what its script printed to its log (the pod builder's
+/// init script starts with `env`). Every failure names the pod and container
+/// and says what went wrong, never an empty env.
+pub async fn exec_env(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+) -> anyhow::Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let target = format!("container {container} of pod {namespace}/{pod}");
+    let current = pods
+        .get_opt(pod)
+        .await
+        .with_context(|| format!("reading pod {namespace}/{pod}"))?
+        .with_context(|| format!("{target}: the pod does not exist"))?;
+    match exited(&current, container) {
+        Some(Exited::Init(code)) => {
+            let lp = LogParams {
+                container: Some(container.to_owned()),
+                ..Default::default()
+            };
+            let log = pods
+                .logs(pod, &lp)
+                .await
+                .with_context(|| format!("reading the log of init {target}"))?;
+            return env_from_init_log(&target, code, &log);
+        }
+        Some(Exited::Regular(code)) => {
+            bail!("{target} is not running (it exited with code {code}), so `env` cannot run in it")
+        }
+        None => {}
+    }
+    let out = exec_output(&pods, pod, container, &["env".to_owned()], &target).await?;
+    env_from_exec(&target, out)
+}
+
+/// Runs `command` in a running container: `None` when it exited 0, else
+/// what it reported (exit status, stderr).
+pub async fn exec_status(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    command: &[String],
+) -> anyhow::Result<Option<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let target = format!("container {container} of pod {namespace}/{pod}");
+    let out = exec_output(&pods, pod, container, command, &target).await?;
+    let stderr = out.stderr.trim();
+    Ok(match &out.status {
+        Some(st) if st.status.as_deref() == Some("Success") => None,
+        Some(st) => Some(format!(
+            "{}{}",
+            describe_status(st),
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!("; stderr: {stderr}")
+            }
+        )),
+        None => Some(format!(
+            "no exit status{}",
+            out.stream_error
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        )),
+    })
+}
+
+/// Runs `command` in `container` by exec and collects what it wrote and
+/// its status, within [`EXEC_TIMEOUT`].
+async fn exec_output(
+    pods: &Api<Pod>,
+    pod: &str,
+    container: &str,
+    command: &[String],
+    target: &str,
+) -> anyhow::Result<ExecOutput> {
+    let shown = command.join(" ");
+    let exec = async {
+        let mut attached = pods
+            .exec(
+                pod,
+                command.to_vec(),
+                &AttachParams::default()
+                    .container(container)
+                    .stdout(true)
+                    .stderr(true),
+            )
+            .await
+            .with_context(|| format!("exec `{shown}` in {target}"))?;
+        let status = attached.take_status();
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        let out_stream = attached.stdout();
+        let err_stream = attached.stderr();
+        let read_out = async {
+            match out_stream {
+                Some(mut s) => s.read_to_string(&mut stdout).await.map(drop),
+                None => Ok(()),
+            }
+        };
+        let read_err = async {
+            match err_stream {
+                Some(mut s) => s.read_to_string(&mut stderr).await.map(drop),
+                None => Ok(()),
+            }
+        };
+        let (read_out, read_err) = tokio::join!(read_out, read_err);
+        let status = match status {
+            Some(s) => s.await,
+            None => None,
+        };
+        let joined = attached.join().await;
+        let stream_error = read_out
+            .err()
+            .map(|e| format!("reading stdout: {e}"))
+            .or_else(|| read_err.err().map(|e| format!("reading stderr: {e}")))
+            .or_else(|| joined.err().map(|e| e.to_string()));
+        anyhow::Ok(ExecOutput {
+            stdout,
+            stderr,
+            status,
+            stream_error,
+        })
+    };
+    tokio::time::timeout(EXEC_TIMEOUT, exec)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("exec `{shown}` in {target} did not finish within {EXEC_TIMEOUT:?}")
+        })?
+}
+
+/// How long a driver's proxy pods may take to terminate once scaled down.
+const PROXY_PODS_GONE: Duration = Duration::from_secs(120);
+
+/// How long reading a container's env by exec may take.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A container that is not running any more, with its exit code.
+#[derive(Debug, PartialEq, Eq)]
+enum Exited {
+    Init(i32),
+    Regular(i32),
+}
+
+/// Whether `container` of the pod has terminated (its current state, not a
+/// previous run of a restarting container).
+fn exited(pod: &Pod, container: &str) -> Option<Exited> {
+    let status = pod.status.as_ref()?;
+    let terminated = |list: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+        list?
+            .iter()
+            .find(|c| c.name == container)?
+            .state
+            .as_ref()?
+            .terminated
+            .as_ref()
+            .map(|t| t.exit_code)
+    };
+    terminated(status.init_container_statuses.as_ref())
+        .map(Exited::Init)
+        .or_else(|| terminated(status.container_statuses.as_ref()).map(Exited::Regular))
+}
+
+/// The env lines an exited init container printed to its log.
+fn env_from_init_log(target: &str, code: i32, log: &str) -> anyhow::Result<Vec<String>> {
+    let lines: Vec<String> = log.lines().map(str::to_owned).collect();
+    if lines.iter().all(|l| !l.contains('=')) {
+        bail!(
+            "init {target} exited (code {code}) and its log holds no env to read: an exited \
+             container cannot be exec'd, so only init containers whose script prints `env` \
+             (as the pod builder's does) can be checked; log: {:?}",
+            log.trim()
+        );
+    }
+    Ok(lines)
+}
+
+/// What an exec of `env` produced.
+#[derive(Debug, Default)]
+struct ExecOutput {
+    stdout: String,
+    stderr: String,
+    /// The status the API server reported on the exec's error channel.
+    status: Option<Status>,
+    /// A failure of the stream itself.
+    stream_error: Option<String>,
+}
+
+/// The env lines, if the exec succeeded: status `Success`, nothing on
+/// stderr (as upstream requires) and some output.
+fn env_from_exec(target: &str, out: ExecOutput) -> anyhow::Result<Vec<String>> {
+    let stderr = out.stderr.trim();
+    let stderr_note = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {stderr}")
+    };
+    match &out.status {
+        None => bail!(
+            "exec `env` in {target} ended without reporting an exit status{}{stderr_note}",
+            out.stream_error
+                .as_ref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ),
+        Some(st) if st.status.as_deref() != Some("Success") => bail!(
+            "exec `env` in {target} failed: {}{stderr_note}",
+            describe_status(st)
+        ),
+        Some(_) => {}
+    }
+    if !stderr.is_empty() {
+        bail!("exec `env` in {target} succeeded but wrote to stderr: {stderr}");
+    }
+    if out.stdout.trim().is_empty() {
+        bail!("exec `env` in {target} succeeded but printed no env at all");
+    }
+    Ok(out.stdout.lines().map(str::to_owned).collect())
+}
+
+/// `status Failure, reason NonZeroExitCode, exit code 127: <message>`.
+fn describe_status(st: &Status) -> String {
+    let mut parts = vec![format!(
+        "status {}",
+        st.status.as_deref().unwrap_or("<none>")
+    )];
+    if let Some(r) = st.reason.as_deref().filter(|r| !r.is_empty()) {
+        parts.push(format!("reason {r}"));
+    }
+    let exit_code = st
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+        .and_then(|c| c.message.as_deref());
+    if let Some(code) = exit_code {
+        parts.push(format!("exit code {code}"));
+    }
+    let mut text = parts.join(", ");
+    if let Some(m) = st.message.as_deref().filter(|m| !m.is_empty()) {
+        text.push_str(": ");
+        text.push_str(m);
+    }
+    text
+}
+
+/// How to run the agent in the proxy pods: upstream's hostpathplugin image,
+/// or any image carrying `dra-e2e` (chosen by the image name).
+fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
+    let agent = if image.contains("hostpathplugin") {
+        crate::proxy::AgentKind::HostPathPlugin
+    } else {
+        crate::proxy::AgentKind::DraE2e
+    };
+    crate::proxy::ProxyImage {
+        image: image.to_owned(),
+        agent,
+    }
+}
+
+impl RemoteEnv {
+    /// Deploys the proxy pods of one driver instance on `nodes`.
+    pub async fn host(
+        &self,
+        client: kube::Client,
+        namespace: &str,
+        driver: &str,
+        instance: &str,
+        nodes: &[String],
+    ) -> anyhow::Result<RemoteHost> {
+        let mut spec = crate::proxy::ProxyPodsSpec::new(namespace, driver, nodes.to_vec());
+        spec.name_suffix = driver
+            .strip_prefix(namespace)
+            .and_then(|s| s.strip_suffix(".k8s.io"))
+            .unwrap_or_default()
+            .to_owned();
+        spec.instance_suffix = instance.to_owned();
+        spec.kubelet_root = self.kubelet_root.display().to_string();
+        spec.image = proxy_image(&self.proxy_image);
+        spec.cdi_host_dir = self.cdi_dir.clone();
+        let pods = crate::proxy::ProxyPods::deploy(client.clone(), spec, Duration::from_secs(300))
+            .await
+            .with_context(|| format!("deploying the proxy pods of driver {driver}"))?;
+        Ok(RemoteHost {
+            client,
+            kubelet_root: self.kubelet_root.clone(),
+            pods: tokio::sync::Mutex::new(Some(pods)),
+        })
+    }
+}
+
+/// A driver's nodes on a real cluster, reached through its proxy pods.
+pub struct RemoteHost {
+    client: kube::Client,
+    kubelet_root: PathBuf,
+    pods: tokio::sync::Mutex<Option<crate::proxy::ProxyPods>>,
+}
+
+#[async_trait::async_trait]
+impl NodeHost for RemoteHost {
+    fn kubelet_root(&self, _node: &str) -> PathBuf {
+        self.kubelet_root.clone()
+    }
+
+    fn cdi_files(&self, node: &str) -> std::sync::Arc<dyn dra_e2e_conn::node_files::NodeFiles> {
+        let pod = self
+            .pods
+            .try_lock()
+            .ok()
+            .and_then(|p| p.as_ref().and_then(|p| p.pod_on(node).cloned()));
+        match pod {
+            Some(pod) => std::sync::Arc::new(pod.cdi_files(self.client.clone())),
+            // Without a proxy pod there is no way onto the node; writes fail
+            // with a clear error from the empty local directory instead.
+            None => std::sync::Arc::new(dra_e2e_conn::node_files::LocalDir::new(format!(
+                "/nonexistent/no-proxy-pod-on-{node}"
+            ))),
+        }
+    }
+
+    fn plugin_files(
+        &self,
+        node: &str,
+        driver: &str,
+    ) -> Option<std::sync::Arc<dyn dra_e2e_conn::node_files::NodeFiles>> {
+        let pods = self.pods.try_lock().ok()?;
+        let pod = pods.as_ref()?.pod_on(node)?;
+        // The proxy pod mounts the plugin directory at its host path.
+        let dir = self.kubelet_root.join("plugins").join(driver);
+        Some(std::sync::Arc::new(crate::proxy::pod_files::PodFiles::new(
+            self.client.clone(),
+            pod.exec_target(),
+            dir.display().to_string(),
+        )))
+    }
+
+    fn pod_of(&self, node: &str) -> Option<(String, String)> {
+        let pods = self.pods.try_lock().ok()?;
+        let pod = pods.as_ref()?.pod_on(node)?;
+        Some((pod.name.clone(), pod.uid.clone()))
+    }
+
+    async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError> {
+        use futures::FutureExt as _;
+        let err = |message: String| SocketError {
+            node: node.to_owned(),
+            socket: socket.to_owned(),
+            message,
+        };
+        let pod = {
+            let pods = self.pods.lock().await;
+            pods.as_ref()
+                .and_then(|p| p.pod_on(node).cloned())
+                .ok_or_else(|| err("no proxy pod runs on this node".to_owned()))?
+        };
+        let path = socket.display().to_string();
+        let (proxied, incoming) = crate::proxy::ProxiedSocket::remote(
+            self.client.clone(),
+            &pod,
+            &path,
+            crate::proxy::PoolConfig::default(),
+        )
+        .await
+        .map_err(|e| err(e.to_string()))?;
+        let stop = async move {
+            if let Err(e) = proxied.stop().await {
+                tracing::warn!(socket = %path, error = %e, "stopping the proxied socket");
+            }
+        }
+        .boxed();
+        Ok(Served::new(incoming, stop))
+    }
+
+    /// One exec of `dra-e2e-agent proxy-agent --connect <socket>` per connection
+    /// in the node's proxy pod, which mounts the plugin and registration
+    /// directories at their host paths: the exec's stdout and stdin are the
+    /// connection. Needs the dra-e2e proxy image (hostpathplugin has no
+    /// connect mode; the error says how to choose the image).
+    async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
+        let err = |message: String| SocketError {
+            node: node.to_owned(),
+            socket: socket.to_owned(),
+            message,
+        };
+        let pod = {
+            let pods = self.pods.lock().await;
+            pods.as_ref()
+                .and_then(|p| p.pod_on(node).cloned())
+                .ok_or_else(|| err("no proxy pod runs on this node".to_owned()))?
+        };
+        let path = socket
+            .to_str()
+            .ok_or_else(|| err("the socket path is not UTF-8".to_owned()))?;
+        let conn = crate::proxy::connect::dial(self.client.clone(), &pod, path)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Box::new(conn))
+    }
+
+    async fn tear_down(&self) -> Option<Finishing> {
+        use futures::FutureExt as _;
+        let pods = self.pods.lock().await.take()?;
+        Some(match pods.begin_teardown(PROXY_PODS_GONE).await {
+            Ok(rest) => async move { Ok(rest.await?) }.boxed(),
+            Err(e) => futures::future::ready(Err(e.into())).boxed(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
+
+    const TARGET: &str = "container with-resource of pod ns/tester-1";
+
+    fn status(status: &str, reason: &str, exit_code: Option<&str>, message: &str) -> Status {
+        Status {
+            status: Some(status.to_owned()),
+            reason: (!reason.is_empty()).then(|| reason.to_owned()),
+            message: (!message.is_empty()).then(|| message.to_owned()),
+            details: exit_code.map(|c| StatusDetails {
+                causes: Some(vec![StatusCause {
+                    reason: Some("ExitCode".to_owned()),
+                    message: Some(c.to_owned()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn output(stdout: &str, stderr: &str, status: Option<Status>) -> ExecOutput {
+        ExecOutput {
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            status,
+            stream_error: None,
+        }
+    }
+
+    #[test]
+    fn successful_exec_yields_the_lines() {
+        let env = env_from_exec(
+            TARGET,
+            output(
+                "PATH=/bin\nuser_a=b\n",
+                "",
+                Some(status("Success", "", None, "")),
+            ),
+        )
+        .unwrap();
+        assert_eq!(env, ["PATH=/bin", "user_a=b"]);
+    }
+
+    #[test]
+    fn failed_exec_names_container_status_and_stderr() {
+        let err = env_from_exec(
+            TARGET,
+            output(
+                "",
+                "exec: \"env\": executable file not found in $PATH\n",
+                Some(status(
+                    "Failure",
+                    "NonZeroExitCode",
+                    Some("127"),
+                    "command terminated with non-zero exit code",
+                )),
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        for part in [
+            "exec `env` in container with-resource of pod ns/tester-1 failed",
+            "status Failure",
+            "reason NonZeroExitCode",
+            "exit code 127",
+            "command terminated with non-zero exit code",
+            "stderr: exec: \"env\": executable file not found",
+        ] {
+            assert!(err.contains(part), "{part:?} missing in {err}");
+        }
+    }
+
+    #[test]
+    fn exec_without_status_or_with_odd_output_fails() {
+        let mut out = output("user_a=b\n", "", None);
+        out.stream_error = Some("connection reset".into());
+        let err = env_from_exec(TARGET, out).unwrap_err().to_string();
+        assert!(
+            err.contains("ended without reporting an exit status (connection reset)"),
+            "{err}"
+        );
+
+        let ok = || Some(status("Success", "", None, ""));
+        let err = env_from_exec(TARGET, output("a=b\n", "warning\n", ok()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("wrote to stderr: warning"), "{err}");
+
+        let err = env_from_exec(TARGET, output("\n", "", ok()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("printed no env"), "{err}");
+        assert!(err.contains("with-resource"), "{err}");
+    }
+
+    #[test]
+    fn status_descriptions() {
+        assert_eq!(
+            describe_status(&status(
+                "Failure",
+                "InternalError",
+                None,
+                "container not running"
+            )),
+            "status Failure, reason InternalError: container not running"
+        );
+        assert_eq!(describe_status(&Status::default()), "status <none>");
+    }
+
+    #[test]
+    fn exited_containers_are_found_by_state() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "p" },
+            "status": {
+                "initContainerStatuses": [
+                    { "name": "init", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                      "state": { "terminated": { "exitCode": 0 } } }
+                ],
+                "containerStatuses": [
+                    { "name": "with-resource", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                      "state": { "running": {} },
+                      "lastState": { "terminated": { "exitCode": 1 } } },
+                    { "name": "done", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                      "state": { "terminated": { "exitCode": 3 } } }
+                ]
+            }
+        }))
+        .unwrap();
+        assert_eq!(exited(&pod, "init"), Some(Exited::Init(0)));
+        assert_eq!(exited(&pod, "with-resource"), None);
+        assert_eq!(exited(&pod, "done"), Some(Exited::Regular(3)));
+        assert_eq!(exited(&pod, "missing"), None);
+    }
+
+    #[test]
+    fn init_logs_need_env_output() {
+        let env = env_from_init_log(TARGET, 0, "HOME=/\nuser_a=b\n").unwrap();
+        assert_eq!(env, ["HOME=/", "user_a=b"]);
+        let err = env_from_init_log(TARGET, 0, "").unwrap_err().to_string();
+        assert!(err.contains("its log holds no env"), "{err}");
+        assert!(err.contains("exited (code 0)"), "{err}");
+    }
+}
