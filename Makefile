@@ -22,7 +22,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci upstream-table upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -57,8 +57,14 @@ lint: ## formatting and clippy, warnings are errors
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
-upstream-table: ## regenerate the README's table of upstream's tests and their scenarios (from features/ and docs/upstream-tests.tsv), no cluster needed
-	$(CARGO) run --quiet -- upstream --write README.md $(ARGS)
+upstream-table: ## regenerate the table of upstream's tests and their scenarios in docs/upstream-tests.md (from features/ and docs/upstream-tests.tsv), no cluster needed
+	$(CARGO) run --quiet -- upstream --write docs/upstream-tests.md $(ARGS)
+
+steps-doc: ## regenerate the step catalogue docs/steps.md (from steps/catalogue.rs), no cluster needed
+	$(CARGO) run --quiet -- steps --markdown > docs/steps.md.tmp
+	mv docs/steps.md.tmp docs/steps.md
+
+docs: upstream-table steps-doc ## regenerate the generated documents (docs/upstream-tests.md, docs/steps.md)
 
 check: ## check the feature files (undefined/ambiguous steps, unknown tags), no cluster needed
 	$(CARGO) run --quiet -- check features

@@ -64,7 +64,7 @@ fn main() -> ExitCode {
             dra_e2e::runner::setup::cli_main(args.split_off(2))
         }
         Some("clean") => dra_e2e::runner::clean::cli_main(args.split_off(2)),
-        Some("steps") => dra_e2e::runner::author::steps().map(|()| 0),
+        Some("steps") => dra_e2e::runner::author::steps(args.split_off(2)).map(|()| 0),
         Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
         Some("upstream") => dra_e2e::runner::upstream::cli_main(args.split_off(2)),
         Some("profile") => dra_e2e::runner::profile_cli::cli_main(args.split_off(2)),

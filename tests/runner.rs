@@ -549,27 +549,6 @@ fn passing_run_exits_zero_with_a_clean_junit_report() {
     assert_nothing_left(home.path(), &t);
 }
 
-/// The worked example in the README stays a valid scenario.
-#[test]
-fn readme_example_uses_only_defined_steps() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme
-        .find("```gherkin\n")
-        .expect("README has a gherkin example")
-        + 11;
-    let end = start + readme[start..].find("```").unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("example");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("example.feature"), &readme[start..end]).unwrap();
-    let o = isolated(home.path())
-        .args(["check", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-}
-
 /// A driver whose plugin the kubelet never registered: its setup fails, and
 /// teardown deletes its node slices itself instead of waiting for a wipe that
 /// no kubelet would ever do (it waited out 120 s and left the slices).

@@ -1,6 +1,7 @@
-//! The README's table of upstream's tests: it is what `dra-e2e upstream`
-//! prints for the suite's features, and the command finds every way the
-//! data file and the features can disagree. No cluster is involved.
+//! The table of upstream's tests in docs/upstream-tests.md: it is what
+//! `dra-e2e upstream` prints for the suite's features, and the command finds
+//! every way the data file and the features can disagree. No cluster is
+//! involved.
 mod common;
 
 use std::path::Path;
@@ -27,14 +28,14 @@ fn stderr(o: &Output) -> String {
 }
 
 #[test]
-fn the_readme_table_is_what_the_features_and_the_data_file_give() {
+fn the_docs_table_is_what_the_features_and_the_data_file_give() {
     let o = upstream(
         Path::new(env!("CARGO_MANIFEST_DIR")),
-        &["--check", "README.md"],
+        &["--check", "docs/upstream-tests.md"],
     );
     assert!(
         o.status.success(),
-        "the README's upstream table is stale or inconsistent (run `make upstream-table`):\n{}{}",
+        "docs/upstream-tests.md's table is stale or inconsistent (run `make upstream-table`):\n{}{}",
         stdout(&o),
         stderr(&o)
     );
@@ -124,50 +125,82 @@ fn every_disagreement_between_data_and_features_is_named() {
     }
 }
 
+/// Copies the fixture features of `good` and the data file into a temp
+/// dir, as a repository has them, with the stale document in its `docs/`.
+fn repository_with_a_stale_table() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let features = tmp.path().join("features");
+    std::fs::create_dir_all(&features).expect("features dir");
+    for entry in std::fs::read_dir(fixtures("upstream-table/good/features")).expect("fixtures") {
+        let entry = entry.expect("fixture entry");
+        std::fs::copy(entry.path(), features.join(entry.file_name())).expect("copy feature");
+    }
+    std::fs::copy(
+        fixtures("upstream-table/upstream-tests.tsv"),
+        tmp.path().join("upstream-tests.tsv"),
+    )
+    .expect("copy data");
+    std::fs::create_dir_all(tmp.path().join("docs")).expect("docs dir");
+    std::fs::copy(
+        fixtures("upstream-table/stale.md"),
+        tmp.path().join("docs/stale.md"),
+    )
+    .expect("copy the stale document");
+    tmp
+}
+
 #[test]
 fn check_fails_on_a_stale_table_and_write_replaces_only_the_table() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let readme = tmp.path().join("README.md");
-    std::fs::copy(fixtures("upstream-table/README.md"), &readme).expect("copy README");
-    let readme_arg = readme.to_str().expect("utf-8 temp path");
-    let dir = fixtures("upstream-table/good");
-    let data = ["--data", "../upstream-tests.tsv"];
+    let tmp = repository_with_a_stale_table();
+    let dir = tmp.path();
+    let data = ["--data", "upstream-tests.tsv"];
 
-    let o = upstream(&dir, &[&data[..], &["--check", readme_arg]].concat());
+    let o = upstream(dir, &[&data[..], &["--check", "docs/stale.md"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("the upstream table is not what the feature files and ../upstream-tests.tsv give; run `make upstream-table`"),
+        stderr(&o).contains("docs/stale.md: the upstream table is not what the feature files and upstream-tests.tsv give; run `make upstream-table`"),
         "{}",
         stderr(&o)
     );
 
-    let o = upstream(&dir, &[&data[..], &["--write", readme_arg]].concat());
+    let o = upstream(dir, &[&data[..], &["--write", "docs/stale.md"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
-    let written = std::fs::read_to_string(&readme).expect("read README");
-    let table = stdout(&upstream(&dir, &data));
+    let written = std::fs::read_to_string(dir.join("docs/stale.md")).expect("read the document");
+    // The printed table links from the current directory; written into
+    // docs/, its links lead back from there.
+    let printed = stdout(&upstream(dir, &data));
+    assert!(
+        printed.contains("[features/kubelet.feature:3](features/kubelet.feature#L3)"),
+        "{printed}"
+    );
+    let table = printed.replace("](features/", "](../features/");
     assert_eq!(
         written,
         format!(
-            "# A README with a stale table\n\nText before the table stays.\n\n{table}\nText after the table stays.\n"
+            "# A document with a stale table\n\nText before the table stays.\n\n{table}\nText after the table stays.\n"
         )
     );
+    assert!(
+        written.contains("[features/kubelet.feature:3](../features/kubelet.feature#L3)"),
+        "{written}"
+    );
 
-    let o = upstream(&dir, &[&data[..], &["--check", readme_arg]].concat());
+    let o = upstream(dir, &[&data[..], &["--check", "docs/stale.md"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
-fn a_readme_without_markers_is_refused() {
+fn a_document_without_markers_is_refused() {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let readme = tmp.path().join("README.md");
-    std::fs::write(&readme, "# no table here\n").expect("write README");
+    let doc = tmp.path().join("upstream-tests.md");
+    std::fs::write(&doc, "# no table here\n").expect("write the document");
     let o = upstream(
         &fixtures("upstream-table/good"),
         &[
             "--data",
             "../upstream-tests.tsv",
             "--write",
-            readme.to_str().expect("utf-8 temp path"),
+            doc.to_str().expect("utf-8 temp path"),
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -177,7 +210,7 @@ fn a_readme_without_markers_is_refused() {
         stderr(&o)
     );
     assert_eq!(
-        std::fs::read_to_string(&readme).expect("read README"),
+        std::fs::read_to_string(&doc).expect("read the document"),
         "# no table here\n"
     );
 }

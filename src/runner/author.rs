@@ -6,8 +6,23 @@ use cucumber::World as _;
 use super::features;
 use crate::steps::{World, catalogue};
 
-/// Prints the step catalogue.
-pub fn steps() -> anyhow::Result<()> {
+/// Prints the step catalogue: as text, or with `--markdown` as the
+/// document `docs/steps.md`.
+pub fn steps(args: Vec<std::ffi::OsString>) -> anyhow::Result<()> {
+    match args.iter().map(|a| a.to_str()).collect::<Vec<_>>()[..] {
+        [] => {}
+        [Some("--markdown")] => {
+            print!("{}", catalogue::markdown());
+            return Ok(());
+        }
+        _ => anyhow::bail!(
+            "dra-e2e steps takes no argument but --markdown (got {})",
+            args.iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
     for topic in catalogue::CATALOGUE {
         println!("## {}\n", topic.title);
         for e in topic.entries {

@@ -171,9 +171,11 @@ impl RunArgs {
 pub const SUBCOMMANDS_HELP: &str = "\
 Other commands:
   dra-e2e setup [--node-kind real]  build what the local cluster needs (the first run does it too)
-  dra-e2e steps                 print the step catalogue (patterns, descriptions, examples)
+  dra-e2e steps [--markdown]    print the step catalogue (patterns, descriptions, examples;
+                                --markdown: as docs/steps.md)
   dra-e2e check [PATH...]       check feature files for undefined/ambiguous steps and unknown tags
-  dra-e2e upstream [--write F]  the README's table of upstream's tests and their scenarios
+  dra-e2e upstream [--write F]  the table of upstream's tests and their scenarios
+                                (docs/upstream-tests.md)
   dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C
   dra-e2e clean                 remove what killed runs left on this host
   dra-e2e profile check|show    check a driver profile, or print one from --driver-name

@@ -221,7 +221,7 @@ fn check_selection(
             };
             anyhow::bail!(
                 "--tags: unknown tag{s} {} (no scenario has {it} and the suite does not know {it}; \
-                 the README's Tags section lists the tags)",
+                 docs/tags.md lists the tags)",
                 unknown.join(", ")
             );
         }

@@ -1,5 +1,6 @@
-//! `dra-e2e upstream`: the README's table of upstream's DRA e2e tests, each
-//! with the scenario that ports it or the reason it is not ported.
+//! `dra-e2e upstream`: the table of upstream's DRA e2e tests in
+//! `docs/upstream-tests.md`, each with the scenario that ports it or the
+//! reason it is not ported.
 //!
 //! Upstream's tests are listed by hand in a data file (`docs/upstream-tests.tsv`),
 //! read from upstream's sources; which scenario ports which test is found in
@@ -20,7 +21,7 @@ use cucumber::gherkin::{self, GherkinEnv};
 
 use super::features;
 
-/// Where the generated section starts and ends in the README.
+/// Where the generated section starts and ends in the file it is written into.
 pub const BEGIN: &str = "<!-- upstream-table:begin -->";
 pub const END: &str = "<!-- upstream-table:end -->";
 
@@ -31,7 +32,7 @@ const OTHERWISE: &str = "*";
 #[derive(Debug, Parser)]
 #[command(
     name = "dra-e2e upstream",
-    about = "Print (or write into the README) the table mapping upstream's DRA e2e tests to scenarios"
+    about = "Print (or write into docs/upstream-tests.md) the table mapping upstream's DRA e2e tests to scenarios"
 )]
 struct Args {
     /// Feature file or directory holding the scenarios.
@@ -40,11 +41,12 @@ struct Args {
     /// Upstream's tests, the reasons some are not ported, and the suite's own scenarios.
     #[arg(long, default_value = "docs/upstream-tests.tsv")]
     data: PathBuf,
-    /// Replace the section between the markers of this README with the table.
-    #[arg(long, value_name = "README", conflicts_with = "check")]
+    /// Replace the section between the markers of this file (docs/upstream-tests.md) with
+    /// the table; its links are written relative to the file.
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
     write: Option<PathBuf>,
-    /// Fail when the section between the markers of this README is not the table.
-    #[arg(long, value_name = "README")]
+    /// Fail when the section between the markers of this file is not the table.
+    #[arg(long, value_name = "FILE")]
     check: Option<PathBuf>,
     /// First empty the reason of every test a scenario now ports, in the data file.
     #[arg(long)]
@@ -593,12 +595,48 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|")
 }
 
-fn link(s: &Scenario) -> String {
-    format!("[{}]({}#L{})", s.location(), s.path.display(), s.line)
+/// A link to the scenario's line; `base` leads from the file the link is
+/// written into to the directory feature paths are relative to.
+fn link(s: &Scenario, base: &str) -> String {
+    let base = if s.path.is_absolute() { "" } else { base };
+    format!("[{}]({base}{}#L{})", s.location(), s.path.display(), s.line)
 }
 
-/// The section between the markers (markers included), ending in a newline.
-pub fn render(cat: &Catalogue, scenarios: &[Scenario], m: &Mapping) -> String {
+/// The way from the directory of `file` back to the current directory, to
+/// put before links written into `file` that are relative to the current
+/// directory: "" for a file in it, "../" for `docs/upstream-tests.md`.
+pub fn link_base(file: &Path) -> anyhow::Result<String> {
+    let here = std::env::current_dir().context("finding the current directory")?;
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => here.join(p),
+        _ => here.clone(),
+    };
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("finding the directory of {}", file.display()))?;
+    let here = here
+        .canonicalize()
+        .context("finding the current directory")?;
+    Ok(relative(&dir, &here))
+}
+
+/// The relative way from directory `from` to directory `to` (both
+/// absolute), ending in '/' unless empty.
+fn relative(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut way = "../".repeat(from.len() - common);
+    for c in &to[common..] {
+        way.push_str(&c.as_os_str().to_string_lossy());
+        way.push('/');
+    }
+    way
+}
+
+/// The section between the markers (markers included), ending in a newline;
+/// links to scenarios start with `link_base` (see [`link_base`]).
+pub fn render(cat: &Catalogue, scenarios: &[Scenario], m: &Mapping, link_base: &str) -> String {
     let ported = m.ported.iter().filter(|p| !p.is_empty()).count();
     let mut porting: Vec<usize> = m.ported.iter().flatten().copied().collect();
     porting.sort_unstable();
@@ -637,7 +675,7 @@ pub fn render(cat: &Catalogue, scenarios: &[Scenario], m: &Mapping) -> String {
             .filter(|(i, _)| !m.ported[*i].is_empty())
             .count();
         out.push_str(&format!(
-            "\n#### `{source}` ({} tests, {done} ported)\n\n| upstream context (after `[sig-node] [DRA]`) | test | scenario, or why it is not ported |\n|---|---|---|\n",
+            "\n### `{source}` ({} tests, {done} ported)\n\n| upstream context (after `[sig-node] [DRA]`) | test | scenario, or why it is not ported |\n|---|---|---|\n",
             tests.len()
         ));
         for (i, t) in tests {
@@ -653,7 +691,7 @@ pub fn render(cat: &Catalogue, scenarios: &[Scenario], m: &Mapping) -> String {
             } else {
                 m.ported[i]
                     .iter()
-                    .map(|&s| link(&scenarios[s]))
+                    .map(|&s| link(&scenarios[s], link_base))
                     .collect::<Vec<_>>()
                     .join("<br>")
             };
@@ -667,14 +705,14 @@ pub fn render(cat: &Catalogue, scenarios: &[Scenario], m: &Mapping) -> String {
     }
     if !m.own.is_empty() {
         out.push_str(&format!(
-            "\n#### The suite's own scenarios ({})\n\n| scenario | what it adds |\n|---|---|\n",
+            "\n### The suite's own scenarios ({})\n\n| scenario | what it adds |\n|---|---|\n",
             m.own.len()
         ));
         for &(s, o) in &m.own {
             let sc = &scenarios[s];
             out.push_str(&format!(
                 "| {} {} | {} |\n",
-                link(sc),
+                link(sc, link_base),
                 cell(&sc.title),
                 cell(&cat.own[o].adds)
             ));
@@ -685,10 +723,10 @@ pub fn render(cat: &Catalogue, scenarios: &[Scenario], m: &Mapping) -> String {
     out
 }
 
-/// `readme` with the text between (and including) the markers replaced by `section`.
-pub fn splice(readme: &str, section: &str, path: &Path) -> anyhow::Result<String> {
-    let begin = readme.find(BEGIN);
-    let end = readme.find(END);
+/// `doc` with the text between (and including) the markers replaced by `section`.
+pub fn splice(doc: &str, section: &str, path: &Path) -> anyhow::Result<String> {
+    let begin = doc.find(BEGIN);
+    let end = doc.find(END);
     let (Some(b), Some(e)) = (begin, end) else {
         anyhow::bail!(
             "{} has no generated section: put a line `{BEGIN}` and, below it, a line `{END}` \
@@ -699,13 +737,14 @@ pub fn splice(readme: &str, section: &str, path: &Path) -> anyhow::Result<String
     if e < b {
         anyhow::bail!("{}: `{END}` comes before `{BEGIN}`", path.display());
     }
-    let after = &readme[e + END.len()..];
+    let after = &doc[e + END.len()..];
     let after = after.strip_prefix('\n').unwrap_or(after);
-    Ok(format!("{}{section}{after}", &readme[..b]))
+    Ok(format!("{}{section}{after}", &doc[..b]))
 }
 
-/// The section for the features and the data file, or every inconsistency.
-pub fn generate(features_path: &Path, data: &Path) -> Result<String, Vec<String>> {
+/// The section for the features and the data file, or every inconsistency;
+/// links to scenarios start with `link_base` (see [`link_base`]).
+pub fn generate(features_path: &Path, data: &Path, link_base: &str) -> Result<String, Vec<String>> {
     let text = std::fs::read_to_string(data)
         .map_err(|e| vec![format!("reading {}: {e}", data.display())])?;
     let cat = parse_catalogue(&text, data)?;
@@ -714,7 +753,7 @@ pub fn generate(features_path: &Path, data: &Path) -> Result<String, Vec<String>
     if !m.problems.is_empty() {
         return Err(m.problems);
     }
-    Ok(render(&cat, &scenarios, &m))
+    Ok(render(&cat, &scenarios, &m, link_base))
 }
 
 /// Empties, in the data file, the reason of each test a scenario now ports
@@ -772,7 +811,11 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
             }
         }
     }
-    let section = match generate(&args.features, &args.data) {
+    let base = match args.write.as_ref().or(args.check.as_ref()) {
+        Some(file) => link_base(file)?,
+        None => String::new(),
+    };
+    let section = match generate(&args.features, &args.data, &base) {
         Ok(s) => s,
         Err(problems) => {
             for p in &problems {
@@ -787,20 +830,20 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
-    let readme_of =
+    let doc_of =
         |p: &Path| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
     if let Some(path) = &args.write {
-        let readme = readme_of(path)?;
-        let updated = splice(&readme, &section, path)?;
-        if updated != readme {
+        let doc = doc_of(path)?;
+        let updated = splice(&doc, &section, path)?;
+        if updated != doc {
             std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
             println!("{}: upstream table updated", path.display());
         } else {
             println!("{}: upstream table already up to date", path.display());
         }
     } else if let Some(path) = &args.check {
-        let readme = readme_of(path)?;
-        if splice(&readme, &section, path)? != readme {
+        let doc = doc_of(path)?;
+        if splice(&doc, &section, path)? != doc {
             eprintln!(
                 "{}: the upstream table is not what the feature files and {} give; run `make \
                  upstream-table` (dra-e2e upstream --write {})",
@@ -820,6 +863,15 @@ pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_lead_back_from_the_written_file() {
+        let way = |from: &str, to: &str| relative(Path::new(from), Path::new(to));
+        assert_eq!(way("/repo", "/repo"), "");
+        assert_eq!(way("/repo/docs", "/repo"), "../");
+        assert_eq!(way("/repo/docs/deep", "/repo"), "../../");
+        assert_eq!(way("/tmp/x", "/repo/features"), "../../repo/features/");
+    }
 
     #[test]
     fn keys_match_whole_words_only() {
