@@ -22,12 +22,12 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: help build test test-fast test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## build the runner
+build: ## build the runner and dra-e2e-agent (every crate of the workspace)
 	$(CARGO) build
 
 controlplane: ## build etcd + kube-apiserver/scheduler/controller-manager into the cache (prints the dir)
@@ -48,14 +48,17 @@ test-tools: ## install what the tests use besides the runner (xmllint for the JU
 	hack/test-tools.sh
 
 test: controlplane node test-driver test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes; upstream's test driver for the conformance pack on real nodes)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test -- --test-threads=2
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests -- --test-threads=2
+
+test-fast: ## the fast tier alone: what needs no root, Go or control plane (plain `cargo test`); says what it left to `make test`
+	$(CARGO) test
 
 fmt: ## format the code
 	$(CARGO) fmt
 
 lint: ## formatting and clippy, warnings are errors
 	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 upstream-table: ## regenerate the table of upstream's tests and their scenarios in docs/upstream-tests.md (from features/ and docs/upstream-tests.tsv), no cluster needed
 	$(CARGO) run --quiet -- upstream --write docs/upstream-tests.md $(ARGS)

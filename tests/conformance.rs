@@ -19,7 +19,7 @@ use std::process::Command;
 /// `names` (regexes) select.
 fn pack(home: &Path, profile: &str, names: &[&str], extra: &[&str]) -> Command {
     let mut c = common::isolated(home);
-    c.env("DRA_E2E_AGENT", common::bin())
+    c.env("DRA_E2E_AGENT", common::agent())
         .args(["--cluster", "local", "--nodes", "2"])
         .args(["--features", "features/conformance"])
         .args(["--profile", profile])

@@ -16,7 +16,7 @@ fn every_device_plugin_check_fails_its_broken_variant_on_real_nodes() {
     let junit = home.path().join("junit.xml");
     let artifacts = home.path().join("artifacts");
     let o = isolated(home.path())
-        .env("DRA_E2E_AGENT", bin())
+        .env("DRA_E2E_AGENT", agent())
         // HOME is the test's; the node components stay where the build put them.
         .env(
             "DRA_E2E_NODE_BINARIES_DIR",
@@ -96,7 +96,7 @@ fn a_driver_on_some_nodes_leaves_the_others_without_devices_on_simulated_nodes()
     let home = tempfile::tempdir().unwrap();
     let junit = home.path().join("junit.xml");
     let o = isolated(home.path())
-        .env("DRA_E2E_AGENT", bin())
+        .env("DRA_E2E_AGENT", agent())
         .args([
             "--cluster",
             "local",

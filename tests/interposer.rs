@@ -25,7 +25,7 @@ fn test_driver() {
 /// local cluster with upstream's test driver; `name` selects one.
 fn run(home: &Path, interpose: bool, name: Option<&str>) -> Command {
     let mut c = common::isolated(home);
-    c.env("DRA_E2E_AGENT", common::bin())
+    c.env("DRA_E2E_AGENT", common::agent())
         .args(["--cluster", "local", "--nodes", "2"])
         .args(["--features", "features/kubelet_calls.feature"])
         .args(["--profile", "profiles/dra-test-driver-simulated.yaml"])

@@ -10,7 +10,7 @@ use common::*;
 fn every_broken_pool_status_expectation_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
     let o = isolated(home.path())
-        .env("DRA_E2E_AGENT", bin())
+        .env("DRA_E2E_AGENT", agent())
         .args(["--cluster", "local", "--nodes", "2", "--features"])
         .arg(fixtures("pool-status"))
         .output()

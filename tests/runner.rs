@@ -1,133 +1,16 @@
-//! The runner binary end to end: CLI without a cluster, clear errors for bad
-//! clusters, and full runs on the local cluster (reports, artifacts, skips,
-//! interrupts, nothing left behind).
+//! The runner binary end to end on the local cluster: full runs (reports,
+//! artifacts, skips, shards, interrupts, nothing left behind), a dying
+//! control plane, and the first run's build. Without a cluster: tests/cli.rs.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 use common::*;
 
-#[test]
-fn list_needs_no_cluster() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args([
-            "--list",
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            "/nonexistent",
-        ])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("features/kubelet.feature:"), "{t}");
-    assert!(t.contains("registers plugin"), "{t}");
-    assert!(t.contains("@KubeletMinVersion:1.34"), "{t}");
-    let o = isolated(home.path())
-        .args(["--list", "--tags", "@KubeletMinVersion:1.34"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(t.contains("blocks new pod after force-delete"), "{t}");
-    assert!(!t.contains("registers plugin"), "{t}");
-    // Several --features: the scenarios of each, and only those.
-    let o = isolated(home.path())
-        .args(["--list", "--features", "features/kubelet.feature"])
-        .args(["--features", "features/device_health.feature"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("registers plugin"), "{t}");
-    assert!(t.contains("must reflect device health changes"), "{t}");
-    assert!(!t.contains("must manage ResourceSlices"), "{t}");
-    let o = isolated(home.path())
-        .args(["--list", "--features", "features/kubelet.feature"])
-        .args(["--features", "no-such.feature"])
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(text(&o).contains("no-such.feature"), "{}", text(&o));
-}
-
-#[test]
-fn check_reports_misspelt_steps_with_their_location() {
-    let home = tempfile::tempdir().unwrap();
-    let bad = isolated(home.path())
-        .args(["check", fixtures("misspelt").to_str().unwrap()])
-        .output()
-        .unwrap();
-    let t = text(&bad);
-    assert!(!bad.status.success(), "{t}");
-    assert!(
-        t.contains("misspelt.feature:6: undefined step: And a drvier with 1 device per node"),
-        "{t}"
-    );
-    let good = isolated(home.path())
-        .args(["check", "features"])
-        .output()
-        .unwrap();
-    assert!(good.status.success(), "{}", text(&good));
-}
-
-#[test]
-fn bad_kubeconfig_gives_one_clear_error() {
-    let home = tempfile::tempdir().unwrap();
-    let kc = home.path().join("broken");
-    std::fs::write(&kc, "this: is: not a kubeconfig: [").unwrap();
-    let started = Instant::now();
-    let o = against(home.path(), &kc);
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(t.contains("error: reading kubeconfig"), "{t}");
-    assert!(!t.contains("panicked"), "{t}");
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "took {:?}",
-        started.elapsed()
-    );
-}
-
-#[test]
-fn unreachable_server_gives_one_clear_error() {
-    let home = tempfile::tempdir().unwrap();
-    let kc = home.path().join("kubeconfig");
-    std::fs::write(
-        &kc,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: { server: 'https://127.0.0.1:9' }\n\
-         users:\n- name: u\n  user: { token: t }\ncontexts:\n- name: x\n  context: { cluster: c, user: u }\n\
-         current-context: x\n",
-    )
-    .unwrap();
-    let o = isolated(home.path())
-        .args(["--kubeconfig", kc.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(
-        t.contains("cannot reach the API server at https://127.0.0.1:9"),
-        "{t}"
-    );
-    assert!(!t.contains("panicked"), "{t}");
-}
-
-#[test]
-fn no_cluster_at_all_says_how_to_get_one() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert_eq!(t.matches("make controlplane").count(), 1, "said once\n{t}");
-    assert!(t.contains("--kubeconfig"), "{t}");
-    assert!(!t.contains("starting the local cluster"), "{t}");
-}
+/// A kubeconfig that points nowhere: a run reaching for the cluster fails
+/// on it, so a test passing with it shows the run stopped before.
+const NO_CLUSTER: [&str; 4] = ["--cluster", "kubeconfig", "--kubeconfig", "/nonexistent"];
 
 /// The JUnit report is valid against the schema CI tools read (xmllint) and
 /// reads back with a JUnit parser as what happened: a suite per feature
@@ -293,6 +176,157 @@ fn check_html(path: &Path) {
     for l in links {
         assert!(dir.join(l).exists(), "{l} is not a file next to the report");
     }
+}
+
+/// Waits until the run is mid-scenario: its claim is prepared once a CDI
+/// spec file exists on the node. False if the run ended first (it was not
+/// interrupted mid-scenario then) or nothing was prepared in time.
+fn wait_until_prepared(home: &Path, child: &mut std::process::Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let found = walk(home).into_iter().any(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.parent().is_some_and(|d| d.ends_with("cdi"))
+        });
+        let exited = child.try_wait().unwrap().is_some();
+        if found || exited || Instant::now() > deadline {
+            return found;
+        }
+        // No event tells a test process that a file appeared elsewhere.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Kills one control-plane component of a local run while its scenario's
+/// pod runs; returns the run's output, exit code and how long it took to end.
+fn run_and_kill(component: &str) -> (String, Option<i32>, Duration) {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = local_run(home.path(), "interrupt", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prepared = wait_until_prepared(home.path(), &mut child);
+    let needle = format!("{component} ");
+    let pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let ours = cmd.contains(&*home.path().to_string_lossy());
+        let binary = cmd.split(' ').next()?.rsplit('/').next()?.to_owned() + " ";
+        (ours && binary == needle).then(|| e.file_name().to_string_lossy().parse::<i32>().ok())?
+    });
+    let killed_at = Instant::now();
+    if let Some(pid) = pid {
+        // SAFETY: a process of the run this test started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    let took = killed_at.elapsed();
+    let t = text(&o);
+    assert!(prepared, "the scenario never prepared its claim\n{t}");
+    assert!(
+        pid.is_some(),
+        "no {component} process of the run found\n{t}"
+    );
+    assert_nothing_left(home.path(), &t);
+    (t, o.status.code(), took)
+}
+
+/// The lines a terminal shows for `raw`: a carriage return moves to the
+/// line's start (what follows overwrites it), `ESC [2K` clears the line,
+/// a newline ends it; other escape codes are kept as text.
+fn as_a_terminal_shows(raw: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line: Vec<char> = Vec::new();
+    let mut col = 0;
+    let mut rest = raw;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("\u{1b}[2K") {
+            line.clear();
+            col = 0;
+            rest = after;
+            continue;
+        }
+        match c {
+            '\r' => col = 0,
+            '\n' => {
+                lines.push(line.iter().collect());
+                line.clear();
+                col = 0;
+            }
+            c => {
+                if col < line.len() {
+                    line[col] = c;
+                } else {
+                    line.push(c);
+                }
+                col += 1;
+            }
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    lines.push(line.into_iter().collect());
+    lines
+}
+
+/// A stand-in for the control-plane build: says what it builds, waits
+/// `FAKE_SLEEP` seconds, links the machine's built binaries into the build's
+/// cache dir and counts its runs.
+fn fake_build(home: &Path) -> PathBuf {
+    let script = home.join("fake-build.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         echo \"[fake] building etcd\" >&2\n\
+         sleep \"${FAKE_SLEEP:-0}\"\n\
+         mkdir -p \"$FAKE_TARGET\"\n\
+         for b in etcd kube-apiserver kube-scheduler kube-controller-manager; do\n\
+           ln -sf \"$FAKE_SOURCE/$b\" \"$FAKE_TARGET/$b\"\n\
+         done\n\
+         echo built >> \"$FAKE_COUNT\"\n\
+         echo \"[fake] built everything\" >&2\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// The runner with an empty build cache whose control plane the fake
+/// build provides.
+fn with_empty_cache(home: &Path, mut c: Command, sleep: u32) -> Command {
+    let cache = home.join("cache");
+    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
+    let source = dra_e2e::cluster::local::Binaries::find(None)
+        .expect("the control plane is built (make controlplane)");
+    c.env_remove("DRA_E2E_BINARIES_DIR")
+        .env("DRA_E2E_CACHE_DIR", &cache)
+        .env("DRA_E2E_BUILD_CONTROLPLANE", fake_build(home))
+        .env("FAKE_TARGET", cache.join("controlplane").join(sub))
+        .env("FAKE_SOURCE", source.dir())
+        .env("FAKE_COUNT", home.join("builds"))
+        .env("FAKE_SLEEP", sleep.to_string());
+    c
 }
 
 #[test]
@@ -477,43 +511,6 @@ fn the_runs_ending_is_bounded_by_the_teardown_timeout() {
     assert_nothing_left_soon(home.path(), &t);
 }
 
-/// Waits until the run is mid-scenario: its claim is prepared once a CDI
-/// spec file exists on the node. False if the run ended first (it was not
-/// interrupted mid-scenario then) or nothing was prepared in time.
-fn wait_until_prepared(home: &Path, child: &mut std::process::Child) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let found = walk(home).into_iter().any(|p| {
-            p.extension().is_some_and(|e| e == "json")
-                && p.parent().is_some_and(|d| d.ends_with("cdi"))
-        });
-        let exited = child.try_wait().unwrap().is_some();
-        if found || exited || Instant::now() > deadline {
-            return found;
-        }
-        // No event tells a test process that a file appeared elsewhere.
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    out.push(p);
-                }
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn passing_run_exits_zero_with_a_clean_junit_report() {
     let home = tempfile::tempdir().unwrap();
@@ -573,14 +570,6 @@ fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
 
 // ---- A run that tests nothing does not pass; bad input gets one clear error.
 
-/// A kubeconfig that points nowhere: a run reaching for the cluster fails
-/// on it, so a test passing with it shows the run stopped before.
-const NO_CLUSTER: [&str; 4] = ["--cluster", "kubeconfig", "--kubeconfig", "/nonexistent"];
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn a_tag_expression_selecting_nothing_fails_unless_allowed() {
     let home = tempfile::tempdir().unwrap();
@@ -617,80 +606,6 @@ fn a_tag_expression_selecting_nothing_fails_unless_allowed() {
 }
 
 #[test]
-fn paths_matching_no_feature_file_fail() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--input", "no-such-dir/*.feature"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(
-        stderr(&o).trim(),
-        "error: --input no-such-dir/*.feature: the glob matches no feature file"
-    );
-    // A glob that matches: its scenarios, once each.
-    let o = isolated(home.path())
-        .args(["--list", "--input", "tests/fixtures/runner/*.feature"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("\n4 scenarios"), "{t}");
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .arg("--features")
-        .arg(fixtures("no-features"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("no feature files found in"), "{t}");
-}
-
-#[test]
-fn unknown_tags_on_the_command_line_are_reported() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args([
-            "--list",
-            "--tags",
-            "not @Typo and @DynamicResourceAllocation",
-        ])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        stderr(&o).starts_with("error: --tags: unknown tag @Typo "),
-        "{t}"
-    );
-    // Known tags, with colons, are fine.
-    let o = isolated(home.path())
-        .args(["--list", "--tags", "@FeatureGate:DRADeviceTaints"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-}
-
-#[test]
-fn concurrency_zero_is_refused() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--concurrency", "0"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        stderr(&o).starts_with("error: --concurrency 0 would never start a scenario"),
-        "{t}"
-    );
-}
-
-#[test]
 fn a_run_where_every_scenario_was_skipped_fails_unless_allowed() {
     let home = tempfile::tempdir().unwrap();
     let o = local_run(home.path(), "all-skipped", &[]).output().unwrap();
@@ -711,251 +626,6 @@ fn a_run_where_every_scenario_was_skipped_fails_unless_allowed() {
 }
 
 #[test]
-fn a_gherkin_syntax_error_says_where_and_why_once() {
-    let home = tempfile::tempdir().unwrap();
-    let want =
-        "tests/fixtures/syntax-error/broken.feature:8:5: `Blah` starts with no Gherkin keyword";
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--features", "tests/fixtures/syntax-error"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains(want), "{t}");
-    assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
-    let o = isolated(home.path())
-        .args(["check", "tests/fixtures/syntax-error"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains(want), "{t}");
-    assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
-}
-
-#[test]
-fn a_missing_kubeconfig_says_its_cause_once() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path()).args(NO_CLUSTER).output().unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(
-        stderr(&o).trim(),
-        "error: reading kubeconfig /nonexistent: No such file or directory (os error 2)"
-    );
-}
-
-/// A plain HTTP server on loopback that answers every request with
-/// `status` and `body`; returns its URL.
-fn http_server(status: &str, content_type: &str, body: String) -> String {
-    let (status, content_type) = (status.to_owned(), content_type.to_owned());
-    http_server_by_path(move |_| (status.clone(), content_type.clone(), body.clone()))
-}
-
-/// A plain HTTP server on loopback whose answer to a request for a path is
-/// `answer(path)`: status line, content type and body; returns its URL.
-fn http_server_by_path(
-    answer: impl Fn(&str) -> (String, String, String) + Send + Sync + 'static,
-) -> String {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let answer = std::sync::Arc::new(answer);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let answer = answer.clone();
-            std::thread::spawn(move || {
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&seen).into_owned();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-                let (status, content_type, body) = answer(&path);
-                let response = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
-                     connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = conn.write_all(response.as_bytes());
-            });
-        }
-    });
-    url
-}
-
-/// The runner against the cluster of kubeconfig `kc`, run to its end.
-fn against(home: &Path, kc: &Path) -> Output {
-    isolated(home)
-        .args(["--cluster", "kubeconfig", "--kubeconfig"])
-        .arg(kc)
-        .output()
-        .unwrap()
-}
-
-fn kubeconfig_for(home: &Path, server: &str) -> PathBuf {
-    let kc = home.join("kubeconfig");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{ server: '{server}' }}\n\
-             users:\n- name: u\n  user: {{ token: wrong }}\ncontexts:\n- name: x\n  context: {{ cluster: c, user: u }}\n\
-             current-context: x\n"
-        ),
-    )
-    .unwrap();
-    kc
-}
-
-#[test]
-fn an_unauthorised_kubeconfig_says_check_the_credentials() {
-    let home = tempfile::tempdir().unwrap();
-    let status = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
-    let server = http_server("401 Unauthorized", "application/json", status.to_owned());
-    let kc = kubeconfig_for(home.path(), &server);
-    let o = against(home.path(), &kc);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    let err = stderr(&o);
-    assert_eq!(err.trim().lines().count(), 1, "{t}");
-    assert!(
-        err.contains(&format!(
-            "the API server at {server}/ answered 401 Unauthorized: check the credentials"
-        )),
-        "{t}"
-    );
-    assert!(!err.contains("Status {"), "a Debug dump\n{t}");
-}
-
-/// An API server that shows its version to anyone but refuses the user
-/// everything else: said as such, not as "does not serve resource.k8s.io/v1".
-#[test]
-fn a_user_forbidden_the_api_groups_is_told_so() {
-    let home = tempfile::tempdir().unwrap();
-    let server = http_server_by_path(|path| {
-        if path == "/version" {
-            let v = r#"{"major":"1","minor":"35","gitVersion":"v1.35.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
-            ("200 OK".into(), "application/json".into(), v.into())
-        } else {
-            let s = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#;
-            ("403 Forbidden".into(), "application/json".into(), s.into())
-        }
-    });
-    let kc = kubeconfig_for(home.path(), &server);
-    let o = against(home.path(), &kc);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(
-        stderr(&o).trim(),
-        format!(
-            "error: the API server at {server}/ answered 403 Forbidden: the kubeconfig's user may \
-             not read the API groups; check its permissions"
-        )
-    );
-}
-
-#[test]
-fn a_server_that_is_not_kubernetes_gives_one_line() {
-    let home = tempfile::tempdir().unwrap();
-    let page: String = (0..80)
-        .map(|i| format!("<p>line {i} of a web page</p>\n"))
-        .collect();
-    let page = format!("<html><body>\n{page}</body></html>\n");
-    for status in ["404 Not Found", "200 OK"] {
-        let server = http_server(status, "text/html", page.clone());
-        let kc = kubeconfig_for(home.path(), &server);
-        let o = against(home.path(), &kc);
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{t}");
-        let err = stderr(&o);
-        assert_eq!(err.trim().lines().count(), 1, "{status}\n{t}");
-        assert!(
-            err.contains(&format!("{server}/ is not a Kubernetes API server")),
-            "{status}\n{t}"
-        );
-        assert!(!err.contains("<p>"), "{status}\n{t}");
-    }
-}
-
-#[test]
-fn report_and_artifact_paths_are_checked_before_the_cluster_starts() {
-    let home = tempfile::tempdir().unwrap();
-    let file = home.path().join("a-file");
-    std::fs::write(&file, "").unwrap();
-    let cases = [
-        (
-            "--junit",
-            home.path().join("missing/junit.xml"),
-            "does not exist",
-        ),
-        ("--cucumber-json", home.path().to_owned(), "is a directory"),
-        ("--artifacts", file.join("artifacts"), "is not a directory"),
-    ];
-    for (option, path, why) in cases {
-        // No control-plane binaries: reaching for the cluster would fail on those.
-        let o = isolated(home.path())
-            .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
-            .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
-            .arg(option)
-            .arg(&path)
-            .output()
-            .unwrap();
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{t}");
-        let err = stderr(&o);
-        assert!(
-            err.starts_with(&format!("error: {option} {}", path.display())),
-            "{t}"
-        );
-        assert!(err.contains(why), "{t}");
-        assert!(!t.contains("starting the local cluster"), "{t}");
-    }
-}
-
-#[test]
-fn a_temp_dir_too_long_for_unix_sockets_is_refused_up_front() {
-    let home = tempfile::tempdir().unwrap();
-    // 40 characters in all, as a CI runner's TMPDIR may be.
-    let pad = 40usize.saturating_sub(home.path().as_os_str().len() + 1);
-    let tmp = home.path().join("t".repeat(pad.max(1)));
-    std::fs::create_dir_all(&tmp).unwrap();
-    let o = isolated(home.path())
-        .env("TMPDIR", &tmp)
-        .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
-        .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    let err = stderr(&o);
-    assert!(
-        err.starts_with(&format!("error: TMPDIR {} (", tmp.display())),
-        "{t}"
-    );
-    assert!(err.contains("use a TMPDIR of at most 24 bytes"), "{t}");
-    assert!(!t.contains("starting the local cluster"), "{t}");
-}
-
-#[test]
-fn check_checks_every_path_given() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args(["check", "features"])
-        .arg(fixtures("misspelt"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("undefined step: And a drvier"), "{t}");
-}
-
-#[test]
 fn no_colour_codes_when_stderr_is_not_a_terminal() {
     let home = tempfile::tempdir().unwrap();
     let kc = kubeconfig_for(home.path(), "https://127.0.0.1:9");
@@ -972,43 +642,6 @@ fn no_colour_codes_when_stderr_is_not_a_terminal() {
     let err = stderr(&o);
     assert!(err.lines().count() > 1, "no log lines to check\n{err}");
     assert!(!err.contains('\u{1b}'), "{err}");
-}
-
-/// Kills one control-plane component of a local run while its scenario's
-/// pod runs; returns the run's output, exit code and how long it took to end.
-fn run_and_kill(component: &str) -> (String, Option<i32>, Duration) {
-    let home = tempfile::tempdir().unwrap();
-    let mut child = local_run(home.path(), "interrupt", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let prepared = wait_until_prepared(home.path(), &mut child);
-    let needle = format!("{component} ");
-    let pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let ours = cmd.contains(&*home.path().to_string_lossy());
-        let binary = cmd.split(' ').next()?.rsplit('/').next()?.to_owned() + " ";
-        (ours && binary == needle).then(|| e.file_name().to_string_lossy().parse::<i32>().ok())?
-    });
-    let killed_at = Instant::now();
-    if let Some(pid) = pid {
-        // SAFETY: a process of the run this test started.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
-    }
-    let o = child.wait_with_output().unwrap();
-    let took = killed_at.elapsed();
-    let t = text(&o);
-    assert!(prepared, "the scenario never prepared its claim\n{t}");
-    assert!(
-        pid.is_some(),
-        "no {component} process of the run found\n{t}"
-    );
-    assert_nothing_left(home.path(), &t);
-    (t, o.status.code(), took)
 }
 
 /// A control-plane component that dies ends the run at once, named, with
@@ -1204,83 +837,6 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
     assert!(!t.contains('\u{1b}'), "terminal codes off a terminal\n{t}");
 }
 
-/// The lines a terminal shows for `raw`: a carriage return moves to the
-/// line's start (what follows overwrites it), `ESC [2K` clears the line,
-/// a newline ends it; other escape codes are kept as text.
-fn as_a_terminal_shows(raw: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line: Vec<char> = Vec::new();
-    let mut col = 0;
-    let mut rest = raw;
-    while let Some(c) = rest.chars().next() {
-        if let Some(after) = rest.strip_prefix("\u{1b}[2K") {
-            line.clear();
-            col = 0;
-            rest = after;
-            continue;
-        }
-        match c {
-            '\r' => col = 0,
-            '\n' => {
-                lines.push(line.iter().collect());
-                line.clear();
-                col = 0;
-            }
-            c => {
-                if col < line.len() {
-                    line[col] = c;
-                } else {
-                    line.push(c);
-                }
-                col += 1;
-            }
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    lines.push(line.into_iter().collect());
-    lines
-}
-
-/// A stand-in for the control-plane build: says what it builds, waits
-/// `FAKE_SLEEP` seconds, links the machine's built binaries into the build's
-/// cache dir and counts its runs.
-fn fake_build(home: &Path) -> PathBuf {
-    let script = home.join("fake-build.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\n\
-         echo \"[fake] building etcd\" >&2\n\
-         sleep \"${FAKE_SLEEP:-0}\"\n\
-         mkdir -p \"$FAKE_TARGET\"\n\
-         for b in etcd kube-apiserver kube-scheduler kube-controller-manager; do\n\
-           ln -sf \"$FAKE_SOURCE/$b\" \"$FAKE_TARGET/$b\"\n\
-         done\n\
-         echo built >> \"$FAKE_COUNT\"\n\
-         echo \"[fake] built everything\" >&2\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
-}
-
-/// The runner with an empty build cache whose control plane the fake
-/// build provides.
-fn with_empty_cache(home: &Path, mut c: Command, sleep: u32) -> Command {
-    let cache = home.join("cache");
-    let sub = dra_e2e::cluster::local::binaries::Versions::pinned().cache_subdir();
-    let source = dra_e2e::cluster::local::Binaries::find(None)
-        .expect("the control plane is built (make controlplane)");
-    c.env_remove("DRA_E2E_BINARIES_DIR")
-        .env("DRA_E2E_CACHE_DIR", &cache)
-        .env("DRA_E2E_BUILD_CONTROLPLANE", fake_build(home))
-        .env("FAKE_TARGET", cache.join("controlplane").join(sub))
-        .env("FAKE_SOURCE", source.dir())
-        .env("FAKE_COUNT", home.join("builds"))
-        .env("FAKE_SLEEP", sleep.to_string());
-    c
-}
-
 /// The main command on a machine whose cache is empty builds the control
 /// plane first (showing the build's steps and time), then runs.
 #[test]
@@ -1392,27 +948,6 @@ fn a_run_waiting_for_a_stuck_build_names_the_holder() {
     assert!(
         !home.path().join("builds").exists(),
         "it built while another held the lock\n{t}"
-    );
-}
-
-/// Without Go, a first run says what to install, in one message.
-#[test]
-fn a_first_run_without_go_says_what_to_install() {
-    let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .env_remove("DRA_E2E_BINARIES_DIR")
-        .env_remove("DRA_E2E_BUILD_CONTROLPLANE")
-        .env("DRA_E2E_CACHE_DIR", home.path().join("cache"))
-        .env("PATH", "/nonexistent")
-        .arg("setup")
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(stderr(&o).trim().lines().count(), 1, "{t}");
-    assert!(
-        t.contains("`go` is not on PATH: building the local cluster's control plane needs Go 1."),
-        "{t}"
     );
 }
 

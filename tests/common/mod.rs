@@ -10,6 +10,13 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_dra-e2e")
 }
 
+/// The `dra-e2e-agent` program beside the runner (`cargo test` builds it
+/// for its own tests): the local agents of a driver hosted in a test
+/// binary, and real nodes' process 1.
+pub fn agent() -> PathBuf {
+    Path::new(bin()).with_file_name("dra-e2e-agent")
+}
+
 /// The build cache as this test process sees it, so no run a test starts
 /// builds the control plane again.
 pub fn machine_cache() -> PathBuf {
@@ -41,7 +48,7 @@ pub fn isolated(home: &Path) -> Command {
 /// The runner on its own one-node local cluster, on a fixture directory.
 pub fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
     let mut c = isolated(home);
-    c.env("DRA_E2E_AGENT", bin())
+    c.env("DRA_E2E_AGENT", agent())
         .args(["--cluster", "local", "--nodes", "1", "--features"])
         .arg(fixtures(fixture))
         .args(extra);
@@ -318,4 +325,22 @@ pub fn on_real_nodes(c: &mut Command) {
         "DRA_E2E_NODE_BINARIES_DIR",
         dra_e2e::real_node::binaries::locate(None).dir,
     );
+}
+
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn kubeconfig_for(home: &Path, server: &str) -> PathBuf {
+    let kc = home.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{ server: '{server}' }}\n\
+             users:\n- name: u\n  user: {{ token: wrong }}\ncontexts:\n- name: x\n  context: {{ cluster: c, user: u }}\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    kc
 }

@@ -65,10 +65,6 @@ const AGREE: Duration = Duration::from_secs(30);
 const CDI_MISSING_KEY: &str = "cdi_missing";
 const CDI_MISSING_ENV: &str = "user_cdi_missing=yes";
 
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_dra-e2e"))
-}
-
 // ---------------------------------------------------------------------------
 // Where the driver's plugin runs: a local agent for the simulated node, a
 // proxy pod for the real one, one driver across both.
@@ -700,9 +696,9 @@ async fn wait_gone(client: &kube::Client, ns: &str, names: &[String]) -> Result<
 #[test]
 fn simulated_and_real_kubelet_report_the_same() {
     // SAFETY: set before the test starts any thread of its own; the local
-    // agents of the simulated node are this package's dra-e2e binary.
+    // agents of the simulated node are the workspace's dra-e2e-agent.
     unsafe {
-        std::env::set_var("DRA_E2E_AGENT", bin());
+        std::env::set_var("DRA_E2E_AGENT", crate::common::agent());
     }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(

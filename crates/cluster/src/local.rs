@@ -3,8 +3,8 @@
 //! in a private temporary directory.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), dra_e2e::cluster::local::LocalClusterError> {
-//! use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
+//! # async fn demo() -> Result<(), dra_e2e_cluster::local::LocalClusterError> {
+//! use dra_e2e_cluster::local::{LocalCluster, LocalClusterOptions};
 //! let cluster = LocalCluster::start(LocalClusterOptions::default()).await?;
 //! let client = cluster.client();
 //! // … use the cluster; simulated nodes keep their files below cluster.dir() …

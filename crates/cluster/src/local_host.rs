@@ -60,12 +60,13 @@ impl NodeHost for LocalHost {
                 .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
         }
         // The agent is this executable's `proxy-agent`; tests that host drivers
-        // in another binary point DRA_E2E_AGENT at dra-e2e.
+        // in another binary point DRA_E2E_AGENT at a program that has one
+        // (dra-e2e or dra-e2e-agent), as real nodes take it too.
         let config = match std::env::var_os("DRA_E2E_AGENT") {
             Some(program) if program.is_empty() => {
                 return Err(err(
                     "DRA_E2E_AGENT is set but empty: unset it (the runner then uses its own \
-                     proxy-agent) or name a dra-e2e executable"
+                     proxy-agent) or name a dra-e2e-agent program"
                         .to_owned(),
                 ));
             }

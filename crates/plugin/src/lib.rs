@@ -6,11 +6,11 @@
 //! from a single place.
 //!
 //! ```no_run
-//! # async fn doc(claims: std::sync::Arc<dyn dra_e2e::plugin::ClaimSource>) -> anyhow::Result<()> {
+//! # async fn doc(claims: std::sync::Arc<dyn dra_e2e_plugin::ClaimSource>) -> anyhow::Result<()> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use dra_e2e::node_files::LocalDir;
-//! use dra_e2e::plugin::{Calls, NodePlugin, PluginConfig};
+//! use dra_e2e_conn::node_files::LocalDir;
+//! use dra_e2e_plugin::{Calls, NodePlugin, PluginConfig};
 //!
 //! let calls = Calls::new("dra-1234.k8s.io");
 //! let config = PluginConfig::new(

@@ -3,7 +3,8 @@
 //! only the runner, so the agent is looked for and, where this is a checkout
 //! the runner was built from, built the same way, once.
 //!
-//! In order: `DRA_E2E_AGENT` (a path; an error if it is not an executable),
+//! In order: `DRA_E2E_AGENT` (a path; an error if it is empty or not an
+//! executable; the local cluster's socket agents use it too),
 //! `dra-e2e-agent` beside the running program (or beside the test binary's
 //! `deps/` directory), else `cargo build -p dra-e2e-agent` into the target
 //! directory the running program came from, when that checkout and `cargo`
@@ -26,6 +27,8 @@ const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 pub enum AgentError {
     #[error("{AGENT_ENV}={0}: not an executable file")]
     NotExecutable(PathBuf),
+    #[error("{AGENT_ENV} is set but empty: unset it, or name a dra-e2e-agent program")]
+    Empty,
     #[error(
         "{AGENT_PROGRAM} is not beside {exe} and cannot be built here ({why}); build it with \
          `cargo build -p dra-e2e-agent` in the dra-e2e checkout, or name it with {AGENT_ENV}"
@@ -56,7 +59,10 @@ fn locate(
     workspace: &Path,
     build: impl FnOnce(&Path, &Path, &str) -> Result<(), AgentError>,
 ) -> Result<PathBuf, AgentError> {
-    if let Some(path) = env(AGENT_ENV).filter(|v| !v.is_empty()) {
+    if let Some(path) = env(AGENT_ENV) {
+        if path.is_empty() {
+            return Err(AgentError::Empty);
+        }
         let path = PathBuf::from(path);
         return if is_executable(&path) {
             Ok(path)
@@ -181,6 +187,9 @@ mod tests {
         let env = |k: &str| (k == AGENT_ENV).then(|| agent.clone().into_os_string());
         let err = locate(env, None, dir.path(), no_build).unwrap_err();
         assert!(err.to_string().contains("DRA_E2E_AGENT="), "{err}");
+        let empty = |k: &str| (k == AGENT_ENV).then(OsString::new);
+        let err = locate(empty, None, dir.path(), no_build).unwrap_err();
+        assert!(err.to_string().contains("set but empty"), "{err}");
         executable(&agent);
         assert_eq!(locate(env, None, dir.path(), no_build).unwrap(), agent);
     }
