@@ -23,13 +23,27 @@ pub fn steps() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The options of `dra-e2e check`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Check feature files for undefined or ambiguous steps and unknown tags (no cluster \
+             needed)",
+    long_about = "Check feature files without a cluster: every step must match exactly one \
+                  step definition and every tag must be one the suite knows. Each problem is \
+                  printed with its file:line, an undefined step with the closest steps of the \
+                  catalogue and an unknown tag with the closest known tag; the exit status is \
+                  1 when there is any."
+)]
+pub struct CheckArgs {
+    /// Feature files or directories of feature files to check.
+    #[arg(value_name = "PATH", default_value = "features")]
+    pub paths: Vec<PathBuf>,
+}
+
 /// Checks feature files without a cluster (every path given, `features`
 /// when none is); returns the exit code.
-pub fn check(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
-    let mut paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
-    if paths.is_empty() {
-        paths.push(PathBuf::from("features"));
-    }
+pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
+    let paths = args.paths;
     let mut parsed = Vec::new();
     let mut errors = Vec::new();
     for path in &paths {
