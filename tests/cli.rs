@@ -63,6 +63,30 @@ fn every_command_has_a_help_that_shows_its_options() {
     }
 }
 
+/// CUCUMBER_FILTER_TAGS is the run's `--tags`: a run refuses a bad one,
+/// the commands do not care.
+#[test]
+fn a_bad_tag_expression_in_the_environment_is_the_runs_business() {
+    let with_env = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_dra-e2e"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("CUCUMBER_FILTER_TAGS", "@a and (")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = with_env(&["check", "tests/fixtures/misspelt"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("undefined step"), "{}", stderr(&o));
+    let o = with_env(&["--list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid value '@a and (' for '--tags <tagexpr>'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn completions_name_the_commands() {
     let o = dra_e2e(&["completions", "bash"]);

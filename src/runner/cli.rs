@@ -269,8 +269,27 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    match parse_with(command(), &args) {
+        // The run's options come from the environment too (`--tags` from
+        // CUCUMBER_FILTER_TAGS): one the run could not take is no reason
+        // for a command to fail.
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let without_env = command().mut_arg("tags", |a| a.env(None));
+            match parse_with(without_env, &args) {
+                Ok(parsed) if parsed.0.command.is_some() => Ok(parsed),
+                _ => Err(e),
+            }
+        }
+        parsed => parsed,
+    }
+}
+
+fn parse_with(
+    mut cmd: clap::Command,
+    args: &[std::ffi::OsString],
+) -> Result<(Cli, clap::ArgMatches), clap::Error> {
     use clap::FromArgMatches as _;
-    let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
     Ok((cli, matches))
