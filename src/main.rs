@@ -1,4 +1,3 @@
-use std::ffi::OsString;
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
@@ -14,67 +13,41 @@ fn init_tracing(default: &str) {
         .try_init();
 }
 
-/// Process 1 of a real node logs to its stderr, the node's `node-init.log`:
-/// plain lines stamped with the time, as the node's other logs are.
-fn init_node_init_tracing() {
-    struct Clock;
-    impl tracing_subscriber::fmt::time::FormatTime for Clock {
-        fn format_time(
-            &self,
-            w: &mut tracing_subscriber::fmt::format::Writer<'_>,
-        ) -> std::fmt::Result {
-            let now = jiff::Timestamp::now().strftime("%H:%M:%S%.3f");
-            write!(w, "[node-init {now}]")
-        }
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_timer(Clock)
-        .with_level(false)
-        .with_target(false)
-        .try_init();
-}
-
 fn main() -> ExitCode {
-    let mut args: Vec<OsString> = std::env::args_os().collect();
-    let sub = args.get(1).and_then(|a| a.to_str()).map(str::to_owned);
-    let result: anyhow::Result<i32> = match sub.as_deref() {
-        Some("proxy-agent") => {
+    use dra_e2e::runner::{self, cli::Command};
+    let (cli, matches) =
+        runner::cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let result: anyhow::Result<i32> = match cli.command {
+        Some(Command::ProxyAgent(a)) => {
             init_tracing("info");
-            dra_e2e::proxy::agent::cli_main(args.split_off(2)).map(|()| 0)
+            dra_e2e::proxy::agent::cli_main(a.args).map(|()| 0)
         }
         // Sets up its own logging: info, without the kube client's errors
         // for every 5xx of an apiserver that is still starting.
-        Some("cluster") => dra_e2e::runner::cluster_up::cli_main(args.split_off(2)).map(|()| 0),
-        // Process 1 of a real node's PID namespace; started by the runner.
-        Some("node-init") => {
-            init_node_init_tracing();
-            dra_e2e::real_node::init::cli_main(args.split_off(2))
-        }
+        Some(Command::Cluster(a)) => runner::cluster_up::cli_main(a).map(|()| 0),
         // Run in a pod by the real-node tests: reaches the API server with
         // the in-cluster config, as a DaemonSet driver does.
-        Some("in-cluster-check") => {
+        Some(Command::InClusterCheck(a)) => {
             init_tracing("warn");
-            dra_e2e::real_node::in_cluster::cli_main(args.split_off(2))
+            dra_e2e::real_node::in_cluster::cli_main(a.args)
         }
-        Some("setup") => {
+        Some(Command::Setup(a)) => {
             init_tracing("warn");
-            dra_e2e::runner::setup::cli_main(args.split_off(2))
+            runner::setup::cli_main(a)
         }
-        Some("clean") => dra_e2e::runner::clean::cli_main(args.split_off(2)),
-        Some("steps") => dra_e2e::runner::author::steps(args.split_off(2)).map(|()| 0),
-        Some("check") => dra_e2e::runner::author::check(args.split_off(2)),
-        Some("upstream") => dra_e2e::runner::upstream::cli_main(args.split_off(2)),
-        Some("profile") => dra_e2e::runner::profile_cli::cli_main(args.split_off(2)),
-        Some("image") => dra_e2e::images::cli::cli_main(args.split_off(2)),
-        _ => match tokio::runtime::Runtime::new() {
+        Some(Command::Clean(a)) => runner::clean::cli_main(a),
+        Some(Command::Steps(a)) => runner::author::steps(a.markdown).map(|()| 0),
+        Some(Command::Check(a)) => runner::author::check(a),
+        Some(Command::Upstream(a)) => runner::upstream::cli_main(a),
+        Some(Command::Profile(a)) => runner::profile_cli::cli_main(a),
+        Some(Command::Image(a)) => dra_e2e::images::cli::cli_main(a),
+        Some(Command::Completions(a)) => runner::cli::completions(&a).map(|()| 0),
+        None => match tokio::runtime::Runtime::new() {
             Ok(rt) => {
                 // Scenario output owns stdout; logs go to stderr, warnings
                 // only unless RUST_LOG asks for more.
                 init_tracing("warn,kube_client::client::builder=off");
-                rt.block_on(dra_e2e::runner::run())
+                rt.block_on(runner::run(cli.run, &matches))
             }
             Err(e) => Err(anyhow::anyhow!("starting the async runtime: {e}")),
         },

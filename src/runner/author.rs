@@ -8,20 +8,10 @@ use crate::steps::{World, catalogue};
 
 /// Prints the step catalogue: as text, or with `--markdown` as the
 /// document `docs/steps.md`.
-pub fn steps(args: Vec<std::ffi::OsString>) -> anyhow::Result<()> {
-    match args.iter().map(|a| a.to_str()).collect::<Vec<_>>()[..] {
-        [] => {}
-        [Some("--markdown")] => {
-            print!("{}", catalogue::markdown());
-            return Ok(());
-        }
-        _ => anyhow::bail!(
-            "dra-e2e steps takes no argument but --markdown (got {})",
-            args.iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
+pub fn steps(markdown: bool) -> anyhow::Result<()> {
+    if markdown {
+        print!("{}", catalogue::markdown());
+        return Ok(());
     }
     for topic in catalogue::CATALOGUE {
         println!("## {}\n", topic.title);
@@ -38,13 +28,27 @@ pub fn steps(args: Vec<std::ffi::OsString>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The options of `dra-e2e check`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Check feature files for undefined or ambiguous steps and unknown tags (no cluster \
+             needed)",
+    long_about = "Check feature files without a cluster: every step must match exactly one \
+                  step definition and every tag must be one the suite knows. Each problem is \
+                  printed with its file:line, an undefined step with the closest steps of the \
+                  catalogue and an unknown tag with the closest known tag; the exit status is \
+                  1 when there is any."
+)]
+pub struct CheckArgs {
+    /// Feature files or directories of feature files to check.
+    #[arg(value_name = "PATH", default_value = "features")]
+    pub paths: Vec<PathBuf>,
+}
+
 /// Checks feature files without a cluster (every path given, `features`
 /// when none is); returns the exit code.
-pub fn check(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
-    let mut paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
-    if paths.is_empty() {
-        paths.push(PathBuf::from("features"));
-    }
+pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
+    let paths = args.paths;
     let mut parsed = Vec::new();
     let mut errors = Vec::new();
     for path in &paths {

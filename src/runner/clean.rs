@@ -2,15 +2,11 @@
 //! host (temp dirs, real nodes' network namespaces, links and cgroups), as
 //! every run does before it starts its local cluster; see
 //! [`crate::host::leftovers`] for how a gone run is told from a live one.
-use std::ffi::OsString;
-
-use clap::Parser;
-
 use crate::host::leftovers::{REGISTRY_ENV, Registry};
 
-#[derive(Debug, Parser)]
+/// The options of `dra-e2e clean` (none).
+#[derive(Debug, clap::Args)]
 #[command(
-    name = "dra-e2e clean",
     about = "Remove what killed runs left on the host; never what a live run uses",
     long_about = "Remove what runs that are gone (killed with SIGKILL, say) left on this host: \
         their local cluster's temp dir, their real nodes' network namespaces, links and cgroup \
@@ -19,13 +15,10 @@ use crate::host::leftovers::{REGISTRY_ENV, Registry};
         what a live run's record names is left alone. Prints what was removed and what was \
         left; exits with 1 if something could not be removed."
 )]
-struct CleanCli {}
+pub struct CleanArgs {}
 
-/// Entry point of the `clean` subcommand; `args` excludes the subcommand
-/// name. Returns the exit code.
-pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
-    CleanCli::try_parse_from(std::iter::once(OsString::from("dra-e2e clean")).chain(args))
-        .unwrap_or_else(|e| e.exit());
+/// Entry point of the `clean` subcommand. Returns the exit code.
+pub fn cli_main(_: CleanArgs) -> anyhow::Result<i32> {
     let registry = Registry::for_this_user();
     let r = registry.reclaim(true);
     for line in &r.removed {

@@ -168,24 +168,382 @@ impl RunArgs {
     }
 }
 
-pub const SUBCOMMANDS_HELP: &str = "\
-Other commands:
-  dra-e2e setup [--node-kind real]  build what the local cluster needs (the first run does it too)
-  dra-e2e steps [--markdown]    print the step catalogue (patterns, descriptions, examples;
-                                --markdown: as docs/steps.md)
-  dra-e2e check [PATH...]       check feature files for undefined/ambiguous steps and unknown tags
-  dra-e2e upstream [--write F]  the table of upstream's tests and their scenarios
-                                (docs/upstream-tests.md)
-  dra-e2e cluster up            start the local cluster and keep it running until Ctrl-C
-  dra-e2e clean                 remove what killed runs left on this host
-  dra-e2e profile check|show    check a driver profile, or print one from --driver-name
-  dra-e2e image --binary P --reference R --out F
-                                an OCI image archive from a static binary, for real local nodes
-  dra-e2e proxy-agent ...       the socket proxy agent used inside proxy pods and by the local cluster
-
+/// Examples under `dra-e2e --help`.
+pub const EXAMPLES: &str = "\
 Examples:
   dra-e2e --tags @DynamicResourceAllocation
   dra-e2e --tags '@DynamicResourceAllocation and not @slow' --junit junit.xml
   dra-e2e --cluster kubeconfig --kubeconfig ~/.kube/kind --tags '@FeatureGate:DRADeviceTaints'
   dra-e2e --list --tags 'not @KubeletMinVersion:1.34'
-  dra-e2e --cluster kubeconfig --profile my-driver.yaml --tags @DriverConformance";
+  dra-e2e --cluster kubeconfig --profile my-driver.yaml --tags @DriverConformance
+  dra-e2e check features/my.feature
+  dra-e2e <COMMAND> --help";
+
+const ABOUT: &str = "Runs Gherkin scenarios that test Kubernetes Dynamic Resource Allocation \
+                     against a local cluster (default) or a real one.";
+
+/// `dra-e2e`: without a command it runs scenarios, with all of [`RunArgs`]
+/// and cucumber's options; the commands do the rest.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "dra-e2e",
+    about = ABOUT,
+    long_about = ABOUT,
+    after_help = EXAMPLES,
+    // `dra-e2e --tags @x setup` is a mistake, not a run with a stray word.
+    args_conflicts_with_subcommands = true,
+)]
+pub struct Cli {
+    /// The run's options (no command given).
+    #[command(flatten)]
+    pub run: super::Opts,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The options of `dra-e2e steps`.
+#[derive(Debug, clap::Args)]
+pub struct StepsArgs {
+    /// Print the catalogue as Markdown, as docs/steps.md holds it.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// The commands. Those whose options live in their own module take their
+/// `about` and `long_about` from there (a doc comment here would replace
+/// them).
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    Setup(super::setup::SetupArgs),
+    /// Print the step catalogue: every step's pattern, description and example.
+    Steps(StepsArgs),
+    Check(super::author::CheckArgs),
+    Upstream(super::upstream::UpstreamArgs),
+    Cluster(super::cluster_up::ClusterArgs),
+    Clean(super::clean::CleanArgs),
+    Profile(super::profile_cli::ProfileArgs),
+    Image(crate::images::cli::ImageArgs),
+    /// Print a shell completion script, e.g. `dra-e2e completions bash > ~/.local/share/bash-completion/completions/dra-e2e`.
+    Completions(CompletionsArgs),
+    /// The socket proxy agent of proxy pods and local nodes (run by the runner).
+    #[command(hide = true, disable_help_flag = true)]
+    ProxyAgent(Passthrough),
+    /// Run in a pod by the real-node tests: reaches the API server as a driver does.
+    #[command(hide = true, disable_help_flag = true)]
+    InClusterCheck(Passthrough),
+}
+
+/// The arguments of an internal command, handed as they are to its own
+/// parser (`proxy-agent --help` is the agent's help).
+#[derive(Debug, clap::Args)]
+pub struct Passthrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// The options of `dra-e2e completions`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The whole command tree. cucumber's options (`--tags`, `--concurrency`,
+/// ...) are the run's: cucumber makes them global, which would offer them
+/// to every command.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let mut cmd = Cli::command();
+    let global: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.get_id().to_string())
+        .collect();
+    for id in global {
+        cmd = cmd.mut_arg(id, |a| a.global(false));
+    }
+    cmd
+}
+
+/// Parses a command line (the program's name first). The matches are
+/// returned too: the run reads how some options were given from them.
+pub fn try_parse_from<I, T>(args: I) -> Result<(Cli, clap::ArgMatches), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    match parse_with(command(), &args) {
+        // The run's options come from the environment too (`--tags` from
+        // CUCUMBER_FILTER_TAGS): one the run could not take is no reason
+        // for a command to fail.
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let without_env = command().mut_arg("tags", |a| a.env(None));
+            match parse_with(without_env, &args) {
+                Ok(parsed) if parsed.0.command.is_some() => Ok(parsed),
+                _ => Err(e),
+            }
+        }
+        parsed => parsed,
+    }
+}
+
+fn parse_with(
+    mut cmd: clap::Command,
+    args: &[std::ffi::OsString],
+) -> Result<(Cli, clap::ArgMatches), clap::Error> {
+    use clap::FromArgMatches as _;
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    Ok((cli, matches))
+}
+
+/// `dra-e2e completions SHELL`: the completion script on stdout. It
+/// completes the commands people use, not the runner's internal ones.
+pub fn completions(args: &CompletionsArgs) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let full = command();
+    let mut shown = clap::Command::new("dra-e2e")
+        .about(full.get_about().cloned().unwrap_or_default())
+        .args(full.get_arguments().cloned());
+    for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
+        shown = shown.subcommand(sub.clone());
+    }
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut shown, "dra-e2e", &mut script);
+    match std::io::stdout().write_all(&script) {
+        // `dra-e2e completions bash | head` is no failure.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("writing the completion script: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<(Cli, clap::ArgMatches), clap::Error> {
+        try_parse_from(std::iter::once("dra-e2e").chain(args.iter().copied()))
+    }
+
+    fn help_of(args: &[&str]) -> String {
+        match parse(args) {
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.render().to_string(),
+            Err(e) => panic!("{args:?}: {e}"),
+            Ok(_) => panic!("{args:?}: no help"),
+        }
+    }
+
+    #[test]
+    fn the_tree_is_consistent() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn without_a_command_it_is_the_run_with_its_options() {
+        let (cli, matches) = parse(&[
+            "--cluster",
+            "local",
+            "--features",
+            "features/kubelet.feature",
+            "--tags",
+            "@DynamicResourceAllocation and not @slow",
+            "-c",
+            "3",
+            "--step-timeout",
+            "1m",
+        ])
+        .unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.run.custom.cluster, crate::cluster::ClusterChoice::Local);
+        assert_eq!(
+            cli.run.custom.features,
+            [std::path::PathBuf::from("features/kubelet.feature")]
+        );
+        assert_eq!(cli.run.runner.concurrency, Some(3));
+        assert!(cli.run.tags_filter.is_some());
+        assert_eq!(
+            matches.get_raw("tags").unwrap().next().unwrap(),
+            "@DynamicResourceAllocation and not @slow"
+        );
+        let (cli, _) = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(
+            cli.run.custom.features,
+            [std::path::PathBuf::from("features")]
+        );
+    }
+
+    #[test]
+    fn every_command_has_its_own_help() {
+        for (args, wants) in [
+            (
+                &["setup", "--help"][..],
+                &["dra-e2e setup", "--node-kind"][..],
+            ),
+            (&["steps", "--help"], &["dra-e2e steps", "step catalogue"]),
+            (&["check", "--help"], &["dra-e2e check", "[PATH]..."]),
+            (
+                &["upstream", "--help"],
+                &["--write <FILE>", "--check <FILE>"],
+            ),
+            (&["cluster", "--help"], &["dra-e2e cluster", "up"]),
+            (
+                &["cluster", "up", "--help"],
+                &["--node-kind", "--keep", "--runtime-config"],
+            ),
+            (&["clean", "--help"], &["dra-e2e clean", "live run"]),
+            (&["profile", "--help"], &["check", "show"]),
+            (&["profile", "check", "--help"], &["<FILE>", "--no-files"]),
+            (
+                &["profile", "show", "--help"],
+                &["--driver-name", "--device-class"],
+            ),
+            (
+                &["image", "--help"],
+                &["--binary", "--reference", "--out", "--gzip"],
+            ),
+            (
+                &["completions", "--help"],
+                &["bash", "zsh", "fish", "powershell", "elvish"],
+            ),
+            (
+                &["--help"],
+                &["--tags", "--cluster", "--junit", "setup", "completions"],
+            ),
+        ] {
+            let help = help_of(args);
+            for want in wants {
+                assert!(help.contains(want), "{args:?}: no {want:?} in\n{help}");
+            }
+            // The run's options are the run's alone.
+            if args[0] != "--help" {
+                assert!(!help.contains("--concurrency"), "{args:?}:\n{help}");
+                assert!(!help.contains("--tags"), "{args:?}:\n{help}");
+            }
+        }
+        // The internal commands are not offered.
+        let help = help_of(&["--help"]);
+        let commands = &help[help.find("Commands:").unwrap()..help.find("Options:").unwrap()];
+        assert!(commands.contains("  setup "), "{commands}");
+        for internal in ["proxy-agent", "in-cluster-check"] {
+            assert!(!commands.contains(internal), "{commands}");
+        }
+    }
+
+    #[test]
+    fn commands_keep_their_options() {
+        let (cli, _) = parse(&["setup", "--node-kind", "real"]).unwrap();
+        match cli.command {
+            Some(Command::Setup(a)) => assert_eq!(a.node_kind, crate::cluster::NodeKind::Real),
+            c => panic!("{c:?}"),
+        }
+        let (cli, _) = parse(&["check", "features", "tests/fixtures/misspelt"]).unwrap();
+        match cli.command {
+            Some(Command::Check(a)) => assert_eq!(a.paths.len(), 2),
+            c => panic!("{c:?}"),
+        }
+        let (cli, _) = parse(&["check"]).unwrap();
+        match cli.command {
+            Some(Command::Check(a)) => {
+                assert_eq!(a.paths, [std::path::PathBuf::from("features")]);
+            }
+            c => panic!("{c:?}"),
+        }
+        for args in [
+            &["upstream", "--write", "README.md"][..],
+            &["upstream", "--check", "README.md", "--data", "d.tsv"],
+            &["cluster", "up", "--node-kind", "real", "--nodes", "2"],
+            &["clean"],
+            &["profile", "check", "p.yaml", "--no-files"],
+            &[
+                "profile",
+                "show",
+                "--driver-name",
+                "d",
+                "--device-class",
+                "c",
+            ],
+            &[
+                "image",
+                "--binary",
+                "b",
+                "--reference",
+                "localhost/x:v1",
+                "--out",
+                "o.tar",
+            ],
+            &["completions", "zsh"],
+        ] {
+            parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn internal_commands_get_their_arguments_as_they_are() {
+        let (cli, _) = parse(&[
+            "proxy-agent",
+            "--v=5",
+            "--endpoint",
+            "/p/dra.sock",
+            "--help",
+            "-x",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(Command::ProxyAgent(a)) => assert_eq!(
+                a.args,
+                ["--v=5", "--endpoint", "/p/dra.sock", "--help", "-x"]
+            ),
+            c => panic!("{c:?}"),
+        }
+        let (cli, _) = parse(&["in-cluster-check"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::InClusterCheck(a)) if a.args.is_empty()));
+    }
+
+    #[test]
+    fn mistakes_are_clap_errors_naming_them() {
+        use clap::error::ErrorKind;
+        for (args, kind, names) in [
+            (&["stup"][..], ErrorKind::InvalidSubcommand, "stup"),
+            (&["--bogus"], ErrorKind::UnknownArgument, "--bogus"),
+            (&["setup", "--bogus"], ErrorKind::UnknownArgument, "--bogus"),
+            (
+                &["setup", "--node-kind", "vm"],
+                ErrorKind::InvalidValue,
+                "vm",
+            ),
+            (
+                &["setup", "--tags", "@x"],
+                ErrorKind::UnknownArgument,
+                "--tags",
+            ),
+            (
+                &["--tags", "@x", "setup"],
+                ErrorKind::ArgumentConflict,
+                "setup",
+            ),
+            (
+                &["profile"],
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
+                "check",
+            ),
+            (
+                &["profile", "check"],
+                ErrorKind::MissingRequiredArgument,
+                "<FILE>",
+            ),
+            (&["completions", "tcsh"], ErrorKind::InvalidValue, "tcsh"),
+        ] {
+            let e = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} parsed"));
+            assert_eq!(e.kind(), kind, "{args:?}: {e}");
+            assert!(e.render().to_string().contains(names), "{args:?}: {e}");
+        }
+    }
+}

@@ -1,17 +1,21 @@
 //! `dra-e2e cluster …`: the local cluster for people, e.g. to try a driver or
 //! a scenario by hand with kubectl.
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 
 use crate::cluster::NodeKind;
 use crate::cluster::local::{FeatureGates, LocalCluster, LocalClusterOptions};
 
-#[derive(Debug, Parser)]
-#[command(name = "dra-e2e cluster", about = "Run the local control plane")]
-struct ClusterCli {
+/// The options of `dra-e2e cluster`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Start the local cluster and keep it running until Ctrl-C",
+    long_about = "The local cluster for people: start it, e.g. to try a driver or a scenario \
+                  by hand with kubectl."
+)]
+pub struct ClusterArgs {
     #[command(subcommand)]
     command: ClusterCommand,
 }
@@ -61,11 +65,8 @@ struct UpArgs {
     wipe_delay: std::time::Duration,
 }
 
-/// Entry point of the `cluster` subcommand; `args` excludes the subcommand name.
-pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<()> {
-    let cli =
-        ClusterCli::try_parse_from(std::iter::once(OsString::from("dra-e2e cluster")).chain(args))
-            .unwrap_or_else(|e| e.exit());
+/// Entry point of the `cluster` subcommand.
+pub fn cli_main(cli: ClusterArgs) -> anyhow::Result<()> {
     init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

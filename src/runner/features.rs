@@ -15,26 +15,30 @@ use regex::Regex;
 use crate::cluster::Environment;
 use crate::report::SKIP_PREFIX;
 
+/// Tags the suite understands as they are.
+pub const KNOWN_TAGS: &[&str] = &[
+    "DynamicResourceAllocation",
+    "ContainerRuntime",
+    "serial",
+    "slow",
+    "conformance",
+    "allow.skipped",
+    "retry",
+    "DriverConformance",
+    "DevicesPerNode",
+    "DriverPods",
+    "NodeOperations",
+    "DeviceCount",
+    "Interposed",
+];
+
+/// Beginnings of the tags the suite understands with a value after them.
+pub const TAG_PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
+
 /// Tags the suite understands; `check` rejects others so typos surface.
 pub fn tag_is_known(tag: &str) -> bool {
-    const EXACT: &[&str] = &[
-        "DynamicResourceAllocation",
-        "ContainerRuntime",
-        "serial",
-        "slow",
-        "conformance",
-        "allow.skipped",
-        "retry",
-        "DriverConformance",
-        "DevicesPerNode",
-        "DriverPods",
-        "NodeOperations",
-        "DeviceCount",
-        "Interposed",
-    ];
-    const PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
-    EXACT.contains(&tag)
-        || PREFIXES
+    KNOWN_TAGS.contains(&tag)
+        || TAG_PREFIXES
             .iter()
             .any(|p| tag.starts_with(p) && tag.len() > p.len())
         // `@DriverCapability:<Name>`: only names of the profile's vocabulary.
@@ -617,7 +621,10 @@ pub fn check<W>(
         let check_tags = |tags: &[String], line: usize, problems: &mut Vec<String>| {
             for t in tags {
                 if !tag_is_known(t) {
-                    problems.push(format!("{path}:{line}: unknown tag @{t}"));
+                    let hint = super::suggest::tag(t, KNOWN_TAGS, TAG_PREFIXES)
+                        .map(|s| format!(" (did you mean @{s}?)"))
+                        .unwrap_or_default();
+                    problems.push(format!("{path}:{line}: unknown tag @{t}{hint}"));
                 }
             }
         };
@@ -648,10 +655,14 @@ pub fn check<W>(
             }
             match steps.find(st) {
                 Ok(Some(_)) => {}
-                Ok(None) => problems.push(format!(
-                    "{path}:{line}: undefined step: {}{}",
-                    st.keyword, st.value
-                )),
+                Ok(None) => {
+                    let mut problem =
+                        format!("{path}:{line}: undefined step: {}{}", st.keyword, st.value);
+                    for s in super::suggest::steps(&st.value, st.ty) {
+                        problem.push_str(&format!("\n  did you mean: \"{s}\"?"));
+                    }
+                    problems.push(problem);
+                }
                 Err(e) => problems.push(format!(
                     "{path}:{line}: ambiguous step: {}{} ({} definitions match)",
                     st.keyword,

@@ -9,6 +9,7 @@ pub mod preflight;
 pub mod profile_cli;
 pub mod setup;
 pub mod shard;
+pub mod suggest;
 pub mod upstream;
 
 use std::io::{IsTerminal as _, Write};
@@ -17,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::{CommandFactory, FromArgMatches};
 use cucumber::{World as _, WriterExt as _, writer};
 use futures::FutureExt as _;
 use tokio::signal::unix::{SignalKind, signal};
@@ -30,7 +30,9 @@ use crate::under_test::UnderTest;
 use cli::RunArgs;
 use history::History;
 
-type Opts = cucumber::cli::Opts<
+/// The run's options: cucumber's (`--tags`, `--name`, `--concurrency`, ...)
+/// and the runner's own ([`RunArgs`]).
+pub type Opts = cucumber::cli::Opts<
     cucumber::parser::basic::Cli,
     cucumber::runner::basic::Cli,
     cucumber::cli::Compose<
@@ -137,32 +139,22 @@ struct Typed {
     binaries_dir_from_env: bool,
 }
 
-fn parse_opts() -> (Opts, Typed) {
-    const ABOUT: &str = "Runs Gherkin scenarios that test Kubernetes Dynamic Resource \
-                         Allocation against a local cluster (default) or a real one.";
-    let cmd = Opts::command()
-        .name("dra-e2e")
-        .about(ABOUT)
-        .long_about(ABOUT)
-        .after_help(cli::SUBCOMMANDS_HELP);
-    let matches = cmd.get_matches();
-    let raw = |id: &str| {
-        matches
-            .try_get_raw(id)
-            .ok()
-            .flatten()
-            .and_then(|mut v| v.next())
-            .map(|v| v.to_string_lossy().into_owned())
-    };
-    let typed = Typed {
-        input: raw("input"),
-        tags: raw("tags"),
-        binaries_dir_from_env: matches.value_source("binaries_dir")
-            == Some(clap::parser::ValueSource::EnvVariable),
-    };
-    match Opts::from_arg_matches(&matches) {
-        Ok(o) => (o, typed),
-        Err(e) => e.exit(),
+impl Typed {
+    fn from_matches(matches: &clap::ArgMatches) -> Self {
+        let raw = |id: &str| {
+            matches
+                .try_get_raw(id)
+                .ok()
+                .flatten()
+                .and_then(|mut v| v.next())
+                .map(|v| v.to_string_lossy().into_owned())
+        };
+        Typed {
+            input: raw("input"),
+            tags: raw("tags"),
+            binaries_dir_from_env: matches.value_source("binaries_dir")
+                == Some(clap::parser::ValueSource::EnvVariable),
+        }
     }
 }
 
@@ -317,9 +309,10 @@ async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result
     Ok(())
 }
 
-/// Runs the selected scenarios; returns the process exit code.
-pub async fn run() -> anyhow::Result<i32> {
-    let (opts, typed) = parse_opts();
+/// Runs the selected scenarios; returns the process exit code. `matches`
+/// are those [`cli::try_parse_from`] parsed `opts` from.
+pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> {
+    let typed = Typed::from_matches(matches);
     // Fail on malformed feature files and empty selections before starting
     // anything expensive.
     let parsed = load_features(&opts, &typed)?;

@@ -1,28 +1,31 @@
 //! `dra-e2e profile`: checking a driver profile, and showing the profile
 //! KEP-5970's two flags stand for. Neither needs a cluster, so a profile
 //! can be got right before any run uses it.
-use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 
 use crate::profile::{Options, Profile, ProfileError};
 
-#[derive(Parser)]
+/// The options of `dra-e2e profile`.
+#[derive(Debug, clap::Args)]
 #[command(
-    name = "dra-e2e profile",
-    about = "Driver profiles: which DRA driver is under test (docs/driver-profile.md)"
+    about = "Check a driver profile, or print the one --driver-name stands for",
+    long_about = "Driver profiles say which DRA driver is under test (docs/driver-profile.md). \
+                  Check one, or print the profile KEP-5970's --driver-name and --device-class \
+                  stand for."
 )]
-struct Cli {
+pub struct ProfileArgs {
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Subcommand)]
+#[derive(Debug, Subcommand)]
 enum Command {
     /// Check a profile file: every mistake with its line and field; exit
     /// status 1 when there is any.
     Check {
+        /// The profile file.
         file: PathBuf,
         /// Do not require the manifests, image archives and program the
         /// profile names to exist (for files a build has yet to produce).
@@ -32,18 +35,18 @@ enum Command {
     /// Print the profile of a driver already installed in the kubeconfig
     /// cluster (KEP-5970's invocation), with what was defaulted.
     Show {
-        #[arg(long)]
+        /// The name of the installed driver.
+        #[arg(long, value_name = "NAME")]
         driver_name: String,
-        #[arg(long)]
+        /// The DeviceClass that selects the driver's devices.
+        #[arg(long, value_name = "CLASS")]
         device_class: String,
     },
 }
 
 /// Runs `dra-e2e profile ARGS`; returns the exit status.
-pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
-    let cli = Cli::try_parse_from(std::iter::once(OsString::from("dra-e2e profile")).chain(args))
-        .unwrap_or_else(|e| e.exit());
-    match cli.command {
+pub fn cli_main(args: ProfileArgs) -> anyhow::Result<i32> {
+    match args.command {
         Command::Check { file, no_files } => {
             let options = Options {
                 check_files: !no_files,

@@ -563,22 +563,27 @@ impl Shown {
     }
 }
 
+/// The options of `dra-e2e setup`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Build what the local cluster needs, as the first run does, then exit",
+    long_about = "Build what the local cluster needs, as the first run does, then exit: the \
+                  control plane (etcd, kube-apiserver, kube-scheduler, \
+                  kube-controller-manager), and with --node-kind real the real nodes' kubelet \
+                  and containerd. Needs Go; what is built is cached and not built again."
+)]
+pub struct SetupArgs {
+    /// Also build what real nodes need (kubelet, containerd, runc), or only
+    /// the control plane the simulated nodes need.
+    #[arg(long, value_enum, value_name = "KIND", default_value = "simulated")]
+    pub node_kind: crate::cluster::NodeKind,
+}
+
 /// `dra-e2e setup [--node-kind real]`: builds what the local cluster needs
 /// (and real nodes, when asked), then exits.
-pub fn cli_main(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
-    let args: Vec<String> = args
-        .into_iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let real = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        [] | ["--node-kind", "simulated"] | ["--node-kind=simulated"] => false,
-        ["--node-kind", "real"] | ["--node-kind=real"] => true,
-        _ => anyhow::bail!(
-            "dra-e2e setup: unexpected arguments {args:?}; usage: dra-e2e setup [--node-kind simulated|real]"
-        ),
-    };
+pub fn cli_main(args: SetupArgs) -> anyhow::Result<i32> {
     ensure(Part::ControlPlane, None)?;
-    if real {
+    if args.node_kind == crate::cluster::NodeKind::Real {
         ensure(Part::Node, None)?;
     }
     println!("dra-e2e: everything the local cluster needs is built");

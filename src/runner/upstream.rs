@@ -12,11 +12,9 @@
 //! A scenario whose title is no upstream title is listed in the data file as
 //! the suite's own, so a misspelt title cannot pass for an extra scenario.
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::Parser;
 use cucumber::gherkin::{self, GherkinEnv};
 
 use super::features;
@@ -29,12 +27,15 @@ pub const END: &str = "<!-- upstream-table:end -->";
 /// keys of its title: the variant upstream's default driver runs.
 const OTHERWISE: &str = "*";
 
-#[derive(Debug, Parser)]
+/// The options of `dra-e2e upstream`.
+#[derive(Debug, clap::Args)]
 #[command(
-    name = "dra-e2e upstream",
-    about = "Print (or write into docs/upstream-tests.md) the table mapping upstream's DRA e2e tests to scenarios"
+    about = "Print, write or check the table of upstream's tests and their scenarios (docs/upstream-tests.md)",
+    long_about = "Print (or write into docs/upstream-tests.md, or check there) the table mapping \
+                  upstream's DRA e2e tests to the scenarios that port them, or the reasons \
+                  they are not ported. No cluster needed."
 )]
-struct Args {
+pub struct UpstreamArgs {
     /// Feature file or directory holding the scenarios.
     #[arg(long, default_value = "features")]
     features: PathBuf,
@@ -793,10 +794,8 @@ pub fn drop_ported_reasons(features_path: &Path, data: &Path) -> Result<usize, V
     Ok(lines.len())
 }
 
-pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
-    let args =
-        Args::try_parse_from(std::iter::once(OsString::from("dra-e2e upstream")).chain(args))
-            .unwrap_or_else(|e| e.exit());
+/// Runs `dra-e2e upstream`; returns the exit status.
+pub fn cli_main(args: UpstreamArgs) -> anyhow::Result<i32> {
     if args.drop_ported_reasons {
         match drop_ported_reasons(&args.features, &args.data) {
             Ok(n) => eprintln!(

@@ -91,14 +91,6 @@ pub struct Args {
     pub plan: PathBuf,
 }
 
-/// Entry point of the `node-init` subcommand: `node-init <plan.json>`.
-pub fn cli_main(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
-    let [plan] = args.as_slice() else {
-        anyhow::bail!("usage: dra-e2e node-init PLAN.json (started by the runner for a real node)");
-    };
-    main(&Args { plan: plan.into() })
-}
-
 /// Reads the plan and runs the node; returns the exit code.
 pub fn main(args: &Args) -> anyhow::Result<i32> {
     let plan = &args.plan;

@@ -9,22 +9,21 @@
 //! plugin, which talks to the API server with the service account's CA (the
 //! kubelet mounts it) and to the kubelet over unix sockets in host
 //! directories; a program that needs more needs a real image build.
-use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
-use clap::Parser;
-
 use super::{Entry, ImageSpec, LayerCompression, builtin, libs, reference_tag, write_archive};
+use anyhow::{Context as _, bail};
 
-#[derive(Parser)]
+/// The options of `dra-e2e image`.
+#[derive(Debug, clap::Args)]
 #[command(
-    name = "dra-e2e image",
-    about = "Write an OCI image archive holding one program (a static binary), for real local \
-             nodes to import"
+    about = "Write an OCI image archive holding one static program, for real local nodes",
+    long_about = "Write an OCI image archive holding one program (a static binary) and a \
+                  writable /tmp, for real local nodes to import (--image-archive, a profile's \
+                  imageArchives): no container build or registry needed."
 )]
-struct Cli {
+pub struct ImageArgs {
     /// The program to put in the image; statically linked unless
     /// --with-shared-libs is given.
     #[arg(long, value_name = "PATH")]
@@ -58,9 +57,7 @@ struct Cli {
 }
 
 /// Runs `dra-e2e image ARGS`; returns the exit status.
-pub fn cli_main(args: Vec<OsString>) -> anyhow::Result<i32> {
-    let cli = Cli::try_parse_from(std::iter::once(OsString::from("dra-e2e image")).chain(args))
-        .unwrap_or_else(|e| e.exit());
+pub fn cli_main(cli: ImageArgs) -> anyhow::Result<i32> {
     let options = ProgramImage {
         binary: cli.binary,
         reference: cli.reference,
