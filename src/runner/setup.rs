@@ -570,7 +570,8 @@ impl Shown {
     long_about = "Build what the local cluster needs, as the first run does, then exit: the \
                   control plane (etcd, kube-apiserver, kube-scheduler, \
                   kube-controller-manager), and with --node-kind real the real nodes' kubelet \
-                  and containerd. Needs Go; what is built is cached and not built again."
+                  and containerd, and dra-e2e-agent (built with cargo when it is not beside \
+                  the runner). Needs Go; what is built is cached and not built again."
 )]
 pub struct SetupArgs {
     /// Also build what real nodes need (kubelet, containerd, runc), or only
@@ -585,6 +586,10 @@ pub fn cli_main(args: SetupArgs) -> anyhow::Result<i32> {
     ensure(Part::ControlPlane, None)?;
     if args.node_kind == crate::cluster::NodeKind::Real {
         ensure(Part::Node, None)?;
+        // Process 1 of every real node and the program of their proxy
+        // pods; `cargo run` builds only the runner.
+        let agent = crate::host::agent::agent_program()?;
+        println!("dra-e2e: the node agent is {}", agent.display());
     }
     println!("dra-e2e: everything the local cluster needs is built");
     Ok(0)

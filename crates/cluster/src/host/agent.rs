@@ -143,8 +143,9 @@ fn build_command(target: &Path, profile: &str) -> Vec<String> {
 fn build(workspace: &Path, target: &Path, profile: &str) -> Result<(), AgentError> {
     let args = build_command(target, profile);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    tracing::warn!(
-        "building {AGENT_PROGRAM}, the program of real nodes and proxy pods: {}",
+    // On stderr as the runner's other first-run builds say theirs.
+    eprintln!(
+        "dra-e2e: building {AGENT_PROGRAM}, the program of real nodes and proxy pods: {}",
         args.join(" ")
     );
     let status = Command::new(&cargo)
