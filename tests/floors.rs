@@ -1,0 +1,108 @@
+//! The floors of the workspace (docs/development.md): every crate depends
+//! only on crates of lower floors, read from the manifests Cargo builds
+//! from. Cargo already refuses cycles; this refuses an edge that points
+//! sideways or up, such as the simulated kubelet reaching for the plugin
+//! servers it must only meet through sockets.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Each crate's floor; the ground is 1.
+const FLOORS: &[(&str, u8)] = &[
+    ("dra-e2e-proto", 1),
+    ("dra-e2e-conn", 1),
+    ("dra-e2e-kube", 1),
+    ("dra-e2e-profile", 1),
+    ("dra-e2e-agent", 1),
+    ("dra-e2e-plugin", 2),
+    ("dra-e2e-node-sim", 2),
+    ("dra-e2e-cluster", 3),
+    ("dra-e2e-harness", 4),
+    ("dra-e2e", 5),
+];
+
+/// The workspace's crates and the workspace crates each depends on (normal
+/// dependencies: what its code can reach).
+fn edges(root: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut manifests = vec![root.join("Cargo.toml")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        manifests.push(entry.path().join("Cargo.toml"));
+    }
+    manifests
+        .iter()
+        .map(|m| {
+            let text =
+                std::fs::read_to_string(m).unwrap_or_else(|e| panic!("{}: {e}", m.display()));
+            let doc: toml::Table = text
+                .parse()
+                .unwrap_or_else(|e| panic!("{}: {e}", m.display()));
+            let name = doc["package"]["name"].as_str().unwrap().to_owned();
+            let deps = doc
+                .get("dependencies")
+                .and_then(|d| d.as_table())
+                .map(|d| {
+                    d.keys()
+                        .filter(|k| k.starts_with("dra-e2e"))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            (name, deps)
+        })
+        .collect()
+}
+
+/// Edges that do not point to a lower floor, and crates without a floor.
+fn wrong_edges(edges: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let floor = |c: &str| FLOORS.iter().find(|(n, _)| *n == c).map(|(_, f)| *f);
+    let mut out = Vec::new();
+    for (name, deps) in edges {
+        let Some(own) = floor(name) else {
+            out.push(format!("{name} has no floor in tests/floors.rs"));
+            continue;
+        };
+        for dep in deps {
+            match floor(dep) {
+                Some(f) if f < own => {}
+                Some(f) => out.push(format!("{name} (floor {own}) depends on {dep} (floor {f})")),
+                None => out.push(format!("{dep} has no floor in tests/floors.rs")),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_dependency_points_down() {
+    let edges = edges(Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert_eq!(edges.len(), FLOORS.len(), "crates: {:?}", edges.keys());
+    let wrong = wrong_edges(&edges);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The simulated kubelet meets plugins only through their sockets.
+    assert!(
+        !edges["dra-e2e-node-sim"]
+            .iter()
+            .any(|d| d == "dra-e2e-plugin")
+    );
+}
+
+#[test]
+fn a_sideways_or_upward_edge_is_named() {
+    let mut edges = BTreeMap::new();
+    edges.insert(
+        "dra-e2e-node-sim".to_owned(),
+        vec!["dra-e2e-plugin".to_owned()],
+    );
+    edges.insert(
+        "dra-e2e-conn".to_owned(),
+        vec!["dra-e2e-harness".to_owned()],
+    );
+    edges.insert("dra-e2e-new".to_owned(), vec![]);
+    assert_eq!(
+        wrong_edges(&edges),
+        [
+            "dra-e2e-conn (floor 1) depends on dra-e2e-harness (floor 4)",
+            "dra-e2e-new has no floor in tests/floors.rs",
+            "dra-e2e-node-sim (floor 2) depends on dra-e2e-plugin (floor 2)",
+        ]
+    );
+}
