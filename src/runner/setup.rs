@@ -178,13 +178,8 @@ impl BuildCommand {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // SAFETY: see `die_with_runner`.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(
-                &mut cmd,
-                crate::host::process::die_with_runner(),
-            );
-        }
+        // The build is waited for on this thread: it dies with the runner.
+        crate::sys::die_with_parent(&mut cmd);
         let started = Instant::now();
         let mut child = cmd
             .spawn()
