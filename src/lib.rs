@@ -19,7 +19,8 @@
 //! 1. The ground: `dra-e2e-proto` (the kubelet's gRPC APIs),
 //!    `dra-e2e-conn` (connections, [`node_host`]), `dra-e2e-kube` (object
 //!    builders, waits, node readiness), `dra-e2e-profile` (which driver is
-//!    under test) and `dra-e2e-agent` (the small program that runs on nodes).
+//!    under test), `dra-e2e-agent` (the small program that runs on nodes)
+//!    and `dra-e2e-sys` (the operating system calls, safe).
 //!
 //! The names below keep every floor reachable as `dra_e2e::<module>`, the
 //! paths the steps, the tests and the benchmarks use.
@@ -33,6 +34,7 @@ pub use dra_e2e_node_sim as node_sim;
 pub use dra_e2e_plugin as plugin;
 pub use dra_e2e_profile as profile;
 pub use dra_e2e_proto as proto;
+pub use dra_e2e_sys as sys;
 
 pub mod report;
 pub mod runner;

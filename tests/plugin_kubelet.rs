@@ -1048,6 +1048,38 @@ async fn registration_accepts_the_authority_a_kubelet_sends() {
     plugin.stop().await.unwrap();
 }
 
+/// The rewrite that lets the registration socket take a kubelet's
+/// percent-encoded path is that socket's alone: calls to the DRA socket (a
+/// kubelet sends `localhost` there) reach tonic as they were sent. Sent the
+/// kind of authority only a registration socket accepts, a DRA call is
+/// refused by h2 itself, before the plugin sees it; sent `localhost`, as a
+/// kubelet does, it is served.
+#[tokio::test]
+async fn the_dra_socket_reads_calls_as_sent() {
+    let node = Node::new("node-a");
+    let calls = Calls::new(DRIVER);
+    let plugin = node.start(node.config(Arc::default(), &calls)).await;
+    let socket = node.dra_socket();
+    let authority = KubeletSocket::Registration.authority(&socket);
+    assert!(
+        http::uri::Authority::try_from(authority.as_str()).is_err(),
+        "h2 accepts {authority} anyway: this test no longer proves anything"
+    );
+    let refs = [claim_ref("gone", "uid-9")];
+
+    let as_registration = dial(KubeletSocket::Registration, &socket).await;
+    let refused = unprepare(NodeApi::V1, as_registration, &refs).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 0);
+
+    let unprepared = unprepare(NodeApi::V1, dial_dra(&node).await, &refs)
+        .await
+        .unwrap();
+    assert_eq!(unprepared.len(), 1, "{unprepared:?}");
+    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 1);
+    plugin.stop().await.unwrap();
+}
+
 /// Pre-dialled proxy connections may sit idle for a long time before the
 /// kubelet's HTTP/2 preface arrives; the server must not give up on them.
 /// Paused time lets an hour pass without waiting for it.

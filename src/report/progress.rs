@@ -78,15 +78,7 @@ impl Progress {
 
 /// The terminal's width in columns (80 when unknown).
 fn width() -> usize {
-    // SAFETY: TIOCGWINSZ fills a winsize struct we own; a failed call leaves
-    // it zeroed.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok && ws.ws_col > 0 {
-        usize::from(ws.ws_col)
-    } else {
-        80
-    }
+    crate::sys::terminal_width().map_or(80, usize::from)
 }
 
 /// `[12/103] 11 passed, 1 failed · running: a, b · 1m23s`, cut to `width`.

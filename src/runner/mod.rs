@@ -749,7 +749,8 @@ async fn run_on(
             &selection.shared,
             &records,
             &properties,
-        );
+        )
+        .context("rendering the JUnit report")?;
         std::fs::write(path, xml)
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }

@@ -8,7 +8,6 @@
 //! scripts write each binary under a temporary name, so an interrupted build
 //! leaves nothing a later run would trust. `dra-e2e setup` does only this.
 use std::io::{BufRead as _, IsTerminal as _};
-use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -179,13 +178,8 @@ impl BuildCommand {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // SAFETY: see `die_with_runner`.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(
-                &mut cmd,
-                crate::host::process::die_with_runner(),
-            );
-        }
+        // The build is waited for on this thread: it dies with the runner.
+        crate::sys::die_with_parent(&mut cmd);
         let started = Instant::now();
         let mut child = cmd
             .spawn()
@@ -301,17 +295,15 @@ impl BuildLock {
     }
 }
 
-/// Takes the lock if it is free; `false` when another holds it.
+/// Takes the lock if it is free; `false` when another holds it. std's
+/// `File::try_lock` is `flock(LOCK_EX | LOCK_NB)` on Linux: the lock goes
+/// with the open file, so also with a runner that dies, and `flock(1)`
+/// (the tests' stand-in holder) sees the same lock.
 fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
 
@@ -598,6 +590,36 @@ pub fn cli_main(args: SetupArgs) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Another open of the lock file (another runner) cannot take it while
+    /// it is held, and can once the holder's file is closed; `flock(1)`,
+    /// which the tests use as a stuck holder, sees the same lock.
+    #[test]
+    fn the_build_lock_is_held_until_its_file_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.build.lock");
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap()
+        };
+        let (first, second) = (open(), open());
+        assert!(try_lock(&first).unwrap());
+        assert!(!try_lock(&second).unwrap());
+        let flock = Command::new("flock")
+            .arg("-n")
+            .arg(&path)
+            .arg("true")
+            .status();
+        if let Ok(status) = flock {
+            assert!(!status.success(), "flock(1) took a held lock");
+        }
+        drop(first);
+        assert!(try_lock(&second).unwrap());
+    }
 
     #[test]
     fn a_holder_record_reads_back() {

@@ -10,13 +10,14 @@
 //! it exits, the kernel kills every process left in the namespace, containers
 //! included, and drops the mounts with the namespace: nothing can outlive the
 //! node.
-use std::ffi::CString;
+use std::ffi::OsString;
 use std::fs::File;
-use std::os::unix::process::CommandExt as _;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use dra_e2e_sys::{self as sys, Signal, SignalSet};
 use serde::{Deserialize, Serialize};
 
 /// What process 1 does, written as JSON by the runner.
@@ -109,26 +110,33 @@ fn say(msg: impl std::fmt::Display) {
 
 struct Daemon {
     name: String,
-    pid: libc::pid_t,
+    pid: u32,
+}
+
+/// The `PATH` of the node's processes: the plan's directories in front of
+/// this process's own (`None`: this process's, unchanged).
+fn child_path(plan: &InitPlan) -> Option<OsString> {
+    if plan.path_prepend.is_empty() {
+        return None;
+    }
+    let mut dirs = plan.path_prepend.clone();
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).ok()
 }
 
 fn run(plan: &InitPlan) -> i32 {
     // Signals are taken synchronously with sigtimedwait; blocked before any
     // child exists so none is lost, and unblocked again in every child.
-    let mask = signal_mask();
-    // SAFETY: sigprocmask with a valid set.
-    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) };
-
-    if !plan.path_prepend.is_empty() {
-        let mut dirs = plan.path_prepend.clone();
-        dirs.extend(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        ));
-        if let Ok(path) = std::env::join_paths(dirs) {
-            // SAFETY: process 1 has no other threads yet.
-            unsafe { std::env::set_var("PATH", path) };
-        }
-    }
+    let signals =
+        match sys::block_signals(&[Signal::Term, Signal::Int, Signal::Child, Signal::Usr1]) {
+            Ok(s) => s,
+            Err(e) => {
+                say(format!("blocking the signals process 1 takes: {e}"));
+                return 1;
+            }
+        };
     if let Err(e) = make_mounts(plan).and_then(|()| new_boot_id(plan, true)) {
         say(format!("preparing the node's mounts: {e}"));
         return 1;
@@ -140,7 +148,7 @@ fn run(plan: &InitPlan) -> i32 {
             Err(code) => return code,
         };
         say("node started");
-        match supervise(&daemons, &mask, grace) {
+        match supervise(&daemons, &signals, grace) {
             Ended::Stopped(code) => return code,
             Ended::RebootAsked => {
                 say("rebooting the node");
@@ -157,6 +165,8 @@ fn run(plan: &InitPlan) -> i32 {
 /// Starts the plan's steps in order; on a failure stops what started and
 /// gives the exit code.
 fn boot(plan: &InitPlan) -> Result<Vec<Daemon>, i32> {
+    let path = child_path(plan);
+    let path = path.as_deref();
     let mut daemons: Vec<Daemon> = Vec::new();
     for step in &plan.steps {
         let result = match step {
@@ -166,7 +176,7 @@ fn boot(plan: &InitPlan) -> Result<Vec<Daemon>, i32> {
                 log,
                 ready_socket,
                 ready_timeout_secs,
-            } => start_daemon(name, argv, log).and_then(|pid| {
+            } => start_daemon(name, argv, log, path).and_then(|pid| {
                 daemons.push(Daemon {
                     name: name.clone(),
                     pid,
@@ -178,7 +188,7 @@ fn boot(plan: &InitPlan) -> Result<Vec<Daemon>, i32> {
                     None => Ok(()),
                 }
             }),
-            Step::Run { name, argv, log } => run_to_end(name, argv, log),
+            Step::Run { name, argv, log } => run_to_end(name, argv, log, path),
         };
         if let Err(e) = result {
             say(format!("node start failed: {e}"));
@@ -235,25 +245,23 @@ fn power_cycle(plan: &InitPlan) -> Result<(), String> {
 /// SIGKILL to every process of the node's PID namespace but this one, then
 /// reaps them all (they are this process's children or orphans by now).
 fn kill_all_others(limit: Duration) -> Result<(), String> {
-    // SAFETY: kill(-1) from process 1 of a PID namespace reaches exactly the
-    // other processes of that namespace.
-    unsafe { libc::kill(-1, libc::SIGKILL) };
+    // From process 1 of a PID namespace, exactly the other processes of
+    // that namespace. None left (ESRCH) is no error.
+    let _ = sys::kill_all_others(Signal::Kill);
     let deadline = Instant::now() + limit;
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid on any child with a valid status pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid < 0 {
+        match sys::try_wait_any() {
             // ECHILD: nothing is left.
-            return Ok(());
-        }
-        if pid == 0 {
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "processes of the node still run {limit:?} after SIGKILL"
-                ));
+            Err(_) => return Ok(()),
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "processes of the node still run {limit:?} after SIGKILL"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -288,16 +296,7 @@ fn unescape_octal(s: &str) -> String {
 }
 
 fn unmount_detached(dir: &Path) -> Result<(), String> {
-    let target = CString::new(dir.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
-    // SAFETY: a valid NUL-terminated path.
-    if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(format!(
-            "unmounting {}: {}",
-            dir.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    sys::unmount_detached(dir).map_err(|e| format!("unmounting {}: {e}", dir.display()))
 }
 
 /// Writes a fresh random ID into the plan's boot ID file; at the first boot
@@ -311,25 +310,13 @@ fn new_boot_id(plan: &InitPlan, first: bool) -> Result<(), String> {
     // Written in place: the bind mount holds this inode.
     std::fs::write(file, id.trim()).map_err(|e| format!("writing {}: {e}", file.display()))?;
     if first {
-        let source = file.to_string_lossy();
-        mount(&source, Path::new(KERNEL_BOOT_ID), "", libc::MS_BIND, "")?;
+        sys::mount_bind(file, Path::new(KERNEL_BOOT_ID))
+            .map_err(|e| format!("binding {} over {KERNEL_BOOT_ID}: {e}", file.display()))?;
     }
     Ok(())
 }
 
 const KERNEL_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
-
-fn signal_mask() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data initialised by sigemptyset.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGCHLD, libc::SIGUSR1] {
-            libc::sigaddset(&mut set, s);
-        }
-        set
-    }
-}
 
 fn make_mounts(plan: &InitPlan) -> Result<(), String> {
     let mkdir = |dir: &Path| {
@@ -341,13 +328,8 @@ fn make_mounts(plan: &InitPlan) -> Result<(), String> {
         let (upper, work) = (o.layer.join("upper"), o.layer.join("work"));
         mkdir(&upper)?;
         mkdir(&work)?;
-        mount(
-            "overlay",
-            &o.target,
-            "overlay",
-            0,
-            &overlay_options(&o.target, &upper, &work)?,
-        )?;
+        sys::mount_overlay(&o.target, &overlay_options(&o.target, &upper, &work)?)
+            .map_err(|e| format!("mounting overlay on {}: {e}", o.target.display()))?;
     }
     for dir in &plan.tmpfs {
         mkdir(dir)?;
@@ -364,24 +346,8 @@ fn make_mounts(plan: &InitPlan) -> Result<(), String> {
 
 /// Makes every mount of the namespace shared (see `InitPlan::shared_mounts`).
 fn make_shared() -> Result<(), String> {
-    // SAFETY: a null source, type and data are allowed for a propagation
-    // change; the target is a valid C string.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_SHARED | libc::MS_REC,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "making the node's mounts shared: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    sys::make_shared_recursive(Path::new("/"))
+        .map_err(|e| format!("making the node's mounts shared: {e}"))
 }
 
 /// overlayfs's mount options; its option syntax has no escaping, so paths
@@ -404,46 +370,14 @@ fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String, St
 }
 
 fn mount_tmpfs(dir: &Path) -> Result<(), String> {
-    mount(
-        "tmpfs",
-        dir,
-        "tmpfs",
-        libc::MS_NOSUID | libc::MS_NODEV,
-        "mode=0755",
-    )
+    sys::mount_tmpfs(dir, "mode=0755")
+        .map_err(|e| format!("mounting tmpfs on {}: {e}", dir.display()))
 }
 
-fn mount(
-    source: &str,
-    dir: &Path,
-    fstype: &str,
-    flags: libc::c_ulong,
-    data: &str,
-) -> Result<(), String> {
-    let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
-    let target = c(&dir.to_string_lossy())?;
-    let (source_c, fstype_c, data_c) = (c(source)?, c(fstype)?, c(data)?);
-    // SAFETY: all pointers are valid NUL-terminated strings for the call.
-    let rc = unsafe {
-        libc::mount(
-            source_c.as_ptr(),
-            target.as_ptr(),
-            fstype_c.as_ptr(),
-            flags,
-            data_c.as_ptr().cast(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "mounting {fstype} on {}: {}",
-            dir.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-fn command(argv: &[String], log: &Path) -> Result<Command, String> {
+/// `argv` started as a daemon of the node: output appended to `log`, in a
+/// process group of its own, with no signal blocked and `PATH` set to
+/// `path` when given.
+fn command(argv: &[String], log: &Path, path: Option<&std::ffi::OsStr>) -> Result<Command, String> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| "empty command line".to_owned())?;
@@ -462,48 +396,46 @@ fn command(argv: &[String], log: &Path) -> Result<Command, String> {
         .stderr(err)
         // Own group: the runner's signals to process 1's group stay with it.
         .process_group(0);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            Ok(())
-        });
+    if let Some(path) = path {
+        // Also where `program` itself is looked up.
+        cmd.env("PATH", path);
     }
+    sys::unblock_signals_on_exec(&mut cmd);
     Ok(cmd)
 }
 
-fn start_daemon(name: &str, argv: &[String], log: &Path) -> Result<libc::pid_t, String> {
+fn start_daemon(
+    name: &str,
+    argv: &[String],
+    log: &Path,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<u32, String> {
     say(format!("starting {name}: {}", argv.join(" ")));
-    let child = command(argv, log)?
+    let child = command(argv, log, path)?
         .spawn()
         .map_err(|e| format!("starting {name} ({}): {e}", argv[0]))?;
     // Reaped by `supervise` with waitpid(-1), never through the handle.
-    let pid = child.id() as libc::pid_t;
+    let pid = child.id();
     std::mem::forget(child);
     Ok(pid)
 }
 
-/// Reaps `pid` if it has exited; any other child is reaped on the way.
-fn exited(pid: libc::pid_t) -> Option<i32> {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child with a valid status pointer.
-    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    (rc == pid).then_some(status)
+/// Reaps `pid` if it has exited.
+fn exited(pid: u32) -> Option<ExitStatus> {
+    sys::try_wait(pid).ok().flatten()
 }
 
-fn describe(status: i32) -> String {
-    if libc::WIFEXITED(status) {
-        format!("exit status {}", libc::WEXITSTATUS(status))
-    } else if libc::WIFSIGNALED(status) {
-        format!("killed by signal {}", libc::WTERMSIG(status))
+fn describe(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        format!("exit status {code}")
+    } else if let Some(signal) = status.signal() {
+        format!("killed by signal {signal}")
     } else {
-        format!("wait status {status}")
+        format!("wait status {}", status.into_raw())
     }
 }
 
-fn wait_socket(name: &str, pid: libc::pid_t, socket: &Path, limit: Duration) -> Result<(), String> {
+fn wait_socket(name: &str, pid: u32, socket: &Path, limit: Duration) -> Result<(), String> {
     let deadline = Instant::now() + limit;
     loop {
         if std::os::unix::net::UnixStream::connect(socket).is_ok() {
@@ -523,9 +455,14 @@ fn wait_socket(name: &str, pid: libc::pid_t, socket: &Path, limit: Duration) -> 
     }
 }
 
-fn run_to_end(name: &str, argv: &[String], log: &Path) -> Result<(), String> {
+fn run_to_end(
+    name: &str,
+    argv: &[String],
+    log: &Path,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<(), String> {
     say(format!("running {name}: {}", argv.join(" ")));
-    let status = command(argv, log)?
+    let status = command(argv, log, path)?
         .status()
         .map_err(|e| format!("running {name} ({}): {e}", argv[0]))?;
     if status.success() {
@@ -545,30 +482,19 @@ enum Ended {
 
 /// Reaps every orphan until a signal asks the node to stop or reboot, or a
 /// daemon dies.
-fn supervise(daemons: &[Daemon], mask: &libc::sigset_t, grace: Duration) -> Ended {
+fn supervise(daemons: &[Daemon], signals: &SignalSet, grace: Duration) -> Ended {
     loop {
-        let timeout = libc::timespec {
-            tv_sec: 1,
-            tv_nsec: 0,
-        };
-        // SAFETY: the mask is initialised; a null siginfo pointer is allowed.
-        let sig = unsafe { libc::sigtimedwait(mask, std::ptr::null_mut(), &timeout) };
-        if sig == libc::SIGTERM || sig == libc::SIGINT {
-            say("stopping the node");
-            stop(daemons, grace);
-            return Ended::Stopped(0);
-        }
-        if sig == libc::SIGUSR1 {
-            return Ended::RebootAsked;
+        match signals.wait(Duration::from_secs(1)) {
+            Some(Signal::Term | Signal::Int) => {
+                say("stopping the node");
+                stop(daemons, grace);
+                return Ended::Stopped(0);
+            }
+            Some(Signal::Usr1) => return Ended::RebootAsked,
+            _ => {}
         }
         // SIGCHLD or the periodic wake-up: reap whatever has exited.
-        loop {
-            let mut status = 0;
-            // SAFETY: waitpid on any child with a valid status pointer.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid <= 0 {
-                break;
-            }
+        while let Ok(Some((pid, status))) = sys::try_wait_any() {
             if let Some(d) = daemons.iter().find(|d| d.pid == pid) {
                 say(format!(
                     "{} exited ({}); the node stops",
@@ -590,8 +516,7 @@ fn stop(daemons: &[Daemon], grace: Duration) {
 /// SIGTERM to the daemons, last started first, each given `grace` to exit.
 fn stop_refs(daemons: &[&Daemon], grace: Duration) {
     for d in daemons.iter().rev() {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(d.pid, libc::SIGTERM) };
+        let _ = sys::kill(d.pid, Signal::Term);
         let deadline = Instant::now() + grace;
         loop {
             if exited(d.pid).is_some() {
@@ -602,8 +527,7 @@ fn stop_refs(daemons: &[&Daemon], grace: Duration) {
                     "{} did not stop within {grace:?}; killing it",
                     d.name
                 ));
-                // SAFETY: as above.
-                unsafe { libc::kill(d.pid, libc::SIGKILL) };
+                let _ = sys::kill(d.pid, Signal::Kill);
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -682,7 +606,7 @@ mod tests {
 
     #[test]
     fn wait_statuses_read_as_words() {
-        assert_eq!(describe(3 << 8), "exit status 3");
-        assert_eq!(describe(9), "killed by signal 9");
+        assert_eq!(describe(ExitStatus::from_raw(3 << 8)), "exit status 3");
+        assert_eq!(describe(ExitStatus::from_raw(9)), "killed by signal 9");
     }
 }

@@ -239,34 +239,12 @@ fn stop_signal() -> Result<impl Future<Output = ()>, AgentError> {
 /// the agent is idle, so a stopped session does not leave an agent behind.
 fn output_reader_gone() -> impl Future<Output = ()> {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    // SAFETY: fstat on fd 1 with a valid, zeroed out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let is_stream = unsafe { libc::fstat(1, &mut st) } == 0
-        && matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK);
-    if is_stream {
+    if dra_e2e_sys::stdout_is_stream() {
         let spawned = std::thread::Builder::new()
             .name("stdout-watch".into())
             .spawn(move || {
-                loop {
-                    // events = 0: only POLLERR/POLLHUP/POLLNVAL are reported.
-                    let mut pfd = libc::pollfd {
-                        fd: 1,
-                        events: 0,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd, infinite timeout.
-                    let n = unsafe { libc::poll(&mut pfd, 1, -1) };
-                    if n < 0 {
-                        if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-                        {
-                            continue;
-                        }
-                        return;
-                    }
-                    if pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-                        let _ = tx.send(());
-                    }
-                    return;
+                if let Ok(true) = dra_e2e_sys::wait_stdout_reader_gone() {
+                    let _ = tx.send(());
                 }
             });
         if let Err(e) = spawned {
@@ -364,8 +342,7 @@ fn check_same_user(stream: &UnixStream) -> Result<(), String> {
     let cred = stream
         .peer_cred()
         .map_err(|e| format!("reading the peer's credentials: {e}"))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = dra_e2e_sys::effective_uid();
     if cred.uid() == me {
         Ok(())
     } else {

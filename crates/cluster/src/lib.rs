@@ -728,10 +728,8 @@ impl Cluster {
         let mut notes = Vec::new();
         if let Kind::Local(l) = &self.kind {
             for pid in &l.pids {
-                // SAFETY: kill(2) with a PID we started; at worst it is gone.
-                unsafe {
-                    libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-                }
+                // A PID we started; at worst it is gone.
+                let _ = dra_e2e_sys::kill(*pid, dra_e2e_sys::Signal::Kill);
             }
             // Process 1 of each real node is killed, its namespace with it;
             // then its links and cgroups are removed.

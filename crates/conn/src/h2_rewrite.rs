@@ -415,8 +415,10 @@ impl Pending {
     }
 }
 
-/// Server side of a connection: requests whose `:authority` h2 would refuse
-/// reach it with `localhost` instead. Writes pass through.
+/// Server side of a registration socket's connection (see
+/// [`KubeletSocket::server_incoming`](crate::KubeletSocket::server_incoming)):
+/// requests whose `:authority` h2 would refuse reach it with `localhost`
+/// instead. Writes pass through.
 #[derive(Debug)]
 pub struct AcceptAnyAuthority<S> {
     io: S,
@@ -620,6 +622,20 @@ pub mod tests {
             .filter(|f| f.name == AUTHORITY)
             .map(|f| String::from_utf8_lossy(&f.value).into_owned())
             .collect()
+    }
+
+    /// The start of a connection as a kubelet's grpc-go client writes it:
+    /// the preface, its SETTINGS, and one GetInfo request carrying
+    /// `authority`.
+    pub(crate) fn kubelet_request(authority: &str) -> Vec<u8> {
+        let mut out = PREFACE.to_vec();
+        FrameHead::write(0, 0x4, 0, 0, &mut out);
+        out.extend(headers_frame(
+            1,
+            END_HEADERS,
+            &go_style_block(authority, true),
+        ));
+        out
     }
 
     fn feed_in_pieces(rw: &mut Rewriter, input: &[u8], piece: usize) -> Vec<u8> {

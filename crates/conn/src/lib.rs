@@ -3,8 +3,9 @@
 //!
 //! Also home of the HTTP/2 `:authority` handling a kubelet needs on both
 //! ends: [`authority`] says what a real kubelet sends to each plugin socket,
-//! [`AcceptAnyAuthority`] lets h2-based servers accept it, and
-//! [`SendAuthority`] lets a Rust client send it.
+//! [`AcceptAnyAuthority`] lets h2-based servers of registration sockets
+//! accept it (see [`KubeletSocket::server_incoming`]), and [`SendAuthority`]
+//! lets a Rust client send it.
 pub mod authority;
 pub mod h2_rewrite;
 mod hpack;
@@ -15,6 +16,7 @@ pub mod later;
 pub mod node_files;
 pub mod node_host;
 
+pub use authority::KubeletSocket;
 pub use h2_rewrite::{AcceptAnyAuthority, SendAuthority};
 
 use std::io;
@@ -27,13 +29,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub trait AsyncReadWrite: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> AsyncReadWrite for T {}
 
-/// One accepted connection.
+/// One accepted connection, its bytes as the peer sent them.
 ///
-/// Its peer is a kubelet (or a stand-in for one), so requests whose
-/// `:authority` h2 would refuse are let through: a kubelet sends the
-/// percent-encoded socket path to registration sockets
-/// (<https://github.com/hyperium/http/issues/836>; see
-/// [`AcceptAnyAuthority`]).
+/// Its peer is a kubelet (or a stand-in for one). A kubelet sends the
+/// percent-encoded socket path as `:authority` to registration sockets,
+/// which h2 refuses (<https://github.com/hyperium/http/issues/836>): the
+/// server of a registration socket reads its connections through
+/// [`KubeletSocket::server_incoming`], which puts an [`AcceptAnyAuthority`]
+/// in front of each. DRA and health connections carry `localhost` and reach
+/// the server untouched.
 pub struct Conn {
     inner: Box<dyn AsyncReadWrite>,
     peer: String,
@@ -48,7 +52,7 @@ impl Conn {
     pub fn new(io: impl AsyncReadWrite, peer: impl Into<String>) -> Self {
         let cut = CutHandle::default();
         Self {
-            inner: Box::new(AcceptAnyAuthority::new(io)),
+            inner: Box::new(io),
             peer: peer.into(),
             cut_wait: Box::pin(cut.0.clone().cancelled_owned()),
             cut,
@@ -57,6 +61,18 @@ impl Conn {
 
     pub fn peer(&self) -> &str {
         &self.peer
+    }
+
+    /// The connection as the server of a `socket` reads it (see
+    /// [`KubeletSocket::server_incoming`]).
+    fn served_as(mut self, socket: KubeletSocket) -> Self {
+        match socket {
+            KubeletSocket::Registration => {
+                self.inner = Box::new(AcceptAnyAuthority::new(self.inner));
+            }
+            KubeletSocket::Dra => {}
+        }
+        self
     }
 
     fn cut_now(&mut self, cx: &mut std::task::Context<'_>) -> Option<io::Error> {
@@ -169,6 +185,21 @@ impl tonic::transport::server::Connected for Conn {
 /// A source of connections, as `tonic::transport::Server::serve_with_incoming` takes it.
 pub type Incoming = Pin<Box<dyn Stream<Item = io::Result<Conn>> + Send>>;
 
+impl KubeletSocket {
+    /// The connections of `incoming` as the server of this kind of socket
+    /// must read them. A registration socket's get an [`AcceptAnyAuthority`]
+    /// in front, so that h2 takes the percent-encoded path a kubelet sends
+    /// as `:authority`; a DRA socket's (the DRA and health services) pass
+    /// as they are, since a kubelet sends them `localhost`.
+    pub fn server_incoming(self, incoming: Incoming) -> Incoming {
+        use futures::TryStreamExt as _;
+        match self {
+            KubeletSocket::Registration => Box::pin(incoming.map_ok(move |c| c.served_as(self))),
+            KubeletSocket::Dra => incoming,
+        }
+    }
+}
+
 /// Connections accepted on a unix listener.
 pub fn unix_incoming(listener: tokio::net::UnixListener) -> Incoming {
     Box::pin(futures::stream::unfold(listener, |l| async move {
@@ -186,7 +217,55 @@ pub fn unix_incoming(listener: tokio::net::UnixListener) -> Incoming {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt as _;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// Serves a unix socket as `socket`, sends it the start of a kubelet's
+    /// connection with `authority` (the kubelet's for that socket when
+    /// `None`), and gives what went in and what the server read.
+    async fn through(socket: KubeletSocket, authority: Option<&str>) -> (Vec<u8>, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let mut incoming = socket.server_incoming(unix_incoming(listener));
+        let authority = authority.map_or_else(|| socket.authority(&path), str::to_owned);
+        let sent = h2_rewrite::tests::kubelet_request(&authority);
+        let mut client = tokio::net::UnixStream::connect(&path).await.unwrap();
+        client.write_all(&sent).await.unwrap();
+        // The whole request is there once the client closes its end.
+        client.shutdown().await.unwrap();
+        let mut conn = incoming.next().await.unwrap().unwrap();
+        let mut read = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            conn.read_to_end(&mut read),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        (sent, read)
+    }
+
+    /// DRA and health traffic reaches the server byte for byte: no
+    /// rewriting layer is in its path (one would re-encode every header
+    /// block, even one whose `localhost` it keeps).
+    #[tokio::test]
+    async fn a_dra_socket_reads_the_bytes_as_sent() {
+        let (sent, read) = through(KubeletSocket::Dra, None).await;
+        assert_eq!(read, sent);
+        // Not even an authority h2 refuses is touched there.
+        let (sent, read) = through(KubeletSocket::Dra, Some("%2Fx%2Fd-reg.sock")).await;
+        assert_eq!(read, sent);
+    }
+
+    /// A registration socket's server reads the kubelet's percent-encoded
+    /// path as `localhost`, which h2 accepts.
+    #[tokio::test]
+    async fn a_registration_socket_takes_the_kubelets_authority() {
+        let (sent, read) = through(KubeletSocket::Registration, None).await;
+        assert_ne!(read, sent);
+        assert_eq!(h2_rewrite::tests::request_authorities(&read), ["localhost"]);
+    }
 
     #[tokio::test]
     async fn a_cut_wakes_a_waiting_read_and_fails_writes() {

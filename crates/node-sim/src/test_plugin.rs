@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use tonic::service::RoutesBuilder;
 use tonic::{Request, Response, Status};
 
-use dra_e2e_conn::unix_incoming;
+use dra_e2e_conn::{KubeletSocket, unix_incoming};
 use dra_e2e_proto::dra::{
     ClaimRef, NodeApi, NodeService, PrepareResponse, PreparedDevice, UnprepareResponse,
     add_node_service,
@@ -134,9 +134,12 @@ impl TestPlugin {
         let t2 = tokio::spawn(async move {
             let _ = tonic::transport::Server::builder()
                 .add_service(RegistrationServer::new(s))
-                .serve_with_incoming_shutdown(unix_incoming(reg), async {
-                    let _ = rx2.await;
-                })
+                .serve_with_incoming_shutdown(
+                    KubeletSocket::Registration.server_incoming(unix_incoming(reg)),
+                    async {
+                        let _ = rx2.await;
+                    },
+                )
                 .await;
         });
         Self {

@@ -43,6 +43,7 @@ use super::calls::{CallNote, Calls};
 use super::prepared::{ClaimId, Prepared, PreparedClaim};
 use super::registration::{RegistrationState, RegistrationStatus};
 use super::watch::WaitTimeout;
+use dra_e2e_conn::KubeletSocket;
 use dra_e2e_conn::node_host::{NodeHost, Stopper};
 use dra_e2e_proto::dra::{ClaimRef, PreparedDevice, v1};
 use dra_e2e_proto::method;
@@ -181,7 +182,7 @@ impl NodeInterposer {
                 .into_axum_router()
                 .fallback_service(forward.clone()),
         );
-        interposer.spawn("dra", &config, routes, incoming);
+        interposer.spawn(KubeletSocket::Dra, &config, routes, incoming);
 
         let served = match host.serve(&config.node, &config.registration).await {
             Ok(s) => s,
@@ -201,17 +202,30 @@ impl NodeInterposer {
             forward,
             state: interposer.registration.clone(),
         }));
-        interposer.spawn("registration", &config, routes.routes(), incoming);
+        interposer.spawn(
+            KubeletSocket::Registration,
+            &config,
+            routes.routes(),
+            incoming,
+        );
         Ok(interposer)
     }
 
+    /// Serves `routes` on the kubelet's connections to one of the
+    /// interposer's sockets; only the registration socket's get the
+    /// `:authority` a kubelet sends there accepted.
     fn spawn(
         &mut self,
-        server: &'static str,
+        socket: KubeletSocket,
         config: &InterposerConfig,
         routes: tonic::service::Routes,
         incoming: dra_e2e_conn::Incoming,
     ) {
+        let server = match socket {
+            KubeletSocket::Registration => "registration",
+            KubeletSocket::Dra => "dra",
+        };
+        let incoming = socket.server_incoming(incoming);
         let span = info_span!("interposer", driver = %config.driver, node = %config.node, server);
         let layer = span.in_scope(|| {
             config

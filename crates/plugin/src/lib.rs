@@ -209,6 +209,16 @@ pub enum ServerKind {
     Dra,
 }
 
+impl ServerKind {
+    /// Which socket of the kubelet's this server's is.
+    pub fn kubelet_socket(self) -> dra_e2e_conn::KubeletSocket {
+        match self {
+            ServerKind::Registration => dra_e2e_conn::KubeletSocket::Registration,
+            ServerKind::Dra => dra_e2e_conn::KubeletSocket::Dra,
+        }
+    }
+}
+
 impl fmt::Display for ServerKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

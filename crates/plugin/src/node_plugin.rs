@@ -178,9 +178,11 @@ fn spawn_server(
     let router = Server::builder().layer(layer).add_routes(routes.routes());
     // A kubelet sends the percent-encoded socket path as `:authority` to the
     // registration socket, which h2 alone would refuse with PROTOCOL_ERROR
-    // (https://github.com/hyperium/http/issues/836): every `Conn` in
-    // `incoming`, unix or proxied, is an `AcceptAnyAuthority` that lets such
-    // requests through (src/conn/h2_rewrite.rs).
+    // (https://github.com/hyperium/http/issues/836): there every connection,
+    // unix or proxied, goes through an `AcceptAnyAuthority` that lets such
+    // requests through (crates/conn/src/h2_rewrite.rs). The DRA socket's
+    // (`localhost`) reach tonic as they are.
+    let incoming = kind.kubelet_socket().server_incoming(incoming);
     let signal = shutdown.clone().cancelled_owned();
     let task = tokio::spawn(
         async move {

@@ -3,7 +3,7 @@
 //! what a live run still uses.
 //!
 //! A killed runner takes its child processes with it (`PR_SET_PDEATHSIG`,
-//! see [`crate::host::process::die_with_runner`]; a real node's process 1
+//! see [`dra_e2e_sys::die_with_parent`]; a real node's process 1
 //! dies with its `unshare` parent and takes its PID namespace along). What
 //! the kernel keeps is what has no process: the cluster's temp dir (which
 //! holds the real nodes' dirs), the real nodes' network namespaces (a bind
@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use dra_e2e_sys::is_root;
 use serde::{Deserialize, Serialize};
 
 use super::cgroups;
@@ -364,11 +365,6 @@ pub struct Registry {
     dir: PathBuf,
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 impl Registry {
     /// `$DRA_E2E_RUN_RECORDS`, else `/run/dra-e2e` for root, else
     /// `dra-e2e.runs` in the temp dir (a user without root makes only
@@ -413,8 +409,7 @@ impl Registry {
 
     fn check_owner(&self) -> Result<(), LeftoversError> {
         let m = fs::symlink_metadata(&self.dir).map_err(|e| self.err(e.to_string()))?;
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
+        let me = dra_e2e_sys::effective_uid();
         if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
             return Err(self.err(format!(
                 "not a directory only this user (uid {me}) can write in (owner {}, mode {:o}); \
@@ -555,11 +550,7 @@ impl Registry {
         {
             return;
         }
-        let file = match File::options()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-        {
+        let file = match dra_e2e_sys::open_no_follow(File::options().read(true), path) {
             Ok(f) => f,
             // Its run ended (or another reclaim finished it) meanwhile.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return,

@@ -8,13 +8,14 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use dra_e2e_sys::{self as sys, Signal};
 use tokio::sync::watch;
 
 /// Log lines quoted in errors about a process.
@@ -73,10 +74,9 @@ impl ManagedProcess {
             .stdout(log)
             .stderr(log_err)
             .process_group(0);
-        // SAFETY: see `die_with_runner`.
-        unsafe {
-            cmd.pre_exec(die_with_runner());
-        }
+        // Spawned on the reaper thread below, which lives as long as the
+        // child: the death signal follows the spawning thread.
+        sys::die_with_parent(&mut cmd);
 
         let (tx, _) = watch::channel(None);
         let exit = Arc::new(ExitCell {
@@ -101,7 +101,7 @@ impl ManagedProcess {
                 // Wait for the exit but leave the zombie in place, then reap
                 // it under the lock: while the lock shows no status, the pid
                 // cannot have been recycled, so `signal` never hits a stranger.
-                wait_exited_keep_zombie(child.id());
+                let _ = sys::wait_ended_keep_zombie(child.id());
                 let mut guard = reaper_exit.status.lock().unwrap_or_else(|e| e.into_inner());
                 let status = match child.wait() {
                     Ok(status) => status,
@@ -109,7 +109,7 @@ impl ManagedProcess {
                         // Only possible if someone else reaped our child;
                         // report it as killed so waiters do not hang.
                         tracing::error!(component = %name, error = %e, "waiting for process failed");
-                        ExitStatus::from_raw(libc::SIGKILL)
+                        Signal::Kill.exit_status()
                     }
                 };
                 *guard = Some(status);
@@ -163,17 +163,14 @@ impl ManagedProcess {
 
     /// Sends `signal` to the child's process group unless it has been reaped
     /// (after reaping, the pid may belong to someone else).
-    pub fn signal(&self, signal: libc::c_int) {
+    pub fn signal(&self, signal: Signal) {
         let guard = self.exit.status.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_some() {
             return;
         }
         // The reaper reaps only while holding this lock, so the pid is still
         // ours here; the group id equals the pid because of `process_group(0)`.
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(-(self.pid as libc::pid_t), signal);
-        }
+        let _ = sys::kill_group(self.pid, signal);
         drop(guard);
     }
 
@@ -208,7 +205,7 @@ impl Drop for ManagedProcess {
         // Normally the cluster has stopped the process gracefully already;
         // this is the backstop for early-return paths.
         if self.exit_status().is_none() {
-            self.signal(libc::SIGKILL);
+            self.signal(Signal::Kill);
             if self
                 .wait_until(Instant::now() + Duration::from_secs(10))
                 .is_none()
@@ -224,72 +221,18 @@ impl Drop for ManagedProcess {
     }
 }
 
-/// The `pre_exec` hook that makes a child die with the runner
-/// (`PR_SET_PDEATHSIG(SIGKILL)`), even when the runner is killed without a
-/// chance to clean up. The signal fires when the *thread* that forked the
-/// child ends, so the child must be spawned from a thread that lives as long
-/// as the child does.
-///
-/// The hook runs between fork and exec and only makes async-signal-safe
-/// calls (prctl, getppid) without allocating, so it is sound to pass to
-/// `pre_exec` of `std` or `tokio` commands.
-pub fn die_with_runner() -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
-    let parent = std::process::id() as libc::pid_t;
-    move || {
-        // SAFETY: prctl with integer arguments only.
-        if unsafe {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            )
-        } != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        // The runner may have died between fork and prctl; then the signal
-        // will never come, so refuse to run at all.
-        // SAFETY: getppid has no preconditions.
-        if unsafe { libc::getppid() } != parent {
-            return Err(io::Error::from_raw_os_error(libc::ESRCH));
-        }
-        Ok(())
-    }
-}
-
-/// Blocks until `pid` (our child) has exited, without reaping it.
-fn wait_exited_keep_zombie(pid: u32) {
-    loop {
-        // SAFETY: siginfo_t is plain data; waitid only writes into it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return;
-        }
-    }
-}
-
 /// Stops a group of processes: SIGTERM to all, then SIGKILL to whoever is still
 /// running after `grace`. Returns the components that needed SIGKILL.
 pub fn stop_all(processes: &[&ManagedProcess], grace: Duration) -> Vec<String> {
     for p in processes {
-        p.signal(libc::SIGTERM);
+        p.signal(Signal::Term);
     }
     let deadline = Instant::now() + grace;
     let mut killed = Vec::new();
     for p in processes {
         if p.wait_until(deadline).is_none() {
             tracing::warn!(component = %p.component, pid = p.pid, ?grace, "did not stop after SIGTERM; sending SIGKILL");
-            p.signal(libc::SIGKILL);
+            p.signal(Signal::Kill);
             killed.push(p.component.clone());
         }
     }
@@ -369,7 +312,10 @@ mod tests {
         }
         let killed = stop_all(&[&p], Duration::from_millis(300));
         assert_eq!(killed, vec!["stubborn".to_string()]);
-        assert_eq!(p.exit_status().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&p.exit_status().unwrap()),
+            Some(Signal::Kill.number())
+        );
     }
 
     #[test]

@@ -82,6 +82,6 @@ mod tests {
         let said = Vital::first_exit(vitals).await;
         assert!(said.starts_with("etcd exited (exit status: 3)"), "{said}");
         assert!(said.contains("disk full"), "{said}");
-        long.signal(libc::SIGKILL);
+        long.signal(dra_e2e_sys::Signal::Kill);
     }
 }

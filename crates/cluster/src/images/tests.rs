@@ -428,7 +428,7 @@ fn pause_script_exits_zero_on_sigterm() {
         child.try_wait().unwrap().is_none(),
         "pause exited by itself"
     );
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    dra_e2e_sys::kill(child.id(), dra_e2e_sys::Signal::Term).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{status}");
 }

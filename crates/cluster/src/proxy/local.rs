@@ -254,10 +254,7 @@ fn agent_command(config: &LocalAgentConfig) -> Command {
         // Its own process group: a terminal's Ctrl-C reaches the runner,
         // which then stops agents in teardown order.
         .process_group(0);
-    // SAFETY: the hook only makes async-signal-safe calls.
-    unsafe {
-        cmd.pre_exec(crate::host::process::die_with_runner());
-    }
+    dra_e2e_sys::die_with_parent(cmd.as_std_mut());
     cmd
 }
 
@@ -572,13 +569,9 @@ async fn reap(
             ctl = control.recv(), if control_open => match ctl {
                 Some(Ctl::Term) => {
                     requested = true;
-                    if let Ok(pid) = i32::try_from(pid)
-                        && pid > 0
-                    {
-                        // SAFETY: kill(2) on our own child, not reaped yet:
-                        // only this task waits for it.
-                        unsafe { libc::kill(pid, libc::SIGTERM) };
-                    }
+                    // Our own child, not reaped yet: only this task waits
+                    // for it.
+                    let _ = dra_e2e_sys::kill(pid, dra_e2e_sys::Signal::Term);
                 }
                 Some(Ctl::Kill) => {
                     requested = true;

@@ -454,7 +454,7 @@ mod tests {
         for _ in 0..20 {
             match import_archive(&ctr, Path::new("/s.sock"), Path::new("/a/x.tar")).await {
                 Err(ImportError::Spawn { source, .. })
-                    if source.raw_os_error() == Some(libc::ETXTBSY) =>
+                    if source.kind() == std::io::ErrorKind::ExecutableFileBusy =>
                 {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }

@@ -91,8 +91,7 @@ impl RealNodes {
         options: &RealNodesOptions,
     ) -> anyhow::Result<RealNodes> {
         use anyhow::Context as _;
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !dra_e2e_sys::is_root() {
             anyhow::bail!(
                 "real nodes need root (they make namespaces, mounts, cgroups and links); \
                  run as root, or use --node-kind simulated"

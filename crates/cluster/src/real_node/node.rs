@@ -17,6 +17,7 @@ use crate::host::pki::Pki;
 use crate::host::process::{ManagedProcess, log_tail};
 use crate::host::services::{KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT};
 use crate::host::vital::Vital;
+use dra_e2e_sys::Signal;
 
 /// Where the runner's built-in driver (its proxy pods) writes CDI spec files
 /// on a real node: the CDI standard's directory for specs written at run
@@ -270,15 +271,14 @@ impl RealNode {
         if let Some(p) = self.process.take() {
             if let Some((init, _)) = self.init {
                 for (signal, wait) in [
-                    (libc::SIGTERM, grace),
-                    (libc::SIGKILL, Duration::from_secs(10)),
+                    (Signal::Term, grace),
+                    (Signal::Kill, Duration::from_secs(10)),
                 ] {
                     if p.exit_status().is_some() {
                         break;
                     }
-                    // SAFETY: kill has no memory-safety preconditions; the
-                    // PID is process 1 of the node, alive while its parent is.
-                    unsafe { libc::kill(init as libc::pid_t, signal) };
+                    // Process 1 of the node, alive while its parent is.
+                    let _ = dra_e2e_sys::kill(init, signal);
                     p.wait_until(std::time::Instant::now() + wait);
                 }
             }
@@ -305,13 +305,9 @@ impl RealNode {
         if p.exit_status().is_some() || !still_runs(init, ns) {
             return Err(err("cannot reboot: its process 1 has exited".into()));
         }
-        // SAFETY: kill has no memory-safety preconditions; the PID is
-        // process 1 of the node, checked above to be in its namespace.
-        if unsafe { libc::kill(init as libc::pid_t, libc::SIGUSR1) } != 0 {
-            return Err(err(format!(
-                "signalling process 1 (pid {init}): {}",
-                std::io::Error::last_os_error()
-            )));
+        // Process 1 of the node, checked above to be in its namespace.
+        if let Err(e) = dra_e2e_sys::kill(init, Signal::Usr1) {
+            return Err(err(format!("signalling process 1 (pid {init}): {e}")));
         }
         Ok(())
     }
