@@ -19,8 +19,9 @@
 //! 1. The ground: `dra-e2e-proto` (the kubelet's gRPC APIs),
 //!    `dra-e2e-conn` (connections, [`node_host`]), `dra-e2e-kube` (object
 //!    builders, waits, node readiness), `dra-e2e-profile` (which driver is
-//!    under test), `dra-e2e-agent` (the small program that runs on nodes)
-//!    and `dra-e2e-sys` (the operating system calls, safe).
+//!    under test) and `dra-e2e-agent` (the small program that runs on nodes).
+//! 0. `dra-e2e-sys`: the operating system calls, safe, with every `unsafe`
+//!    in one place.
 //!
 //! The names below keep every floor reachable as `dra_e2e::<module>`, the
 //! paths the steps, the tests and the benchmarks use.
