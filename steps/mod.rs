@@ -141,7 +141,7 @@ pub struct World {
     /// How long the plugin was gone while one driver instance replaced another.
     pub outage: Option<Duration>,
     /// The scenario's current ResourcePoolStatusRequest and its checks.
-    pub pool_request: Option<pool_status::PoolRequest>,
+    pub pool_request: Option<crate::pool_status::PoolRequest>,
     /// The watch "a watch on ... objects" opened, for "the watch sees ...".
     pub crud_watch: Option<crud::ObjectWatch>,
     /// Devices per node of the driver as "the driver's devices are noted" saw them.
