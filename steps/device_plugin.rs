@@ -48,9 +48,7 @@ const TIMEOUT: Duration = Duration::from_secs(300);
 /// pods may run only on the given nodes; then, unlike upstream, the wait
 /// until each runs, so a plugin that cannot start says so here.
 async fn deployed(w: &mut World, on: NodeList) -> anyhow::Result<()> {
-    if w.nodes.is_empty() {
-        super::drivers::select_nodes(w, 1, 1).await?;
-    }
+    super::drivers::default_nodes(w).await?;
     let nodes = on.names(w)?;
     settled(w, &nodes).await?;
     let (key, value) = LABEL;

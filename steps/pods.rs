@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 
+use super::World;
 use super::claims::{claim_name, default_shape, generated_claim};
 use super::params::{
     ClaimPhrase, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, PodStateWord,
     SteadyPodState, SteadyPodStateWord, Strings, quoted_list,
 };
-use super::{World, context};
 use crate::objects::{self, PodClaims, PodShape};
 use crate::plugin::driver_logic;
 use crate::wait::{self, Check, describe_pod};
@@ -671,7 +671,7 @@ async fn claim_not_needed(w: &World, name: String) -> anyhow::Result<()> {
 
 /// Container env lines as the container sees them.
 async fn env_of(w: &World, pod: &str, container: &str) -> anyhow::Result<Vec<String>> {
-    context()?
+    w.context()?
         .cluster
         .container_env(&w.namespace, pod, container)
         .await
