@@ -6,8 +6,11 @@
 //! 5. `dra-e2e` (this crate): the command line and the main flow
 //!    ([`runner`]), the Gherkin steps with a scenario's lifecycle
 //!    ([`steps`]) and the reports ([`report`]).
-//! 4. `dra-e2e-harness`: one test driver in a scenario ([`driver`]) and the
-//!    run's driver under test from its profile ([`under_test`]).
+//! 4. `dra-e2e-harness`: one test driver in a scenario ([`driver`]), the
+//!    run's driver under test from its profile ([`under_test`]), and the
+//!    domain logic steps call: resource [`quantity`] parsing, the kubelet's
+//!    [`cgroup`] and OOM values, the [`device_metadata`] check and the
+//!    [`pool_status`] checks and retries.
 //! 3. `dra-e2e-cluster`: starting or reaching the cluster ([`cluster`]),
 //!    with this machine's processes and PKI ([`host`]), images ([`images`]),
 //!    sockets on nodes reached through agents ([`proxy`]) and real kubelets
@@ -29,7 +32,7 @@ pub use dra_e2e_cluster as cluster;
 pub use dra_e2e_cluster::{host, images, proxy, real_node};
 pub use dra_e2e_conn as conn;
 pub use dra_e2e_conn::{later, node_files, node_host};
-pub use dra_e2e_harness::{driver, under_test};
+pub use dra_e2e_harness::{cgroup, device_metadata, driver, pool_status, quantity, under_test};
 pub use dra_e2e_kube::{node_ready, objects, wait};
 pub use dra_e2e_node_sim as node_sim;
 pub use dra_e2e_plugin as plugin;

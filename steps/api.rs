@@ -66,7 +66,7 @@ pub(crate) async fn client_for(w: &World, who: &Identity) -> anyhow::Result<kube
         Identity::PluginOnIndex(i) => plugin_client(w, w.node(*i)?).await,
         Identity::PluginOnNamed(n) => plugin_client(w, n).await,
         Identity::ServiceAccount(name) => {
-            let admin = super::context()?.cluster.kube_config();
+            let admin = w.context()?.cluster.kube_config();
             let config = rbac::impersonate_service_account(&admin, &w.namespace, name);
             kube::Client::try_from(config)
                 .with_context(|| format!("building a client for service account {name}"))

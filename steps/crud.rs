@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::World;
 use super::api::client_for;
-use super::params::{Identity, Kind, Strings};
+use super::params::{Identity, Kind, Strings, phrase_words};
 use crate::objects::{self, delete_if_present};
 use crate::wait::{self, Check};
 
@@ -421,8 +421,7 @@ async fn has_exactly(
 
 /// The four patch types of the API: `JSON merge`, `strategic merge`, `JSON`
 /// and `apply` (server-side apply).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "patchtype", regex = "JSON merge|strategic merge|JSON|apply")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
     Merge,
     Strategic,
@@ -430,16 +429,12 @@ pub enum PatchType {
     Apply,
 }
 
-impl std::str::FromStr for PatchType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "JSON merge" => Ok(PatchType::Merge),
-            "strategic merge" => Ok(PatchType::Strategic),
-            "JSON" => Ok(PatchType::Json),
-            "apply" => Ok(PatchType::Apply),
-            o => Err(format!("unknown patch type {o:?}")),
-        }
+phrase_words! {
+    PatchType as "patchtype", "patch type" {
+        "JSON merge" => PatchType::Merge,
+        "strategic merge" => PatchType::Strategic,
+        "JSON" => PatchType::Json,
+        "apply" => PatchType::Apply,
     }
 }
 
@@ -805,23 +800,18 @@ async fn marked_for_deletion(w: &mut World, kind: Kind, name: String) -> anyhow:
 }
 
 /// The event a watch check expects of an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "watchevent", regex = "added|modified|deleted")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Watched {
     Added,
     Modified,
     Deleted,
 }
 
-impl std::str::FromStr for Watched {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "added" => Ok(Watched::Added),
-            "modified" => Ok(Watched::Modified),
-            "deleted" => Ok(Watched::Deleted),
-            o => Err(format!("unknown watch event {o:?}")),
-        }
+phrase_words! {
+    Watched as "watchevent", "watch event" {
+        "added" => Watched::Added,
+        "modified" => Watched::Modified,
+        "deleted" => Watched::Deleted,
     }
 }
 

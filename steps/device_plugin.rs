@@ -15,6 +15,7 @@ use super::World;
 use super::claims::generated_claim;
 use super::params::{ClaimPhrase, Gets, NodeList, Strings};
 use crate::images::builtin::SAMPLE_DEVICE_PLUGIN_IMAGE;
+use crate::quantity::Quantity;
 use crate::wait::{self, Check, describe_pod};
 
 sentences! {
@@ -47,9 +48,7 @@ const TIMEOUT: Duration = Duration::from_secs(300);
 /// pods may run only on the given nodes; then, unlike upstream, the wait
 /// until each runs, so a plugin that cannot start says so here.
 async fn deployed(w: &mut World, on: NodeList) -> anyhow::Result<()> {
-    if w.nodes.is_empty() {
-        super::drivers::select_nodes(w, 1, 1).await?;
-    }
+    super::drivers::default_nodes(w).await?;
     let nodes = on.names(w)?;
     settled(w, &nodes).await?;
     let (key, value) = LABEL;
@@ -177,8 +176,11 @@ async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
                 .and_then(|s| s.allocatable.as_ref())
                 .and_then(|a| a.get(RESOURCE))
                 .map(|q| q.0.clone());
+            // `0` however written (`0`, `0k`): the kubelet keeps listing it.
             match left {
-                Some(q) if q != "0" => Check::Pending(format!("allocatable {q}")),
+                Some(q) if Quantity::parse(&q).ok() != Some(Quantity::ZERO) => {
+                    Check::Pending(format!("allocatable {q}"))
+                }
                 _ => Check::Done(()),
             }
         })
@@ -204,7 +206,8 @@ async fn allocatable(w: &World, node: usize, count: i64, resource: String) -> an
                 .map(|q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| q.0.clone())
         };
         let (allocatable, capacity) = (listed(&status.allocatable), listed(&status.capacity));
-        if allocatable.as_deref().and_then(|q| q.parse::<i64>().ok()) == Some(count) {
+        let amount = allocatable.as_deref().and_then(|q| Quantity::parse(q).ok());
+        if amount.is_some_and(|q| q == Quantity::from(count)) {
             return Check::Done(());
         }
         Check::Pending(format!(

@@ -8,11 +8,11 @@ use k8s_openapi::api::resource::v1::DeviceClass;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use super::World;
 use super::params::{
     ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, Quoted,
     ResourcesPhrase,
 };
-use super::{World, context};
 use crate::driver::slices::{self, Attribute, DeviceSpec};
 use crate::driver::{DriverOptions, Resources};
 use crate::objects;
@@ -119,8 +119,8 @@ fn resources(phrase: &DriverPhrase, step: &Step) -> anyhow::Result<Resources> {
     })
 }
 
-pub(crate) async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
-    let mut ready = crate::under_test::ready_nodes(&context()?.cluster.client())
+async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
+    let mut ready = crate::under_test::ready_nodes(&w.context()?.cluster.client())
         .await
         .context("listing nodes")?;
     if ready.len() < min {
@@ -132,6 +132,15 @@ pub(crate) async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyho
     }
     ready.truncate(max);
     w.nodes = ready;
+    Ok(())
+}
+
+/// Chooses one ready node for a scenario that has not said how many
+/// (`Given 1 ready node`), before a step that needs its nodes.
+pub(crate) async fn default_nodes(w: &mut World) -> anyhow::Result<()> {
+    if w.nodes.is_empty() {
+        select_nodes(w, 1, 1).await?;
+    }
     Ok(())
 }
 
@@ -188,9 +197,7 @@ pub(crate) async fn add_driver(
     let on = match &phrase.on_nodes {
         None => None,
         Some(list) => {
-            if w.nodes.is_empty() {
-                select_nodes(w, 1, 1).await?;
-            }
+            default_nodes(w).await?;
             let names = list.names(w)?;
             options.resources = on_subset(options.resources, list)?;
             Some(names)
@@ -326,7 +333,7 @@ const KUBELET_REGISTRATION: std::time::Duration = std::time::Duration::from_secs
 /// (the kubelet plugin helper's default `<driver>-reg.sock`).
 async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Result<()> {
     let client = w.client()?;
-    let cluster = &super::context()?.cluster;
+    let cluster = &w.context()?.cluster;
     if cluster.simulated_plugins(node).is_some() {
         // A simulated kubelet serves no metrics; it says what it registered.
         let what = format!("the simulated kubelet of {node} to register driver {driver}'s plugin");
@@ -488,7 +495,7 @@ async fn outage_short(w: &World) -> anyhow::Result<()> {
     let outage = w
         .outage
         .context("no driver was replaced in this scenario")?;
-    let delay = context()?.cluster.wiping_delay();
+    let delay = w.context()?.cluster.wiping_delay();
     // An outage this long lets the kubelet wipe the slices, so the update
     // is not the seamless one the scenario is about.
     if outage >= delay {

@@ -1,6 +1,7 @@
 //! The scenario lifecycle: a namespace before, and after — pass or fail —
 //! artifacts of a failure and teardown in upstream's order.
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -11,7 +12,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-use super::{Context, World, context};
+use super::{Context, World};
 use crate::cluster::RUN_LABEL;
 use crate::driver::Unfinished;
 use crate::report::{
@@ -19,10 +20,9 @@ use crate::report::{
 };
 
 /// Where a failed scenario's artifacts go.
-pub fn artifacts_dir(scenario: &gherkin::Scenario, namespace: &str) -> anyhow::Result<PathBuf> {
-    Ok(context()?
-        .artifacts
-        .join(format!("{}-{namespace}", report::slug(&scenario.name))))
+pub fn artifacts_dir(ctx: &Context, scenario: &gherkin::Scenario, namespace: &str) -> PathBuf {
+    ctx.artifacts
+        .join(format!("{}-{namespace}", report::slug(&scenario.name)))
 }
 
 /// Whether the scenario runs alone (`@serial` on it, its rule or its
@@ -41,17 +41,20 @@ pub fn is_serial(
             .any(|t| t == "serial")
 }
 
+/// Hands the scenario's World the run's context, then (unless the runner
+/// skips the scenario or the run was interrupted) creates its namespace.
 pub async fn before(
+    ctx: &Arc<Context>,
     feature: &gherkin::Feature,
     rule: Option<&gherkin::Rule>,
     scenario: &gherkin::Scenario,
     w: &mut World,
 ) {
     w.started = Some(Instant::now());
+    w.run = Some(ctx.clone());
     if is_marked_skipped(scenario) {
         return;
     }
-    let Ok(ctx) = context() else { return };
     if ctx.interrupt.is_cancelled() {
         return;
     }
@@ -128,12 +131,12 @@ pub async fn before(
 }
 
 pub async fn after(
+    ctx: &Arc<Context>,
     feature: &gherkin::Feature,
     scenario: &gherkin::Scenario,
     finished: &ScenarioFinished,
     world: Option<&mut World>,
 ) {
-    let Ok(ctx) = context() else { return };
     // Only the runner's own skip marker skips a scenario; a step that
     // matches no definition is a mistake in the scenario and fails it.
     let skip_reason = scenario
@@ -158,18 +161,14 @@ pub async fn after(
     if let Some(w) = world {
         if !w.namespace.is_empty() {
             if outcome == Outcome::Failed {
-                match artifacts_dir(scenario, &w.namespace) {
-                    Ok(dir) => {
-                        record.artifacts = Some(dir.clone());
-                        if let Err(e) = write_artifacts(w, &dir).await {
-                            tracing::error!(
-                                "writing artifacts of {:?} to {}: {e:#}",
-                                scenario.name,
-                                dir.display()
-                            );
-                        }
-                    }
-                    Err(e) => tracing::error!("{e:#}"),
+                let dir = artifacts_dir(ctx, scenario, &w.namespace);
+                record.artifacts = Some(dir.clone());
+                if let Err(e) = write_artifacts(ctx, w, &dir).await {
+                    tracing::error!(
+                        "writing artifacts of {:?} to {}: {e:#}",
+                        scenario.name,
+                        dir.display()
+                    );
                 }
             }
             if outcome == Outcome::Failed && ctx.keep_on_failure {
@@ -196,7 +195,7 @@ pub async fn after(
     }
     ctx.outcomes.record(id.clone(), record);
     if let Some(t) = teardown {
-        ctx.teardowns.spawn(t.run(ctx, id));
+        ctx.teardowns.spawn(t.run(ctx.clone(), id));
     }
 }
 
@@ -271,10 +270,10 @@ struct Teardown {
 }
 
 impl Teardown {
-    async fn run(mut self, ctx: &'static Context, id: ScenarioId) {
+    async fn run(mut self, ctx: Arc<Context>, id: ScenarioId) {
         let mut timings = Vec::new();
         let torn_down = match &self.client {
-            Ok(client) => self.stack.tear_down(client, &mut timings).await,
+            Ok(client) => self.stack.tear_down(client, &ctx, &mut timings).await,
             Err(e) => Err(anyhow::anyhow!("{e:#}")),
         };
         if let Err(e) = torn_down {
@@ -287,7 +286,7 @@ impl Teardown {
         }
         ctx.outcomes.torn_down(&id, timings);
         for wait in self.stack.take_unfinished() {
-            finish_later(ctx, id.clone(), wait);
+            finish_later(ctx.clone(), id.clone(), wait);
         }
     }
 }
@@ -296,8 +295,9 @@ impl Teardown {
 /// slices wiped: seconds on a simulated node, 30 s on a real kubelet) to run
 /// beside the scenarios that follow; if one fails, the scenario fails after
 /// all.
-fn finish_later(ctx: &'static Context, id: ScenarioId, wait: Unfinished) {
-    ctx.after_scenarios.spawn(async move {
+fn finish_later(ctx: Arc<Context>, id: ScenarioId, wait: Unfinished) {
+    let checks = ctx.after_scenarios.clone();
+    checks.spawn(async move {
         let (phase, started) = (wait.phase(), Instant::now());
         let failure = wait.wait().await.err().map(|e| {
             let message = format!("after the scenario ended: {e}");
@@ -318,8 +318,7 @@ fn yaml_of<T: serde::Serialize>(items: &[T]) -> String {
 }
 
 /// Events, pods, claims, slices, plugin calls and simulated kubelet logs.
-async fn write_artifacts(w: &World, dir: &std::path::Path) -> anyhow::Result<()> {
-    let ctx = context()?;
+async fn write_artifacts(ctx: &Context, w: &World, dir: &std::path::Path) -> anyhow::Result<()> {
     let client = w.client()?;
     let ns = &w.namespace;
     let mut events = Api::<Event>::namespaced(client.clone(), ns)

@@ -18,9 +18,10 @@
 /// ```
 ///
 /// The step cucumber sees parses the sentence into the typed arguments and
-/// calls the function through [`run`], so every step gets the step timeout,
-/// the run's interrupt and the race against the scenario's drivers breaking
-/// without saying so. An argument `step: Step<'_>` hands on the gherkin step
+/// calls the function through [`run`] within the World's
+/// [`World::step_bounds`], so every step gets the step timeout, the run's
+/// interrupt and the race against the scenario's drivers breaking without
+/// saying so. An argument `step: Step<'_>` hands on the gherkin step
 /// (its table or doc string) as `&Step`. Argument types are single names, as
 /// cucumber's attributes read them.
 macro_rules! sentences {
@@ -39,7 +40,8 @@ macro_rules! sentences {
                     w: &mut $crate::steps::World,
                     $($arg: $ty $(<$lt>)?),*
                 ) -> ::std::result::Result<(), ::std::string::String> {
-                    $crate::steps::run(super::$name(w, $($arg),*)).await
+                    let bounds = w.step_bounds()?;
+                    $crate::steps::run(bounds, super::$name(w, $($arg),*)).await
                 }
             )*
         }
@@ -67,7 +69,7 @@ pub mod under_test;
 pub mod workloads;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -82,7 +84,8 @@ use crate::report::Outcomes;
 use params::DriverRef;
 use scenario::Scenario;
 
-/// What every scenario of a run shares. Set once by the runner before the run.
+/// What every scenario of a run shares. The runner makes it and hands it to
+/// each scenario's World in the before hook ([`lifecycle::before`]).
 pub struct Context {
     pub cluster: Arc<Cluster>,
     pub step_timeout: Duration,
@@ -90,7 +93,7 @@ pub struct Context {
     pub keep_on_failure: bool,
     /// Cancelled on the first Ctrl-C or when the run's deadline passes.
     pub interrupt: CancellationToken,
-    pub outcomes: Outcomes,
+    pub outcomes: Arc<Outcomes>,
     /// Label value put on every namespace of this run.
     pub run_id: String,
     /// Teardowns of ended scenarios, running beside later scenarios; the
@@ -104,24 +107,24 @@ pub struct Context {
     pub under_test: Arc<crate::under_test::UnderTest>,
 }
 
-static CONTEXT: OnceLock<Context> = OnceLock::new();
-
-/// Installs the run's context; the runner calls it once.
-pub fn install(ctx: Context) -> Result<(), &'static str> {
-    CONTEXT
-        .set(ctx)
-        .map_err(|_| "the run context was already installed")
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("run_id", &self.run_id)
+            .field("step_timeout", &self.step_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
-pub fn context() -> anyhow::Result<&'static Context> {
-    CONTEXT
-        .get()
-        .ok_or_else(|| anyhow::anyhow!("steps run outside a dra-e2e run (no cluster context)"))
-}
-
-/// One scenario's state. A fresh World is built for every scenario (and retry).
+/// One scenario's state. A fresh World is built for every scenario (and
+/// retry); the before hook hands it the run's [`Context`].
 #[derive(Debug, Default, cucumber::World)]
 pub struct World {
+    /// The run's context, from the before hook; `None` outside a run.
+    pub run: Option<Arc<Context>>,
+    /// The broken signals of the scenario's drivers, which every step races
+    /// against; a driver is added when the scenario adds it.
+    pub broken: Watched,
     /// `dra-e2e-<random>`, created by the before hook.
     pub namespace: String,
     /// Why the before hook could not prepare the scenario.
@@ -141,7 +144,7 @@ pub struct World {
     /// How long the plugin was gone while one driver instance replaced another.
     pub outage: Option<Duration>,
     /// The scenario's current ResourcePoolStatusRequest and its checks.
-    pub pool_request: Option<pool_status::PoolRequest>,
+    pub pool_request: Option<crate::pool_status::PoolRequest>,
     /// The watch "a watch on ... objects" opened, for "the watch sees ...".
     pub crud_watch: Option<crud::ObjectWatch>,
     /// Devices per node of the driver as "the driver's devices are noted" saw them.
@@ -153,24 +156,25 @@ pub struct World {
     pub teardown_timings: crate::report::Timings,
 }
 
-tokio::task_local! {
-    /// The broken signals of the drivers the running step's scenario has.
-    static WATCHED: Watched;
-}
-
 /// What [`run`] races a step against: the scenario's drivers breaking. The
-/// step body adds them through the [`World`] it uses ([`World::client`],
-/// [`World::driver`]), so every step that touches the scenario fails as soon
-/// as one of its drivers breaks, with the reason, instead of running into a
-/// timeout.
+/// scenario adds each driver it hosts once the driver is set up
+/// ([`World::add_driver_on`]), so every later step fails as soon as one of
+/// its drivers breaks, with the reason, instead of running into a timeout.
 #[derive(Clone, Default)]
-struct Watched {
+pub struct Watched {
     signals: Arc<std::sync::Mutex<Vec<Broken>>>,
     added: Arc<tokio::sync::Notify>,
 }
 
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.signals.lock().unwrap_or_else(|e| e.into_inner()).len();
+        write!(f, "Watched({n} signal(s))")
+    }
+}
+
 impl Watched {
-    fn add(&self, signals: impl Iterator<Item = Broken>) {
+    pub fn add(&self, signals: impl Iterator<Item = Broken>) {
         let mut list = self.signals.lock().unwrap_or_else(|e| e.into_inner());
         let before = list.len();
         for s in signals {
@@ -210,22 +214,39 @@ impl Watched {
     }
 }
 
+/// What a step runs within: the run's step timeout and interrupt, and the
+/// scenario's drivers breaking.
+pub struct StepBounds {
+    pub step_timeout: Duration,
+    pub interrupt: CancellationToken,
+    pub broken: Watched,
+}
+
 impl World {
-    /// Makes the running step fail as soon as one of the scenario's drivers
-    /// breaks (see [`run`]).
-    fn watch_drivers(&self) {
-        let _ = WATCHED.try_with(|w| w.add(self.scenario.drivers().map(|(_, d)| d.broken())));
+    /// The run's context, once the before hook handed it over.
+    pub fn context(&self) -> anyhow::Result<&Arc<Context>> {
+        self.run
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("steps run outside a dra-e2e run (no cluster context)"))
+    }
+
+    /// What the next step runs within (see [`run`]).
+    pub fn step_bounds(&self) -> Result<StepBounds, String> {
+        let ctx = self.context().map_err(|e| e.to_string())?;
+        Ok(StepBounds {
+            step_timeout: ctx.step_timeout,
+            interrupt: ctx.interrupt.clone(),
+            broken: self.broken.clone(),
+        })
     }
 
     /// The driver `d` names; "the driver" is the unnamed one, or else the
     /// scenario's first.
     pub fn driver(&self, d: &DriverRef) -> anyhow::Result<&Driver> {
-        self.watch_drivers();
         self.scenario.driver(d).ok_or_else(|| self.no_driver(d))
     }
 
     pub fn driver_mut(&mut self, d: &DriverRef) -> anyhow::Result<&mut Driver> {
-        self.watch_drivers();
         // Looked up twice: the error borrows what the mutable lookup would hold.
         if self.scenario.driver(d).is_none() {
             return Err(self.no_driver(d));
@@ -248,7 +269,7 @@ impl World {
     /// test's through the interposer (`--interpose`).
     pub fn calls_of(&self, d: &DriverRef) -> anyhow::Result<crate::plugin::Calls> {
         if self.external_driver(d).is_some() {
-            return match &context()?.under_test.interposed {
+            return match &self.context()?.under_test.interposed {
                 Some(i) => Ok(i.calls.clone()),
                 None => Err(self.no_driver(d)),
             };
@@ -265,7 +286,7 @@ impl World {
         node: &str,
     ) -> anyhow::Result<crate::plugin::Prepared> {
         if let Some(name) = self.external_driver(d) {
-            let Some(i) = &context()?.under_test.interposed else {
+            let Some(i) = &self.context()?.under_test.interposed else {
                 return Err(self.no_driver(d));
             };
             return i
@@ -346,14 +367,13 @@ impl World {
 
     /// The admin client, once the scenario's namespace is ready.
     pub fn client(&self) -> anyhow::Result<kube::Client> {
-        self.watch_drivers();
         if let Some(e) = &self.setup_error {
             anyhow::bail!("the scenario could not be set up: {e}");
         }
         if self.namespace.is_empty() {
             anyhow::bail!("the scenario has no namespace (the run was interrupted?)");
         }
-        Ok(context()?.cluster.client())
+        Ok(self.context()?.cluster.client())
     }
 
     /// The API of a namespaced kind in the scenario's namespace, as the admin.
@@ -413,31 +433,32 @@ impl World {
     }
 }
 
-/// Runs a step body with the step timeout and the run's interrupt, and turns
-/// its error into the message cucumber reports. A driver of the scenario that
-/// breaks meanwhile (a proxy agent died) ends the step at once with the
-/// reason.
+/// Runs a step body within `bounds` (the step timeout, the run's interrupt),
+/// and turns its error into the message cucumber reports. A driver of the
+/// scenario that breaks meanwhile (a proxy agent died) ends the step at once
+/// with the reason.
 pub async fn run<T>(
+    bounds: StepBounds,
     fut: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> Result<T, String> {
-    let ctx = context().map_err(|e| e.to_string())?;
-    if ctx.interrupt.is_cancelled() {
+    let StepBounds {
+        step_timeout,
+        interrupt,
+        broken: watched,
+    } = bounds;
+    if interrupt.is_cancelled() {
         return Err("the run was interrupted; not starting this step".to_owned());
     }
     let progress = crate::wait::Progress::default();
-    let watched = Watched::default();
-    let fut = WATCHED.scope(
-        watched.clone(),
-        crate::wait::with_progress(progress.clone(), fut),
-    );
+    let fut = crate::wait::with_progress(progress.clone(), fut);
     tokio::select! {
-        r = tokio::time::timeout(ctx.step_timeout, fut) => match r {
+        r = tokio::time::timeout(step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
             // Each cause once: several errors quote their source already.
             Ok(Err(e)) => Err(crate::report::error_message(&e)),
             Err(_) => Err(format!(
                 "the step did not finish within --step-timeout {}{}",
-                humantime::format_duration(ctx.step_timeout),
+                humantime::format_duration(step_timeout),
                 progress.last().map(|p| format!(" ({p})")).unwrap_or_default()
             )),
         },
@@ -445,6 +466,82 @@ pub async fn run<T>(
             "{reason}{}",
             progress.last().map(|p| format!(" (the step was {p})")).unwrap_or_default()
         )),
-        _ = ctx.interrupt.cancelled() => Err("the run was interrupted (Ctrl-C or --deadline)".to_owned()),
+        _ = interrupt.cancelled() => Err("the run was interrupted (Ctrl-C or --deadline)".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::sockets::BrokenSender;
+
+    fn bounds() -> StepBounds {
+        StepBounds {
+            step_timeout: Duration::from_secs(10),
+            interrupt: CancellationToken::new(),
+            broken: Watched::default(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_step_ends_with_its_body_or_its_timeout() {
+        assert_eq!(run(bounds(), async { Ok(7) }).await, Ok(7));
+        let e = run::<()>(bounds(), async { anyhow::bail!("no") }).await;
+        assert_eq!(e, Err("no".to_owned()));
+        let e = run::<()>(bounds(), std::future::pending())
+            .await
+            .unwrap_err();
+        assert!(
+            e.starts_with("the step did not finish within --step-timeout 10s"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_driver_that_breaks_ends_the_step_with_the_reason() {
+        let b = bounds();
+        let watched = b.broken.clone();
+        let sender = BrokenSender::default();
+        let step = run::<()>(b, std::future::pending());
+        let breaks = async {
+            // Added while the step runs, as a step that adds a driver does.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            watched.add(std::iter::once(sender.subscribe()));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            sender.report("the agent on node n died".to_owned());
+        };
+        let (e, ()) = tokio::join!(step, breaks);
+        assert_eq!(e, Err("the agent on node n died".to_owned()));
+        // A later step of the scenario that waits fails at once too.
+        let b = StepBounds {
+            broken: watched,
+            ..bounds()
+        };
+        let started = tokio::time::Instant::now();
+        let e = run::<()>(b, std::future::pending()).await;
+        assert_eq!(e, Err("the agent on node n died".to_owned()));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_world_outside_a_run_says_so_and_its_getters_change_nothing() {
+        let w = World::default();
+        assert_eq!(
+            w.step_bounds().err().as_deref(),
+            Some("steps run outside a dra-e2e run (no cluster context)")
+        );
+        assert!(w.client().is_err());
+        assert!(w.driver(&DriverRef::The).is_err());
+        assert_eq!(format!("{:?}", w.broken), "Watched(0 signal(s))");
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_run_starts_no_step() {
+        let b = bounds();
+        b.interrupt.cancel();
+        assert_eq!(
+            run(b, async { Ok(()) }).await,
+            Err("the run was interrupted; not starting this step".to_owned())
+        );
     }
 }

@@ -13,9 +13,11 @@ use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
 use super::World;
+use crate::cgroup::{self, Limits, NODE_CGROUP_MOUNT, QosClass, Reading};
 use crate::driver::allocatable;
 use crate::objects::{SLEEP_UNTIL_TERMINATED, TEST_IMAGE};
 use crate::proxy::exec::{ExecTarget, exec_capture};
+use crate::quantity::{self, Quantity};
 
 sentences! {
     #[given(expr = "a slice of the driver on node {int} with devices {string}")]
@@ -40,12 +42,6 @@ sentences! {
     #[then(expr = "pod {string} has allocated resources:")]
     fn allocated(name: String, step: Step<'_>);
 }
-
-/// Where upstream mounts the node's cgroup tree in the pod's first
-/// container, to find the pod's own cgroup.
-const CGROUP_MOUNT: &str = "/sysfscgroup";
-/// The CFS period the kubelet uses (µs).
-const QUOTA_PERIOD: i128 = 100_000;
 
 async fn slice_with_devices(w: &mut World, node: usize, devices: String) -> anyhow::Result<()> {
     let devices = allocatable::parse_devices(&devices)?;
@@ -98,7 +94,7 @@ fn requirements(cell: &str) -> anyhow::Result<Value> {
             let (req, lim) = q.trim().split_once('/').unwrap_or((q.trim(), "-"));
             for (v, into) in [(req, &mut requests), (lim, &mut limits)] {
                 if v != "-" {
-                    milli(v)?;
+                    Quantity::parse(v)?;
                     into.insert(resource.to_owned(), json!(v));
                 }
             }
@@ -162,7 +158,7 @@ fn build_pod(name: &str, rows: &[Vec<String>]) -> anyhow::Result<(Pod, Vec<Strin
     let Some(first) = containers.first_mut() else {
         bail!("the pod needs at least one container row");
     };
-    first["volumeMounts"] = json!([{ "name": "sysfscgroup", "mountPath": CGROUP_MOUNT }]);
+    first["volumeMounts"] = json!([{ "name": "sysfscgroup", "mountPath": NODE_CGROUP_MOUNT }]);
     let claims: Vec<String> = claims.into_iter().collect();
     let mut spec = json!({
         "restartPolicy": "Never",
@@ -208,178 +204,28 @@ async fn pod_with_containers(
     w.create_pod(&pod, claims).await
 }
 
-/// A quantity in thousandths of its unit (millicores, or bytes × 1000),
-/// rounded up as the API server's `MilliValue` does.
-fn milli(q: &str) -> anyhow::Result<i128> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let factor: i128 = match suffix {
-        "" => 1000,
-        "m" => 1,
-        "k" => 1_000_000,
-        "M" => 1_000_000_000,
-        "G" => 1_000_000_000_000,
-        "Ki" => 1000 << 10,
-        "Mi" => 1000 << 20,
-        "Gi" => 1000 << 30,
-        "Ti" => 1000 << 40,
-        _ => bail!("{q:?} is not a quantity (like 100m, 2, 1Gi, 1000Mi)"),
-    };
-    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
-    if whole.is_empty() && frac.is_empty() {
-        bail!("{q:?} is not a quantity (like 100m, 2, 1Gi, 1000Mi)");
-    }
-    let whole: i128 = if whole.is_empty() { 0 } else { whole.parse()? };
-    let mut value = whole * factor;
-    if !frac.is_empty() {
-        let f: i128 = frac.parse()?;
-        let scale = 10i128.pow(u32::try_from(frac.len())?);
-        value += (f * factor + scale - 1) / scale;
-    }
-    Ok(value)
-}
-
-/// What a cgroup row expects, in upstream's terms: the resources the
-/// kubelet should have written (`cpu request 3000m, cpu limit 5000m,
-/// memory limit 5096Mi`; `none` for nothing set).
-#[derive(Debug, Default, Clone, PartialEq)]
-struct Expected {
-    cpu_request: Option<i128>,
-    cpu_limit: Option<i128>,
-    memory_limit: Option<i128>,
-}
-
-fn expected(cell: &str) -> anyhow::Result<Expected> {
-    let mut e = Expected::default();
+/// A cgroup row's values in upstream's terms: the resources the kubelet
+/// should have written (`cpu request 3000m, cpu limit 5000m, memory limit
+/// 5096Mi`; `none` for nothing set).
+fn limits(cell: &str) -> anyhow::Result<Limits> {
+    let mut l = Limits::default();
     let cell = cell.trim();
     if cell == "none" || cell.is_empty() {
-        return Ok(e);
+        return Ok(l);
     }
     for item in cell.split(',').map(str::trim) {
         let words: Vec<&str> = item.split_whitespace().collect();
-        let (slot, q, unit) = match words[..] {
-            ["cpu", "request", q] => (&mut e.cpu_request, q, 1),
-            ["cpu", "limit", q] => (&mut e.cpu_limit, q, 1),
-            ["memory", "limit", q] => (&mut e.memory_limit, q, 1000),
+        let (slot, q) = match words[..] {
+            ["cpu", "request", q] => (&mut l.cpu_request, quantity::milli(q)?),
+            ["cpu", "limit", q] => (&mut l.cpu_limit, quantity::milli(q)?),
+            ["memory", "limit", q] => (&mut l.memory_limit, quantity::value(q)?),
             _ => bail!(
                 "{item:?} must be `cpu request Q`, `cpu limit Q` or `memory limit Q` (or the cell `none`)"
             ),
         };
-        *slot = Some(milli(q)? / unit);
+        *slot = Some(q);
     }
-    Ok(e)
-}
-
-/// The kubelet's cpu.shares for a CPU request (MilliCPUToShares).
-fn shares(milli_cpu: i128) -> i128 {
-    (milli_cpu * 1024 / 1000).clamp(2, 262_144)
-}
-
-/// The values the cgroup files must hold, each with the alternatives upstream
-/// accepts: file name → (allowed values, what they stand for).
-fn files(
-    e: &Expected,
-    spec_cpu_request: i128,
-    v2: bool,
-) -> Vec<(&'static str, Vec<String>, String)> {
-    let mut out = Vec::new();
-    let request = e.cpu_request.unwrap_or(spec_cpu_request);
-    let limit = e.cpu_limit.unwrap_or(0);
-    let s = if request == 0 && limit != 0 {
-        shares(limit)
-    } else {
-        shares(request)
-    };
-    let why_shares = format!(
-        "cpu request {}m",
-        if request == 0 && limit != 0 {
-            limit
-        } else {
-            request
-        }
-    );
-    if v2 {
-        let old = 1 + ((s - 2) * 9999) / 262_142;
-        // runc 1.3's conversion, which upstream accepts beside the old one.
-        #[allow(clippy::cast_precision_loss)]
-        let l = (s as f64).log2();
-        #[allow(clippy::cast_possible_truncation)]
-        let new = 10f64.powf((l * l + 125.0 * l) / 612.0 - 7.0 / 34.0).ceil() as i128;
-        out.push((
-            "cpu.weight",
-            vec![old.to_string(), new.to_string()],
-            why_shares,
-        ));
-    } else {
-        out.push(("cpu.shares", vec![s.to_string()], why_shares));
-    }
-    let quotas: Vec<i128> = if limit == 0 {
-        vec![-1]
-    } else {
-        let q = |m: i128| (m * QUOTA_PERIOD / 1000).max(1000);
-        let mut v = vec![q(limit)];
-        if limit % 10 != 0 {
-            v.push(q((limit / 10 + 1) * 10));
-        }
-        v
-    };
-    let why_limit = if limit == 0 {
-        "no cpu limit".to_owned()
-    } else {
-        format!("cpu limit {limit}m")
-    };
-    if v2 {
-        let v = quotas
-            .iter()
-            .map(|q| {
-                if *q == -1 {
-                    format!("max {QUOTA_PERIOD}")
-                } else {
-                    format!("{q} {QUOTA_PERIOD}")
-                }
-            })
-            .collect();
-        out.push(("cpu.max", v, why_limit));
-    } else {
-        out.push((
-            "cpu.cfs_quota_us",
-            quotas.iter().map(i128::to_string).collect(),
-            why_limit,
-        ));
-    }
-    // Upstream leaves an unset memory limit unchecked.
-    if let Some(m) = e.memory_limit {
-        let file = if v2 {
-            "memory.max"
-        } else {
-            "memory.limit_in_bytes"
-        };
-        out.push((
-            file,
-            vec![m.to_string()],
-            format!("memory limit {}", mebi(m)),
-        ));
-    }
-    out
-}
-
-fn mebi(bytes: i128) -> String {
-    if bytes % (1 << 20) == 0 {
-        format!("{}Mi", bytes >> 20)
-    } else {
-        format!("{bytes} bytes")
-    }
-}
-
-/// Reads `file=value` lines a script printed.
-fn values(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect()
+    Ok(l)
 }
 
 async fn exec(w: &World, pod: &str, container: &str, script: &str) -> anyhow::Result<String> {
@@ -395,45 +241,6 @@ async fn exec(w: &World, pod: &str, container: &str, script: &str) -> anyhow::Re
     )
     .await?;
     Ok(out.stdout)
-}
-
-/// Prints `v2=yes|no` and `file=value` for the cgroup files of a container
-/// (its own cgroup, as the runtime mounts it) or of the pod (found by the
-/// pod's UID under the node's cgroup tree).
-fn read_script(pod_uid: Option<&str>) -> String {
-    let show = |dir: &str, files: &[&str]| {
-        files
-            .iter()
-            .map(|f| format!("printf '{f}='; head -n 1 {dir}/{f};"))
-            .collect::<String>()
-    };
-    match pod_uid {
-        None => format!(
-            "if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo v2=yes; {} else echo v2=no; {} {} fi",
-            show("/sys/fs/cgroup", &["cpu.weight", "cpu.max", "memory.max"]),
-            show("/sys/fs/cgroup/cpu", &["cpu.shares", "cpu.cfs_quota_us"]),
-            show("/sys/fs/cgroup/memory", &["memory.limit_in_bytes"]),
-        ),
-        Some(uid) => {
-            let find = |root: &str| {
-                format!(
-                    "$(find {root}/ -maxdepth 6 -type d \\( -name '*{}*' -o -name '*{uid}*' \\) 2>/dev/null | head -n 1)",
-                    uid.replace('-', "_")
-                )
-            };
-            format!(
-                "if [ -f {m}/cgroup.controllers ]; then echo v2=yes; d={v2}; echo dir=$d; {} \
-                 else echo v2=no; c={cpu}; echo dir=$c; {} m={mem}; {} fi",
-                show("$d", &["cpu.weight", "cpu.max", "memory.max"]),
-                show("$c", &["cpu.shares", "cpu.cfs_quota_us"]),
-                show("$m", &["memory.limit_in_bytes"]),
-                m = CGROUP_MOUNT,
-                v2 = find(CGROUP_MOUNT),
-                cpu = find(&format!("{CGROUP_MOUNT}/cpu")),
-                mem = find(&format!("{CGROUP_MOUNT}/memory")),
-            )
-        }
-    }
 }
 
 async fn cgroups_are(
@@ -453,7 +260,7 @@ async fn cgroups_are(
         let [who, cell] = &row[..] else {
             bail!("each row is | cgroup | values |, got {row:?}");
         };
-        let want = expected(cell)?;
+        let want = limits(cell)?;
         let (exec_in, uid, spec_request, label) = if who == "pod" {
             (
                 first.name.clone(),
@@ -472,7 +279,7 @@ async fn cgroups_are(
                 .as_ref()
                 .and_then(|r| r.requests.as_ref())
                 .and_then(|r| r.get("cpu"))
-                .map(|q| milli(&q.0))
+                .map(|q| quantity::milli(&q.0))
                 .transpose()?
                 .unwrap_or(0);
             (
@@ -482,37 +289,26 @@ async fn cgroups_are(
                 format!("container {who} of pod {name}"),
             )
         };
-        let out = exec(w, &name, &exec_in, &read_script(uid)).await?;
-        let got = values(&out);
-        if uid.is_some() && got.get("dir").is_none_or(String::is_empty) {
+        let out = exec(w, &name, &exec_in, &cgroup::read_script(uid)).await?;
+        let got = Reading::parse(&out);
+        if uid.is_some() && got.dir().is_none() {
             bail!(
                 "no cgroup of pod {name} (UID {uid:?}) found under the node's cgroup tree \
-                 mounted at {CGROUP_MOUNT} in container {exec_in}; the script printed {out:?}",
+                 mounted at {NODE_CGROUP_MOUNT} in container {exec_in}; the script printed {out:?}",
                 uid = pod.metadata.uid
             );
         }
-        let v2 = got.get("v2").map(String::as_str) == Some("yes");
-        for (file, allowed, why) in files(&want, spec_request, v2) {
-            let actual = got.get(file).map(String::as_str).unwrap_or("(unreadable)");
-            if !allowed.iter().any(|a| a == actual) {
-                problems.push(format!(
-                    "{label}: {file} is {actual}, expected {} ({why})",
-                    allowed.join(" or ")
-                ));
-            }
-        }
+        let files = cgroup::expected_files(&want, spec_request, got.version());
+        problems.extend(
+            got.mismatches(&files)
+                .into_iter()
+                .map(|m| format!("{label}: {m}")),
+        );
     }
     if !problems.is_empty() {
         bail!("{}", problems.join("; "));
     }
     Ok(())
-}
-
-/// The kubelet's oom_score_adj for a Burstable container, as upstream
-/// computes it (GetContainerOOMScoreAdjust, with the DRA share in the
-/// memory request).
-fn burstable_score(memory_request: i128, node_memory: i128) -> i128 {
-    (1000 - 1000 * memory_request / node_memory).max(2)
 }
 
 async fn oom_score_adj(
@@ -538,18 +334,20 @@ async fn oom_score_adj(
         .and_then(|s| s.capacity)
         .and_then(|c| c.get("memory").map(|q| q.0.clone()))
         .with_context(|| format!("node {node_name} reports no memory capacity"))?;
-    let node_memory = milli(&capacity)? / 1000;
-    let (want, why) = match qos.as_str() {
-        "Guaranteed" => (-997, "Guaranteed".to_owned()),
-        "BestEffort" => (1000, "BestEffort".to_owned()),
-        "Burstable" => {
-            let request = milli(&memory)? / 1000;
-            (
-                burstable_score(request, node_memory),
-                format!("Burstable: 1000 - 1000 × {memory} / {capacity} node memory, at least 2"),
-            )
+    let node_memory = quantity::value(&capacity)?;
+    let Some(class) = QosClass::of_status(&qos) else {
+        bail!("pod {pod} has no QoS class yet ({qos:?})");
+    };
+    let request = match class {
+        QosClass::Burstable => quantity::value(&memory)?,
+        QosClass::Guaranteed | QosClass::BestEffort => 0,
+    };
+    let want = cgroup::oom_score_adj(class, request, node_memory);
+    let why = match class {
+        QosClass::Burstable => {
+            format!("Burstable: 1000 - 1000 × {memory} / {capacity} node memory, at least 2")
         }
-        other => bail!("pod {pod} has no QoS class yet ({other:?})"),
+        other => format!("{other:?}"),
     };
     let out = exec(w, &pod, &container, "cat /proc/1/oom_score_adj").await?;
     let got = out.trim();
@@ -639,7 +437,7 @@ fn resource_list(cell: &str) -> anyhow::Result<BTreeMap<String, i128>> {
             let (name, q) = item
                 .split_once(' ')
                 .with_context(|| format!("{item:?} must be `<resource> <quantity>`"))?;
-            Ok((name.to_owned(), milli(q)?))
+            Ok((name.to_owned(), quantity::milli(q)?))
         })
         .collect()
 }
@@ -649,7 +447,7 @@ fn list_of(
 ) -> anyhow::Result<BTreeMap<String, i128>> {
     got.into_iter()
         .flatten()
-        .map(|(k, q)| Ok((k.clone(), milli(&q.0)?)))
+        .map(|(k, q)| Ok((k.clone(), quantity::milli(&q.0)?)))
         .collect()
 }
 
@@ -662,7 +460,7 @@ fn show(list: &BTreeMap<String, i128>) -> String {
             if k == "cpu" {
                 format!("{k} {v}m")
             } else {
-                format!("{k} {}", mebi(*v / 1000))
+                format!("{k} {}", cgroup::mebi(*v / 1000))
             }
         })
         .collect::<Vec<_>>()
@@ -806,55 +604,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantities_in_thousandths() {
-        assert_eq!(milli("100m").ok(), Some(100));
-        assert_eq!(milli("2").ok(), Some(2000));
-        assert_eq!(milli("2.5").ok(), Some(2500));
-        assert_eq!(milli("1Gi").ok(), Some(1000 << 30));
-        assert_eq!(milli("5096Mi").ok(), Some(5096 * (1000 << 20)));
-        assert!(milli("1 Gi").is_err());
-        assert!(milli("Gi").is_err());
-    }
-
-    #[test]
-    fn cgroup_v1_values_follow_the_kubelet() {
-        let e = expected("cpu request 3000m, cpu limit 5000m, memory limit 5096Mi").expect("valid");
-        let f = files(&e, 0, false);
-        assert_eq!(f[0].0, "cpu.shares");
-        assert_eq!(f[0].1, ["3072"]);
-        assert_eq!(f[1].1, ["500000"]);
-        assert_eq!(f[2].1, [(5096i128 << 20).to_string()]);
-        // Nothing set: the minimum shares, no quota, the memory limit unchecked.
-        let none = files(&expected("none").expect("valid"), 0, false);
-        assert_eq!(none[0].1, ["2"]);
-        assert_eq!(none[1].1, ["-1"]);
-        assert_eq!(none.len(), 2);
-        // A limit without a request: shares from the limit (upstream's rule).
-        let lim = files(&expected("cpu limit 4").expect("valid"), 0, false);
-        assert_eq!(lim[0].1, ["4096"]);
-        // The container's own request when the row states none.
-        let spec = files(&expected("cpu limit 300m").expect("valid"), 100, false);
-        assert_eq!(spec[0].1, ["102"]);
-        assert!(expected("cpu 1").is_err());
-    }
-
-    #[test]
-    fn cgroup_v2_values_accept_both_weight_conversions() {
-        let f = files(
-            &expected("cpu request 1000m, cpu limit 2").expect("valid"),
-            0,
-            true,
+    fn cgroup_cells_read_into_limits() {
+        assert_eq!(
+            limits("cpu request 3000m, cpu limit 5, memory limit 5096Mi").expect("valid"),
+            Limits {
+                cpu_request: Some(3000),
+                cpu_limit: Some(5000),
+                memory_limit: Some(5096 << 20),
+            }
         );
-        assert_eq!(f[0].0, "cpu.weight");
-        assert_eq!(f[0].1[0], "39");
-        assert_eq!(f[1].1, ["200000 100000"]);
-    }
-
-    #[test]
-    fn burstable_scores_as_upstream() {
-        // 1524Mi of a 24 GiB node.
-        assert_eq!(burstable_score(1524 << 20, 24 << 30), 938);
-        assert_eq!(burstable_score(30 << 30, 24 << 30), 2);
+        assert_eq!(limits("none").expect("valid"), Limits::default());
+        assert!(limits("cpu 1").is_err());
+        let e = limits("cpu limit 1 Gi").expect_err("a space in a quantity");
+        assert!(e.to_string().contains("cpu limit 1 Gi"), "{e}");
+        let e = limits("memory limit 1Gb").expect_err("no such suffix");
+        assert!(e.to_string().contains("\"1Gb\" is not a quantity"), "{e}");
+        assert!(requirements("cpu 1x").is_err());
     }
 
     #[test]
@@ -917,7 +682,7 @@ mod tests {
         );
         assert_eq!(
             v["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
-            json!(CGROUP_MOUNT)
+            json!(NODE_CGROUP_MOUNT)
         );
         assert_eq!(
             v["spec"]["containers"][1]["resources"]["claims"],

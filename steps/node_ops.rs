@@ -40,7 +40,7 @@ const RUN_AGAIN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Reboots the nodes one after the other; each is done when the kubelet
 /// reports a new boot ID and the node is Ready, as after a real reboot.
 async fn reboot(w: &World, node: NodeSel) -> anyhow::Result<()> {
-    let ctx = super::context()?;
+    let ctx = w.context()?;
     let nodes: Api<Node> = Api::all(w.client()?);
     for name in node.resolve(w).await? {
         let before = boot_id(

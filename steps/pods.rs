@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 
+use super::World;
 use super::claims::{claim_name, default_shape, generated_claim};
 use super::params::{
     ClaimPhrase, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, PodStateWord,
     SteadyPodState, SteadyPodStateWord, Strings, quoted_list,
 };
-use super::{World, context};
 use crate::objects::{self, PodClaims, PodShape};
 use crate::plugin::driver_logic;
 use crate::wait::{self, Check, describe_pod};
@@ -282,7 +282,10 @@ fn extended_resources(value: &str) -> anyhow::Result<Vec<(String, String)>> {
             let (k, v) = r
                 .split_once('=')
                 .with_context(|| format!("extended resource {r:?} must be name=quantity"))?;
-            Ok((k.trim().to_owned(), v.trim().to_owned()))
+            let v = v.trim();
+            crate::quantity::Quantity::parse(v)
+                .with_context(|| format!("extended resource {r:?}"))?;
+            Ok((k.trim().to_owned(), v.to_owned()))
         })
         .collect()
 }
@@ -671,7 +674,7 @@ async fn claim_not_needed(w: &World, name: String) -> anyhow::Result<()> {
 
 /// Container env lines as the container sees them.
 async fn env_of(w: &World, pod: &str, container: &str) -> anyhow::Result<Vec<String>> {
-    context()?
+    w.context()?
         .cluster
         .container_env(&w.namespace, pod, container)
         .await
@@ -945,4 +948,26 @@ async fn pod_event(w: &World, pod: String, reason: String, text: String) -> anyh
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extended_resources_are_names_with_quantities() {
+        assert_eq!(
+            extended_resources("a.com/r=1, b.com/s = 2k").expect("valid"),
+            [
+                ("a.com/r".to_owned(), "1".to_owned()),
+                ("b.com/s".to_owned(), "2k".to_owned())
+            ]
+        );
+        let e = extended_resources("a.com/r=1 Gi").expect_err("a bad quantity");
+        assert!(
+            format!("{e:#}").contains("\"1 Gi\" is not a quantity"),
+            "{e:#}"
+        );
+        assert!(extended_resources("a.com/r").is_err());
+    }
 }

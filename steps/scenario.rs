@@ -25,7 +25,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostP
 use kube::runtime::watcher;
 
 use super::params::DriverRef;
-use super::{World, context};
+use super::{Context, World};
 use crate::driver::{self, Driver, DriverOptions, Unfinished};
 use crate::objects::{self, delete_if_present};
 use crate::report::{self, Timings};
@@ -330,10 +330,12 @@ impl Scenario {
 
     /// Runs every cleanup, phase by phase, and records each phase's time.
     /// The drivers' waits (proxy pods gone, slices wiped) are not run here
-    /// but left to [`Scenario::take_unfinished`].
+    /// but left to [`Scenario::take_unfinished`]. `ctx` is the run's: its
+    /// driver under test is healed and restored.
     pub async fn tear_down(
         &mut self,
         client: &kube::Client,
+        ctx: &Context,
         timings: &mut Timings,
     ) -> anyhow::Result<()> {
         let mut first: Option<anyhow::Error> = None;
@@ -343,7 +345,6 @@ impl Scenario {
             d.calls().heal_all();
         }
         if self.external_drivers().next().is_some()
-            && let Ok(ctx) = super::context()
             && let Some(i) = &ctx.under_test.interposed
         {
             i.calls.heal_all();
@@ -354,7 +355,7 @@ impl Scenario {
                 if self.stack[i].phase() != phase {
                     continue;
                 }
-                if let Err(e) = self.clean(i, client, timings).await {
+                if let Err(e) = self.clean(i, client, ctx, timings).await {
                     first.get_or_insert(e);
                 }
             }
@@ -369,6 +370,7 @@ impl Scenario {
         &mut self,
         i: usize,
         client: &kube::Client,
+        ctx: &Context,
         timings: &mut Timings,
     ) -> anyhow::Result<()> {
         let ns = self.namespace.clone();
@@ -399,7 +401,6 @@ impl Scenario {
                     .with_context(|| format!("deleting DeviceClass {name}"))
             }
             Created::DeviceCount => {
-                let ctx = super::context()?;
                 ctx.under_test.restore_devices(&ctx.cluster).await?;
                 Ok(ctx.under_test.wait_devices_as_deployed(client).await?)
             }
@@ -561,14 +562,12 @@ impl World {
         start: bool,
         on: Option<Vec<String>>,
     ) -> anyhow::Result<()> {
-        if self.nodes.is_empty() {
-            super::drivers::select_nodes(self, 1, 1).await?;
-        }
+        super::drivers::default_nodes(self).await?;
         let nodes = on.unwrap_or_else(|| self.nodes.clone());
         if self.scenario.drivers().any(|(l, _)| *l == label) {
             anyhow::bail!("the scenario already has {label}");
         }
-        let ctx = context()?;
+        let ctx = self.context()?.clone();
         let dctx = driver::Context {
             admin: ctx.cluster.client(),
             admin_config: ctx.cluster.kube_config(),
@@ -581,12 +580,15 @@ impl World {
             label: label.clone(),
             driver,
         });
-        // Set up without the step watching it: set_up races its own waits
+        // Set up before the steps watch it: set_up races its own waits
         // against the driver breaking and says so itself.
         if start && let Some(driver) = self.scenario.driver_mut(&label) {
             let r = driver.set_up().await;
             self.setup_timings.append(&mut driver.setup_timings);
             r?;
+        }
+        if let Some(driver) = self.scenario.driver(&label) {
+            self.broken.add(std::iter::once(driver.broken()));
         }
         Ok(())
     }

@@ -16,9 +16,9 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::watcher;
 
-use super::drivers::select_nodes;
+use super::World;
+use super::drivers::default_nodes;
 use super::params::{Containers, DriverPhrase, DriverRef, Method, NodeSel};
-use super::{World, context};
 use crate::objects::{PodClaims, PodShape};
 use crate::profile::{Deployment, Fault};
 use crate::under_test::devices_per_node;
@@ -78,11 +78,9 @@ const DRIVER_POD_TIMEOUT: Duration = Duration::from_secs(180);
 /// profile's devices per node and a class, as any scenario's driver; any
 /// other is the run's installation, used with the run's class.
 async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()> {
-    let ctx = context()?;
+    let ctx = w.context()?.clone();
     let under = &ctx.under_test;
-    if w.nodes.is_empty() {
-        select_nodes(w, 1, 1).await?;
-    }
+    default_nodes(w).await?;
     if let Deployment::Builtin { faults } = &under.profile.deployment {
         let n = under.profile.devices_per_node.unwrap_or(4);
         let resources = if faults.contains(&Fault::NoDevices) {
@@ -338,7 +336,7 @@ async fn devices_as_noted(w: &World) -> anyhow::Result<()> {
 /// deviceCount with one fewer than devicesPerNode. Teardown restores the
 /// count if the scenario does not.
 async fn restart_one_fewer(w: &mut World) -> anyhow::Result<()> {
-    let ctx = context()?;
+    let ctx = w.context()?.clone();
     let under = &ctx.under_test;
     let n = under.profile.devices_per_node.with_context(|| {
         format!(
@@ -359,8 +357,8 @@ async fn restart_one_fewer(w: &mut World) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn restart_all_devices(_w: &World) -> anyhow::Result<()> {
-    let ctx = context()?;
+async fn restart_all_devices(w: &World) -> anyhow::Result<()> {
+    let ctx = w.context()?;
     ctx.under_test.restore_devices(&ctx.cluster).await?;
     Ok(())
 }
@@ -419,7 +417,8 @@ async fn injected_env(
         .filter(|c| c.name == container)
         .flat_map(|c| c.env.iter().flatten().map(|e| e.name.clone()))
         .collect();
-    let env = context()?
+    let env = w
+        .context()?
         .cluster
         .container_env(&w.namespace, &name, container)
         .await?;
@@ -433,7 +432,7 @@ async fn injected_env(
 
 /// The profile's container check, as a failure message when it does not hold.
 async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result<Option<String>> {
-    let check = &context()?.under_test.profile.container_check;
+    let check = &w.context()?.under_test.profile.container_check;
     let injected = injected_env(w, pod, container).await?;
     let missing: Vec<&str> = check
         .env
@@ -504,7 +503,7 @@ async fn all_have_devices(w: &World) -> anyhow::Result<()> {
 async fn has_no_device(w: &World, container: String, pod: String) -> anyhow::Result<()> {
     super::pods::wait_pod(w, &pod, PodState::Running).await?;
     let current = w.pod(&pod).await?;
-    let check = &context()?.under_test.profile.container_check;
+    let check = &w.context()?.under_test.profile.container_check;
     let injected = injected_env(w, &current, &container).await?;
     let matching: Vec<String> = injected
         .iter()
@@ -530,7 +529,7 @@ async fn take_every_device(w: &mut World, prefix: String, node: NodeSel) -> anyh
             nodes.join(", ")
         );
     };
-    let ctx = context()?;
+    let ctx = w.context()?;
     let n = ctx.under_test.profile.devices_per_node.with_context(|| {
         format!(
             "the profile of driver {} does not say how many devices a node has (devicesPerNode); \
@@ -561,7 +560,7 @@ async fn take_every_device(w: &mut World, prefix: String, node: NodeSel) -> anyh
 /// Deletes the driver's pod on the node, as a crash or an update would end
 /// it, and waits until its DaemonSet runs a new one there.
 async fn restart_driver_pod(w: &World, node: NodeSel) -> anyhow::Result<()> {
-    let ctx = context()?;
+    let ctx = w.context()?;
     let under = &ctx.under_test;
     if under.pods.is_empty() {
         bail!(

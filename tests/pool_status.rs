@@ -37,7 +37,8 @@ fn every_broken_pool_status_expectation_fails_with_the_check_that_caught_it() {
             "a later check on a replaced request",
             &[
                 "condition Complete is \"True\", expected False",
-                "made with its spec over 60s",
+                "timed out after 60s waiting for a pool status request with spec",
+                "made with its spec",
             ],
         ),
         // The filter keeps the other node's pool out.

@@ -31,7 +31,7 @@ impl Progress {
     /// through.
     pub fn start(
         collector: Collector,
-        outcomes: &'static Outcomes,
+        outcomes: Arc<Outcomes>,
         total: usize,
     ) -> (Progress, StatusOut) {
         let terminal = super::terminal::process().clone();

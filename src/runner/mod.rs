@@ -630,20 +630,20 @@ async fn run_on(
     env.interposed = under_test.is_builtin() || under_test.interposed.is_some();
 
     let run_id = format!("{:x}", rand::random::<u32>());
-    steps::install(steps::Context {
+    // Handed to every scenario's World by the before hook.
+    let run_ctx = Arc::new(steps::Context {
         cluster: cluster.clone(),
         step_timeout: args.step_timeout,
         artifacts: args.artifacts.clone(),
         keep_on_failure: args.keep_on_failure,
         interrupt: interrupt.clone(),
-        outcomes: report::Outcomes::default(),
+        outcomes: Arc::default(),
         run_id: run_id.clone(),
         teardowns: steps::lifecycle::Teardowns::default(),
         after_scenarios: tokio_util::task::TaskTracker::new(),
         under_test: under_test.clone(),
-    })
-    .map_err(anyhow::Error::msg)?;
-    let ctx = steps::context()?;
+    });
+    let ctx: &steps::Context = &run_ctx;
 
     let mut properties = run_properties(&cluster, &env).await;
     properties.extend(under_test.properties());
@@ -656,7 +656,7 @@ async fn run_on(
     let live = report::collect::Collector::default();
     let (progress, out) = if watched {
         let (p, out) =
-            report::progress::Progress::start(live.clone(), &ctx.outcomes, selection.count);
+            report::progress::Progress::start(live.clone(), ctx.outcomes.clone(), selection.count);
         (Some(p), ScenarioOut::Status(out))
     } else {
         (None, ScenarioOut::Plain(std::io::stdout()))
@@ -679,8 +679,20 @@ async fn run_on(
             move |f, r, s| run_alone(f, r, s, shared)
         })
         .max_concurrent_scenarios(default_concurrency())
-        .before(|f, r, sc, w| steps::lifecycle::before(f, r, sc, w).boxed_local())
-        .after(|f, _, sc, ev, w| steps::lifecycle::after(f, sc, ev, w).boxed_local())
+        .before({
+            let run_ctx = run_ctx.clone();
+            move |f, r, sc, w| {
+                let run_ctx = run_ctx.clone();
+                async move { steps::lifecycle::before(&run_ctx, f, r, sc, w).await }.boxed_local()
+            }
+        })
+        .after({
+            let run_ctx = run_ctx.clone();
+            move |f, _, sc, ev, w| {
+                let run_ctx = run_ctx.clone();
+                async move { steps::lifecycle::after(&run_ctx, f, sc, ev, w).await }.boxed_local()
+            }
+        })
         .with_cli(opts);
 
     let started = Instant::now();

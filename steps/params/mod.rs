@@ -4,6 +4,58 @@ use std::str::FromStr;
 use std::time::Duration;
 
 mod driver_phrase;
+pub mod words;
+
+/// Declares a phrase parameter made of fixed words once: from `"word" =>
+/// value` pairs, the type's `cucumber::Parameter` (its regex: the words,
+/// escaped, joined by `|`, built at compile time; tried in the order
+/// written) and its `FromStr` (whose error lists the words), with the words
+/// as `WORDS`. The type itself is declared beside it.
+///
+/// ```text
+/// phrase_words! {
+///     Verb as "verb", "verb" {
+///         "updating" => Verb::Updating,
+///         "deleting" => Verb::Deleting,
+///     }
+/// }
+/// ```
+///
+/// `Verb as "verb"` names the parameter `{verb}` in sentences; the second
+/// string says what a word is, for the error.
+macro_rules! phrase_words {
+    ($ty:ident as $name:literal, $what:literal { $($word:literal => $value:expr),+ $(,)? }) => {
+        impl $ty {
+            /// The words of the parameter, in the order its regex tries them.
+            pub const WORDS: &'static [&'static str] = &[$($word),+];
+        }
+
+        impl ::cucumber::Parameter for $ty {
+            const REGEX: &'static str = {
+                const LEN: usize = $crate::steps::params::words::alternation_len($ty::WORDS);
+                const BYTES: [u8; LEN] =
+                    $crate::steps::params::words::alternation::<LEN>($ty::WORDS);
+                $crate::steps::params::words::text(&BYTES)
+            };
+            const NAME: &'static str = $name;
+        }
+
+        impl ::std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($value),)+
+                    other => Err(format!(
+                        "unknown {} {other:?}; expected {}",
+                        $what,
+                        $crate::steps::params::words::listing(Self::WORDS)
+                    )),
+                }
+            }
+        }
+    };
+}
+pub(crate) use phrase_words;
 
 use crate::proto::method;
 pub use crate::wait::{PodState, SteadyPodState};
@@ -42,17 +94,13 @@ impl Method {
     }
 }
 
-impl FromStr for Method {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "NodePrepareResources" => Method::NodePrepareResources,
-            "NodeUnprepareResources" => Method::NodeUnprepareResources,
-            "GetInfo" => Method::GetInfo,
-            "NotifyRegistrationStatus" => Method::NotifyRegistrationStatus,
-            "NodeWatchResources" => Method::NodeWatchResources,
-            other => return Err(format!("unknown method {other}")),
-        })
+phrase_words! {
+    Method as "methodname", "method" {
+        "NodePrepareResources" => Method::NodePrepareResources,
+        "NodeUnprepareResources" => Method::NodeUnprepareResources,
+        "GetInfo" => Method::GetInfo,
+        "NotifyRegistrationStatus" => Method::NotifyRegistrationStatus,
+        "NodeWatchResources" => Method::NodeWatchResources,
     }
 }
 
@@ -64,14 +112,21 @@ impl std::fmt::Display for Method {
 
 /// `NodePrepareResources`, or `NodePrepareResources of driver "x"`: a method
 /// of one of the scenario's drivers ("the driver" when none is named).
-#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
-#[param(
-    name = "method",
-    regex = r#"(?:NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources)(?: of (?:the driver|driver "[^"]+"))?"#
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MethodOf {
     pub method: Method,
     pub driver: DriverRef,
+}
+
+impl cucumber::Parameter for MethodOf {
+    const REGEX: &'static str = words::regex_concat![
+        "(?:",
+        <Method as cucumber::Parameter>::REGEX,
+        ")(?: of (?:",
+        <DriverRef as cucumber::Parameter>::REGEX,
+        "))?"
+    ];
+    const NAME: &'static str = "method";
 }
 
 impl MethodOf {
@@ -290,46 +345,30 @@ impl FromStr for Identity {
 }
 
 /// The pod states steps wait for: `running`, `gone`, ...
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(
-    name = "podstate",
-    regex = "running|scheduled|unschedulable|completed|failed|gone|pending"
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PodStateWord(pub PodState);
 
-impl FromStr for PodStateWord {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(PodStateWord(match s {
-            "running" => PodState::Running,
-            "scheduled" => PodState::Scheduled,
-            "unschedulable" => PodState::Unschedulable,
-            "completed" => PodState::Completed,
-            "failed" => PodState::Failed,
-            "gone" => PodState::Gone,
-            "pending" => PodState::Pending,
-            other => return Err(format!("unknown pod state {other}")),
-        }))
+phrase_words! {
+    PodStateWord as "podstate", "pod state" {
+        "running" => PodStateWord(PodState::Running),
+        "scheduled" => PodStateWord(PodState::Scheduled),
+        "unschedulable" => PodStateWord(PodState::Unschedulable),
+        "completed" => PodStateWord(PodState::Completed),
+        "failed" => PodStateWord(PodState::Failed),
+        "gone" => PodStateWord(PodState::Gone),
+        "pending" => PodStateWord(PodState::Pending),
     }
 }
 
 /// A device health as plugins report it and pods show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "health", regex = "Healthy|Unhealthy|Unknown")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Health(pub crate::plugin::HealthStatus);
 
-impl FromStr for Health {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "Healthy" | "Unhealthy" | "Unknown" => Ok(Health(
-                s.parse()
-                    .map_err(|e: std::convert::Infallible| e.to_string())?,
-            )),
-            other => Err(format!(
-                "a device is Healthy, Unhealthy or Unknown, not {other:?}"
-            )),
-        }
+phrase_words! {
+    Health as "health", "device health" {
+        "Healthy" => Health(crate::plugin::HealthStatus::Healthy),
+        "Unhealthy" => Health(crate::plugin::HealthStatus::Unhealthy),
+        "Unknown" => Health(crate::plugin::HealthStatus::Unknown),
     }
 }
 
@@ -345,27 +384,18 @@ impl Health {
 }
 
 /// A pod state that can be held for a while: `pending` or `running`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "steadystate", regex = "pending|running")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SteadyPodStateWord(pub SteadyPodState);
 
-impl FromStr for SteadyPodStateWord {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "pending" => Ok(SteadyPodStateWord(SteadyPodState::Pending)),
-            "running" => Ok(SteadyPodStateWord(SteadyPodState::Running)),
-            other => Err(format!("a pod can stay pending or running, not {other:?}")),
-        }
+phrase_words! {
+    SteadyPodStateWord as "steadystate", "state a pod can stay in" {
+        "pending" => SteadyPodStateWord(SteadyPodState::Pending),
+        "running" => SteadyPodStateWord(SteadyPodState::Running),
     }
 }
 
 /// The claim states steps wait for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(
-    name = "claimstate",
-    regex = "allocated|deallocated|not reserved|deleted"
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimState {
     Allocated,
     Deallocated,
@@ -373,35 +403,26 @@ pub enum ClaimState {
     Deleted,
 }
 
-impl FromStr for ClaimState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "allocated" => ClaimState::Allocated,
-            "deallocated" => ClaimState::Deallocated,
-            "not reserved" => ClaimState::NotReserved,
-            "deleted" => ClaimState::Deleted,
-            o => return Err(format!("unknown claim state {o}")),
-        })
+phrase_words! {
+    ClaimState as "claimstate", "claim state" {
+        "allocated" => ClaimState::Allocated,
+        "deallocated" => ClaimState::Deallocated,
+        "not reserved" => ClaimState::NotReserved,
+        "deleted" => ClaimState::Deleted,
     }
 }
 
 /// A write to a ResourceSlice whose permission a step checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "verb", regex = "updating|deleting")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
     Updating,
     Deleting,
 }
 
-impl FromStr for Verb {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "updating" => Ok(Verb::Updating),
-            "deleting" => Ok(Verb::Deleting),
-            o => Err(format!("unknown verb {o}")),
-        }
+phrase_words! {
+    Verb as "verb", "verb" {
+        "updating" => Verb::Updating,
+        "deleting" => Verb::Deleting,
     }
 }
 
@@ -541,14 +562,15 @@ impl FromStr for Quoted {
 }
 
 /// An API version a method was called through: `v1`, `v1beta1`, ...
-#[derive(Debug, Clone, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "apiversion", regex = "v1|v1beta1|v1alpha4|v1alpha1")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiVersion(pub String);
 
-impl FromStr for ApiVersion {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(ApiVersion(s.to_owned()))
+phrase_words! {
+    ApiVersion as "apiversion", "API version" {
+        "v1" => ApiVersion("v1".to_owned()),
+        "v1beta1" => ApiVersion("v1beta1".to_owned()),
+        "v1alpha4" => ApiVersion("v1alpha4".to_owned()),
+        "v1alpha1" => ApiVersion("v1alpha1".to_owned()),
     }
 }
 
@@ -585,18 +607,13 @@ impl FromStr for Containers {
 }
 
 /// `gets` or `does not get`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, cucumber::Parameter)]
-#[param(name = "gets", regex = "gets|does not get")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gets(pub bool);
 
-impl FromStr for Gets {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "gets" => Ok(Gets(true)),
-            "does not get" => Ok(Gets(false)),
-            o => Err(format!("expected `gets` or `does not get`, got {o:?}")),
-        }
+phrase_words! {
+    Gets as "gets", "verb" {
+        "gets" => Gets(true),
+        "does not get" => Gets(false),
     }
 }
 
@@ -744,6 +761,70 @@ pub fn quoted_list(s: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cucumber::Parameter;
+
+    /// A words parameter's regex, anchored, matches each of its words and
+    /// no other text, has no capture group, and each word parses.
+    fn words_hold<T: Parameter + FromStr<Err = String> + std::fmt::Debug>(words: &[&str]) {
+        let re = regex::Regex::new(&format!("^(?:{})$", T::REGEX)).expect("a valid regex");
+        assert_eq!(re.captures_len(), 1, "{} has a capture group", T::REGEX);
+        for w in words {
+            assert!(re.is_match(w), "{} does not match {w:?}", T::REGEX);
+            w.parse::<T>().unwrap_or_else(|e| panic!("{w:?}: {e}"));
+        }
+        assert!(!re.is_match("sideways"));
+        let e = "sideways".parse::<T>().unwrap_err();
+        assert!(e.contains("\"sideways\""), "{e}");
+        for w in words {
+            assert!(e.contains(&format!("`{w}`")), "{e} lacks {w}");
+        }
+    }
+
+    #[test]
+    fn word_parameters_spell_their_words_once() {
+        // The regexes are the ones the words gave before they were spelt once.
+        assert_eq!(
+            PodStateWord::REGEX,
+            "running|scheduled|unschedulable|completed|failed|gone|pending"
+        );
+        assert_eq!(SteadyPodStateWord::REGEX, "pending|running");
+        assert_eq!(Health::REGEX, "Healthy|Unhealthy|Unknown");
+        assert_eq!(
+            ClaimState::REGEX,
+            "allocated|deallocated|not reserved|deleted"
+        );
+        assert_eq!(Verb::REGEX, "updating|deleting");
+        assert_eq!(ApiVersion::REGEX, "v1|v1beta1|v1alpha4|v1alpha1");
+        assert_eq!(Gets::REGEX, "gets|does not get");
+        assert_eq!(
+            MethodOf::REGEX,
+            r#"(?:NodePrepareResources|NodeUnprepareResources|GetInfo|NotifyRegistrationStatus|NodeWatchResources)(?: of (?:the driver|driver "[^"]+"))?"#
+        );
+        words_hold::<PodStateWord>(PodStateWord::WORDS);
+        words_hold::<SteadyPodStateWord>(SteadyPodStateWord::WORDS);
+        words_hold::<Health>(Health::WORDS);
+        words_hold::<ClaimState>(ClaimState::WORDS);
+        words_hold::<Verb>(Verb::WORDS);
+        words_hold::<ApiVersion>(ApiVersion::WORDS);
+        words_hold::<Gets>(Gets::WORDS);
+        words_hold::<Method>(Method::WORDS);
+        words_hold::<crate::steps::crud::PatchType>(crate::steps::crud::PatchType::WORDS);
+        words_hold::<crate::steps::crud::Watched>(crate::steps::crud::Watched::WORDS);
+        assert_eq!(
+            "not reserved".parse::<ClaimState>(),
+            Ok(ClaimState::NotReserved)
+        );
+        assert_eq!("does not get".parse::<Gets>(), Ok(Gets(false)));
+        assert_eq!(
+            "Unhealthy".parse::<Health>().map(Health::as_status),
+            Ok("Unhealthy")
+        );
+        assert_eq!(
+            "runing".parse::<PodStateWord>().unwrap_err(),
+            "unknown pod state \"runing\"; expected `running`, `scheduled`, `unschedulable`, \
+             `completed`, `failed`, `gone` or `pending`"
+        );
+    }
 
     #[test]
     fn nodes_drivers_claims_and_identities_parse() {

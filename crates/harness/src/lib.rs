@@ -1,9 +1,16 @@
 //! The harness a scenario drives: one DRA driver in one scenario
 //! ([`driver`]: its RBAC, plugins on every node, ResourceSlices and
 //! teardown) and the run's driver under test from its profile
-//! ([`under_test`]: installed, deployed or interposed). Both stand on the
-//! cluster and plugin floors and know nothing of Gherkin; the steps call
-//! them.
+//! ([`under_test`]: installed, deployed or interposed), with the domain
+//! logic the steps call rather than hold: resource [`quantity`] arithmetic,
+//! the kubelet's [`cgroup`] and OOM values, the [`device_metadata`] a
+//! container reads and the [`pool_status`] request's checks and retries.
+//! All of it stands on the cluster and plugin floors and knows nothing of
+//! Gherkin; the steps parse their sentences and call it.
+pub mod cgroup;
+pub mod device_metadata;
 pub mod driver;
+pub mod pool_status;
+pub mod quantity;
 pub mod timing;
 pub mod under_test;

@@ -55,7 +55,10 @@ pub async fn with_progress<F: Future>(progress: Progress, fut: F) -> F::Output {
     PROGRESS.scope(progress, fut).await
 }
 
-fn note(what: &str, seen: &str) {
+/// Records what a wait for `what` last saw, for [`with_progress`]: the
+/// waits here do it on every change; a wait of its own (a loop with a
+/// deadline elsewhere) calls it as well.
+pub fn note(what: &str, seen: &str) {
     let _ = PROGRESS.try_with(|p| {
         *p.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
             Some(format!("waiting for {what}; last seen: {seen}"));

@@ -36,6 +36,8 @@ pub enum AllocatableError {
     },
     #[error("no devices given")]
     Empty,
+    #[error(transparent)]
+    Quantity(#[from] crate::quantity::QuantityError),
 }
 
 /// The devices of a `;`-separated list (see the module docs).
@@ -99,6 +101,7 @@ fn parse_device(spec: &str) -> Result<Device, AllocatableError> {
                     per: per.to_owned(),
                 });
             }
+            crate::quantity::Quantity::parse(quantity)?;
             *field = Some(Quantity(quantity.to_owned()));
         }
     }
@@ -188,6 +191,10 @@ mod tests {
             Err(AllocatableError::Twice { .. })
         ));
         assert_eq!(parse_devices(" ; "), Err(AllocatableError::Empty));
+        assert!(matches!(
+            parse_devices("d: memory 1GB per device"),
+            Err(AllocatableError::Quantity(e)) if e.input == "1GB"
+        ));
     }
 
     #[test]
