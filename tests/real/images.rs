@@ -14,8 +14,6 @@ use dra_e2e::images::{self, builtin};
 use dra_e2e::real_node::binaries::NodeBinaries;
 use dra_e2e::real_node::containerd::{self, ContainerdConfig, K8S_NAMESPACE};
 
-/// The runner binary Cargo built for this test.
-const RUNNER: &str = env!("CARGO_BIN_EXE_dra-e2e");
 const PROXY_IMAGE: &str = "dra-e2e.local/proxy-agent:real-images-test";
 /// Generous: the machine is shared with big builds.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -423,7 +421,7 @@ async fn builtin_images_import_and_run_under_real_containerd() {
         ("busybox.tar", builtin::busybox(&bins.busybox).unwrap()),
         (
             "proxy.tar",
-            builtin::proxy(PROXY_IMAGE, Path::new(RUNNER), &bins.busybox).unwrap(),
+            builtin::proxy(PROXY_IMAGE, &crate::common::agent(), &bins.busybox).unwrap(),
         ),
     ];
     for (file, spec) in &specs {
@@ -460,17 +458,17 @@ async fn builtin_images_import_and_run_under_real_containerd() {
     assert!(out.contains("marker-42"), "busybox printed {out:?}");
     assert!(out.contains("/bin/base64"), "busybox printed {out:?}");
 
-    // proxy: the runner and its shared libraries work inside.
+    // proxy: dra-e2e-agent and its shared libraries work inside.
     let out = tc
         .run_in(
             "proxy-help",
             PROXY_IMAGE,
-            &["dra-e2e", "proxy-agent", "--help"],
+            &["dra-e2e-agent", "proxy-agent", "--help"],
         )
         .await;
     assert!(
         out.contains("--proxy-endpoint"),
-        "dra-e2e proxy-agent --help printed {out:?}"
+        "dra-e2e-agent proxy-agent --help printed {out:?}"
     );
     // hostpathplugin's name and program run the agent, taking upstream's
     // flags (--v=5 included) as they are.
@@ -489,7 +487,11 @@ async fn builtin_images_import_and_run_under_real_containerd() {
         .run_in(
             "proxy-sh",
             PROXY_IMAGE,
-            &["/bin/sh", "-c", "echo aGkK | base64 -d; command -v dra-e2e"],
+            &[
+                "/bin/sh",
+                "-c",
+                "echo aGkK | base64 -d; command -v dra-e2e-agent",
+            ],
         )
         .await;
     assert_eq!(

@@ -538,7 +538,7 @@ mv {out}/record.tmp {out}/boot-$n"#,
             "--mount-proc",
             "--",
         ])
-        .arg(bin())
+        .arg(common::agent())
         .arg("node-init")
         .arg(&plan_path)
         .stdout(log.try_clone().unwrap())
