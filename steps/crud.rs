@@ -23,36 +23,39 @@ use crate::wait::{self, Check};
 
 sentences! {
     #[when(expr = "{kind} {string} is patched with:")]
-    fn patched(kind: Kind, name: String, step: Step<'_>);
+    fn patched(kind: Kind, name: String, step: Step<'_>) => write(Write::Patch, Part::Object);
 
     #[when(expr = "the status of {kind} {string} is patched with:")]
-    fn status_patched(kind: Kind, name: String, step: Step<'_>);
+    fn status_patched(kind: Kind, name: String, step: Step<'_>) => write(Write::Patch, Part::Status);
 
     /// A patch of the given type (`JSON merge`, `strategic merge`, `JSON`
     /// (a list of operations) or `apply`, whose apiVersion, kind and name
     /// are filled in), of the object or of its status subresource.
     #[when(expr = "{kind} {string} is patched with a(n) {patchtype} patch:")]
-    fn patched_typed(kind: Kind, name: String, pt: PatchType, step: Step<'_>);
+    fn patched_typed(kind: Kind, name: String, pt: PatchType, step: Step<'_>)
+        => typed_patch(Part::Object);
 
     #[when(expr = "the status of {kind} {string} is patched with a(n) {patchtype} patch:")]
-    fn status_patched_typed(kind: Kind, name: String, pt: PatchType, step: Step<'_>);
+    fn status_patched_typed(kind: Kind, name: String, pt: PatchType, step: Step<'_>)
+        => typed_patch(Part::Status);
 
     /// Read, merge the doc string in, write back whole (PUT); retried on a
     /// conflict only.
     #[when(expr = "{kind} {string} is updated with:")]
-    fn updated(kind: Kind, name: String, step: Step<'_>);
+    fn updated(kind: Kind, name: String, step: Step<'_>) => write(Write::Update, Part::Object);
 
     #[when(expr = "the status of {kind} {string} is updated with:")]
-    fn status_updated(kind: Kind, name: String, step: Step<'_>);
+    fn status_updated(kind: Kind, name: String, step: Step<'_>) => write(Write::Update, Part::Status);
 
     /// Read as the admin, written as `identity`; retried while RBAC still
     /// forbids it. What the write returns must hold the doc string as sent.
     #[when(expr = "the status of {kind} {string} is updated as {identity} with:")]
-    fn status_updated_as(kind: Kind, name: String, who: Identity, step: Step<'_>);
+    fn status_updated_as(kind: Kind, name: String, who: Identity, step: Step<'_>)
+        => write_as(Write::Update, Part::Status);
 
     /// Read through the status subresource.
     #[then(expr = "the status of {kind} {string} has:")]
-    fn status_has(kind: Kind, name: String, step: Step<'_>);
+    fn status_has(kind: Kind, name: String, step: Step<'_>) => has(Part::Status);
 
     /// One delete-collection request; a watch opened before it must see
     /// every listed object deleted.
@@ -60,7 +63,8 @@ sentences! {
     fn deleted_collection(kind: Kind, label: String);
 
     #[when(expr = "the status of {kind} {string} is patched as {identity} with:")]
-    fn status_patched_as(kind: Kind, name: String, who: Identity, step: Step<'_>);
+    fn status_patched_as(kind: Kind, name: String, who: Identity, step: Step<'_>)
+        => write_as(Write::Patch, Part::Status);
 
     /// Tries until the status patch fails with the text (RBAC and admission
     /// take a moment to apply).
@@ -68,7 +72,7 @@ sentences! {
     fn status_patch_fails(kind: Kind, name: String, who: Identity, text: String, step: Step<'_>);
 
     #[then(expr = "{kind} {string} has:")]
-    fn has(kind: Kind, name: String, step: Step<'_>);
+    fn has(kind: Kind, name: String, step: Step<'_>) => has(Part::Object);
 
     /// The field at the dotted path equals the doc string's value exactly:
     /// nothing missing, nothing extra.
@@ -238,27 +242,87 @@ pub fn contains(got: &Value, want: &Value, path: &str) -> Result<(), String> {
     }
 }
 
-async fn patched(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
-    patch_as(w, &Identity::Admin, &kind.0, &name, step, false).await
+/// The part of an object a step writes or reads: the object through its own
+/// endpoint, or its status subresource (which takes nothing but the status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Object,
+    Status,
 }
 
-async fn status_patched(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
-    status_patched_as(w, kind, name, Identity::Admin, step).await
+impl Part {
+    /// How messages name this part of `kind` `name`.
+    fn of(self, kind: &str, name: &str) -> String {
+        match self {
+            Part::Object => format!("{kind} {name}"),
+            Part::Status => format!("the status of {kind} {name}"),
+        }
+    }
 }
 
-async fn status_patched_as(
+/// How a doc string gets into an object: a JSON merge patch, or merged into
+/// what was read and written back whole (PUT).
+#[derive(Clone, Copy, Debug)]
+enum Write {
+    Patch,
+    Update,
+}
+
+/// Writes the doc string as the admin, once.
+async fn write(
+    w: &World,
+    kind: Kind,
+    name: String,
+    step: &Step,
+    how: Write,
+    part: Part,
+) -> anyhow::Result<()> {
+    write_once(w, &Identity::Admin, &kind.0, &name, step, how, part).await
+}
+
+/// Writes the doc string as `who`, retried while RBAC still forbids it.
+async fn write_as(
     w: &World,
     kind: Kind,
     name: String,
     who: Identity,
     step: &Step,
+    how: Write,
+    part: Part,
 ) -> anyhow::Result<()> {
     let kind = kind.0;
     until_rbac_allows(
-        format!("the status patch of {kind} {name} as {who:?} to be allowed"),
-        || patch_as(w, &who, &kind, &name, step, true),
+        format!(
+            "the {how:?} of {} as {who:?} to be allowed",
+            part.of(&kind, &name)
+        ),
+        || write_once(w, &who, &kind, &name, step, how, part),
     )
     .await
+}
+
+async fn write_once(
+    w: &World,
+    who: &Identity,
+    kind: &str,
+    name: &str,
+    step: &Step,
+    how: Write,
+    part: Part,
+) -> anyhow::Result<()> {
+    if let Write::Update = how {
+        return update_as(w, who, kind, name, step, part).await;
+    }
+    let (api, name) = lookup_as(w, who, kind, name).await?;
+    let body = yaml_doc(w, step)?;
+    let pp = PatchParams::default();
+    let patch = Patch::Merge(&body);
+    match part {
+        Part::Object => api.patch(&name, &pp, &patch).await,
+        Part::Status => api.patch_status(&name, &pp, &patch).await,
+    }
+    .with_context(|| format!("patching {}", part.of(kind, &name)))?;
+    Ok(())
 }
 
 /// Retries `write` while RBAC forbids it, and nothing else: a role granted
@@ -314,7 +378,7 @@ async fn status_patch_fails(
         RBAC_SETTLES,
         Duration::from_secs(1),
         || async {
-            match patch_as(w, &who, &kind, &name, step, true).await {
+            match write_once(w, &who, &kind, &name, step, Write::Patch, Part::Status).await {
                 Ok(()) => Check::Pending("the patch succeeded".to_owned()),
                 Err(e) if format!("{e:#}").contains(&text) => Check::Done(()),
                 Err(e) => Check::Pending(format!("{e:#}")),
@@ -325,41 +389,22 @@ async fn status_patch_fails(
     Ok(())
 }
 
-async fn patch_as(
-    w: &World,
-    who: &Identity,
-    kind: &str,
-    name: &str,
-    step: &Step,
-    status: bool,
-) -> anyhow::Result<()> {
-    let (api, name) = lookup_as(w, who, kind, name).await?;
-    let body = yaml_doc(w, step)?;
-    let pp = PatchParams::default();
-    let patch = Patch::Merge(&body);
-    if status {
-        api.patch_status(&name, &pp, &patch).await
-    } else {
-        api.patch(&name, &pp, &patch).await
-    }
-    .with_context(|| {
-        format!(
-            "patching {}{kind} {name}",
-            if status { "the status of " } else { "" }
-        )
-    })?;
-    Ok(())
+async fn has(w: &World, kind: Kind, name: String, step: &Step, part: Part) -> anyhow::Result<()> {
+    let (got, what) = read(w, &kind.0, &name, part).await?;
+    let want = yaml_doc(w, step)?;
+    contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
-async fn has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
-    let (api, name) = lookup(w, &kind.0, &name)?;
-    let want = yaml_doc(w, step)?;
-    let obj = api
-        .get(&name)
-        .await
-        .with_context(|| format!("reading {kind} {name}"))?;
-    let got = serde_json::to_value(&obj)?;
-    contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{kind} {name}: {e}"))
+/// The object (or its status) as JSON, and how messages name it.
+async fn read(w: &World, kind: &str, name: &str, part: Part) -> anyhow::Result<(Value, String)> {
+    let (api, name) = lookup(w, kind, name)?;
+    let what = part.of(kind, &name);
+    let obj = match part {
+        Part::Object => api.get(&name).await,
+        Part::Status => api.get_status(&name).await,
+    }
+    .with_context(|| format!("reading {what}"))?;
+    Ok((serde_json::to_value(&obj)?, what))
 }
 
 /// The first field of `got` that `want` does not have, as a path.
@@ -397,13 +442,8 @@ async fn has_exactly(
     path: String,
     step: &Step,
 ) -> anyhow::Result<()> {
-    let (api, name) = lookup(w, &kind.0, &name)?;
+    let (got, what) = read(w, &kind.0, &name, Part::Object).await?;
     let want = yaml_doc(w, step)?;
-    let obj = api
-        .get(&name)
-        .await
-        .with_context(|| format!("reading {kind} {name}"))?;
-    let got = serde_json::to_value(&obj)?;
     let got = at_path(&got, &path);
     if *got != want {
         let diff = contains(got, &want, &path).err().unwrap_or_else(|| {
@@ -412,9 +452,7 @@ async fn has_exactly(
                 |p| format!("{p} is there, but not expected"),
             )
         });
-        bail!(
-            "{kind} {name}: {path} is not as expected ({diff})\nexpected: {want}\nobserved: {got}"
-        );
+        bail!("{what}: {path} is not as expected ({diff})\nexpected: {want}\nobserved: {got}");
     }
     Ok(())
 }
@@ -454,13 +492,14 @@ const FIELD_MANAGER: &str = "dra-e2e";
 
 async fn typed_patch(
     w: &World,
-    kind: &str,
-    name: &str,
+    kind: Kind,
+    name: String,
     pt: PatchType,
     step: &Step,
-    status: bool,
+    part: Part,
 ) -> anyhow::Result<()> {
-    let (api, name) = lookup(w, kind, name)?;
+    let kind = kind.0;
+    let (api, name) = lookup(w, &kind, &name)?;
     let mut body = yaml_doc(w, step)?;
     let current = api
         .get(&name)
@@ -486,7 +525,7 @@ async fn typed_patch(
     }
     // JSON patches go out as raw requests: the typed client has no JSON patch.
     let mut url = format!("{}/{name}", api.resource_url());
-    if status {
+    if part == Part::Status {
         url.push_str("/status");
     }
     let mut query = "fieldValidation=Strict".to_owned();
@@ -501,33 +540,8 @@ async fn typed_patch(
     client
         .request::<DynamicObject>(req)
         .await
-        .with_context(|| {
-            format!(
-                "patching {}{kind} {name} with a {pt:?} patch",
-                if status { "the status of " } else { "" }
-            )
-        })?;
+        .with_context(|| format!("patching {} with a {pt:?} patch", part.of(&kind, &name)))?;
     Ok(())
-}
-
-async fn patched_typed(
-    w: &World,
-    kind: Kind,
-    name: String,
-    pt: PatchType,
-    step: &Step,
-) -> anyhow::Result<()> {
-    typed_patch(w, &kind.0, &name, pt, step, false).await
-}
-
-async fn status_patched_typed(
-    w: &World,
-    kind: Kind,
-    name: String,
-    pt: PatchType,
-    step: &Step,
-) -> anyhow::Result<()> {
-    typed_patch(w, &kind.0, &name, pt, step, true).await
 }
 
 /// Merges `patch` into `target` as a JSON merge patch does.
@@ -549,48 +563,32 @@ fn merge(target: &mut Value, patch: &Value) {
 /// How often an update is retried when someone else wrote the object first.
 const CONFLICT_RETRIES: usize = 5;
 
-async fn update(
-    w: &World,
-    kind: &str,
-    name: &str,
-    step: &Step,
-    status: bool,
-) -> anyhow::Result<()> {
-    update_as(w, &Identity::Admin, kind, name, step, status).await
-}
-
 async fn update_as(
     w: &World,
     who: &Identity,
     kind: &str,
     name: &str,
     step: &Step,
-    status: bool,
+    part: Part,
 ) -> anyhow::Result<()> {
     let (api, name) = lookup(w, kind, name)?;
     let (writer, _) = lookup_as(w, who, kind, &name).await?;
     let change = yaml_doc(w, step)?;
-    let what = format!(
-        "{}{kind} {name}",
-        if status { "the status of " } else { "" }
-    );
+    let what = part.of(kind, &name);
     for _ in 0..CONFLICT_RETRIES {
-        let current = if status {
-            api.get_status(&name).await
-        } else {
-            api.get(&name).await
+        let current = match part {
+            Part::Object => api.get(&name).await,
+            Part::Status => api.get_status(&name).await,
         }
         .with_context(|| format!("reading {what}"))?;
         let before = current.metadata.resource_version.clone();
         let mut obj = serde_json::to_value(&current)?;
         merge(&mut obj, &change);
         let obj: DynamicObject = serde_json::from_value(obj)?;
-        let written = if status {
-            writer
-                .replace_status(&name, &PostParams::default(), &obj)
-                .await
-        } else {
-            writer.replace(&name, &PostParams::default(), &obj).await
+        let pp = PostParams::default();
+        let written = match part {
+            Part::Object => writer.replace(&name, &pp, &obj).await,
+            Part::Status => writer.replace_status(&name, &pp, &obj).await,
         };
         match written {
             Ok(after) => {
@@ -608,40 +606,6 @@ async fn update_as(
         }
     }
     bail!("updating {what} conflicted {CONFLICT_RETRIES} times in a row")
-}
-
-async fn updated(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
-    update(w, &kind.0, &name, step, false).await
-}
-
-async fn status_updated(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
-    update(w, &kind.0, &name, step, true).await
-}
-
-async fn status_updated_as(
-    w: &World,
-    kind: Kind,
-    name: String,
-    who: Identity,
-    step: &Step,
-) -> anyhow::Result<()> {
-    let kind = kind.0;
-    until_rbac_allows(
-        format!("the status update of {kind} {name} as {who:?} to be allowed"),
-        || update_as(w, &who, &kind, &name, step, true),
-    )
-    .await
-}
-
-async fn status_has(w: &World, kind: Kind, name: String, step: &Step) -> anyhow::Result<()> {
-    let (api, name) = lookup(w, &kind.0, &name)?;
-    let want = yaml_doc(w, step)?;
-    let obj = api
-        .get_status(&name)
-        .await
-        .with_context(|| format!("reading the status of {kind} {name}"))?;
-    let got = serde_json::to_value(&obj)?;
-    contains(&got, &want, "").map_err(|e| anyhow::anyhow!("the status of {kind} {name}: {e}"))
 }
 
 /// The API of `kind` (in the scenario's namespace when namespaced), for

@@ -16,7 +16,8 @@ use crate::proxy::exec::{ExecError, ExecTarget, exec_capture};
 
 sentences! {
     #[then(expr = "container {string} of pod {string} reads the {word} device metadata of request {string} of {claim}")]
-    fn reads(container: String, pod: String, version: String, request: String, claim: ClaimPhrase);
+    fn reads(container: String, pod: String, version: String, request: String, claim: ClaimPhrase)
+        => reads_from(DriverRef::The);
 
     #[then(expr = "container {string} of pod {string} reads the {word} device metadata of request {string} of {claim} written by {driver}")]
     fn reads_from(container: String, pod: String, version: String, request: String, claim: ClaimPhrase, d: DriverRef);
@@ -67,17 +68,6 @@ async fn read(
     exec_capture(client, target, vec!["cat".into(), path.into()])
         .await
         .map(|o| (o.stdout, o.stderr))
-}
-
-async fn reads(
-    w: &World,
-    container: String,
-    pod: String,
-    version: String,
-    request: String,
-    claim: ClaimPhrase,
-) -> anyhow::Result<()> {
-    reads_from(w, container, pod, version, request, claim, DriverRef::The).await
 }
 
 async fn reads_from(

@@ -10,12 +10,20 @@
 /// sentences! {
 ///     #[then(expr = "pod {string} is {podstate}")]
 ///     fn pod_is(name: String, state: PodState);
+///
+///     #[then(expr = "the status of {kind} {string} has:")]
+///     fn status_has(kind: Kind, name: String, step: Step<'_>) => has(Part::Status);
 /// }
 ///
 /// async fn pod_is(w: &mut World, name: String, state: PodState) -> anyhow::Result<()> {
 ///     ...
 /// }
 /// ```
+///
+/// A sentence that is a variant of another (`the status of ...`, `... as
+/// {identity}`) names the function it shares after `=>`, with the arguments
+/// that tell the variant apart; they follow the sentence's own. One function
+/// per behaviour, however many ways a scenario may say it.
 ///
 /// The step cucumber sees parses the sentence into the typed arguments and
 /// calls the function through [`run`] within the World's
@@ -25,7 +33,8 @@
 /// (its table or doc string) as `&Step`. Argument types are single names, as
 /// cucumber's attributes read them.
 macro_rules! sentences {
-    ($( $(#[$attr:meta])* fn $name:ident ( $($arg:ident : $ty:ident $(<$lt:lifetime>)?),* $(,)? ) ; )*) => {
+    ($( $(#[$attr:meta])* fn $name:ident ( $($arg:ident : $ty:ident $(<$lt:lifetime>)?),* $(,)? )
+        $(=> $target:ident ( $($extra:expr),* $(,)? ))? ; )*) => {
         mod sentences {
             #![allow(unused_imports)]
             use super::*;
@@ -41,10 +50,18 @@ macro_rules! sentences {
                     $($arg: $ty $(<$lt>)?),*
                 ) -> ::std::result::Result<(), ::std::string::String> {
                     let bounds = w.step_bounds()?;
-                    $crate::steps::run(bounds, super::$name(w, $($arg),*)).await
+                    $crate::steps::run(
+                        bounds,
+                        sentences!(@call $name $(=> $target ($($extra),*))? ; w $(, $arg)*),
+                    )
+                    .await
                 }
             )*
         }
+    };
+    (@call $name:ident ; $($a:expr),*) => { super::$name($($a),*) };
+    (@call $name:ident => $target:ident ($($extra:expr),*) ; $($a:expr),*) => {
+        super::$target($($a),* $(, $extra)*)
     };
 }
 

@@ -243,6 +243,22 @@ fn resolved(
     })
 }
 
+/// A claim status list (a pod's or a pod group's; the types differ, the
+/// fields do not) as (claim name in the spec, generated claim name) pairs.
+fn name_pairs<S>(
+    statuses: Option<&Vec<S>>,
+    pair: impl Fn(&S) -> (&String, &Option<String>),
+) -> Vec<(String, Option<String>)> {
+    statuses
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let (name, claim) = pair(s);
+            (name.clone(), claim.clone())
+        })
+        .collect()
+}
+
 async fn uses_group_claims(w: &mut World, pod: String, workload: String) -> anyhow::Result<()> {
     let pods = w.api::<Pod>()?;
     let groups = w.api::<PodGroup>()?;
@@ -255,22 +271,18 @@ async fn uses_group_claims(w: &mut World, pod: String, workload: String) -> anyh
             (Err(e), _) => return Check::Pending(format!("pod {pod}: {e}")),
             (_, Err(e)) => return Check::Pending(format!("PodGroup {gname}: {e}")),
         };
-        let group_status: Vec<(String, Option<String>)> = g
-            .status
-            .as_ref()
-            .and_then(|s| s.resource_claim_statuses.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| (s.name, s.resource_claim_name))
-            .collect();
-        let pod_status: Vec<(String, Option<String>)> = p
-            .status
-            .as_ref()
-            .and_then(|s| s.resource_claim_statuses.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| (s.name, s.resource_claim_name))
-            .collect();
+        let group_status = name_pairs(
+            g.status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_ref()),
+            |s| (&s.name, &s.resource_claim_name),
+        );
+        let pod_status = name_pairs(
+            p.status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_ref()),
+            |s| (&s.name, &s.resource_claim_name),
+        );
         let pod_claims = p
             .spec
             .as_ref()

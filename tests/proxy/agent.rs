@@ -48,6 +48,12 @@ async fn start(args: &[&str]) -> Running {
     }
 }
 
+/// The agent on `sock`, pairing with connections to a TCP port of its own.
+async fn start_on_tcp(sock: &Path) -> Running {
+    let sock = sock.display().to_string();
+    start(&["--endpoint", &sock, "--proxy-endpoint", "tcp://127.0.0.1:0"]).await
+}
+
 async fn terminate(mut r: Running) -> std::process::ExitStatus {
     let pid = r.child.id().unwrap() as i32;
     unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -101,14 +107,7 @@ async fn hostpathplugin_style_flags_and_term_cleanup() {
 async fn pairs_by_order_and_carries_bytes_queued_before_pairing() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("s.sock");
-    let sock_arg = sock.display().to_string();
-    let r = start(&[
-        "--endpoint",
-        &sock_arg,
-        "--proxy-endpoint",
-        "tcp://127.0.0.1:0",
-    ])
-    .await;
+    let r = start_on_tcp(&sock).await;
     // Two pre-dialled connections that speak first, as a server sends SETTINGS.
     let mut first = TcpStream::connect(r.tcp).await.unwrap();
     first.write_all(b"first").await.unwrap();
@@ -136,14 +135,7 @@ async fn pairs_by_order_and_carries_bytes_queued_before_pairing() {
 async fn no_half_close_across_the_agent() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("s.sock");
-    let sock_arg = sock.display().to_string();
-    let r = start(&[
-        "--endpoint",
-        &sock_arg,
-        "--proxy-endpoint",
-        "tcp://127.0.0.1:0",
-    ])
-    .await;
+    let r = start_on_tcp(&sock).await;
     let mut tcp = TcpStream::connect(r.tcp).await.unwrap();
     let mut unix = UnixStream::connect(&sock).await.unwrap();
     unix.write_all(b"req").await.unwrap();
@@ -165,14 +157,7 @@ async fn no_half_close_across_the_agent() {
 async fn exits_and_cleans_up_when_its_output_reader_goes_away() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("s.sock");
-    let sock_arg = sock.display().to_string();
-    let mut r = start(&[
-        "--endpoint",
-        &sock_arg,
-        "--proxy-endpoint",
-        "tcp://127.0.0.1:0",
-    ])
-    .await;
+    let mut r = start_on_tcp(&sock).await;
     assert!(is_socket(&sock));
     // As when an exec session ends: the pipe's reading end closes.
     drop(r.stdout.take());

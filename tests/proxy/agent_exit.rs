@@ -11,17 +11,14 @@ use futures::StreamExt as _;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn agent_config(dir: &tempfile::TempDir) -> LocalAgentConfig {
-    LocalAgentConfig::with_program(AGENT_EXE, dir.path().join("dra.sock"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_killed_from_outside_is_reported_then_replaced() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let (socket, mut incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
-        .await
-        .unwrap();
+    let (socket, mut incoming) =
+        ProxiedSocket::local(agent_config(&dir, "dra.sock"), PoolConfig::default())
+            .await
+            .unwrap();
     let pid = socket.local_agent().unwrap().pid;
     let path = socket.path().to_owned();
     socket
@@ -79,9 +76,10 @@ async fn an_agent_killed_from_outside_is_reported_then_replaced() {
 async fn an_agent_the_runner_stops_is_not_reported() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let (socket, incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
-        .await
-        .unwrap();
+    let (socket, incoming) =
+        ProxiedSocket::local(agent_config(&dir, "dra.sock"), PoolConfig::default())
+            .await
+            .unwrap();
     let items = tokio::spawn(incoming.collect::<Vec<_>>());
     socket
         .pool()

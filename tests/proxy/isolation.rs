@@ -12,17 +12,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::*;
-use dra_e2e::proxy::{
-    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, ProxySide,
-};
+use dra_e2e::proxy::{LocalAgent, ProxySide};
 
 const WAIT: Duration = Duration::from_secs(20);
 /// `nobody` on Debian.
 const NOBODY: libc::uid_t = 65534;
-
-fn agent_config(dir: &tempfile::TempDir) -> LocalAgentConfig {
-    LocalAgentConfig::with_program(AGENT_EXE, dir.path().join("reg.sock"))
-}
 
 fn assert_root() {
     assert_eq!(
@@ -192,11 +186,7 @@ async fn another_user_cannot_reach_a_local_agent_and_it_has_no_port() {
     let dir = tempfile::tempdir().unwrap();
     // The cluster directory's mode; the tests' temp dir has it too.
     chmod(dir.path(), 0o700);
-    let (socket, incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
-        .await
-        .unwrap();
-    let plugin = Plugin::default();
-    let _server = plugin.serve(incoming);
+    let (socket, plugin, _server) = served_locally(&dir).await;
     let agent = socket.local_agent().unwrap();
     let ProxySide::Unix(runner_side) = agent.proxy.clone() else {
         panic!("a local agent waits on a unix socket: {:?}", agent.proxy);
@@ -232,7 +222,9 @@ async fn another_users_connection_is_closed_unused_even_where_it_can_connect() {
     init_logs();
     assert_root();
     let dir = tempfile::tempdir().unwrap();
-    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    let agent = LocalAgent::start(agent_config(&dir, "reg.sock"))
+        .await
+        .unwrap();
     let ProxySide::Unix(runner_side) = agent.proxy().clone() else {
         panic!("a local agent waits on a unix socket: {:?}", agent.proxy());
     };
@@ -245,9 +237,7 @@ async fn another_users_connection_is_closed_unused_even_where_it_can_connect() {
     // as an intruder hoping to be paired with the next kubelet would be.
     let at_runner_side = ForeignClient::connect(&runner_side);
     assert!(at_runner_side.connected);
-    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
-    let plugin = Plugin::default();
-    let _server = plugin.serve(incoming);
+    let (pool, plugin, _server) = serve_pooled(&agent);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
     // An intruder posing as a kubelet.
     let at_kubelet_side = ForeignClient::connect(agent.socket());

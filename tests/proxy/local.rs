@@ -5,24 +5,18 @@
 use std::time::Duration;
 
 use crate::support::*;
-use dra_e2e::proxy::{
-    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, ProxySide,
-};
+use dra_e2e::proxy::{LocalAgent, ProxySide};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn agent_config(dir: &tempfile::TempDir) -> LocalAgentConfig {
-    LocalAgentConfig::with_program(AGENT_EXE, dir.path().join("reg.sock"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_call_reaches_the_server_through_agent_and_pool() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
-    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
-    let plugin = Plugin::default();
-    let server = plugin.serve(incoming);
+    let agent = LocalAgent::start(agent_config(&dir, "reg.sock"))
+        .await
+        .unwrap();
+    let (pool, plugin, server) = serve_pooled(&agent);
 
     let info = kubelet_get_info(agent.socket()).await.unwrap();
     assert_eq!(info.name, DRIVER);
@@ -40,10 +34,10 @@ async fn grpc_call_reaches_the_server_through_agent_and_pool() {
 async fn ten_concurrent_kubelet_connections_all_succeed() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
-    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
-    let plugin = Plugin::default();
-    let _server = plugin.serve(incoming);
+    let agent = LocalAgent::start(agent_config(&dir, "reg.sock"))
+        .await
+        .unwrap();
+    let (pool, plugin, _server) = serve_pooled(&agent);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
 
     // Each client holds its connection open, so all ten slots are in use at once.
@@ -80,16 +74,16 @@ async fn ten_concurrent_kubelet_connections_all_succeed() {
 async fn dead_connection_at_the_head_of_the_queue_costs_one_failed_attempt() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    let agent = LocalAgent::start(agent_config(&dir, "reg.sock"))
+        .await
+        .unwrap();
     // A connection that dies unused, queued before the pool's ones, as a
     // port-forward that broke after dialling would be.
     let ProxySide::Unix(runner_side) = agent.proxy().clone() else {
         panic!("a local agent waits on a unix socket: {:?}", agent.proxy());
     };
     drop(tokio::net::UnixStream::connect(&runner_side).await.unwrap());
-    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
-    let plugin = Plugin::default();
-    let _server = plugin.serve(incoming);
+    let (pool, plugin, _server) = serve_pooled(&agent);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
 
     let mut outcomes = Vec::new();
@@ -118,12 +112,12 @@ async fn dead_connection_at_the_head_of_the_queue_costs_one_failed_attempt() {
 async fn killed_agent_restarts_without_restarting_the_server() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let agent = LocalAgent::start(agent_config(&dir)).await.unwrap();
+    let agent = LocalAgent::start(agent_config(&dir, "reg.sock"))
+        .await
+        .unwrap();
     let proxy = agent.proxy().clone();
     let socket = agent.socket().to_owned();
-    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
-    let plugin = Plugin::default();
-    let server = plugin.serve(incoming);
+    let (pool, plugin, server) = serve_pooled(&agent);
     kubelet_get_info(&socket).await.unwrap();
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
 
@@ -140,7 +134,7 @@ async fn killed_agent_restarts_without_restarting_the_server() {
         "every queued connection died"
     );
 
-    let agent = LocalAgent::start(agent_config(&dir).proxy_on(proxy))
+    let agent = LocalAgent::start(agent_config(&dir, "reg.sock").proxy_on(proxy))
         .await
         .unwrap();
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
@@ -157,11 +151,7 @@ async fn killed_agent_restarts_without_restarting_the_server() {
 async fn registration_handshake_right_after_start() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let (socket, incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
-        .await
-        .unwrap();
-    let plugin = Plugin::default();
-    let _server = plugin.serve(incoming);
+    let (socket, plugin, _server) = served_locally(&dir).await;
     // The kubelet connects as soon as the socket appears: no waiting for the pool.
     let info = kubelet_register(socket.path()).await.unwrap();
     assert_eq!(info.r#type, "DRAPlugin");
@@ -176,11 +166,7 @@ async fn registration_handshake_right_after_start() {
 async fn stop_leaves_no_process_socket_or_connection() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
-    let (socket, incoming) = ProxiedSocket::local(agent_config(&dir), PoolConfig::default())
-        .await
-        .unwrap();
-    let plugin = Plugin::default();
-    let server = plugin.serve(incoming);
+    let (socket, _plugin, server) = served_locally(&dir).await;
     let agent = socket.local_agent().unwrap();
     let ProxySide::Unix(runner_side) = agent.proxy else {
         panic!("a local agent waits on a unix socket: {:?}", agent.proxy);

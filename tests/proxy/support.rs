@@ -11,6 +11,7 @@ use dra_e2e::proto::pluginregistration::registration_server::{Registration, Regi
 use dra_e2e::proto::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
+use dra_e2e::proxy::{LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -18,6 +19,44 @@ use tonic::{Request, Response, Status};
 
 pub const AGENT_EXE: &str = env!("CARGO_BIN_EXE_dra-e2e");
 pub const DRIVER: &str = "proxy-test.k8s.io";
+
+/// A local agent whose kubelet-side socket is `socket` in `dir`.
+pub fn agent_config(dir: &tempfile::TempDir, socket: &str) -> LocalAgentConfig {
+    LocalAgentConfig::with_program(AGENT_EXE, dir.path().join(socket))
+}
+
+/// A registration socket in `dir` behind its local agent, served by a fresh
+/// [`Plugin`]: the socket, the plugin, and the plugin's server.
+pub async fn served_locally(
+    dir: &tempfile::TempDir,
+) -> (
+    ProxiedSocket,
+    Plugin,
+    tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+) {
+    let (socket, incoming) =
+        ProxiedSocket::local(agent_config(dir, "reg.sock"), PoolConfig::default())
+            .await
+            .unwrap();
+    let plugin = Plugin::default();
+    let server = plugin.serve(incoming);
+    (socket, plugin, server)
+}
+
+/// A pre-dialled pool to `agent` with the default size, served by a fresh
+/// [`Plugin`]: the pool, the plugin, and the plugin's server.
+pub fn serve_pooled(
+    agent: &LocalAgent,
+) -> (
+    PreDialled,
+    Plugin,
+    tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+) {
+    let (pool, incoming) = PreDialled::start(agent.transport(), PoolConfig::default());
+    let plugin = Plugin::default();
+    let server = plugin.serve(incoming);
+    (pool, plugin, server)
+}
 
 pub fn init_logs() {
     let _ = tracing_subscriber::fmt()

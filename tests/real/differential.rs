@@ -44,7 +44,7 @@ use dra_e2e::cluster::local_host::LocalHost;
 use dra_e2e::cluster::remote::RemoteEnv;
 use dra_e2e::driver::{self, Driver, DriverOptions, Resources};
 use dra_e2e::node_files::{NodeFiles, NodeFilesError};
-use dra_e2e::node_host::{Finishing, HostProvider, NodeHost, Served, SocketError};
+use dra_e2e::node_host::{Finishing, HostProvider, HostedDriver, NodeHost, Served, SocketError};
 use dra_e2e::objects::{self, ClaimShape, PodClaims, PodShape};
 use dra_e2e::proto::method;
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
@@ -146,25 +146,14 @@ struct Hosts {
 
 #[async_trait]
 impl HostProvider for Hosts {
-    async fn node_host(
-        &self,
-        namespace: &str,
-        driver: &str,
-        instance: &str,
-        _nodes: &[String],
-    ) -> anyhow::Result<Arc<dyn NodeHost>> {
+    async fn node_host(&self, hosted: HostedDriver<'_>) -> anyhow::Result<Arc<dyn NodeHost>> {
         let local: Arc<dyn NodeHost> = Arc::new(LocalHost::new(vec![self.sim.clone()]));
-        let remote: Arc<dyn NodeHost> = Arc::new(
-            self.remote
-                .host(
-                    self.client.clone(),
-                    namespace,
-                    driver,
-                    instance,
-                    std::slice::from_ref(&self.real),
-                )
-                .await?,
-        );
+        let remote = HostedDriver {
+            nodes: std::slice::from_ref(&self.real),
+            ..hosted
+        };
+        let remote: Arc<dyn NodeHost> =
+            Arc::new(self.remote.host(self.client.clone(), remote).await?);
         Ok(Arc::new(BothHosts {
             sim: self.sim.0.clone(),
             local,
@@ -233,47 +222,36 @@ fn cases() -> Vec<Case> {
     fn running(p: &Pod, _: &[Event]) -> bool {
         phase(p) == "Running" && ready(p)
     }
+    fn succeeded(p: &Pod, _: &[Event]) -> bool {
+        phase(p) == "Succeeded"
+    }
+    // Each case says only how it differs from a plain running pod.
+    let plain = |name| Case {
+        name,
+        claim: Claim::None,
+        init: None,
+        command: None,
+        restart_policy: "Never",
+        settled: running,
+        restarts_vary: false,
+    };
     vec![
+        plain("plain"),
         Case {
-            name: "plain",
-            claim: Claim::None,
-            init: None,
-            command: None,
-            restart_policy: "Never",
-            settled: running,
-            restarts_vary: false,
-        },
-        Case {
-            name: "init",
-            claim: Claim::None,
             init: Some(Vec::new()),
-            command: None,
-            restart_policy: "Never",
-            settled: running,
-            restarts_vary: false,
+            ..plain("init")
         },
         Case {
-            name: "completes",
-            claim: Claim::None,
-            init: None,
             command: Some("exit 0"),
-            restart_policy: "Never",
-            settled: |p, _| phase(p) == "Succeeded",
-            restarts_vary: false,
+            settled: succeeded,
+            ..plain("completes")
         },
         Case {
-            name: "fails",
-            claim: Claim::None,
-            init: None,
             command: Some("exit 1"),
-            restart_policy: "Never",
             settled: |p, _| phase(p) == "Failed",
-            restarts_vary: false,
+            ..plain("fails")
         },
         Case {
-            name: "restarts",
-            claim: Claim::None,
-            init: None,
             command: Some("exit 1"),
             restart_policy: "Always",
             settled: |p, _| {
@@ -287,47 +265,32 @@ fn cases() -> Vec<Case> {
                 })
             },
             restarts_vary: true,
+            ..plain("restarts")
         },
         Case {
-            name: "claim",
             claim: Claim::Default,
-            init: None,
-            command: None,
-            restart_policy: "Never",
-            settled: running,
-            restarts_vary: false,
+            ..plain("claim")
         },
         Case {
-            name: "claim-init",
             claim: Claim::Default,
             init: Some(vec![objects::DEFAULT_USER_ENV.to_owned()]),
-            command: None,
-            restart_policy: "Never",
-            settled: running,
-            restarts_vary: false,
+            ..plain("claim-init")
         },
         Case {
-            name: "cdi-fails",
             claim: Claim::CdiMissing,
-            init: None,
-            command: None,
-            restart_policy: "Never",
             // Whatever the kubelet says about it, it says it with a warning.
             settled: |_, e| {
                 e.iter().any(|e| {
                     e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("Failed")
                 })
             },
-            restarts_vary: false,
+            ..plain("cdi-fails")
         },
         Case {
-            name: "claim-completes",
             claim: Claim::Default,
-            init: None,
             command: Some("exit 0"),
-            restart_policy: "Never",
-            settled: |p, _| phase(p) == "Succeeded",
-            restarts_vary: false,
+            settled: succeeded,
+            ..plain("claim-completes")
         },
     ]
 }

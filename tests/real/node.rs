@@ -9,14 +9,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{self, Watched};
+use crate::pod_api;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{Api, AttachParams, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
-use tokio::io::AsyncReadExt as _;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -106,22 +106,6 @@ fn assert_no_temp_dirs(home: &Path) {
     assert!(dirs.is_empty(), "temp dirs left: {dirs:?}");
 }
 
-async fn exec(pods: &Api<Pod>, pod: &str, cmd: &[&str]) -> String {
-    let mut attached = pods
-        .exec(pod, cmd.to_vec(), &AttachParams::default().stderr(false))
-        .await
-        .expect("exec through the API server and the kubelet");
-    let mut out = String::new();
-    attached
-        .stdout()
-        .unwrap()
-        .read_to_string(&mut out)
-        .await
-        .unwrap();
-    attached.join().await.unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothing() {
     let cluster = LocalCluster::start(LocalClusterOptions::default())
@@ -169,15 +153,7 @@ async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothin
 
     // A pod runs the imported busybox image; exec and logs go through the
     // API server's client certificate and the kubelet's webhook authorizer.
-    let ns = "real-node-test";
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = pod_api::namespace(&client, "real-node-test").await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "busy" },
         "spec": {
@@ -200,8 +176,9 @@ async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothin
     .expect("pod busy running in time")
     .unwrap();
     assert_eq!(
-        exec(&pods, "busy", &["sh", "-c", "echo $MARKER"])
+        pod_api::exec(&pods, "busy", &["sh", "-c", "echo $MARKER"], false)
             .await
+            .0
             .trim(),
         "from-the-pod-spec"
     );
@@ -245,27 +222,34 @@ fn interrupted_run_on_a_real_node_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
     let mut child = real_run(home.path(), "interrupt").spawn().unwrap();
     let stem = wait_until_pod_runs(home.path(), &mut child);
+    let (code, t) = interrupt(child);
+    let stem = stem.unwrap_or_else(|| panic!("the scenario's pod never ran on the real node\n{t}"));
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("interrupted"), "{t}");
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert!(!t.contains("left behind on the host"), "{t}");
+    assert_host_clean(&stem, home.path(), &t);
+}
+
+/// Interrupts the runner as Ctrl-C would: its exit code and transcript.
+fn interrupt(child: std::process::Child) -> (Option<i32>, String) {
     // SAFETY: signalling our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let o = child.wait_with_output().unwrap();
-    let t = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let stem = stem.unwrap_or_else(|| panic!("the scenario's pod never ran on the real node\n{t}"));
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("interrupted"), "{t}");
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
-    assert!(!t.contains("left behind on the host"), "{t}");
-    assert_eq!(host_traces(&stem), Vec::<String>::new(), "{t}");
+    (o.status.code(), common::text(&o))
+}
+
+/// Nothing of a run in `home` whose real node had the cgroup root `stem`
+/// is left on the host: no cgroup, mount or netns, no process, no temp dir.
+fn assert_host_clean(stem: &str, home: &Path, t: &str) {
+    assert_eq!(host_traces(stem), Vec::<String>::new(), "{t}");
     assert_eq!(
-        processes_mentioning(&home.path().to_string_lossy()),
+        processes_mentioning(&home.to_string_lossy()),
         Vec::<String>::new()
     );
-    assert_no_temp_dirs(home.path());
+    assert_no_temp_dirs(home);
 }
 
 /// Waits until pod tester-1 of the run runs on its real node; returns the
@@ -348,24 +332,10 @@ fn interrupt_while_real_nodes_start_leaves_nothing() {
             });
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let o = child.wait_with_output().unwrap();
-    let t = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (code, t) = interrupt(child);
     let stem = stem.unwrap_or_else(|| panic!("no real node started\n{t}"));
-    assert_eq!(o.status.code(), Some(130), "{t}");
-    assert_eq!(host_traces(&stem), Vec::<String>::new(), "{t}");
-    assert_eq!(
-        processes_mentioning(&home.path().to_string_lossy()),
-        Vec::<String>::new()
-    );
-    assert_no_temp_dirs(home.path());
+    assert_eq!(code, Some(130), "{t}");
+    assert_host_clean(&stem, home.path(), &t);
 }
 
 /// The parent of a process, as the host sees it.

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
-use kube::api::{Api, AttachParams, LogParams, PostParams};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{Api, LogParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
-use tokio::io::AsyncReadExt as _;
 
 use crate::common;
+use crate::pod_api;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -68,24 +68,7 @@ fn driver_pod(name: &str, node: &str) -> Pod {
 
 /// Runs `script` with `sh -c` in the pod; returns its stdout and stderr.
 async fn sh(pods: &Api<Pod>, pod: &str, script: &str) -> String {
-    let mut attached = pods
-        .exec(pod, ["sh", "-c", script], &AttachParams::default())
-        .await
-        .expect("exec through the API server and the kubelet");
-    let (mut out, mut err) = (String::new(), String::new());
-    attached
-        .stdout()
-        .unwrap()
-        .read_to_string(&mut out)
-        .await
-        .unwrap();
-    attached
-        .stderr()
-        .unwrap()
-        .read_to_string(&mut err)
-        .await
-        .unwrap();
-    attached.join().await.unwrap();
+    let (out, err) = pod_api::exec(pods, pod, &["sh", "-c", script], true).await;
     format!("{out}{err}")
 }
 
@@ -141,15 +124,7 @@ async fn a_driver_pod_sees_a_real_node_as_a_standard_node() {
         .map(|n| (n.name.clone(), n.net.node_ip.to_string()))
         .collect();
     let client = cluster.client();
-    let ns = "standard-node-test";
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = pod_api::namespace(&client, "standard-node-test").await;
     for (i, (node, _)) in info.iter().enumerate() {
         pods.create(&PostParams::default(), &driver_pod(&format!("d{i}"), node))
             .await
@@ -282,13 +257,7 @@ async fn pods_reach_the_api_server_at_the_kubernetes_service() {
     let node_names: Vec<String> = nodes.nodes().iter().map(|n| n.name.clone()).collect();
     let client = cluster.client();
     let ns = "in-cluster-test";
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    let pods = pod_api::namespace(&client, ns).await;
     // Admission gives pods the `default` account, which the controller
     // manager creates a moment after the namespace.
     tokio::time::timeout(
@@ -303,7 +272,6 @@ async fn pods_reach_the_api_server_at_the_kubernetes_service() {
     .expect("the namespace's default ServiceAccount in time")
     .unwrap();
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let mut names = Vec::new();
     for (i, node) in node_names.iter().enumerate() {
         for (kind, host_network) in [("pod", false), ("host", true)] {

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 
-use dra_e2e_conn::node_host::{HostProvider, NodeHost};
+use dra_e2e_conn::node_host::{HostProvider, HostedDriver, NodeHost};
 pub use dra_e2e_kube::node_ready::node_is_ready_and_schedulable;
 use dra_e2e_node_sim::SimNode;
 
@@ -509,35 +509,23 @@ impl Cluster {
 #[async_trait::async_trait]
 impl HostProvider for Cluster {
     /// Where a driver's plugin sockets and CDI files live on `nodes`.
-    async fn node_host(
-        &self,
-        namespace: &str,
-        driver: &str,
-        instance: &str,
-        nodes: &[String],
-    ) -> anyhow::Result<Arc<dyn NodeHost>> {
+    async fn node_host(&self, hosted: HostedDriver<'_>) -> anyhow::Result<Arc<dyn NodeHost>> {
         match &self.kind {
             Kind::Local(l) if l.real.is_some() => {
                 let r = l.real.as_ref().map(|r| &r.remote);
                 let r = r.ok_or_else(|| anyhow::anyhow!("real nodes gone"))?;
-                Ok(Arc::new(
-                    r.host(self.client.clone(), namespace, driver, instance, nodes)
-                        .await?,
-                ))
+                Ok(Arc::new(r.host(self.client.clone(), hosted).await?))
             }
             Kind::Local(l) => Ok(Arc::new(local_host::LocalHost::new(
                 l.nodes
                     .read()
                     .map_err(|_| anyhow::anyhow!("simulated nodes lock poisoned"))?
                     .iter()
-                    .filter(|n| nodes.contains(&n.name().to_owned()))
+                    .filter(|n| hosted.nodes.contains(&n.name().to_owned()))
                     .map(|n| (n.name().to_owned(), n.root_dir().to_owned(), n.cdi_dir()))
                     .collect(),
             ))),
-            Kind::Remote(r) => Ok(Arc::new(
-                r.host(self.client.clone(), namespace, driver, instance, nodes)
-                    .await?,
-            )),
+            Kind::Remote(r) => Ok(Arc::new(r.host(self.client.clone(), hosted).await?)),
         }
     }
 }

@@ -46,11 +46,7 @@ impl NodeHost for LocalHost {
     }
 
     async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError> {
-        let err = |message: String| SocketError {
-            node: node.to_owned(),
-            socket: socket.to_owned(),
-            message,
-        };
+        let err = |message: String| SocketError::new(node, socket, message);
         if !self.nodes.contains_key(node) {
             return Err(err("not a simulated node of this cluster".to_owned()));
         }
@@ -90,19 +86,15 @@ impl NodeHost for LocalHost {
     /// reached directly.
     async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
         if !self.nodes.contains_key(node) {
-            return Err(SocketError {
-                node: node.to_owned(),
-                socket: socket.to_owned(),
-                message: "not a simulated node of this cluster".to_owned(),
-            });
+            return Err(SocketError::new(
+                node,
+                socket,
+                "not a simulated node of this cluster",
+            ));
         }
         let s = tokio::net::UnixStream::connect(socket)
             .await
-            .map_err(|e| SocketError {
-                node: node.to_owned(),
-                socket: socket.to_owned(),
-                message: format!("connecting: {e}"),
-            })?;
+            .map_err(|e| SocketError::new(node, socket, format!("connecting: {e}")))?;
         Ok(Box::new(s))
     }
 }

@@ -10,7 +10,7 @@ use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
-use dra_e2e_conn::node_host::{Dialled, Finishing, NodeHost, Served, SocketError};
+use dra_e2e_conn::node_host::{Dialled, Finishing, HostedDriver, NodeHost, Served, SocketError};
 
 /// Whether the user configured a kubeconfig cluster (flag, env or default file).
 pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
@@ -415,11 +415,14 @@ impl RemoteEnv {
     pub async fn host(
         &self,
         client: kube::Client,
-        namespace: &str,
-        driver: &str,
-        instance: &str,
-        nodes: &[String],
+        hosted: HostedDriver<'_>,
     ) -> anyhow::Result<RemoteHost> {
+        let HostedDriver {
+            namespace,
+            driver,
+            instance,
+            nodes,
+        } = hosted;
         let mut spec = crate::proxy::ProxyPodsSpec::new(namespace, driver, nodes.to_vec());
         spec.name_suffix = driver
             .strip_prefix(namespace)
@@ -446,6 +449,20 @@ pub struct RemoteHost {
     client: kube::Client,
     kubelet_root: PathBuf,
     pods: tokio::sync::Mutex<Option<crate::proxy::ProxyPods>>,
+}
+
+impl RemoteHost {
+    /// The proxy pod on `node`, the way onto it for `socket`.
+    async fn proxy_pod(
+        &self,
+        node: &str,
+        socket: &Path,
+    ) -> Result<std::sync::Arc<crate::proxy::ProxyPod>, SocketError> {
+        let pods = self.pods.lock().await;
+        pods.as_ref()
+            .and_then(|p| p.pod_on(node).cloned())
+            .ok_or_else(|| SocketError::new(node, socket, "no proxy pod runs on this node"))
+    }
 }
 
 #[async_trait::async_trait]
@@ -494,17 +511,8 @@ impl NodeHost for RemoteHost {
 
     async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError> {
         use futures::FutureExt as _;
-        let err = |message: String| SocketError {
-            node: node.to_owned(),
-            socket: socket.to_owned(),
-            message,
-        };
-        let pod = {
-            let pods = self.pods.lock().await;
-            pods.as_ref()
-                .and_then(|p| p.pod_on(node).cloned())
-                .ok_or_else(|| err("no proxy pod runs on this node".to_owned()))?
-        };
+        let err = |message: String| SocketError::new(node, socket, message);
+        let pod = self.proxy_pod(node, socket).await?;
         let path = socket.display().to_string();
         let (proxied, incoming) = crate::proxy::ProxiedSocket::remote(
             self.client.clone(),
@@ -529,17 +537,8 @@ impl NodeHost for RemoteHost {
     /// connection. Needs the dra-e2e proxy image (hostpathplugin has no
     /// connect mode; the error says how to choose the image).
     async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
-        let err = |message: String| SocketError {
-            node: node.to_owned(),
-            socket: socket.to_owned(),
-            message,
-        };
-        let pod = {
-            let pods = self.pods.lock().await;
-            pods.as_ref()
-                .and_then(|p| p.pod_on(node).cloned())
-                .ok_or_else(|| err("no proxy pod runs on this node".to_owned()))?
-        };
+        let err = |message: String| SocketError::new(node, socket, message);
+        let pod = self.proxy_pod(node, socket).await?;
         let path = socket
             .to_str()
             .ok_or_else(|| err("the socket path is not UTF-8".to_owned()))?;

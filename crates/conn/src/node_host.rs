@@ -70,6 +70,16 @@ pub struct SocketError {
     pub message: String,
 }
 
+impl SocketError {
+    pub fn new(node: &str, socket: &Path, message: impl Into<String>) -> Self {
+        Self {
+            node: node.to_owned(),
+            socket: socket.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
 /// The waiting end of a [`NodeHost::tear_down`].
 pub type Finishing = BoxFuture<'static, anyhow::Result<()>>;
 
@@ -96,11 +106,11 @@ pub trait NodeHost: Send + Sync {
     /// path), as a process on the node would: how the interposer reaches
     /// the sockets of a driver running there.
     async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
-        Err(SocketError {
-            node: node.to_owned(),
-            socket: socket.to_owned(),
-            message: "this kind of node host cannot connect to sockets on its nodes".to_owned(),
-        })
+        Err(SocketError::new(
+            node,
+            socket,
+            "this kind of node host cannot connect to sockets on its nodes",
+        ))
     }
     /// Removes what the host set up for the driver (proxy pods). What is
     /// left is only a wait (for pods to terminate): it is handed back, so the
@@ -110,15 +120,21 @@ pub trait NodeHost: Send + Sync {
     }
 }
 
+/// The driver instance a [`NodeHost`] is made for.
+#[derive(Clone, Copy, Debug)]
+pub struct HostedDriver<'a> {
+    /// Where its proxy pods run, as its service account.
+    pub namespace: &'a str,
+    pub driver: &'a str,
+    /// Tells instances of one driver apart (empty for the only one).
+    pub instance: &'a str,
+    /// The nodes it runs on; the host serves these alone.
+    pub nodes: &'a [String],
+}
+
 /// Provides the [`NodeHost`] of a driver instance once its identity exists
 /// (proxy pods run as the driver's service account).
 #[async_trait]
 pub trait HostProvider: Send + Sync {
-    async fn node_host(
-        &self,
-        namespace: &str,
-        driver: &str,
-        instance: &str,
-        nodes: &[String],
-    ) -> anyhow::Result<Arc<dyn NodeHost>>;
+    async fn node_host(&self, hosted: HostedDriver<'_>) -> anyhow::Result<Arc<dyn NodeHost>>;
 }

@@ -533,29 +533,59 @@ fn device_class(ctx: &mut Ctx, f: &Field) -> Option<(DeviceClass, u64, String)> 
     });
     let set = m.has("name") || m.has("selector");
     m.finish(ctx, &["name", "selector"]);
-    match (name, selector) {
-        (Some((n, l, path)), None) => Some((DeviceClass::Existing(n), l, path)),
-        (None, Some((s, l, path))) => Some((DeviceClass::Selector(s), l, path)),
-        (Some((_, name_line, _)), Some((_, l, path))) => {
-            ctx.mistake(
-                l,
-                &path,
-                format!(
-                    "conflicts with deviceClass.name (line {name_line}): use an existing class \
-                     or have one created from a selector, not both"
-                ),
-            );
+    let chosen = one_of(
+        ctx,
+        f,
+        set,
+        (name, selector),
+        |name_line| {
+            format!(
+                "conflicts with deviceClass.name (line {name_line}): use an existing class or \
+                 have one created from a selector, not both"
+            )
+        },
+        "set `name` (an existing DeviceClass) or `selector` (a CEL expression the runner \
+         creates a class from)"
+            .to_owned(),
+    )?;
+    Some(match chosen {
+        OneOf::First((n, l, path)) => (DeviceClass::Existing(n), l, path),
+        OneOf::Second((s, l, path)) => (DeviceClass::Selector(s), l, path),
+    })
+}
+
+/// A value with the line and path of the field it came from.
+type Located<T> = (T, u64, String);
+
+/// Which of two alternative fields a mapping set.
+enum OneOf<A, B> {
+    First(A),
+    Second(B),
+}
+
+/// The one of two alternative fields a mapping sets (`deviceClass.name` or
+/// `.selector`, `flag` or `env`). Both is a mistake at the second, said by
+/// `conflict` (given the first's line); neither is one at the mapping, said by
+/// `missing`, unless `set` says one was there but broken (and so reported
+/// where it is).
+fn one_of<A, B>(
+    ctx: &mut Ctx,
+    f: &Field,
+    set: bool,
+    fields: (Option<Located<A>>, Option<Located<B>>),
+    conflict: impl FnOnce(u64) -> String,
+    missing: String,
+) -> Option<OneOf<Located<A>, Located<B>>> {
+    match fields {
+        (Some(a), None) => Some(OneOf::First(a)),
+        (None, Some(b)) => Some(OneOf::Second(b)),
+        (Some((_, first_line, _)), Some((_, l, path))) => {
+            ctx.mistake(l, &path, conflict(first_line));
             None
         }
         (None, None) => {
-            // A set but broken one was reported where it is.
             if !set {
-                ctx.mistake(
-                    f.line,
-                    &f.path,
-                    "set `name` (an existing DeviceClass) or `selector` (a CEL expression the \
-                     runner creates a class from)",
-                );
+                ctx.mistake(f.line, &f.path, missing);
             }
             None
         }
@@ -799,7 +829,7 @@ fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, Str
             );
             return None;
         }
-        Some((s, line(ff.node)))
+        Some((s, line(ff.node), ff.path))
     });
     let env = m.take("env").and_then(|ef| {
         let s = ctx.string(ef.node, &ef.path)?;
@@ -818,31 +848,24 @@ fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, Str
     });
     let set = m.has("flag") || m.has("env");
     m.finish(ctx, &["flag", "env"]);
-    match (flag, env) {
-        (Some((s, _)), None) => Some((Setting::Flag(s), f.line, f.path.clone())),
-        (None, Some((s, _, _))) => Some((Setting::Env(s), f.line, f.path.clone())),
-        (Some((_, flag_line)), Some((_, l, path))) => {
-            ctx.mistake(
-                l,
-                &path,
-                format!(
-                    "conflicts with {field}.flag (line {flag_line}): the driver is told one way, \
-                     not both"
-                ),
-            );
-            None
-        }
-        (None, None) => {
-            if !set {
-                ctx.mistake(
-                    f.line,
-                    &f.path,
-                    format!("set `flag` (e.g. {example}) or `env`"),
-                );
-            }
-            None
-        }
-    }
+    let chosen = one_of(
+        ctx,
+        f,
+        set,
+        (flag, env),
+        |flag_line| {
+            format!(
+                "conflicts with {field}.flag (line {flag_line}): the driver is told one way, not \
+                 both"
+            )
+        },
+        format!("set `flag` (e.g. {example}) or `env`"),
+    )?;
+    let setting = match chosen {
+        OneOf::First((s, _, _)) => Setting::Flag(s),
+        OneOf::Second((s, _, _)) => Setting::Env(s),
+    };
+    Some((setting, f.line, f.path.clone()))
 }
 
 fn capabilities(ctx: &mut Ctx, f: &Field) -> Option<BTreeSet<Capability>> {

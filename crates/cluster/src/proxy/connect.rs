@@ -71,13 +71,9 @@ pub enum DialError {
     NoConnectMode { target: String },
     #[error("{0}")]
     PathTooLong(#[source] super::pods::ProxyPodsError),
-    #[error("exec {command:?} in {target}: {source}")]
-    Start {
-        target: String,
-        command: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
+    /// The exec did not start; said as any exec's start is.
+    #[error(transparent)]
+    Start(super::exec::ExecError),
     #[error("exec {command:?} in {target} has no {stream} stream")]
     NoStream {
         target: String,
@@ -165,14 +161,13 @@ async fn start(
         .tty(false)
         .max_stdin_buf_size(EXEC_BUF)
         .max_stdout_buf_size(EXEC_BUF);
-    let mut process =
-        api.exec(&target.pod, command, &params)
-            .await
-            .map_err(|e| DialError::Start {
-                target: target.to_string(),
-                command: shown.to_owned(),
-                source: Box::new(e),
-            })?;
+    let mut process = api.exec(&target.pod, command, &params).await.map_err(|e| {
+        DialError::Start(super::exec::ExecError::Start {
+            target: target.to_string(),
+            command: shown.to_owned(),
+            source: Box::new(e),
+        })
+    })?;
     let no_stream = |stream| DialError::NoStream {
         target: target.to_string(),
         command: shown.to_owned(),

@@ -145,6 +145,17 @@ mod tests {
         Command::new(&cmd[0]).args(&cmd[1..]).output().unwrap()
     }
 
+    /// [`run`], which must succeed (its stderr says why not).
+    fn run_ok(cmd: &[String]) -> std::process::Output {
+        let out = run(cmd);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// Files named like a write's temp file in `dir`.
     fn temp_files(dir: &std::path::Path) -> Vec<String> {
         std::fs::read_dir(dir)
@@ -163,16 +174,11 @@ mod tests {
         let writes: Vec<_> = (0..4)
             .map(|_| {
                 let cmd = create_command(&path, &content);
-                std::thread::spawn(move || run(&cmd))
+                std::thread::spawn(move || run_ok(&cmd))
             })
             .collect();
         for w in writes {
-            let out = w.join().unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            w.join().unwrap();
         }
         assert_eq!(std::fs::read(&path).unwrap(), content);
         assert_eq!(temp_files(dir.path()), Vec::<String>::new());
@@ -197,12 +203,7 @@ mod tests {
         // bytes that are not text.
         let path = dir.path().join("it's a spec.json").display().to_string();
         let content: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-        let out = run(&create_command(&path, &content));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_ok(&create_command(&path, &content));
         assert_eq!(std::fs::read(&path).unwrap(), content);
         assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 

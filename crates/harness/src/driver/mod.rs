@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 
 use crate::timing::{Laps, Phase, Timings};
-use dra_e2e_conn::node_host::{HostProvider, NodeHost, Served, SocketError, Stopper};
+use dra_e2e_conn::node_host::{HostProvider, HostedDriver, NodeHost, Served, SocketError, Stopper};
 use dra_e2e_kube::wait::{self, Check};
 use dra_e2e_plugin::{
     Calls, DeviceHealth, HealthApi, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
@@ -427,12 +427,12 @@ impl Driver {
         );
         let host = self
             .hosts
-            .node_host(
-                &self.ctx.namespace,
-                &self.name,
-                &self.options.instance_suffix,
-                &self.nodes,
-            )
+            .node_host(HostedDriver {
+                namespace: &self.ctx.namespace,
+                driver: &self.name,
+                instance: &self.options.instance_suffix,
+                nodes: &self.nodes,
+            })
             .await
             .map_err(|e| DriverError::Other {
                 driver: self.name.clone(),

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
 
 use dra_e2e_cluster::Cluster;
-use dra_e2e_conn::node_host::{HostProvider as _, NodeHost};
+use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver, NodeHost};
 use dra_e2e_plugin::interposer::{InterposerConfig, NodeInterposer};
 use dra_e2e_plugin::{Calls, Prepared};
 
@@ -94,7 +94,12 @@ impl Interposed {
             Some(proxy_namespace(&client, driver).await?)
         };
         let host = match cluster
-            .node_host(namespace.as_deref().unwrap_or("default"), driver, "", nodes)
+            .node_host(HostedDriver {
+                namespace: namespace.as_deref().unwrap_or("default"),
+                driver,
+                instance: "",
+                nodes,
+            })
             .await
         {
             Ok(h) => h,

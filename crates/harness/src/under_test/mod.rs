@@ -163,16 +163,25 @@ pub struct UnderTest {
 impl UnderTest {
     /// The suite's own driver: nothing to install.
     pub fn builtin() -> Self {
+        Self::nothing_made(
+            profile::builtin(),
+            false,
+            dra_e2e_cluster::real_node::kubelet::ROOT_DIR.into(),
+        )
+    }
+
+    /// `profile`'s driver before anything of it exists.
+    fn nothing_made(profile: Profile, interpose: bool, kubelet_root: std::path::PathBuf) -> Self {
         UnderTest {
-            profile: profile::builtin(),
+            profile,
             class: None,
             pods: Vec::new(),
             images: BTreeSet::new(),
             made: Default::default(),
             processes: Default::default(),
             devices_now: Default::default(),
-            interpose: false,
-            kubelet_root: dra_e2e_cluster::real_node::kubelet::ROOT_DIR.into(),
+            interpose,
+            kubelet_root,
             interposed: None,
         }
     }
@@ -248,18 +257,7 @@ impl UnderTest {
         profile: Profile,
         interpose: bool,
     ) -> Result<Self, UnderTestError> {
-        let mut under = UnderTest {
-            profile,
-            class: None,
-            pods: Vec::new(),
-            images: BTreeSet::new(),
-            made: Default::default(),
-            processes: Default::default(),
-            devices_now: Default::default(),
-            interpose,
-            kubelet_root: cluster.kubelet_root(),
-            interposed: None,
-        };
+        let mut under = Self::nothing_made(profile, interpose, cluster.kubelet_root());
         if under.is_builtin() {
             return Ok(under);
         }
