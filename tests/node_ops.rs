@@ -5,6 +5,9 @@
 
 mod common;
 use common::*;
+#[path = "common/allocation.rs"]
+mod allocation;
+use allocation::allocation_results;
 
 #[test]
 fn every_node_operations_and_compatibility_assertion_fails_its_broken_variant() {
@@ -226,16 +229,8 @@ async fn only_a_node_declaring_optional_node_operations_gets_devices_that_skip_t
         running.spec.as_ref().and_then(|s| s.node_name.clone()),
         Some(declaring.clone())
     );
-    let claim = Api::<ResourceClaim>::namespaced(client.clone(), ns)
-        .get("declaring")
-        .await
-        .unwrap();
-    let results = claim
-        .status
-        .and_then(|s| s.allocation)
-        .and_then(|a| a.devices)
-        .and_then(|d| d.results)
-        .unwrap_or_default();
+    let claims = Api::<ResourceClaim>::namespaced(client.clone(), ns);
+    let results = allocation_results(&claims, "declaring").await;
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0].skip_node_operations, Some(vec!["*".to_string()]));
     // The other node has the only device of its driver but does not declare

@@ -1,6 +1,7 @@
 //! The node plugin as a kubelet sees it: real gRPC over real unix sockets in a
 //! temp dir, this test acting as the kubelet.
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,12 +21,9 @@ use dra_e2e::proto::pluginregistration::{
 };
 use futures::StreamExt as _;
 use hyper_util::rt::TokioIo;
-use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
-    DeviceRequestAllocationResult, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 
 const DRIVER: &str = "dra-1234.k8s.io";
@@ -61,53 +59,38 @@ impl ClaimSource for FakeClaims {
     }
 }
 
-fn result(request: &str, device: &str, share_id: Option<&str>) -> DeviceRequestAllocationResult {
-    DeviceRequestAllocationResult {
-        driver: DRIVER.to_owned(),
-        pool: "node-a".to_owned(),
-        device: device.to_owned(),
-        request: request.to_owned(),
-        share_id: share_id.map(str::to_owned),
-        ..Default::default()
-    }
+// Claims are built from the API server's JSON, as a claim source reading a
+// real API server gets them.
+
+fn result(request: &str, device: &str, share_id: Option<&str>) -> Value {
+    json!({
+        "driver": DRIVER,
+        "pool": "node-a",
+        "device": device,
+        "request": request,
+        "shareID": share_id,
+    })
 }
 
-fn claim_config(params: serde_json::Value) -> DeviceAllocationConfiguration {
-    DeviceAllocationConfiguration {
-        source: "FromClaim".to_owned(),
-        requests: None,
-        opaque: Some(OpaqueDeviceConfiguration {
-            driver: DRIVER.to_owned(),
-            parameters: RawExtension(params),
-        }),
-    }
+fn claim_config(params: Value) -> Value {
+    json!({
+        "source": "FromClaim",
+        "opaque": {"driver": DRIVER, "parameters": params},
+    })
 }
 
 fn allocated_claim(
     name: &str,
     uid: &str,
-    results: Vec<DeviceRequestAllocationResult>,
-    configs: Vec<DeviceAllocationConfiguration>,
+    results: Vec<Value>,
+    configs: Vec<Value>,
 ) -> ResourceClaim {
-    ResourceClaim {
-        metadata: ObjectMeta {
-            namespace: Some("ns".to_owned()),
-            name: Some(name.to_owned()),
-            uid: Some(uid.to_owned()),
-            ..Default::default()
-        },
-        status: Some(ResourceClaimStatus {
-            allocation: Some(AllocationResult {
-                devices: Some(DeviceAllocationResult {
-                    results: Some(results),
-                    config: Some(configs),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    serde_json::from_value(json!({
+        "metadata": {"namespace": "ns", "name": name, "uid": uid},
+        "spec": {},
+        "status": {"allocation": {"devices": {"results": results, "config": configs}}},
+    }))
+    .unwrap()
 }
 
 fn claim_ref(name: &str, uid: &str) -> ClaimRef {
@@ -141,16 +124,6 @@ impl Node {
     }
     fn cdi_dir(&self) -> PathBuf {
         self.root.path().join("cdi")
-    }
-    fn config(&self, claims: Arc<FakeClaims>, calls: &Calls) -> PluginConfig {
-        PluginConfig::new(
-            DRIVER,
-            self.name.clone(),
-            self.dra_socket().display().to_string(),
-            claims,
-            Arc::new(LocalDir::new(self.cdi_dir())),
-            calls.clone(),
-        )
     }
     async fn start(&self, config: PluginConfig) -> NodePlugin {
         NodePlugin::start_unix(config, self.dra_socket(), self.registration_socket())
@@ -259,6 +232,11 @@ fn health_view(report: HealthReport) -> Vec<(String, String, HealthStatus, Strin
 async fn register(node: &Node) -> dra_e2e::proto::pluginregistration::PluginInfo {
     let mut client = RegistrationClient::new(dial_registration(node).await);
     let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
+    notify_registered(&mut client).await;
+    info
+}
+
+async fn notify_registered(client: &mut RegistrationClient<Channel>) {
     client
         .notify_registration_status(PbStatus {
             plugin_registered: true,
@@ -266,26 +244,90 @@ async fn register(node: &Node) -> dra_e2e::proto::pluginregistration::PluginInfo
         })
         .await
         .unwrap();
-    info
 }
 
-fn two_claims(claims: &FakeClaims) -> Vec<ClaimRef> {
-    claims.put(allocated_claim(
-        "external-claim",
-        "uid-1",
-        vec![result("my-request", "device-00", Some("share-7"))],
-        vec![claim_config(serde_json::json!({"a": "b"}))],
-    ));
-    claims.put(allocated_claim(
-        "other",
-        "uid-2",
-        vec![result("req/sub", "device-01", None)],
-        vec![],
-    ));
-    vec![
-        claim_ref("external-claim", "uid-1"),
-        claim_ref("other", "uid-2"),
-    ]
+/// What the plugins of a test share, as in a run: the claims the API server
+/// returns and the one call log, which counts per node.
+struct Env {
+    claims: Arc<FakeClaims>,
+    calls: Calls,
+}
+
+impl Env {
+    fn new() -> Self {
+        Self {
+            claims: Arc::default(),
+            calls: Calls::new(DRIVER),
+        }
+    }
+
+    fn config(&self, node: &Node) -> PluginConfig {
+        PluginConfig::new(
+            DRIVER,
+            node.name.clone(),
+            node.dra_socket().display().to_string(),
+            self.claims.clone(),
+            Arc::new(LocalDir::new(node.cdi_dir())),
+            self.calls.clone(),
+        )
+    }
+
+    /// `node`'s plugin with the default config.
+    async fn start(&self, node: &Node) -> NodePlugin {
+        node.start(self.config(node)).await
+    }
+
+    /// Runs `call` on a task with `method` stalled on `node` and returns
+    /// once the plugin holds it.
+    async fn stalled<T: Send + 'static>(
+        &self,
+        node: &Node,
+        method: &str,
+        call: impl Future<Output = T> + Send + 'static,
+    ) -> JoinHandle<T> {
+        self.calls.stall(&node.name, method);
+        let task = tokio::spawn(call);
+        self.calls
+            .wait_stalled(&node.name, method, 1, WAIT)
+            .await
+            .unwrap();
+        task
+    }
+
+    /// Puts two allocated claims in the store, one with a config and a
+    /// share ID, the other with a subrequest, and returns their refs.
+    fn two_claims(&self) -> Vec<ClaimRef> {
+        self.claims.put(allocated_claim(
+            "external-claim",
+            "uid-1",
+            vec![result("my-request", "device-00", Some("share-7"))],
+            vec![claim_config(json!({"a": "b"}))],
+        ));
+        self.claims.put(allocated_claim(
+            "other",
+            "uid-2",
+            vec![result("req/sub", "device-01", None)],
+            vec![],
+        ));
+        vec![
+            claim_ref("external-claim", "uid-1"),
+            claim_ref("other", "uid-2"),
+        ]
+    }
+}
+
+/// Of the claims of [`Env::two_claims`], only "other" is prepared on `node`,
+/// in the plugin's view and in the CDI directory.
+#[track_caller]
+fn assert_only_other_prepared(node: &Node, plugin: &NodePlugin) {
+    assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
+    assert_eq!(
+        plugin.prepared_claims(),
+        [ClaimId {
+            name: "other".into(),
+            uid: "uid-2".into()
+        }]
+    );
 }
 
 // ---------------------------------------------------------------- registration
@@ -293,8 +335,8 @@ fn two_claims(claims: &FakeClaims) -> Vec<ClaimRef> {
 #[tokio::test]
 async fn registration_handshake_completes_within_the_kubelet_deadline() {
     let node = Node::new("node-a");
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(Arc::default(), &calls)).await;
+    let env = Env::new();
+    let plugin = env.start(&node).await;
     assert!(node.dra_socket().exists() && node.registration_socket().exists());
     assert_eq!(plugin.registration_status(), RegistrationStatus::Pending);
 
@@ -313,8 +355,12 @@ async fn registration_handshake_completes_within_the_kubelet_deadline() {
     );
     plugin.wait_registered(WAIT).await.unwrap();
     assert!(plugin.is_registered());
-    assert_eq!(calls.count("node-a", method::GET_INFO), 1);
-    assert_eq!(calls.count("node-a", method::NOTIFY_REGISTRATION_STATUS), 1);
+    assert_eq!(env.calls.count("node-a", method::GET_INFO), 1);
+    assert_eq!(
+        env.calls
+            .count("node-a", method::NOTIFY_REGISTRATION_STATUS),
+        1
+    );
 
     // A rejection is recorded and answered with an error, as the helper does.
     let mut client = RegistrationClient::new(dial_registration(&node).await);
@@ -342,9 +388,7 @@ async fn registration_handshake_completes_within_the_kubelet_deadline() {
 #[tokio::test]
 async fn wait_registered_times_out_with_the_last_status() {
     let node = Node::new("node-a");
-    let plugin = node
-        .start(node.config(Arc::default(), &Calls::new(DRIVER)))
-        .await;
+    let plugin = Env::new().start(&node).await;
     let err = plugin
         .wait_registered(Duration::from_millis(50))
         .await
@@ -356,17 +400,16 @@ async fn wait_registered_times_out_with_the_last_status() {
 #[tokio::test]
 async fn plugin_offering_only_v1beta1_advertises_only_it_and_rejects_v1_calls() {
     let node = Node::new("node-a");
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let config = node
-        .config(claims.clone(), &calls)
+    let env = Env::new();
+    let config = env
+        .config(&node)
         .with_node_apis([NodeApi::V1beta1])
         .with_health_apis([]);
     let plugin = node.start(config).await;
     let info = register(&node).await;
     assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"]);
 
-    let refs = two_claims(&claims);
+    let refs = env.two_claims();
     let channel = dial_dra(&node).await;
     let err = prepare(NodeApi::V1, channel.clone(), &refs)
         .await
@@ -390,8 +433,8 @@ async fn plugin_offering_only_v1beta1_advertises_only_it_and_rejects_v1_calls() 
 #[tokio::test]
 async fn v1alpha4_alone_is_advertised_with_the_legacy_version() {
     let node = Node::new("node-a");
-    let config = node
-        .config(Arc::default(), &Calls::new(DRIVER))
+    let config = Env::new()
+        .config(&node)
         .with_node_apis([NodeApi::V1alpha4])
         .with_health_apis([]);
     let plugin = node.start(config).await;
@@ -405,12 +448,9 @@ async fn v1alpha4_alone_is_advertised_with_the_legacy_version() {
 async fn prepare_and_unprepare_on_every_api_version() {
     for api in NodeApi::ALL {
         let node = Node::new("node-a");
-        let claims = Arc::new(FakeClaims::default());
-        let calls = Calls::new(DRIVER);
-        let plugin = node
-            .start(node.config(claims.clone(), &calls).with_node_apis([api]))
-            .await;
-        let refs = two_claims(&claims);
+        let env = Env::new();
+        let plugin = node.start(env.config(&node).with_node_apis([api])).await;
+        let refs = env.two_claims();
         let channel = dial_dra(&node).await;
 
         let prepared = prepare(api, channel.clone(), &refs).await.unwrap();
@@ -479,7 +519,7 @@ async fn prepare_and_unprepare_on_every_api_version() {
         );
 
         // Idempotent: the same answer again, even if the claim changed since.
-        claims.put(allocated_claim(
+        env.claims.put(allocated_claim(
             "external-claim",
             "uid-1",
             vec![result("my-request", "device-99", None)],
@@ -491,7 +531,7 @@ async fn prepare_and_unprepare_on_every_api_version() {
         );
 
         // The log names the claims of each call.
-        let log = calls.log("node-a");
+        let log = env.calls.log("node-a");
         assert_eq!(log.len(), 2);
         assert!(
             log.iter()
@@ -501,14 +541,7 @@ async fn prepare_and_unprepare_on_every_api_version() {
 
         let unprepared = unprepare(api, channel.clone(), &refs[..1]).await.unwrap();
         assert_eq!(unprepared, [("uid-1".to_owned(), String::new())].into());
-        assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
-        assert_eq!(
-            plugin.prepared_claims(),
-            [ClaimId {
-                name: "other".into(),
-                uid: "uid-2".into()
-            }]
-        );
+        assert_only_other_prepared(&node, &plugin);
         // Again, and together with the other claim: still one entry per claim.
         let unprepared = unprepare(api, channel.clone(), &refs).await.unwrap();
         assert_eq!(
@@ -528,11 +561,9 @@ async fn prepare_and_unprepare_on_every_api_version() {
 #[tokio::test]
 async fn prepare_fails_the_call_for_missing_replaced_or_unallocated_claims() {
     let node = Node::new("node-a");
-    let claims = Arc::new(FakeClaims::default());
-    let plugin = node
-        .start(node.config(claims.clone(), &Calls::new(DRIVER)))
-        .await;
-    let refs = two_claims(&claims);
+    let env = Env::new();
+    let plugin = env.start(&node).await;
+    let refs = env.two_claims();
     let channel = dial_dra(&node).await;
 
     let missing = [refs[0].clone(), claim_ref("gone", "uid-9")];
@@ -553,7 +584,7 @@ async fn prepare_fails_the_call_for_missing_replaced_or_unallocated_claims() {
 
     let mut unallocated = allocated_claim("pending", "uid-3", vec![], vec![]);
     unallocated.status = None;
-    claims.put(unallocated);
+    env.claims.put(unallocated);
     let err = prepare(
         NodeApi::V1,
         channel.clone(),
@@ -572,15 +603,14 @@ async fn prepare_fails_the_call_for_missing_replaced_or_unallocated_claims() {
 #[tokio::test]
 async fn bad_opaque_parameters_fail_only_that_claim() {
     let node = Node::new("node-a");
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
-    claims.put(allocated_claim(
+    let env = Env::new();
+    let plugin = env.start(&node).await;
+    let refs = env.two_claims();
+    env.claims.put(allocated_claim(
         "bad",
         "uid-bad",
         vec![result("r", "device-02", None)],
-        vec![claim_config(serde_json::json!({"a": 1}))],
+        vec![claim_config(json!({"a": 1}))],
     ));
     let channel = dial_dra(&node).await;
     let request = [refs[1].clone(), claim_ref("bad", "uid-bad")];
@@ -590,15 +620,8 @@ async fn bad_opaque_parameters_fail_only_that_claim() {
     let (devices, error) = &prepared["uid-bad"];
     assert!(devices.is_empty());
     assert!(error.contains("parameters in config"), "{error}");
-    assert_eq!(node.cdi_files(), [format!("{DRIVER}-uid-2-req.json")]);
-    assert_eq!(
-        plugin.prepared_claims(),
-        [ClaimId {
-            name: "other".into(),
-            uid: "uid-2".into()
-        }]
-    );
-    let record = &calls.log("node-a")[0];
+    assert_only_other_prepared(&node, &plugin);
+    let record = &env.calls.log("node-a")[0];
     assert_eq!(record.outcome, CallOutcome::Ok);
     assert!(record.failed() && record.claim_errors.contains_key("uid-bad"));
     plugin.stop().await.unwrap();
@@ -607,10 +630,9 @@ async fn bad_opaque_parameters_fail_only_that_claim() {
 #[tokio::test]
 async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
     let node = Node::new("node-a");
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
+    let env = Env::new();
+    let plugin = env.start(&node).await;
+    let refs = env.two_claims();
     prepare(NodeApi::V1, dial_dra(&node).await, &refs)
         .await
         .unwrap();
@@ -618,9 +640,7 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
     plugin.stop().await.unwrap();
 
     // Handing over the view keeps the claims known.
-    let plugin = node
-        .start(node.config(claims.clone(), &calls).with_prepared(prepared))
-        .await;
+    let plugin = node.start(env.config(&node).with_prepared(prepared)).await;
     assert_eq!(plugin.prepared_claims().len(), 2);
     unprepare(NodeApi::V1, dial_dra(&node).await, &refs[..1])
         .await
@@ -630,7 +650,7 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
 
     // Without it the claim is unknown; its CDI files are still cleaned up
     // from the claim's allocation.
-    let plugin = node.start(node.config(claims.clone(), &calls)).await;
+    let plugin = env.start(&node).await;
     assert!(plugin.prepared_claims().is_empty());
     let unprepared = unprepare(NodeApi::V1, dial_dra(&node).await, &refs[1..])
         .await
@@ -654,14 +674,13 @@ async fn restarted_plugin_unprepares_what_its_predecessor_prepared() {
 #[tokio::test]
 async fn counts_and_injected_failures_are_per_node_and_per_method() {
     let (a, b) = (Node::new("node-a"), Node::new("node-b"));
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
-    let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
+    let env = Env::new();
+    let plugin_a = env.start(&a).await;
+    let plugin_b = env.start(&b).await;
+    let refs = env.two_claims();
     let (ch_a, ch_b) = (dial_dra(&a).await, dial_dra(&b).await);
 
-    calls.set_fail("node-a", method::V1_PREPARE, true);
+    env.calls.set_fail("node-a", method::V1_PREPARE, true);
     let err = prepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unknown);
     assert_eq!(err.message(), "injected error");
@@ -676,30 +695,30 @@ async fn counts_and_injected_failures_are_per_node_and_per_method() {
         .await
         .unwrap();
     unprepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap();
-    assert_eq!(calls.count("node-a", method::V1_PREPARE), 1);
-    assert_eq!(calls.count("node-b", method::V1_PREPARE), 1);
-    assert_eq!(calls.count("node-a", method::V1BETA1_PREPARE), 1);
-    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 1);
-    assert_eq!(calls.count("node-b", method::V1_UNPREPARE), 0);
+    assert_eq!(env.calls.count("node-a", method::V1_PREPARE), 1);
+    assert_eq!(env.calls.count("node-b", method::V1_PREPARE), 1);
+    assert_eq!(env.calls.count("node-a", method::V1BETA1_PREPARE), 1);
+    assert_eq!(env.calls.count("node-a", method::V1_UNPREPARE), 1);
+    assert_eq!(env.calls.count("node-b", method::V1_UNPREPARE), 0);
 
-    let log = calls.log("node-a");
+    let log = env.calls.log("node-a");
     assert_eq!(log[0].method, method::V1_PREPARE);
     assert_eq!(log[0].outcome, CallOutcome::Injected);
     assert!(log[0].failed());
 
-    calls.set_fail("node-a", method::V1_PREPARE, false);
+    env.calls.set_fail("node-a", method::V1_PREPARE, false);
     prepare(NodeApi::V1, ch_a.clone(), &refs).await.unwrap();
-    assert_eq!(calls.count("node-a", method::V1_PREPARE), 2);
-    assert!(calls.log("node-a").last().unwrap().succeeded());
+    assert_eq!(env.calls.count("node-a", method::V1_PREPARE), 2);
+    assert!(env.calls.log("node-a").last().unwrap().succeeded());
 
     // Registration goes through the same layer.
-    calls.set_fail("node-b", method::GET_INFO, true);
+    env.calls.set_fail("node-b", method::GET_INFO, true);
     let mut reg = RegistrationClient::new(dial_registration(&b).await);
     let err = reg.get_info(InfoRequest {}).await.unwrap_err();
     assert_eq!(err.message(), "injected error");
-    assert_eq!(calls.count("node-b", method::GET_INFO), 1);
+    assert_eq!(env.calls.count("node-b", method::GET_INFO), 1);
     register(&a).await;
-    assert_eq!(calls.count("node-a", method::GET_INFO), 1);
+    assert_eq!(env.calls.count("node-a", method::GET_INFO), 1);
 
     plugin_a.stop().await.unwrap();
     plugin_b.stop().await.unwrap();
@@ -708,27 +727,23 @@ async fn counts_and_injected_failures_are_per_node_and_per_method() {
 #[tokio::test]
 async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
     let (a, b) = (Node::new("node-a"), Node::new("node-b"));
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
-    let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
+    let env = Env::new();
+    let plugin_a = env.start(&a).await;
+    let plugin_b = env.start(&b).await;
+    let refs = env.two_claims();
 
-    calls.stall("node-a", method::V1_PREPARE);
-    let stalled = {
-        let (channel, refs) = (dial_dra_patient(&a).await, refs.clone());
-        tokio::spawn(async move { prepare(NodeApi::V1, channel, &refs).await })
-    };
-    calls
-        .wait_stalled("node-a", method::V1_PREPARE, 1, WAIT)
-        .await
-        .unwrap();
+    let (channel, held) = (dial_dra_patient(&a).await, refs.clone());
+    let stalled = env
+        .stalled(&a, method::V1_PREPARE, async move {
+            prepare(NodeApi::V1, channel, &held).await
+        })
+        .await;
     assert_eq!(
-        calls.count("node-a", method::V1_PREPARE),
+        env.calls.count("node-a", method::V1_PREPARE),
         1,
         "counted while stalled"
     );
-    assert!(calls.log("node-a")[0].in_progress());
+    assert!(env.calls.log("node-a")[0].in_progress());
 
     // While it waits: the other method on the same node, the same method on
     // another node, and registration all complete. Upstream's single mutex
@@ -743,12 +758,13 @@ async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
     assert!(!stalled.is_finished());
     assert!(plugin_a.prepared_claims().is_empty());
 
-    calls.release("node-a", method::V1_PREPARE);
+    env.calls.release("node-a", method::V1_PREPARE);
     let prepared = stalled.await.unwrap().unwrap();
     assert_eq!(prepared.len(), 2);
     assert_eq!(plugin_a.prepared_claims().len(), 2);
-    assert_eq!(calls.stalled("node-a", method::V1_PREPARE), 0);
-    let record = calls
+    assert_eq!(env.calls.stalled("node-a", method::V1_PREPARE), 0);
+    let record = env
+        .calls
         .wait_for_call("node-a", "a successful prepare", WAIT, |r| {
             r.method == method::V1_PREPARE && r.succeeded()
         })
@@ -767,49 +783,46 @@ async fn a_stalled_method_resumes_on_release_while_other_calls_proceed() {
 #[tokio::test]
 async fn a_stalled_call_the_client_gives_up_on_is_logged_as_abandoned() {
     let node = Node::new("node-a");
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
-    calls.stall("node-a", method::V1_UNPREPARE);
+    let env = Env::new();
+    let plugin = env.start(&node).await;
+    let refs = env.two_claims();
     let channel = dial_dra_patient(&node).await;
-    let waiting = {
-        let (channel, refs) = (channel.clone(), refs.clone());
-        tokio::spawn(async move { unprepare(NodeApi::V1, channel, &refs).await })
-    };
-    calls
-        .wait_stalled("node-a", method::V1_UNPREPARE, 1, WAIT)
-        .await
-        .unwrap();
+    // The connection stays open, so that giving up resets only the call's stream.
+    let held = channel.clone();
+    let waiting = env
+        .stalled(&node, method::V1_UNPREPARE, async move {
+            unprepare(NodeApi::V1, held, &refs).await
+        })
+        .await;
     // Like the kubelet's deadline passing: the client resets the stream.
     waiting.abort();
-    let record = calls
+    let record = env
+        .calls
         .wait_for_call("node-a", "an abandoned unprepare", WAIT, |r| {
             r.outcome == CallOutcome::Abandoned
         })
         .await
         .unwrap();
     assert_eq!(record.method, method::V1_UNPREPARE);
-    assert_eq!(calls.stalled("node-a", method::V1_UNPREPARE), 0);
-    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 1);
-    calls.release("node-a", method::V1_UNPREPARE);
+    assert_eq!(env.calls.stalled("node-a", method::V1_UNPREPARE), 0);
+    assert_eq!(env.calls.count("node-a", method::V1_UNPREPARE), 1);
+    env.calls.release("node-a", method::V1_UNPREPARE);
     plugin.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_calls_from_two_nodes_do_not_deadlock() {
     let (a, b) = (Node::new("node-a"), Node::new("node-b"));
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin_a = a.start(a.config(claims.clone(), &calls)).await;
-    let plugin_b = b.start(b.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
+    let env = Env::new();
+    let plugin_a = env.start(&a).await;
+    let plugin_b = env.start(&b).await;
+    let refs = env.two_claims();
     let (ch_a, ch_b) = (dial_dra_patient(&a).await, dial_dra_patient(&b).await);
 
     // Both nodes hold a call inside the plugin at the same time; each is only
     // released once the other one has arrived.
-    calls.stall("node-a", method::V1_PREPARE);
-    calls.stall("node-b", method::V1_PREPARE);
+    env.calls.stall("node-a", method::V1_PREPARE);
+    env.calls.stall("node-b", method::V1_PREPARE);
     let mut tasks = Vec::new();
     for ch in [&ch_a, &ch_b] {
         for _ in 0..4 {
@@ -819,21 +832,21 @@ async fn concurrent_calls_from_two_nodes_do_not_deadlock() {
             }));
         }
     }
-    calls
+    env.calls
         .wait_stalled("node-a", method::V1_PREPARE, 4, WAIT)
         .await
         .unwrap();
-    calls
+    env.calls
         .wait_stalled("node-b", method::V1_PREPARE, 4, WAIT)
         .await
         .unwrap();
-    calls.release("node-a", method::V1_PREPARE);
-    calls.release("node-b", method::V1_PREPARE);
+    env.calls.release("node-a", method::V1_PREPARE);
+    env.calls.release("node-b", method::V1_PREPARE);
     for t in tasks {
         assert_eq!(t.await.unwrap().unwrap().len(), 2);
     }
-    assert_eq!(calls.count("node-a", method::V1_PREPARE), 4);
-    assert_eq!(calls.count("node-b", method::V1_PREPARE), 4);
+    assert_eq!(env.calls.count("node-a", method::V1_PREPARE), 4);
+    assert_eq!(env.calls.count("node-b", method::V1_PREPARE), 4);
     plugin_a.stop().await.unwrap();
     plugin_b.stop().await.unwrap();
 }
@@ -843,10 +856,10 @@ async fn concurrent_calls_from_two_nodes_do_not_deadlock() {
 #[tokio::test]
 async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
     let node = Node::new("node-a");
-    let calls = Calls::new(DRIVER);
+    let env = Env::new();
     let plugin = node
         .start(
-            node.config(Arc::default(), &calls)
+            env.config(&node)
                 // Long enough that only changes produce the messages below.
                 .with_health_interval(Duration::from_secs(3600)),
         )
@@ -875,7 +888,7 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
             ("pool-b".into(), "device-00".into(), healthy, String::new()),
         ]
     );
-    assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
+    assert_eq!(env.calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
 
     set("pool-a", "device-01", HealthStatus::Healthy, "fixed");
     let second = health_view(stream.next().await.unwrap().unwrap());
@@ -888,8 +901,8 @@ async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {
     let mut v1_stream = open_health(HealthApi::V1, dial_dra_patient(&node).await).await;
     let v1_report = v1_stream.next().await.unwrap().unwrap();
     assert_eq!(health_view(v1_report), second);
-    assert_eq!(calls.count("node-a", method::HEALTH_V1_WATCH), 1);
-    assert_eq!(calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
+    assert_eq!(env.calls.count("node-a", method::HEALTH_V1_WATCH), 1);
+    assert_eq!(env.calls.count("node-a", method::HEALTH_V1ALPHA1_WATCH), 1);
 
     // Stopping ends the open streams instead of waiting for the kubelet.
     plugin.stop().await.unwrap();
@@ -902,7 +915,8 @@ async fn health_is_served_only_in_the_configured_versions() {
     let node = Node::new("node-a");
     let plugin = node
         .start(
-            node.config(Arc::default(), &Calls::new(DRIVER))
+            Env::new()
+                .config(&node)
                 .with_health_apis([HealthApi::V1alpha1]),
         )
         .await;
@@ -927,7 +941,8 @@ async fn health_stream_repeats_the_list_every_interval() {
     let node = Node::new("node-a");
     let plugin = node
         .start(
-            node.config(Arc::default(), &Calls::new(DRIVER))
+            Env::new()
+                .config(&node)
                 .with_health_interval(Duration::from_millis(20)),
         )
         .await;
@@ -950,23 +965,19 @@ async fn health_stream_repeats_the_list_every_interval() {
 #[tokio::test]
 async fn stop_cancels_stalled_calls_and_removes_sockets() {
     let node = Node::new("node-a");
-    let claims = Arc::new(FakeClaims::default());
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(claims.clone(), &calls)).await;
-    let refs = two_claims(&claims);
-    calls.stall("node-a", method::V1_PREPARE);
-    let stalled = {
-        let channel = dial_dra_patient(&node).await;
-        tokio::spawn(async move { prepare(NodeApi::V1, channel, &refs).await })
-    };
-    calls
-        .wait_stalled("node-a", method::V1_PREPARE, 1, WAIT)
-        .await
-        .unwrap();
+    let env = Env::new();
+    let plugin = env.start(&node).await;
+    let refs = env.two_claims();
+    let channel = dial_dra_patient(&node).await;
+    let stalled = env
+        .stalled(&node, method::V1_PREPARE, async move {
+            prepare(NodeApi::V1, channel, &refs).await
+        })
+        .await;
     plugin.stop().await.unwrap();
     let err = stalled.await.unwrap().unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
-    assert_eq!(calls.log("node-a")[0].outcome, CallOutcome::Cancelled);
+    assert_eq!(env.calls.log("node-a")[0].outcome, CallOutcome::Cancelled);
     assert!(!node.dra_socket().exists() && !node.registration_socket().exists());
     assert!(
         tokio::net::UnixStream::connect(node.dra_socket())
@@ -978,9 +989,7 @@ async fn stop_cancels_stalled_calls_and_removes_sockets() {
 #[tokio::test]
 async fn dropping_the_handle_stops_serving() {
     let node = Node::new("node-a");
-    let plugin = node
-        .start(node.config(Arc::default(), &Calls::new(DRIVER)))
-        .await;
+    let plugin = Env::new().start(&node).await;
     let mut client = RegistrationClient::new(dial_registration(&node).await);
     client.get_info(InfoRequest {}).await.unwrap();
     drop(plugin);
@@ -993,14 +1002,14 @@ async fn dropping_the_handle_stops_serving() {
 #[tokio::test]
 async fn start_replaces_stale_socket_files_and_keeps_a_successors_socket() {
     let node = Node::new("node-a");
-    let calls = Calls::new(DRIVER);
+    let env = Env::new();
     std::fs::create_dir_all(node.registration_socket().parent().unwrap()).unwrap();
     std::fs::write(node.registration_socket(), b"stale").unwrap();
-    let old = node.start(node.config(Arc::default(), &calls)).await;
+    let old = env.start(&node).await;
     register(&node).await;
 
     // A new instance at the same paths, before the old handle goes away.
-    let new = node.start(node.config(Arc::default(), &calls)).await;
+    let new = env.start(&node).await;
     drop(old);
     assert!(
         node.registration_socket().exists(),
@@ -1021,8 +1030,8 @@ async fn start_replaces_stale_socket_files_and_keeps_a_successors_socket() {
 #[tokio::test]
 async fn registration_accepts_the_authority_a_kubelet_sends() {
     let node = Node::new("node-a");
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(Arc::default(), &calls)).await;
+    let env = Env::new();
+    let plugin = env.start(&node).await;
     let socket = node.registration_socket();
     let authority = KubeletSocket::Registration.authority(&socket);
     assert_eq!(authority, socket.display().to_string().replace('/', "%2F"));
@@ -1036,15 +1045,9 @@ async fn registration_accepts_the_authority_a_kubelet_sends() {
         let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
         assert_eq!(info.name, DRIVER);
     }
-    client
-        .notify_registration_status(PbStatus {
-            plugin_registered: true,
-            error: String::new(),
-        })
-        .await
-        .unwrap();
+    notify_registered(&mut client).await;
     plugin.wait_registered(WAIT).await.unwrap();
-    assert_eq!(calls.count("node-a", method::GET_INFO), 2);
+    assert_eq!(env.calls.count("node-a", method::GET_INFO), 2);
     plugin.stop().await.unwrap();
 }
 
@@ -1057,8 +1060,8 @@ async fn registration_accepts_the_authority_a_kubelet_sends() {
 #[tokio::test]
 async fn the_dra_socket_reads_calls_as_sent() {
     let node = Node::new("node-a");
-    let calls = Calls::new(DRIVER);
-    let plugin = node.start(node.config(Arc::default(), &calls)).await;
+    let env = Env::new();
+    let plugin = env.start(&node).await;
     let socket = node.dra_socket();
     let authority = KubeletSocket::Registration.authority(&socket);
     assert!(
@@ -1070,13 +1073,13 @@ async fn the_dra_socket_reads_calls_as_sent() {
     let as_registration = dial(KubeletSocket::Registration, &socket).await;
     let refused = unprepare(NodeApi::V1, as_registration, &refs).await;
     assert!(refused.is_err(), "{refused:?}");
-    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 0);
+    assert_eq!(env.calls.count("node-a", method::V1_UNPREPARE), 0);
 
     let unprepared = unprepare(NodeApi::V1, dial_dra(&node).await, &refs)
         .await
         .unwrap();
     assert_eq!(unprepared.len(), 1, "{unprepared:?}");
-    assert_eq!(calls.count("node-a", method::V1_UNPREPARE), 1);
+    assert_eq!(env.calls.count("node-a", method::V1_UNPREPARE), 1);
     plugin.stop().await.unwrap();
 }
 
@@ -1086,9 +1089,7 @@ async fn the_dra_socket_reads_calls_as_sent() {
 #[tokio::test(start_paused = true)]
 async fn accepted_connections_have_no_handshake_deadline() {
     let node = Node::new("node-a");
-    let plugin = node
-        .start(node.config(Arc::default(), &Calls::new(DRIVER)))
-        .await;
+    let plugin = Env::new().start(&node).await;
     let socket = node.registration_socket();
     let idle = tokio::net::UnixStream::connect(&socket).await.unwrap();
     for _ in 0..60 {

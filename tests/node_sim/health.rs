@@ -4,7 +4,11 @@
 //! device ID, as the kubelet does); plugins without the service get no
 //! stream and their devices stay `Unknown`.
 
+#[path = "../common/allocation.rs"]
+mod allocation;
+
 use crate::support::*;
+use allocation::allocation_results;
 use dra_e2e::node_sim::{NodeEventKind, SimNode};
 use dra_e2e::objects::{PodClaims, PodShape};
 use dra_e2e::plugin::{DeviceHealth, HealthApi, HealthStatus, NodeApi};
@@ -57,13 +61,7 @@ fn health_pod(name: &str, claim: &str) -> Pod {
 
 /// `(driver, pool, device)` of the claim's only allocated device.
 async fn allocated_device(api: &Api<ResourceClaim>, claim: &str) -> (String, String, String) {
-    let claim = api.get(claim).await.unwrap();
-    let results = claim
-        .status
-        .and_then(|s| s.allocation)
-        .and_then(|a| a.devices)
-        .and_then(|d| d.results)
-        .unwrap_or_default();
+    let results = allocation_results(api, claim).await;
     assert_eq!(results.len(), 1, "allocation results: {results:?}");
     let r = &results[0];
     (r.driver.clone(), r.pool.clone(), r.device.clone())

@@ -12,7 +12,7 @@ use dra_e2e::node_sim::NodeEventKind;
 use dra_e2e::objects::{self, PodClaims, PodShape};
 use dra_e2e::plugin::NodeApi;
 use dra_e2e::proto::method;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -49,6 +49,15 @@ fn generated_claim(pod: &Pod) -> String {
         .and_then(|s| s.first())
         .and_then(|s| s.resource_claim_name.clone())
         .expect("generated claim name in pod status")
+}
+
+/// What ended the container of `status`; any other state fails the test.
+fn terminated(status: &ContainerStatus) -> ContainerStateTerminated {
+    status
+        .state
+        .clone()
+        .and_then(|s| s.terminated)
+        .expect("a terminated container")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,13 +163,13 @@ async fn template_and_external_claims(env: &Env, driver: &Driver) {
     let st = p2.status.unwrap();
     assert_eq!(st.host_ip.as_deref(), Some("127.0.0.1"));
     assert!(st.pod_ip.is_some());
-    let ready = st
-        .conditions
-        .unwrap()
-        .into_iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
-    assert_eq!(ready.status, "True");
+    let conditions = st.conditions.unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        "tester-2 not Ready: {conditions:?}"
+    );
     let cs = &st.container_statuses.unwrap()[0];
     assert!(cs.ready && cs.state.as_ref().unwrap().running.is_some());
 
@@ -487,23 +496,9 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
         "unprepare must precede the final status"
     );
     let st = done.status.unwrap();
-    let init = &st.init_container_statuses.unwrap()[0];
-    assert_eq!(
-        init.state
-            .as_ref()
-            .unwrap()
-            .terminated
-            .as_ref()
-            .unwrap()
-            .exit_code,
-        0
-    );
-    let term = st.container_statuses.unwrap()[0]
-        .state
-        .clone()
-        .unwrap()
-        .terminated
-        .unwrap();
+    let init = terminated(&st.init_container_statuses.unwrap()[0]);
+    assert_eq!(init.exit_code, 0);
+    let term = terminated(&st.container_statuses.unwrap()[0]);
     assert_eq!(
         (term.exit_code, term.reason.as_deref()),
         (0, Some("Completed"))
@@ -521,12 +516,7 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
         .await
         .unwrap();
     let st = failed.status.unwrap();
-    let init = st.init_container_statuses.unwrap()[0]
-        .state
-        .clone()
-        .unwrap()
-        .terminated
-        .unwrap();
+    let init = terminated(&st.init_container_statuses.unwrap()[0]);
     assert_eq!(init.exit_code, 1);
     let main = st.container_statuses.unwrap()[0].state.clone().unwrap();
     assert!(
@@ -543,12 +533,7 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
     let failed = wait_for(&pods, "fails", "pod failed", phase_is("Failed"))
         .await
         .unwrap();
-    let term = failed.status.unwrap().container_statuses.unwrap()[0]
-        .state
-        .clone()
-        .unwrap()
-        .terminated
-        .unwrap();
+    let term = terminated(&failed.status.unwrap().container_statuses.unwrap()[0]);
     assert_eq!(term.exit_code, 3);
 
     // Always: restarted with restartCount going up; the pod keeps running

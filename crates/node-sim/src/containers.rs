@@ -744,6 +744,12 @@ mod tests {
         )
     }
 
+    fn terminated(state: Option<&ContainerState>) -> &ContainerStateTerminated {
+        state
+            .and_then(|s| s.terminated.as_ref())
+            .expect("a terminated state")
+    }
+
     /// Steps simulated time to each due moment until `until`.
     fn run_until(r: &mut PodRuntime, start: Instant, until: Duration) -> Vec<Change> {
         let mut all = Vec::new();
@@ -784,7 +790,7 @@ mod tests {
         assert_eq!(r.finished(), Some(false));
         assert_eq!(r.phase(), "Failed");
         let (_, st) = r.statuses();
-        let t = st[1].state.as_ref().unwrap().terminated.as_ref().unwrap();
+        let t = terminated(st[1].state.as_ref());
         assert_eq!(t.exit_code, 3);
         assert_eq!(t.reason.as_deref(), Some("Error"));
 
@@ -808,17 +814,7 @@ mod tests {
         assert_eq!(r.phase(), "Running");
         let (_, st) = r.statuses();
         assert!(st[0].restart_count >= 3);
-        assert_eq!(
-            st[0]
-                .last_state
-                .as_ref()
-                .unwrap()
-                .terminated
-                .as_ref()
-                .unwrap()
-                .exit_code,
-            1
-        );
+        assert_eq!(terminated(st[0].last_state.as_ref()).exit_code, 1);
         // Delays: 10, 20, 40, 40 ms: in 200 ms about five restarts, not 100.
         assert!(st[0].restart_count < 10);
     }

@@ -634,14 +634,11 @@ mod tests {
                 .collect::<Vec<_>>()
         };
 
-        store.replace(
-            "d",
-            report(&[
-                ("a", HealthStatus::Healthy, "ok"),
-                ("b", HealthStatus::Unknown, ""),
-            ]),
-            &live,
-        );
+        let first = [
+            ("a", HealthStatus::Healthy, "ok"),
+            ("b", HealthStatus::Unknown, ""),
+        ];
+        store.replace("d", report(&first), &live);
         assert!(rx.has_changed().unwrap());
         rx.borrow_and_update();
         // "b" reported Unknown without a message is what the node assumed.
@@ -651,14 +648,7 @@ mod tests {
         );
 
         // The same report again changes nothing.
-        store.replace(
-            "d",
-            report(&[
-                ("a", HealthStatus::Healthy, "ok"),
-                ("b", HealthStatus::Unknown, ""),
-            ]),
-            &live,
-        );
+        store.replace("d", report(&first), &live);
         assert!(!rx.has_changed().unwrap());
         assert_eq!(health_events().len(), 1);
 

@@ -257,18 +257,6 @@ impl SimNodeConfig {
             reconcile_period: Duration::from_secs(5),
         }
     }
-
-    pub fn registry_dir(&self) -> PathBuf {
-        self.root_dir.join("plugins_registry")
-    }
-
-    pub fn plugins_dir(&self) -> PathBuf {
-        self.root_dir.join("plugins")
-    }
-
-    pub fn cdi_dir(&self) -> PathBuf {
-        self.root_dir.join("cdi")
-    }
 }
 
 /// A running simulated kubelet node.
@@ -292,6 +280,21 @@ impl std::fmt::Debug for SimNode {
             .field("root_dir", &self.root_dir)
             .finish_non_exhaustive()
     }
+}
+
+// The kubelet's directories under its root dir, free functions because
+// starting a node creates them before there is a `SimNode` to ask.
+
+fn registry_dir(root: &Path) -> PathBuf {
+    root.join("plugins_registry")
+}
+
+fn plugins_dir(root: &Path) -> PathBuf {
+    root.join("plugins")
+}
+
+fn cdi_dir(root: &Path) -> PathBuf {
+    root.join("cdi")
 }
 
 fn is_dns_label_ish(name: &str) -> bool {
@@ -320,7 +323,11 @@ impl SimNode {
                 message: "node name must be a lowercase DNS subdomain".into(),
             });
         }
-        for dir in [cfg.registry_dir(), cfg.plugins_dir(), cfg.cdi_dir()] {
+        for dir in [
+            registry_dir(&cfg.root_dir),
+            plugins_dir(&cfg.root_dir),
+            cdi_dir(&cfg.root_dir),
+        ] {
             std::fs::create_dir_all(&dir).map_err(|source| NodeSimError::Io {
                 node: name.clone(),
                 action: "create kubelet directory",
@@ -426,7 +433,7 @@ impl SimNode {
         tracker.spawn(wiper.run(changes).in_current_span());
         registration::spawn(
             registration::RegistrationConfig {
-                registry_dir: cfg.registry_dir(),
+                registry_dir: registry_dir(&cfg.root_dir),
                 allow_v1alpha4: cfg.allow_v1alpha4,
                 resource_health: cfg.resource_health,
                 dial_timeout: cfg.dial_timeout,
@@ -454,7 +461,7 @@ impl SimNode {
             client,
             node: name,
             host_ip: cfg.address.to_string(),
-            cdi_dir: cfg.cdi_dir(),
+            cdi_dir: cdi_dir(&cfg.root_dir),
             dra,
             health: cfg.resource_health.then_some(health),
             journal,
@@ -485,17 +492,17 @@ impl SimNode {
 
     /// Where plugins put their registration sockets.
     pub fn registry_dir(&self) -> PathBuf {
-        self.root_dir.join("plugins_registry")
+        registry_dir(&self.root_dir)
     }
 
     /// Where plugins put their DRA sockets (`plugins/<driver>/`).
     pub fn plugins_dir(&self) -> PathBuf {
-        self.root_dir.join("plugins")
+        plugins_dir(&self.root_dir)
     }
 
     /// Where plugins write CDI spec files.
     pub fn cdi_dir(&self) -> PathBuf {
-        self.root_dir.join("cdi")
+        cdi_dir(&self.root_dir)
     }
 
     /// The environment of a container that has started, as its process

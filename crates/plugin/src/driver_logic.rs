@@ -275,21 +275,39 @@ pub fn plan_claim(driver: &str, claim: &ResourceClaim) -> Result<ClaimPlan, Driv
 /// CDI files [`plan_claim`] writes for `claim`, derived without validating configs;
 /// used to clean up after claims this plugin instance does not remember.
 pub fn cdi_file_names(driver: &str, claim: &ResourceClaim) -> Vec<String> {
-    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let mut names: Vec<String> = Vec::new();
-    let results = claim
+    names_per_request(driver, claim, |uid, base| cdi_file_name(driver, uid, base))
+}
+
+/// `claim`'s allocated devices that belong to `driver`.
+pub(crate) fn driver_results<'a>(
+    driver: &'a str,
+    claim: &'a ResourceClaim,
+) -> impl Iterator<Item = &'a DeviceRequestAllocationResult> {
+    claim
         .status
         .as_ref()
         .and_then(|s| s.allocation.as_ref())
         .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_ref());
-    for result in results.into_iter().flatten() {
-        if result.driver != driver {
-            continue;
-        }
-        let name = cdi_file_name(driver, uid, base_request(&result.request));
-        if !names.contains(&name) {
-            names.push(name);
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(move |r| r.driver == driver)
+}
+
+/// `name(claim UID, base request)` once per base request of `driver`'s
+/// devices in `claim`, in first-seen order: the names of files written per
+/// request.
+pub(crate) fn names_per_request(
+    driver: &str,
+    claim: &ResourceClaim,
+    name: impl Fn(&str, &str) -> String,
+) -> Vec<String> {
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let mut names: Vec<String> = Vec::new();
+    for result in driver_results(driver, claim) {
+        let n = name(uid, base_request(&result.request));
+        if !names.contains(&n) {
+            names.push(n);
         }
     }
     names

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde_json::{Value, json};
 
-use super::driver_logic::base_request;
+use super::driver_logic::{base_request, driver_results, names_per_request};
 use dra_e2e_conn::node_files::NodeFiles;
 use dra_e2e_proto::dra::PreparedDevice;
 
@@ -186,16 +186,10 @@ pub fn plan(
         .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
         .map(String::as_str)
         .filter(|p| !p.is_empty());
-    let results = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_ref());
     // Base request -> (request as allocated, its devices).
     let mut by_request: BTreeMap<&str, (&str, Vec<Value>)> = BTreeMap::new();
     let mut order: Vec<&str> = Vec::new();
-    for r in results.into_iter().flatten().filter(|r| r.driver == driver) {
+    for r in driver_results(driver, claim) {
         let base = base_request(&r.request);
         let entry = by_request.entry(base).or_insert_with(|| {
             order.push(base);
@@ -262,21 +256,7 @@ pub fn plan(
 /// Spec files [`plan`] writes for `claim`, for cleaning up after a claim the
 /// plugin instance does not remember.
 pub fn spec_file_names(driver: &str, claim: &ResourceClaim) -> Vec<String> {
-    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let mut names: Vec<String> = Vec::new();
-    let results = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_ref());
-    for r in results.into_iter().flatten().filter(|r| r.driver == driver) {
-        let n = spec_file_name(driver, uid, base_request(&r.request));
-        if !names.contains(&n) {
-            names.push(n);
-        }
-    }
-    names
+    names_per_request(driver, claim, |uid, base| spec_file_name(driver, uid, base))
 }
 
 #[cfg(test)]
