@@ -73,7 +73,7 @@ fn present(items: &[Item]) -> Vec<String> {
 }
 
 /// Processes in `netns` (by its inode), or naming `dir`.
-fn users(netns: &str, dir: &Path) -> Vec<String> {
+fn users(netns: &str, dir: &Path, cgroup: &str) -> Vec<String> {
     use std::os::unix::fs::MetadataExt as _;
     let ino = std::fs::metadata(Path::new("/run/netns").join(netns)).map(|m| m.ino());
     let needle = dir.to_string_lossy().into_owned();
@@ -86,14 +86,22 @@ fn users(netns: &str, dir: &Path) -> Vec<String> {
         let cmd = std::fs::read(e.path().join("cmdline"))
             .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
             .unwrap_or_default();
-        if in_ns || cmd.contains(&needle) {
+        // An exiting process (a zombie not reaped yet) has left the network
+        // namespace and has no command line, but still holds its cgroup.
+        let in_cgroup = std::fs::read_to_string(e.path().join("cgroup")).is_ok_and(|c| {
+            c.lines().any(|l| {
+                l.strip_prefix("0::")
+                    .is_some_and(|p| p == cgroup || p.starts_with(&format!("{cgroup}/")))
+            })
+        });
+        if in_ns || in_cgroup || cmd.contains(&needle) {
             found.push(format!("{:?} {cmd}", e.file_name()));
         }
     }
     found
 }
 
-fn kinds(items: &[Item]) -> (String, PathBuf) {
+fn kinds(items: &[Item]) -> (String, PathBuf, String) {
     let netns = items
         .iter()
         .find_map(|i| match i {
@@ -108,13 +116,18 @@ fn kinds(items: &[Item]) -> (String, PathBuf) {
             _ => None,
         })
         .expect("the record names the cluster's directory");
-    for want in ["link", "cgroup"] {
-        assert!(
-            items.iter().any(|i| i.to_string().starts_with(want)),
-            "no {want} in {items:?}"
-        );
-    }
-    (netns, dir)
+    let cgroup = items
+        .iter()
+        .find_map(|i| match i {
+            Item::Cgroup(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("the record names the node's cgroup");
+    assert!(
+        items.iter().any(|i| i.to_string().starts_with("link")),
+        "no link in {items:?}"
+    );
+    (netns, dir, cgroup)
 }
 
 #[test]
@@ -133,14 +146,14 @@ fn a_run_killed_with_sigkill_leaves_what_clean_removes() {
     assert_eq!(code, None, "killed by a signal\n{t}");
 
     let (record, items) = the_record(&registry);
-    let (netns, dir) = kinds(&items);
-    // Its children died with it: nothing runs in the node's namespace or
-    // from the cluster's dir.
+    let (netns, dir, cgroup) = kinds(&items);
+    // Its children died with it: nothing runs in the node's namespace, its
+    // cgroup or from the cluster's dir (exiting ones are waited for).
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !users(&netns, &dir).is_empty() && Instant::now() < deadline {
+    while !users(&netns, &dir, &cgroup).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(users(&netns, &dir), Vec::<String>::new(), "{t}");
+    assert_eq!(users(&netns, &dir, &cgroup), Vec::<String>::new(), "{t}");
     // What the kernel keeps without a process: all of it, as recorded.
     let left = present(&items);
     for want in ["network namespace", "link", "cgroup", "directory"] {
@@ -161,7 +174,7 @@ fn a_run_killed_with_sigkill_leaves_what_clean_removes() {
     }
     assert_eq!(present(&items), Vec::<String>::new(), "{c}");
     assert!(!record.exists(), "the record stays\n{c}");
-    assert_eq!(users(&netns, &dir), Vec::<String>::new());
+    assert_eq!(users(&netns, &dir, &cgroup), Vec::<String>::new());
     common::assert_nothing_left(home.path(), &c);
 }
 
