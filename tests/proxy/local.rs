@@ -79,9 +79,7 @@ async fn dead_connection_at_the_head_of_the_queue_costs_one_failed_attempt() {
         .unwrap();
     // A connection that dies unused, queued before the pool's ones, as a
     // port-forward that broke after dialling would be.
-    let ProxySide::Unix(runner_side) = agent.proxy().clone() else {
-        panic!("a local agent waits on a unix socket: {:?}", agent.proxy());
-    };
+    let runner_side = runner_side(&agent);
     drop(tokio::net::UnixStream::connect(&runner_side).await.unwrap());
     let (pool, plugin, _server) = serve_pooled(&agent);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();

@@ -11,7 +11,9 @@ use dra_e2e::proto::pluginregistration::registration_server::{Registration, Regi
 use dra_e2e::proto::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
-use dra_e2e::proxy::{LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket};
+use dra_e2e::proxy::{
+    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, ProxySide,
+};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -56,6 +58,14 @@ pub fn serve_pooled(
     let plugin = Plugin::default();
     let server = plugin.serve(incoming);
     (pool, plugin, server)
+}
+
+/// Where a local agent waits for the runner's connections.
+pub fn runner_side(agent: &LocalAgent) -> PathBuf {
+    match agent.proxy() {
+        ProxySide::Unix(path) => path.clone(),
+        other => panic!("a local agent waits on a unix socket: {other:?}"),
+    }
 }
 
 pub fn init_logs() {
