@@ -34,6 +34,15 @@ pub enum AgentError {
          `cargo build -p dra-e2e-agent` in the dra-e2e checkout, or name it with {AGENT_ENV}"
     )]
     Missing { exe: String, why: String },
+    #[error(
+        "cannot run Cargo ({cargo}) to build {AGENT_PROGRAM}: {source}; build it with `cargo \
+         build -p dra-e2e-agent`, or name it with {AGENT_ENV}"
+    )]
+    Cargo {
+        cargo: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("building {AGENT_PROGRAM} with `{command}` failed ({status}); its output is above")]
     Build { command: String, status: String },
     #[error("`{command}` succeeded but {path} is not there")]
@@ -141,20 +150,29 @@ fn build_command(target: &Path, profile: &str) -> Vec<String> {
 
 /// Runs Cargo (the one that built the runner when `cargo run` started it).
 fn build(workspace: &Path, target: &Path, profile: &str) -> Result<(), AgentError> {
-    let args = build_command(target, profile);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    build_with(&cargo, workspace, target, profile)
+}
+
+fn build_with(
+    cargo: &std::ffi::OsStr,
+    workspace: &Path,
+    target: &Path,
+    profile: &str,
+) -> Result<(), AgentError> {
+    let args = build_command(target, profile);
     // On stderr as the runner's other first-run builds say theirs.
     eprintln!(
         "dra-e2e: building {AGENT_PROGRAM}, the program of real nodes and proxy pods: {}",
         args.join(" ")
     );
-    let status = Command::new(&cargo)
+    let status = Command::new(cargo)
         .args(&args[1..])
         .current_dir(workspace)
         .status()
-        .map_err(|e| AgentError::Missing {
-            exe: "the running program".into(),
-            why: format!("running {}: {e}", Path::new(&cargo).display()),
+        .map_err(|source| AgentError::Cargo {
+            cargo: Path::new(cargo).display().to_string(),
+            source,
         })?;
     if status.success() {
         Ok(())
@@ -170,6 +188,18 @@ fn build(workspace: &Path, target: &Path, profile: &str) -> Result<(), AgentErro
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn a_cargo_that_cannot_run_is_named_with_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let cargo = dir.path().join("no-cargo-here");
+        let err = build_with(cargo.as_os_str(), dir.path(), dir.path(), "dev").unwrap_err();
+        assert!(matches!(err, AgentError::Cargo { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&cargo.display().to_string()), "{msg}");
+        assert!(msg.contains("cargo build -p dra-e2e-agent"), "{msg}");
+        assert!(msg.contains(AGENT_ENV), "{msg}");
+    }
 
     fn executable(path: &Path) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
