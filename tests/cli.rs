@@ -4,10 +4,10 @@
 //! temp dir too long for sockets, no Go for a first run). Part of the fast
 //! tier: no root, Go or control plane needed.
 use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::runs::Ran;
 use common::*;
 
 /// A kubeconfig that points nowhere: a run reaching for the cluster fails
@@ -58,78 +58,63 @@ fn http_server_by_path(
     url
 }
 
+/// The runner with `args`, run to its end.
+fn run(home: &Path, args: &[&str]) -> Ran {
+    Ran::of(isolated(home).args(args))
+}
+
+/// [`run`] with a cluster the run must not reach for.
+fn run_off_cluster(home: &Path, args: &[&str]) -> Ran {
+    Ran::of(isolated(home).args(NO_CLUSTER).args(args))
+}
+
 /// The runner against the cluster of kubeconfig `kc`, run to its end.
-fn against(home: &Path, kc: &Path) -> Output {
-    isolated(home)
-        .args(["--cluster", "kubeconfig", "--kubeconfig"])
-        .arg(kc)
-        .output()
-        .unwrap()
+fn against(home: &Path, kc: &Path) -> Ran {
+    Ran::of(
+        isolated(home)
+            .args(["--cluster", "kubeconfig", "--kubeconfig"])
+            .arg(kc),
+    )
 }
 
 #[test]
 fn list_needs_no_cluster() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args([
-            "--list",
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            "/nonexistent",
-        ])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("features/kubelet_calls.feature:"), "{t}");
-    assert!(t.contains("registers plugin"), "{t}");
-    assert!(t.contains("@KubeletMinVersion:1.34"), "{t}");
-    let o = isolated(home.path())
-        .args(["--list", "--tags", "@KubeletMinVersion:1.34"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(t.contains("blocks new pod after force-delete"), "{t}");
-    assert!(!t.contains("registers plugin"), "{t}");
+    let list = |args: &[&str]| Ran::of(isolated(home.path()).arg("--list").args(args));
+    list(&NO_CLUSTER)
+        .exits(0)
+        .says("features/kubelet_calls.feature:")
+        .says("registers plugin")
+        .says("@KubeletMinVersion:1.34");
+    list(&["--tags", "@KubeletMinVersion:1.34"])
+        .says("blocks new pod after force-delete")
+        .never_says("registers plugin");
     // Several --features: the scenarios of each, and only those.
-    let o = isolated(home.path())
-        .args(["--list", "--features", "features/kubelet_calls.feature"])
-        .args(["--features", "features/device_health.feature"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("registers plugin"), "{t}");
-    assert!(t.contains("must reflect device health changes"), "{t}");
-    assert!(!t.contains("must manage ResourceSlices"), "{t}");
-    let o = isolated(home.path())
-        .args(["--list", "--features", "features/kubelet_calls.feature"])
-        .args(["--features", "no-such.feature"])
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(text(&o).contains("no-such.feature"), "{}", text(&o));
+    let kubelet_calls = ["--features", "features/kubelet_calls.feature"];
+    list(
+        &[
+            &kubelet_calls[..],
+            &["--features", "features/device_health.feature"],
+        ]
+        .concat(),
+    )
+    .exits(0)
+    .says("registers plugin")
+    .says("must reflect device health changes")
+    .never_says("must manage ResourceSlices");
+    list(&[&kubelet_calls[..], &["--features", "no-such.feature"]].concat())
+        .fails()
+        .says("no-such.feature");
 }
 
 #[test]
 fn check_reports_misspelt_steps_with_their_location() {
     let home = tempfile::tempdir().unwrap();
-    let bad = isolated(home.path())
-        .args(["check", fixtures("misspelt").to_str().unwrap()])
-        .output()
-        .unwrap();
-    let t = text(&bad);
-    assert!(!bad.status.success(), "{t}");
-    assert!(
-        t.contains("misspelt.feature:6: undefined step: And a drvier with 1 device per node"),
-        "{t}"
-    );
-    let good = isolated(home.path())
-        .args(["check", "features"])
-        .output()
-        .unwrap();
-    assert!(good.status.success(), "{}", text(&good));
+    let misspelt = fixtures("misspelt");
+    run(home.path(), &["check", misspelt.to_str().unwrap()])
+        .fails()
+        .says("misspelt.feature:6: undefined step: And a drvier with 1 device per node");
+    run(home.path(), &["check", "features"]).exits(0);
 }
 
 #[test]
@@ -138,11 +123,10 @@ fn bad_kubeconfig_gives_one_clear_error() {
     let kc = home.path().join("broken");
     std::fs::write(&kc, "this: is: not a kubeconfig: [").unwrap();
     let started = Instant::now();
-    let o = against(home.path(), &kc);
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(t.contains("error: reading kubeconfig"), "{t}");
-    assert!(!t.contains("panicked"), "{t}");
+    against(home.path(), &kc)
+        .fails()
+        .says("error: reading kubeconfig")
+        .never_says("panicked");
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "took {:?}",
@@ -161,140 +145,90 @@ fn unreachable_server_gives_one_clear_error() {
          current-context: x\n",
     )
     .unwrap();
-    let o = isolated(home.path())
-        .args(["--kubeconfig", kc.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(
-        t.contains("cannot reach the API server at https://127.0.0.1:9"),
-        "{t}"
-    );
-    assert!(!t.contains("panicked"), "{t}");
+    run(home.path(), &["--kubeconfig", kc.to_str().unwrap()])
+        .fails()
+        .says("cannot reach the API server at https://127.0.0.1:9")
+        .never_says("panicked");
 }
 
 #[test]
 fn no_cluster_at_all_says_how_to_get_one() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
+    let ran =
+        Ran::of(isolated(home.path()).env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries")));
+    ran.fails()
+        .says("--kubeconfig")
+        .never_says("starting the local cluster");
+    let t = &ran.text;
     assert_eq!(t.matches("make controlplane").count(), 1, "said once\n{t}");
-    assert!(t.contains("--kubeconfig"), "{t}");
-    assert!(!t.contains("starting the local cluster"), "{t}");
 }
 
 #[test]
 fn paths_matching_no_feature_file_fail() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--input", "no-such-dir/*.feature"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(
-        stderr(&o).trim(),
-        "error: --input no-such-dir/*.feature: the glob matches no feature file"
-    );
+    run_off_cluster(home.path(), &["--input", "no-such-dir/*.feature"])
+        .fails_with_only("error: --input no-such-dir/*.feature: the glob matches no feature file");
     // A glob that matches: its scenarios, once each.
-    let o = isolated(home.path())
-        .args(["--list", "--input", "tests/fixtures/runner/*.feature"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("\n4 scenarios"), "{t}");
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .arg("--features")
-        .arg(fixtures("no-features"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("no feature files found in"), "{t}");
+    run(
+        home.path(),
+        &["--list", "--input", "tests/fixtures/runner/*.feature"],
+    )
+    .exits(0)
+    .says("\n4 scenarios");
+    let none = fixtures("no-features");
+    run_off_cluster(home.path(), &["--features", none.to_str().unwrap()])
+        .exits(1)
+        .says("no feature files found in");
 }
 
 #[test]
 fn unknown_tags_on_the_command_line_are_reported() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args([
+    run(
+        home.path(),
+        &[
             "--list",
             "--tags",
             "not @Typo and @DynamicResourceAllocation",
-        ])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        stderr(&o).starts_with("error: --tags: unknown tag @Typo "),
-        "{t}"
-    );
+        ],
+    )
+    .fails_with("error: --tags: unknown tag @Typo ");
     // Known tags, with colons, are fine.
-    let o = isolated(home.path())
-        .args(["--list", "--tags", "@FeatureGate:DRADeviceTaints"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    run(
+        home.path(),
+        &["--list", "--tags", "@FeatureGate:DRADeviceTaints"],
+    )
+    .exits(0);
 }
 
 #[test]
 fn concurrency_zero_is_refused() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--concurrency", "0"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        stderr(&o).starts_with("error: --concurrency 0 would never start a scenario"),
-        "{t}"
-    );
+    run_off_cluster(home.path(), &["--concurrency", "0"])
+        .fails_with("error: --concurrency 0 would never start a scenario");
 }
 
 #[test]
 fn a_gherkin_syntax_error_says_where_and_why_once() {
     let home = tempfile::tempdir().unwrap();
+    let dir = "tests/fixtures/syntax-error";
     let want =
         "tests/fixtures/syntax-error/broken.feature:8:5: `Blah` starts with no Gherkin keyword";
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--features", "tests/fixtures/syntax-error"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains(want), "{t}");
-    assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
-    let o = isolated(home.path())
-        .args(["check", "tests/fixtures/syntax-error"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains(want), "{t}");
-    assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
+    for ran in [
+        run_off_cluster(home.path(), &["--features", dir]),
+        run(home.path(), &["check", dir]),
+    ] {
+        ran.exits(1).says(want);
+        let t = &ran.text;
+        assert_eq!(t.matches("broken.feature").count(), 1, "{t}");
+    }
 }
 
 #[test]
 fn a_missing_kubeconfig_says_its_cause_once() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path()).args(NO_CLUSTER).output().unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(
-        stderr(&o).trim(),
-        "error: reading kubeconfig /nonexistent: No such file or directory (os error 2)"
+    run_off_cluster(home.path(), &[]).fails_with_only(
+        "error: reading kubeconfig /nonexistent: No such file or directory (os error 2)",
     );
 }
 
@@ -304,18 +238,15 @@ fn an_unauthorised_kubeconfig_says_check_the_credentials() {
     let status = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
     let server = http_server("401 Unauthorized", "application/json", status.to_owned());
     let kc = kubeconfig_for(home.path(), &server);
-    let o = against(home.path(), &kc);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    let err = stderr(&o);
-    assert_eq!(err.trim().lines().count(), 1, "{t}");
+    let ran = against(home.path(), &kc);
+    ran.fails_in_one_line_saying(&format!(
+        "the API server at {server}/ answered 401 Unauthorized: check the credentials"
+    ));
     assert!(
-        err.contains(&format!(
-            "the API server at {server}/ answered 401 Unauthorized: check the credentials"
-        )),
-        "{t}"
+        !ran.stderr.contains("Status {"),
+        "a Debug dump\n{}",
+        ran.text
     );
-    assert!(!err.contains("Status {"), "a Debug dump\n{t}");
 }
 
 /// An API server that shows its version to anyone but refuses the user
@@ -333,16 +264,10 @@ fn a_user_forbidden_the_api_groups_is_told_so() {
         }
     });
     let kc = kubeconfig_for(home.path(), &server);
-    let o = against(home.path(), &kc);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(
-        stderr(&o).trim(),
-        format!(
-            "error: the API server at {server}/ answered 403 Forbidden: the kubeconfig's user may \
-             not read the API groups; check its permissions"
-        )
-    );
+    against(home.path(), &kc).fails_with_only(&format!(
+        "error: the API server at {server}/ answered 403 Forbidden: the kubeconfig's user may \
+         not read the API groups; check its permissions"
+    ));
 }
 
 #[test]
@@ -355,16 +280,9 @@ fn a_server_that_is_not_kubernetes_gives_one_line() {
     for status in ["404 Not Found", "200 OK"] {
         let server = http_server(status, "text/html", page.clone());
         let kc = kubeconfig_for(home.path(), &server);
-        let o = against(home.path(), &kc);
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{t}");
-        let err = stderr(&o);
-        assert_eq!(err.trim().lines().count(), 1, "{status}\n{t}");
-        assert!(
-            err.contains(&format!("{server}/ is not a Kubernetes API server")),
-            "{status}\n{t}"
-        );
-        assert!(!err.contains("<p>"), "{status}\n{t}");
+        let ran = against(home.path(), &kc);
+        ran.fails_in_one_line_saying(&format!("{server}/ is not a Kubernetes API server"));
+        assert!(!ran.stderr.contains("<p>"), "{status}\n{}", ran.text);
     }
 }
 
@@ -384,22 +302,16 @@ fn report_and_artifact_paths_are_checked_before_the_cluster_starts() {
     ];
     for (option, path, why) in cases {
         // No control-plane binaries: reaching for the cluster would fail on those.
-        let o = isolated(home.path())
-            .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
-            .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
-            .arg(option)
-            .arg(&path)
-            .output()
-            .unwrap();
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{t}");
-        let err = stderr(&o);
-        assert!(
-            err.starts_with(&format!("error: {option} {}", path.display())),
-            "{t}"
-        );
-        assert!(err.contains(why), "{t}");
-        assert!(!t.contains("starting the local cluster"), "{t}");
+        Ran::of(
+            isolated(home.path())
+                .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
+                .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
+                .arg(option)
+                .arg(&path),
+        )
+        .fails_with(&format!("error: {option} {}", path.display()))
+        .error_says(why)
+        .never_says("starting the local cluster");
     }
 }
 
@@ -410,53 +322,42 @@ fn a_temp_dir_too_long_for_unix_sockets_is_refused_up_front() {
     let pad = 40usize.saturating_sub(home.path().as_os_str().len() + 1);
     let tmp = home.path().join("t".repeat(pad.max(1)));
     std::fs::create_dir_all(&tmp).unwrap();
-    let o = isolated(home.path())
-        .env("TMPDIR", &tmp)
-        .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
-        .args(["--cluster", "local", "--features", "tests/fixtures/runner"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    let err = stderr(&o);
-    assert!(
-        err.starts_with(&format!("error: TMPDIR {} (", tmp.display())),
-        "{t}"
-    );
-    assert!(err.contains("use a TMPDIR of at most 24 bytes"), "{t}");
-    assert!(!t.contains("starting the local cluster"), "{t}");
+    Ran::of(
+        isolated(home.path())
+            .env("TMPDIR", &tmp)
+            .env("DRA_E2E_BINARIES_DIR", home.path().join("no-binaries"))
+            .args(["--cluster", "local", "--features", "tests/fixtures/runner"]),
+    )
+    .fails_with(&format!("error: TMPDIR {} (", tmp.display()))
+    .error_says("use a TMPDIR of at most 24 bytes")
+    .never_says("starting the local cluster");
 }
 
 #[test]
 fn check_checks_every_path_given() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .args(["check", "features"])
-        .arg(fixtures("misspelt"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("undefined step: And a drvier"), "{t}");
+    let misspelt = fixtures("misspelt");
+    run(
+        home.path(),
+        &["check", "features", misspelt.to_str().unwrap()],
+    )
+    .exits(1)
+    .says("undefined step: And a drvier");
 }
 
 /// Without Go, a first run says what to install, in one message.
 #[test]
 fn a_first_run_without_go_says_what_to_install() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .env_remove("DRA_E2E_BINARIES_DIR")
-        .env_remove("DRA_E2E_BUILD_CONTROLPLANE")
-        .env("DRA_E2E_CACHE_DIR", home.path().join("cache"))
-        .env("PATH", "/nonexistent")
-        .arg("setup")
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert_eq!(stderr(&o).trim().lines().count(), 1, "{t}");
-    assert!(
-        t.contains("`go` is not on PATH: building the local cluster's control plane needs Go 1."),
-        "{t}"
+    Ran::of(
+        isolated(home.path())
+            .env_remove("DRA_E2E_BINARIES_DIR")
+            .env_remove("DRA_E2E_BUILD_CONTROLPLANE")
+            .env("DRA_E2E_CACHE_DIR", home.path().join("cache"))
+            .env("PATH", "/nonexistent")
+            .arg("setup"),
+    )
+    .fails_in_one_line_saying(
+        "`go` is not on PATH: building the local cluster's control plane needs Go 1.",
     );
 }

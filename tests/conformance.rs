@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use common::runs::{Ran, assert_test_driver_built};
+
 /// The pack on a two-node local cluster with `profile`, only the scenarios
 /// `names` (regexes) select.
 fn pack(home: &Path, profile: &str, names: &[&str], extra: &[&str]) -> Command {
@@ -51,20 +53,42 @@ fn properties(junit: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// The pack run with `profile` passed, its report's properties say
+/// `expected` (name, value), and nothing was left behind; returns what the
+/// run printed and all the properties.
+fn passes(
+    home: &Path,
+    profile: &str,
+    extra: &[&str],
+    expected: &[(&str, &str)],
+) -> (String, BTreeMap<String, String>) {
+    let ran = Ran::of(pack(home, profile, &[], extra));
+    ran.exits(0).leak_check_clean().left_nothing(home);
+    let props = properties(&home.join("junit.xml"));
+    for (name, value) in expected {
+        assert_eq!(
+            props.get(*name).map(String::as_str),
+            Some(*value),
+            "{name}: {props:?}"
+        );
+    }
+    (ran.text, props)
+}
+
 #[test]
 fn the_suites_own_driver_passes_the_pack_through_its_profile() {
     let home = tempfile::tempdir().unwrap();
     let html = home.path().join("report.html");
-    let o = pack(
+    let (out, props) = passes(
         home.path(),
         "profiles/builtin.yaml",
-        &[],
         &["--html", html.to_str().unwrap()],
-    )
-    .output()
-    .unwrap();
-    let out = common::text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+        &[
+            ("driver.conformance", "27 passed, 3 skipped, 0 failed"),
+            ("driver.profile", "profiles/builtin.yaml"),
+            ("driver.deployment", "Builtin"),
+        ],
+    );
     // Every scenario but the one needing a deployed driver's pods, the one
     // rebooting a real node and the one restarting the driver with fewer
     // devices (its profile gives no deviceCount).
@@ -88,22 +112,6 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
             "  skipped: slices follow a device that goes away (needs to make a device of driver"
         ),
         "{out}"
-    );
-    let props = properties(&home.path().join("junit.xml"));
-    assert_eq!(
-        props.get("driver.conformance").map(String::as_str),
-        Some("27 passed, 3 skipped, 0 failed"),
-        "{props:?}"
-    );
-    assert_eq!(
-        props.get("driver.profile").map(String::as_str),
-        Some("profiles/builtin.yaml"),
-        "{props:?}"
-    );
-    assert_eq!(
-        props.get("driver.deployment").map(String::as_str),
-        Some("Builtin"),
-        "{props:?}"
     );
     assert!(
         props
@@ -129,30 +137,23 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         page.contains("<li class=\"skipped\">skipped: a rebooted node prepares its claims again"),
         "{page}"
     );
-    assert!(out.contains("leak check: nothing left behind"), "{out}");
-    common::assert_nothing_left(home.path(), &out);
 }
 
 #[test]
 fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
-    let program =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dra-test-driver/dra-test-driver");
-    assert!(
-        program.exists(),
-        "{} is missing: `make test-driver` builds upstream's test driver (make test does)",
-        program.display()
-    );
+    assert_test_driver_built();
     let home = tempfile::tempdir().unwrap();
-    let o = pack(
+    // Nothing left includes the driver's processes: their command lines name
+    // the run's kubeconfig, under `home`.
+    let (out, _) = passes(
         home.path(),
         "profiles/dra-test-driver-simulated.yaml",
         &[],
-        &[],
-    )
-    .output()
-    .unwrap();
-    let out = common::text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+        &[
+            ("driver.deployment", "SimulatedNodes"),
+            ("driver.device-class", "dra-e2e-test-driver-cdi-k8s-io"),
+        ],
+    );
     // The runner started the driver's kubelet plugin on the host for each
     // node; it knows no driver pods to restart.
     assert!(
@@ -161,21 +162,6 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
         ),
         "{out}"
     );
-    let props = properties(&home.path().join("junit.xml"));
-    assert_eq!(
-        props.get("driver.deployment").map(String::as_str),
-        Some("SimulatedNodes"),
-        "{props:?}"
-    );
-    assert_eq!(
-        props.get("driver.device-class").map(String::as_str),
-        Some("dra-e2e-test-driver-cdi-k8s-io"),
-        "{props:?}"
-    );
-    assert!(out.contains("leak check: nothing left behind"), "{out}");
-    // Also the driver's processes: their command lines name the run's
-    // kubeconfig, under `home`.
-    common::assert_nothing_left(home.path(), &out);
 }
 
 /// One broken variant: its profile, the scenario that must fail, the step

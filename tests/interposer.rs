@@ -11,15 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-fn test_driver() {
-    let program =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dra-test-driver/dra-test-driver");
-    assert!(
-        program.exists(),
-        "{} is missing: `make test-driver` builds upstream's test driver (make test does)",
-        program.display()
-    );
-}
+use common::runs::assert_test_driver_built;
 
 /// The kubelet scenarios (features/kubelet_calls.feature) on a two-node
 /// local cluster with upstream's test driver; `name` selects one.
@@ -43,7 +35,7 @@ fn run(home: &Path, interpose: bool, name: Option<&str>) -> Command {
 
 #[test]
 fn upstreams_test_driver_behind_the_interposer_passes_the_kubelet_scenarios() {
-    test_driver();
+    assert_test_driver_built();
     let home = tempfile::tempdir().unwrap();
     let o = run(home.path(), true, None).output().unwrap();
     let out = common::text(&o);
@@ -55,7 +47,7 @@ fn upstreams_test_driver_behind_the_interposer_passes_the_kubelet_scenarios() {
 
 #[test]
 fn a_driver_the_kubelet_reaches_directly_fails_the_scenario_counting_its_calls() {
-    test_driver();
+    assert_test_driver_built();
     let broken = tempfile::tempdir().unwrap();
     let without = tempfile::tempdir().unwrap();
     // Both at once: each is a cluster of its own, mostly waiting.

@@ -4,20 +4,12 @@
 //! check that caught it.
 
 mod common;
+use common::runs::{Ran, assert_each_scenario_caught};
 use common::*;
 
 #[test]
 fn every_broken_pool_status_expectation_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
-    let o = isolated(home.path())
-        .env("DRA_E2E_AGENT", agent())
-        .args(["--cluster", "local", "--nodes", "2", "--features"])
-        .arg(fixtures("pool-status"))
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 13 failed"), "{t}");
     let expected: [(&str, &[&str]); 13] = [
         (
             "wrong device count",
@@ -82,13 +74,11 @@ fn every_broken_pool_status_expectation_fails_with_the_check_that_caught_it() {
             &["Pod tester-1 changed within 5s: resourceVersion"],
         ),
     ];
-    for (name, messages) in expected {
-        let out = scenario_output(&t, name);
-        assert!(out.contains('✘'), "scenario {name:?} did not fail\n{out}");
-        for m in messages {
-            assert!(out.contains(m), "scenario {name:?} lacks {m:?}\n{out}");
-        }
-    }
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
-    assert_nothing_left(home.path(), &t);
+    let ran = Ran::of(
+        isolated(home.path())
+            .env("DRA_E2E_AGENT", agent())
+            .args(["--cluster", "local", "--nodes", "2", "--features"])
+            .arg(fixtures("pool-status")),
+    );
+    assert_each_scenario_caught(home.path(), &ran, &expected);
 }

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::runs::{Ran, junit_case};
 use common::*;
 
 /// A kubeconfig that points nowhere: a run reaching for the cluster fails
@@ -52,13 +53,7 @@ fn check_junit(path: &Path) {
         props["feature-gates"].contains("DynamicResourceAllocation"),
         "{xml}"
     );
-    let case = |name: &str| {
-        suite
-            .cases
-            .iter()
-            .find(|c| c.original_name == name)
-            .unwrap_or_else(|| panic!("no case {name:?}\n{xml}"))
-    };
+    let case = |name: &str| junit_case(suite, name);
     for c in &suite.cases {
         assert_eq!(c.classname.as_deref(), Some("runner outcomes"), "{xml}");
         assert!(
@@ -178,23 +173,36 @@ fn check_html(path: &Path) {
     }
 }
 
-/// Waits until the run is mid-scenario: its claim is prepared once a CDI
-/// spec file exists on the node. False if the run ended first (it was not
-/// interrupted mid-scenario then) or nothing was prepared in time.
-fn wait_until_prepared(home: &Path, child: &mut std::process::Child) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(240);
+/// Waits until a file under `home` is `wanted`, polling every `every`. False
+/// if the run ended first or none came `within`.
+fn wait_for_file(
+    home: &Path,
+    child: &mut std::process::Child,
+    within: Duration,
+    every: Duration,
+    wanted: impl Fn(&Path) -> bool,
+) -> bool {
+    let deadline = Instant::now() + within;
     loop {
-        let found = walk(home).into_iter().any(|p| {
-            p.extension().is_some_and(|e| e == "json")
-                && p.parent().is_some_and(|d| d.ends_with("cdi"))
-        });
+        let found = walk(home).iter().any(|p| wanted(p));
         let exited = child.try_wait().unwrap().is_some();
         if found || exited || Instant::now() > deadline {
             return found;
         }
         // No event tells a test process that a file appeared elsewhere.
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(every);
     }
+}
+
+/// Waits until the run is mid-scenario: its claim is prepared once a CDI
+/// spec file exists on the node. False if the run ended first (it was not
+/// interrupted mid-scenario then) or nothing was prepared in time.
+fn wait_until_prepared(home: &Path, child: &mut std::process::Child) -> bool {
+    let cdi_spec = |p: &Path| {
+        p.extension().is_some_and(|e| e == "json") && p.parent().is_some_and(|d| d.ends_with("cdi"))
+    };
+    let (within, every) = (Duration::from_secs(240), Duration::from_millis(200));
+    wait_for_file(home, child, within, every, cdi_spec)
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -219,12 +227,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// pod runs; returns the run's output, exit code and how long it took to end.
 fn run_and_kill(component: &str) -> (String, Option<i32>, Duration) {
     let home = tempfile::tempdir().unwrap();
-    let mut child = local_run(home.path(), "interrupt", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let prepared = wait_until_prepared(home.path(), &mut child);
+    let mut run = Watched::spawn(local_run(home.path(), "interrupt", &[]));
+    let prepared = wait_until_prepared(home.path(), &mut run.child);
     let needle = format!("{component} ");
     let pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
         let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
@@ -240,16 +244,15 @@ fn run_and_kill(component: &str) -> (String, Option<i32>, Duration) {
             libc::kill(pid, libc::SIGKILL);
         }
     }
-    let o = child.wait_with_output().unwrap();
+    let (code, t) = run.finish();
     let took = killed_at.elapsed();
-    let t = text(&o);
     assert!(prepared, "the scenario never prepared its claim\n{t}");
     assert!(
         pid.is_some(),
         "no {component} process of the run found\n{t}"
     );
     assert_nothing_left(home.path(), &t);
-    (t, o.status.code(), took)
+    (t, code, took)
 }
 
 /// The lines a terminal shows for `raw`: a carriage return moves to the
@@ -334,7 +337,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
     let junit = home.path().join("junit.xml");
     let artifacts = home.path().join("artifacts");
-    let o = local_run(
+    let ran = Ran::of(local_run(
         home.path(),
         "runner",
         &[
@@ -345,17 +348,11 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
             "--html",
             home.path().join("report.html").to_str().unwrap(),
         ],
-    )
-    .output()
-    .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("1 passed, 2 failed, 1 skipped"), "{t}");
-    assert!(
-        t.contains("1 skipped: needs at least 5 ready schedulable nodes, the cluster has 1"),
-        "{t}"
-    );
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    ));
+    ran.exits(1)
+        .says("1 passed, 2 failed, 1 skipped")
+        .says("1 skipped: needs at least 5 ready schedulable nodes, the cluster has 1")
+        .leak_check_clean();
     check_junit(&junit);
     check_html(&home.path().join("report.html"));
     let dirs: Vec<_> = std::fs::read_dir(&artifacts)
@@ -387,26 +384,18 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
         std::fs::read_to_string(dir.join(names.iter().find(|n| n.starts_with("calls-")).unwrap()))
             .unwrap();
     assert!(calls.contains("NodePrepareResources"), "{calls}");
-    assert_nothing_left(home.path(), &t);
+    ran.left_nothing(home.path());
 }
 
 #[test]
 fn interrupted_run_tears_down_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = local_run(home.path(), "interrupt", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let prepared = wait_until_prepared(home.path(), &mut child);
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let o = child.wait_with_output().unwrap();
-    let t = text(&o);
+    let mut run = Watched::spawn(local_run(home.path(), "interrupt", &[]));
+    let prepared = wait_until_prepared(home.path(), &mut run.child);
+    run.sigint();
+    let (code, t) = run.finish();
     assert!(prepared, "the scenario never prepared its claim\n{t}");
-    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("interrupted"), "{t}");
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     assert!(t.contains("0 passed, 1 failed"), "{t}");
@@ -515,7 +504,7 @@ fn the_runs_ending_is_bounded_by_the_teardown_timeout() {
 fn passing_run_exits_zero_with_a_clean_junit_report() {
     let home = tempfile::tempdir().unwrap();
     let junit = home.path().join("junit.xml");
-    let o = local_run(
+    let ran = Ran::of(local_run(
         home.path(),
         "runner",
         &[
@@ -524,12 +513,8 @@ fn passing_run_exits_zero_with_a_clean_junit_report() {
             "--junit",
             junit.to_str().unwrap(),
         ],
-    )
-    .output()
-    .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("1 passed, 0 failed"), "{t}");
+    ));
+    ran.exits(0).says("1 passed, 0 failed");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(xml.matches("<testcase").count(), 1, "{xml}");
     assert!(
@@ -543,7 +528,7 @@ fn passing_run_exits_zero_with_a_clean_junit_report() {
         "{xml}"
     );
     assert!(!xml.contains("<failure"), "{xml}");
-    assert_nothing_left(home.path(), &t);
+    ran.left_nothing(home.path());
 }
 
 /// A driver whose plugin the kubelet never registered: its setup fails, and
@@ -552,20 +537,17 @@ fn passing_run_exits_zero_with_a_clean_junit_report() {
 #[test]
 fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
     let home = tempfile::tempdir().unwrap();
-    let o = local_run(home.path(), "unregistered", &[])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("did not register the plugin"), "{t}");
-    assert!(t.contains("0 passed, 1 failed"), "{t}");
-    assert!(!t.contains("teardown(s) failed"), "{t}");
+    let ran = Ran::of(local_run(home.path(), "unregistered", &[]));
+    ran.exits(1)
+        .says("did not register the plugin")
+        .says("0 passed, 1 failed")
+        .never_says("teardown(s) failed");
+    let t = &ran.text;
     assert!(
         !t.contains("to be removed"),
         "teardown waited for a wipe\n{t}"
     );
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
-    assert_nothing_left(home.path(), &t);
+    ran.leak_check_clean().left_nothing(home.path());
 }
 
 // ---- A run that tests nothing does not pass; bad input gets one clear error.
@@ -574,72 +556,53 @@ fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
 fn a_tag_expression_selecting_nothing_fails_unless_allowed() {
     let home = tempfile::tempdir().unwrap();
     let none = "@DynamicResourceAllocation and not @DynamicResourceAllocation";
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--tags", none])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains(&format!(
-            "error: no scenario to run: --tags '{none}' selects none of the"
-        )),
-        "{t}"
+    let ran = Ran::of(
+        isolated(home.path())
+            .args(NO_CLUSTER)
+            .args(["--tags", none]),
     );
-    assert!(t.contains("--allow-empty"), "{t}");
+    ran.exits(1)
+        .says(&format!(
+            "error: no scenario to run: --tags '{none}' selects none of the"
+        ))
+        .says("--allow-empty");
+    let t = &ran.text;
     assert!(!t.contains("kubeconfig"), "reached for the cluster\n{t}");
-    let o = isolated(home.path())
-        .args(["--list", "--tags", none])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    Ran::of(isolated(home.path()).args(["--list", "--tags", none])).exits(1);
     // An empty shard may be fine for a CI matrix; no cluster is needed then.
-    let o = isolated(home.path())
-        .args(NO_CLUSTER)
-        .args(["--tags", none, "--allow-empty"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("0 passed, 0 failed"), "{t}");
+    Ran::of(
+        isolated(home.path())
+            .args(NO_CLUSTER)
+            .args(["--tags", none, "--allow-empty"]),
+    )
+    .exits(0)
+    .says("0 passed, 0 failed");
 }
 
 #[test]
 fn a_run_where_every_scenario_was_skipped_fails_unless_allowed() {
     let home = tempfile::tempdir().unwrap();
-    let o = local_run(home.path(), "all-skipped", &[]).output().unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("0 passed, 0 failed, 1 skipped"), "{t}");
-    assert!(
-        t.contains("no scenario ran: all 1 selected scenarios were skipped"),
-        "{t}"
-    );
-    assert_nothing_left(home.path(), &t);
-    let o = local_run(home.path(), "all-skipped", &["--allow-empty"])
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert_nothing_left(home.path(), &t);
+    Ran::of(local_run(home.path(), "all-skipped", &[]))
+        .exits(1)
+        .says("0 passed, 0 failed, 1 skipped")
+        .says("no scenario ran: all 1 selected scenarios were skipped")
+        .left_nothing(home.path());
+    Ran::of(local_run(home.path(), "all-skipped", &["--allow-empty"]))
+        .exits(0)
+        .left_nothing(home.path());
 }
 
 #[test]
 fn no_colour_codes_when_stderr_is_not_a_terminal() {
     let home = tempfile::tempdir().unwrap();
     let kc = kubeconfig_for(home.path(), "https://127.0.0.1:9");
-    let o = isolated(home.path())
-        .env("RUST_LOG", "debug")
-        .args([
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
+    let err = Ran::of(
+        isolated(home.path())
+            .env("RUST_LOG", "debug")
+            .args(["--cluster", "kubeconfig", "--kubeconfig"])
+            .arg(&kc),
+    )
+    .stderr;
     assert!(err.lines().count() > 1, "no log lines to check\n{err}");
     assert!(!err.contains('\u{1b}'), "{err}");
 }
@@ -675,30 +638,20 @@ fn a_dead_api_server_ends_the_run_quickly_and_says_so() {
 #[test]
 fn interrupt_during_cluster_start_up_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = local_run(home.path(), "interrupt", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The API server is starting once its log exists.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let starting = loop {
-        let found = walk(home.path())
-            .iter()
-            .any(|p| p.ends_with("logs/kube-apiserver.log"));
-        if found || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            break found;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let o = child.wait_with_output().unwrap();
-    let t = text(&o);
+    let mut run = Watched::spawn(local_run(home.path(), "interrupt", &[]));
+    // The API server is starting once its log exists; the start-up is short,
+    // so it is watched closely.
+    let starting = wait_for_file(
+        home.path(),
+        &mut run.child,
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+        |p| p.ends_with("logs/kube-apiserver.log"),
+    );
+    run.sigint();
+    let (code, t) = run.finish();
     assert!(starting, "the cluster never started\n{t}");
-    assert_eq!(o.status.code(), Some(130), "{t}");
+    assert_eq!(code, Some(130), "{t}");
     assert!(t.contains("interrupted while starting the cluster"), "{t}");
     assert_nothing_left(home.path(), &t);
 }
@@ -743,7 +696,7 @@ fn shard_reports_together_name_every_scenario_once() {
     for i in 1..=3 {
         let home = tempfile::tempdir().unwrap();
         let junit = home.path().join("junit.xml");
-        let o = local_run(
+        let ran = Ran::of(local_run(
             home.path(),
             "shards",
             &[
@@ -753,11 +706,8 @@ fn shard_reports_together_name_every_scenario_once() {
                 "--junit",
                 junit.to_str().unwrap(),
             ],
-        )
-        .output()
-        .unwrap();
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(0), "{t}");
+        ));
+        ran.exits(0);
         let xml = std::fs::read_to_string(&junit).unwrap_or_default();
         let suites = junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes())).unwrap();
         names.extend(
@@ -767,7 +717,7 @@ fn shard_reports_together_name_every_scenario_once() {
                 .flat_map(|s| &s.cases)
                 .map(|c| c.original_name.clone()),
         );
-        assert_nothing_left(home.path(), &t);
+        ran.left_nothing(home.path());
     }
     names.sort();
     let mut expected: Vec<String> = ["first", "second", "third", "fourth"]
@@ -830,9 +780,8 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
     }
     assert_nothing_left(home.path(), &shown);
 
-    let piped = local_run(home.path(), "progress", &[]).output().unwrap();
-    let t = text(&piped);
-    assert_eq!(piped.status.code(), Some(0), "{t}");
+    let piped = Ran::of(local_run(home.path(), "progress", &[]));
+    let t = &piped.exits(0).text;
     assert!(!t.contains("[0/1]"), "a status line off a terminal\n{t}");
     assert!(!t.contains('\u{1b}'), "terminal codes off a terminal\n{t}");
 }
@@ -847,28 +796,17 @@ fn the_first_run_builds_the_control_plane_then_runs() {
         "runner",
         &["--name", "an inline claim reaches the container"],
     );
-    let o = with_empty_cache(home.path(), run, 0).output().unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("dra-e2e: building the local cluster's control plane (once per machine; no earlier build here to estimate from)"), "{t}");
-    assert!(
-        t.contains("dra-e2e: [controlplane +0s] [fake] building etcd"),
-        "{t}"
-    );
-    assert!(
-        t.contains("dra-e2e: built the local cluster's control plane in"),
-        "{t}"
-    );
-    assert!(t.contains("1 passed, 0 failed"), "{t}");
+    Ran::of(with_empty_cache(home.path(), run, 0))
+        .exits(0)
+        .says("dra-e2e: building the local cluster's control plane (once per machine; no earlier build here to estimate from)")
+        .says("dra-e2e: [controlplane +0s] [fake] building etcd")
+        .says("dra-e2e: built the local cluster's control plane in")
+        .says("1 passed, 0 failed");
     let builds = std::fs::read_to_string(home.path().join("builds")).unwrap();
     assert_eq!(builds.lines().count(), 1);
     // The next run knows the build and how long it took.
-    let again = with_empty_cache(home.path(), isolated(home.path()), 0)
-        .args(["setup"])
-        .output()
-        .unwrap();
-    let t = text(&again);
-    assert_eq!(again.status.code(), Some(0), "{t}");
+    let again = Ran::of(with_empty_cache(home.path(), isolated(home.path()), 0).arg("setup"));
+    let t = &again.exits(0).text;
     let builds = std::fs::read_to_string(home.path().join("builds")).unwrap();
     assert_eq!(builds.lines().count(), 1, "built again\n{t}");
 }
@@ -927,15 +865,14 @@ fn a_run_waiting_for_a_stuck_build_names_the_holder() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = with_empty_cache(home.path(), isolated(home.path()), 0)
-        .env("DRA_E2E_BUILD_LOCK_TIMEOUT", "1s")
-        .arg("setup")
-        .output()
-        .unwrap();
+    let ran = Ran::of(
+        with_empty_cache(home.path(), isolated(home.path()), 0)
+            .env("DRA_E2E_BUILD_LOCK_TIMEOUT", "1s")
+            .arg("setup"),
+    );
     let _ = holder.kill();
     let _ = holder.wait();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
+    ran.exits(1);
     for want in [
         "another dra-e2e is building the local cluster's control plane",
         "waited 1s for the build of the local cluster's control plane that another process holds",
@@ -943,11 +880,12 @@ fn a_run_waiting_for_a_stuck_build_names_the_holder() {
         "If it is stuck, end it (kill PID",
         "set DRA_E2E_BUILD_LOCK_TIMEOUT",
     ] {
-        assert!(t.contains(want), "no {want:?} in\n{t}");
+        ran.says(want);
     }
     assert!(
         !home.path().join("builds").exists(),
-        "it built while another held the lock\n{t}"
+        "it built while another held the lock\n{}",
+        ran.text
     );
 }
 
@@ -956,19 +894,18 @@ fn a_run_waiting_for_a_stuck_build_names_the_holder() {
 #[test]
 fn an_empty_agent_variable_is_named() {
     let home = tempfile::tempdir().unwrap();
-    let o = local_run(
-        home.path(),
-        "runner",
-        &["--name", "an inline claim reaches the container"],
+    Ran::of(
+        local_run(
+            home.path(),
+            "runner",
+            &["--name", "an inline claim reaches the container"],
+        )
+        .env("DRA_E2E_AGENT", ""),
     )
-    .env("DRA_E2E_AGENT", "")
-    .output()
-    .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("DRA_E2E_AGENT is set but empty"), "{t}");
-    assert!(t.contains("leak check: nothing left behind"), "{t}");
-    assert_nothing_left(home.path(), &t);
+    .exits(1)
+    .says("DRA_E2E_AGENT is set but empty")
+    .leak_check_clean()
+    .left_nothing(home.path());
 }
 
 /// The wait until a driver's slices are wiped runs after its scenario,
@@ -978,24 +915,16 @@ fn an_empty_agent_variable_is_named() {
 fn slices_that_stay_fail_their_scenario_after_it_ended() {
     let home = tempfile::tempdir().unwrap();
     let junit = home.path().join("junit.xml");
-    let o = local_run(
+    let ran = Ran::of(local_run(
         home.path(),
         "slices-stay",
         &["--junit", junit.to_str().unwrap(), "--timings"],
-    )
-    .output()
-    .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("1 passed, 1 failed"), "{t}");
-    assert!(
-        t.contains("of ended scenarios to have their slices wiped"),
-        "{t}"
-    );
-    assert!(
-        t.contains("after the scenario ended: driver dra-e2e-") && t.contains("to be removed"),
-        "{t}"
-    );
+    ));
+    ran.exits(1)
+        .says("1 passed, 1 failed")
+        .says("of ended scenarios to have their slices wiped")
+        .says("after the scenario ended: driver dra-e2e-")
+        .says("to be removed");
     let xml = std::fs::read_to_string(&junit).unwrap();
     let held = xml
         .split("<testcase ")
@@ -1008,9 +937,6 @@ fn slices_that_stay_fail_their_scenario_after_it_ended() {
         .unwrap_or_else(|| panic!("no test case of the other scenario\n{xml}"));
     assert!(!beside.contains("<failure"), "{beside}");
     // Its time is reported, apart from the scenarios' own.
-    assert!(
-        t.contains("after the scenarios, beside the ones that followed"),
-        "{t}"
-    );
-    assert_nothing_left(home.path(), &t);
+    ran.says("after the scenarios, beside the ones that followed")
+        .left_nothing(home.path());
 }

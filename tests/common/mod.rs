@@ -2,6 +2,7 @@
 //! fixtures, following a run's output, and the check that a run left no
 //! process or temp dir behind. Included by each such test binary.
 #![allow(dead_code)]
+pub mod runs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
