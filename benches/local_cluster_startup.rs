@@ -15,8 +15,7 @@ fn main() {
     let runs = support::runs(4);
     let runtime = support::runtime();
 
-    let mut starts = Vec::with_capacity(runs);
-    let mut stops = Vec::with_capacity(runs);
+    let mut laps = support::Laps::default();
     for run in 0..runs {
         let (start, stop) = runtime.block_on(async {
             let t = Instant::now();
@@ -29,16 +28,10 @@ fn main() {
             }
             (start, t.elapsed())
         });
-        let kind = if run == 0 { "cold" } else { "warm" };
-        println!(
-            "local_cluster_startup run {}/{runs} ({kind}): start {:.2}s, stop {:.2}s",
-            run + 1,
-            start.as_secs_f64(),
-            stop.as_secs_f64()
-        );
-        starts.push(start);
-        stops.push(stop);
+        let started = if run == 0 { "cold start" } else { "warm start" };
+        laps.record("local_cluster_startup", runs, started, start, stop);
     }
+    let support::Laps { starts, stops } = laps;
 
     println!(
         "local_cluster_startup cold start: {:.2}s",

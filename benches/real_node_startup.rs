@@ -18,9 +18,8 @@ fn main() {
     runtime.block_on(async {
         let cluster = support::start_cluster("real_node_startup").await;
         for count in [1, 2] {
-            let mut starts = Vec::new();
-            let mut stops = Vec::new();
-            for run in 0..runs {
+            let mut laps = support::Laps::default();
+            for _ in 0..runs {
                 let options = RealNodesOptions {
                     ..RealNodesOptions::new(count)
                 };
@@ -42,15 +41,10 @@ fn main() {
                     eprintln!("real_node_startup: left behind: {}", left.join(", "));
                     std::process::exit(1);
                 }
-                println!(
-                    "real_node_startup {count} node(s) run {}/{runs}: start to Ready {:.2}s, stop {:.2}s",
-                    run + 1,
-                    start.as_secs_f64(),
-                    stop.as_secs_f64()
-                );
-                starts.push(start);
-                stops.push(stop);
+                let what = format!("real_node_startup {count} node(s)");
+                laps.record(&what, runs, "start to Ready", start, stop);
             }
+            let support::Laps { starts, stops } = laps;
             println!(
                 "real_node_startup {count} node(s): start to Ready median {:.2}s, stop median {:.2}s",
                 summary(&starts).1.as_secs_f64(),

@@ -33,6 +33,35 @@ pub async fn start_cluster(bench: &str) -> LocalCluster {
     }
 }
 
+/// The start and stop times of a bench's runs, each printed as it comes.
+#[derive(Default)]
+pub struct Laps {
+    pub starts: Vec<Duration>,
+    pub stops: Vec<Duration>,
+}
+
+impl Laps {
+    /// Records one of `runs` runs of `what`, whose start is `started` (the
+    /// words before the start's figure).
+    pub fn record(
+        &mut self,
+        what: &str,
+        runs: usize,
+        started: &str,
+        start: Duration,
+        stop: Duration,
+    ) {
+        println!(
+            "{what} run {}/{runs}: {started} {:.2}s, stop {:.2}s",
+            self.starts.len() + 1,
+            start.as_secs_f64(),
+            stop.as_secs_f64()
+        );
+        self.starts.push(start);
+        self.stops.push(stop);
+    }
+}
+
 /// Minimum, median and maximum of `samples` (not empty).
 pub fn summary(samples: &[Duration]) -> (Duration, Duration, Duration) {
     let mut sorted = samples.to_vec();
