@@ -107,3 +107,67 @@ fn a_sideways_or_upward_edge_is_named() {
         ]
     );
 }
+
+/// Whether `manifest` gives its tests tokio's paused clock (`test-util`),
+/// in its dependencies or dev-dependencies.
+fn has_test_util(manifest: &toml::Table) -> bool {
+    ["dependencies", "dev-dependencies"].iter().any(|section| {
+        manifest
+            .get(*section)
+            .and_then(|d| d.get("tokio"))
+            .and_then(|t| t.get("features"))
+            .and_then(|f| f.as_array())
+            .is_some_and(|f| f.iter().any(|v| v.as_str() == Some("test-util")))
+    })
+}
+
+/// Whether Rust code below `dir` stops tokio's clock.
+fn uses_paused_clock(dir: &Path) -> bool {
+    std::fs::read_dir(dir).unwrap().flatten().any(|e| {
+        let p = e.path();
+        if p.is_dir() {
+            uses_paused_clock(&p)
+        } else {
+            p.extension().is_some_and(|x| x == "rs")
+                && std::fs::read_to_string(&p).is_ok_and(|t| {
+                    ["start_paused", "time::pause(", "time::advance("]
+                        .iter()
+                        .any(|n| t.contains(n))
+                })
+        }
+    })
+}
+
+/// `cargo test -p <crate>` builds each crate with its own features; inside
+/// the workspace another crate's `test-util` would hide a missing one until
+/// someone tests the crate alone.
+#[test]
+fn a_crate_whose_tests_pause_the_clock_asks_for_it_itself() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let dir = entry.path();
+        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        if uses_paused_clock(&dir.join("src")) && !has_test_util(&manifest) {
+            missing.push(dir.display().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these crates' tests pause tokio's clock without `tokio = {{ features = [\"test-util\"] }}` in their dev-dependencies: {missing:?}"
+    );
+    // What the check reads: a manifest without it is caught.
+    let without: toml::Table = "[dev-dependencies]\ntokio.workspace = true\n"
+        .parse()
+        .unwrap();
+    assert!(!has_test_util(&without));
+    let with: toml::Table =
+        "[dev-dependencies]\ntokio = { workspace = true, features = [\"test-util\"] }\n"
+            .parse()
+            .unwrap();
+    assert!(has_test_util(&with));
+    assert!(uses_paused_clock(&root.join("crates/kube/src")));
+}
