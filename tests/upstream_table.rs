@@ -252,3 +252,66 @@ fn reasons_of_tests_now_ported_can_be_dropped() {
     );
     assert_eq!(before.lines().count(), after.lines().count());
 }
+
+/// Rows of a tab-separated data file, its `#` comments left out.
+fn rows(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
+}
+
+/// What is wrong with the fidelity record against the ported tests
+/// (CONTEXT, TITLE): a ported test without a row, a row of no ported test,
+/// an unknown verdict, a `differs` that names no difference.
+fn fidelity_mistakes(ported: &[(String, String)], fidelity: &[Vec<String>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (context, title) in ported {
+        if !fidelity
+            .iter()
+            .any(|r| r.len() >= 2 && r[0] == *context && r[1] == *title)
+        {
+            out.push(format!("no fidelity row for {context} / {title}"));
+        }
+    }
+    for r in fidelity {
+        let key = (r[0].clone(), r.get(1).cloned().unwrap_or_default());
+        if !ported.contains(&key) {
+            out.push(format!("a fidelity row for no ported test: {r:?}"));
+        }
+        match r.get(3).map(String::as_str) {
+            Some("same") | Some("not-compared") => {}
+            Some("differs") if r.get(4).is_some_and(|d| !d.trim().is_empty()) => {}
+            Some("differs") => out.push(format!("`differs` without the differences: {r:?}")),
+            other => out.push(format!(
+                "verdict {other:?} is not same, differs or not-compared: {r:?}"
+            )),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_ported_test_has_its_comparison_with_upstream() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ported: Vec<(String, String)> = rows(&root.join("docs/upstream-tests.tsv"))
+        .into_iter()
+        .filter(|r| r[0] == "upstream" && r.get(6).is_none_or(|reason| reason.is_empty()))
+        .map(|r| (r[2].clone(), r[3].clone()))
+        .collect();
+    assert_eq!(ported.len(), 140, "ported upstream tests");
+    let fidelity = rows(&root.join("docs/upstream-fidelity.tsv"));
+    let mistakes = fidelity_mistakes(&ported, &fidelity);
+    assert!(mistakes.is_empty(), "{mistakes:#?}");
+
+    // Each mistake is caught: a row dropped, a verdict misspelt, a bare `differs`.
+    let mut broken = fidelity.clone();
+    broken.remove(0);
+    broken[0][3] = "same-ish".into();
+    broken[1][3] = "differs".into();
+    broken[1].truncate(4);
+    let mistakes = fidelity_mistakes(&ported, &broken);
+    assert_eq!(mistakes.len(), 3, "{mistakes:#?}");
+}
