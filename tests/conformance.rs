@@ -87,6 +87,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
             ("driver.conformance", "27 passed, 3 skipped, 0 failed"),
             ("driver.profile", "profiles/builtin.yaml"),
             ("driver.deployment", "Builtin"),
+            ("kubelet", "dra-e2e simulated kubelet"),
         ],
     );
     // Every scenario but the one needing a deployed driver's pods, the one
@@ -119,8 +120,10 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
             .is_some_and(|c| c.contains("AdminAccess")),
         "{props:?}"
     );
-    // The HTML report shows the same summary, behaviour by behaviour.
+    // The HTML report shows the same summary, behaviour by behaviour, and
+    // which kubelet it was.
     let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("dra-e2e simulated kubelet"), "{page}");
     assert!(
         page.contains("Driver conformance of the suite's own driver"),
         "{page}"

@@ -45,6 +45,12 @@ fn check_junit(path: &Path) {
         "{xml}"
     );
     assert!(props["kubernetes.version"].starts_with("v1."), "{xml}");
+    // What the run proves: the simulator, not the kubelet.
+    assert_eq!(
+        props.get("kubelet").map(String::as_str),
+        Some("dra-e2e simulated kubelet"),
+        "{xml}"
+    );
     assert!(
         props["cluster"].starts_with("local cluster with 1 simulated nodes"),
         "{xml}"
@@ -352,6 +358,7 @@ fn local_run_reports_passed_failed_and_skipped_and_leaves_nothing() {
     ran.exits(1)
         .says("1 passed, 2 failed, 1 skipped")
         .says("1 skipped: needs at least 5 ready schedulable nodes, the cluster has 1")
+        .says("kubelet: dra-e2e simulated kubelet: what passed shows the simulator does what the kubelet does")
         .leak_check_clean();
     check_junit(&junit);
     check_html(&home.path().join("report.html"));

@@ -79,7 +79,7 @@ pub fn skip_reason(
         .chain(rule.iter().flat_map(|r| r.tags.iter()))
         .chain(scenario.tags.iter());
     for tag in tags {
-        if tag == "ContainerRuntime" && !env.container_runtime {
+        if tag == "ContainerRuntime" && !env.container_runtime() {
             return Some(
                 "needs a real container runtime; the local cluster's simulated kubelet runs no \
                  containers (run it with --node-kind real, or on kind)"
@@ -164,7 +164,7 @@ pub fn skip_reason(
             profile.deployment,
             crate::profile::Deployment::Builtin { .. }
         )
-        && env.container_runtime
+        && env.container_runtime()
     {
         // Known gap: the runner's plugin servers reach a real node through
         // its proxy pods, and their connections are not re-made once a

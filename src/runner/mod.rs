@@ -646,6 +646,7 @@ async fn run_on(
     let ctx: &steps::Context = &run_ctx;
 
     let mut properties = run_properties(&cluster, &env).await;
+    let kubelet = env.kubelet;
     properties.extend(under_test.properties());
     let collector = report::collect::Collector::default();
     let json = Buffer::default();
@@ -824,6 +825,7 @@ async fn run_on(
         println!("{teardown_failures} scenario teardown(s) failed; see the messages above");
     }
     println!("{}", report::summary_line(&records));
+    println!("{}", kubelet_line(kubelet));
     if let Some(what) = &died {
         println!("the run stopped early: {what}");
     }
@@ -869,6 +871,18 @@ fn driver_profile(args: &RunArgs) -> anyhow::Result<Option<crate::profile::Profi
     Ok(None)
 }
 
+/// What the run's passes prove about the kubelet, said last beside the
+/// counts: on simulated nodes they prove dra-e2e's simulator.
+fn kubelet_line(kubelet: crate::cluster::Kubelet) -> String {
+    match kubelet {
+        crate::cluster::Kubelet::Simulated => format!(
+            "kubelet: {kubelet}: what passed shows the simulator does what the kubelet does; \
+             real nodes (--node-kind real) or a real cluster show it of Kubernetes' kubelet"
+        ),
+        crate::cluster::Kubelet::Real => format!("kubelet: {kubelet}"),
+    }
+}
+
 /// What the reports say about the run: the cluster, its version, its nodes
 /// and gates.
 async fn run_properties(
@@ -892,10 +906,11 @@ async fn run_properties(
                 .map(|(a, b)| format!("{a}.{b}"))
                 .unwrap_or_else(|| "unknown".to_owned()),
         ),
+        ("kubelet".to_owned(), env.kubelet.to_string()),
         ("nodes.ready".to_owned(), env.ready_nodes.to_string()),
         (
             "nodes.container-runtime".to_owned(),
-            env.container_runtime.to_string(),
+            env.container_runtime().to_string(),
         ),
         (
             "feature-gates".to_owned(),

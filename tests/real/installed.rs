@@ -64,6 +64,7 @@ async fn the_pack_runs_against_an_installed_driver_named_by_keps_two_flags() {
         "{out}"
     );
     assert!(out.contains("deployment.mode: Installed"), "{out}");
+    assert!(out.contains("\nkubelet: real kubelet\n"), "{out}");
     assert!(out.contains("needs driver capability AdminAccess"), "{out}");
     assert!(out.contains("devicesPerNode"), "{out}");
     assert!(out.contains("needs node operations"), "{out}");

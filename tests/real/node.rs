@@ -409,6 +409,7 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     let (_, cmd) = agent.unwrap_or_else(|| panic!("no exec agent of the run showed up\n{t}"));
     assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("0 passed, 1 failed"), "{t}");
+    assert!(t.contains("\nkubelet: real kubelet\n"), "{t}");
     let (failure, socket) = common::agent_failure(&t, &cmd);
     for part in [
         "the proxy agent for socket ",

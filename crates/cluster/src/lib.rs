@@ -105,12 +105,31 @@ pub struct SimulatedNodeDirs {
     pub nodes: Vec<(String, std::path::PathBuf, std::path::PathBuf)>,
 }
 
+/// Which kubelet runs a cluster's nodes, and so what a passing scenario
+/// about the kubelet proves: on simulated nodes, that dra-e2e's simulator
+/// does what upstream's kubelet does; on real ones, the kubelet itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kubelet {
+    /// The local cluster's simulated kubelets, which run no containers.
+    Simulated,
+    /// Real kubelets with a container runtime: the local cluster's real
+    /// nodes, or a real cluster.
+    Real,
+}
+
+impl std::fmt::Display for Kubelet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kubelet::Simulated => "dra-e2e simulated kubelet",
+            Kubelet::Real => "real kubelet",
+        })
+    }
+}
+
 /// What a cluster offers, for deciding which scenarios can run on it.
 #[derive(Debug, Clone)]
 pub struct Environment {
-    /// The nodes run containers in a real runtime (a real cluster, or the
-    /// local cluster's real nodes); false for simulated kubelets.
-    pub container_runtime: bool,
+    pub kubelet: Kubelet,
     pub ready_nodes: usize,
     /// Feature gates known to be on (local cluster); `None` when unknown (real cluster).
     pub enabled_gates: Option<Vec<String>>,
@@ -125,6 +144,13 @@ pub struct Environment {
     /// The runner can count, fail and stall the driver under test's calls:
     /// its own driver, or another behind the interposer (`@Interposed`).
     pub interposed: bool,
+}
+
+impl Environment {
+    /// The nodes run containers in a real runtime.
+    pub fn container_runtime(&self) -> bool {
+        self.kubelet == Kubelet::Real
+    }
 }
 
 /// How long a simulated node may take to stop at the end of a run.
@@ -489,14 +515,14 @@ impl Cluster {
             ),
             Kind::Remote(_) => None,
         };
-        let container_runtime = match &self.kind {
-            Kind::Local(l) => l.real.is_some(),
-            Kind::Remote(_) => true,
+        let kubelet = match &self.kind {
+            Kind::Local(l) if l.real.is_none() => Kubelet::Simulated,
+            _ => Kubelet::Real,
         };
         let node_operations = matches!(&self.kind, Kind::Local(l) if l.real.is_some());
         Ok(Environment {
             node_operations,
-            container_runtime,
+            kubelet,
             ready_nodes: ready.len(),
             enabled_gates,
             kubelet_version,
