@@ -26,9 +26,12 @@ Feature: prioritized list
           - { name: sub-request-1, deviceClassName: "${class:1}", allocationMode: ExactCount, count: 3 }
           - { name: sub-request-2, deviceClassName: "${class:1}", allocationMode: ExactCount, count: 2 }
           - { name: sub-request-3, deviceClassName: "${class:1}", allocationMode: ExactCount, count: 1 }
+        config:
+        - requests: [request-1]
+          opaque: { driver: "${driver:1}", parameters: { a: b } }
       """
     When pod "tester-1" using claim "external-multiclaim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And claim "external-multiclaim" is allocated with results "request-1/sub-request-2", "request-1/sub-request-2"
 
   Scenario: uses the config for the selected subrequest
@@ -68,9 +71,11 @@ Feature: prioritized list
           matchAttribute: dra.example.com/version
         - requests: [request-1/sub-request-1, request-2]
           matchAttribute: dra.example.com/pcieRoot
+        config:
+        - opaque: { driver: "${driver:1}", parameters: { a: b } }
       """
     When pod "tester-1" using claim "external-multiclaim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And claim "external-multiclaim" is allocated with results "request-1/sub-request-2", "request-2"
 
   Scenario: filters config correctly for multiple devices

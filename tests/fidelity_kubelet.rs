@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 11] = [
+    let expected: [(&str, &str, &[&str]); 13] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -68,6 +68,16 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             "the quota counts fewer devices",
             "And resource quota \"test-quota\" reports 1 used for ",
             &["= Some(\"2\")"],
+        ),
+        (
+            "the chosen subrequest has no config",
+            "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
+            &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
+        ),
+        (
+            "the constrained claim has no config",
+            "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
+            &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
         ),
     ];
     // The waits that would otherwise run into their own deadlines of minutes
