@@ -65,9 +65,11 @@ Feature: older resource.k8s.io API versions
             firstAvailable:
             - { name: sub-request-1, deviceClassName: "${class}", allocationMode: ExactCount, count: 2 }
             - { name: sub-request-2, deviceClassName: "${class}", allocationMode: ExactCount, count: 1 }
+          config:
+          - opaque: { driver: "${driver}", parameters: { a: b } }
       """
     When pod "tester-1" using claim "external-claim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "admin_x=y" and "user_a=b" in every container
     And ResourceClaim "external-claim" has:
       """
       apiVersion: resource.k8s.io/v1beta1
@@ -93,9 +95,11 @@ Feature: older resource.k8s.io API versions
             firstAvailable:
             - { name: sub-request-1, deviceClassName: "${class}", allocationMode: ExactCount, count: 2 }
             - { name: sub-request-2, deviceClassName: "${class}", allocationMode: ExactCount, count: 1 }
+          config:
+          - opaque: { driver: "${driver}", parameters: { a: b } }
       """
     When pod "tester-1" using claim "external-claim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "admin_x=y" and "user_a=b" in every container
     And ResourceClaim "external-claim" has:
       """
       apiVersion: resource.k8s.io/v1beta2

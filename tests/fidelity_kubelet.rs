@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 13] = [
+    let expected: [(&str, &str, &[&str]); 15] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -76,6 +76,16 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
         ),
         (
             "the constrained claim has no config",
+            "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
+            &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
+        ),
+        (
+            "the v1beta1 claim with alternatives has no config",
+            "Then pod \"tester-1\" is running with env \"admin_x=y\" and \"user_a=b\" in every container: ",
+            &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
+        ),
+        (
+            "the already allocated claim has no config",
             "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
             &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
         ),
