@@ -24,10 +24,10 @@ Feature: driver lifecycle
     And a device class for driver "old"
     And the slices of driver "old" are noted
     And a second instance "new" of driver "old"
+    And an external claim "external-claim" for driver "old"
     When driver "old" is torn down
-    And pod "tester-1" with an inline claim is created
-      | device class | ${class:old} |
-    Then pod "tester-1" is running
+    And pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And the slices of driver "new" are unchanged
 
   @KubeletMinVersion:1.33
@@ -38,10 +38,10 @@ Feature: driver lifecycle
     And a device class for driver "long-driver-name"
     And the slices of driver "long-driver-name" are noted
     And a second instance "new" of driver "long-driver-name"
+    And an external claim "external-claim" for driver "long-driver-name"
     When driver "long-driver-name" is torn down
-    And pod "tester-1" with an inline claim is created
-      | device class | ${class:long-driver-name} |
-    Then pod "tester-1" is running
+    And pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And the slices of driver "new" are unchanged
 
   @KubeletMinVersion:1.33
@@ -50,10 +50,10 @@ Feature: driver lifecycle
     And a device class for driver "old"
     And the slices of driver "old" are noted
     And a second instance "new" of driver "old"
+    And an external claim "external-claim" for driver "old"
     When driver "new" is torn down
-    And pod "tester-1" with an inline claim is created
-      | device class | ${class:old} |
-    Then pod "tester-1" is running
+    And pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And the slices of driver "old" are unchanged
 
   @KubeletMinVersion:1.33 @slow
@@ -62,10 +62,10 @@ Feature: driver lifecycle
     And a device class for driver "old"
     And the slices of driver "old" are noted
     And a second instance "new" of driver "old", not started yet
+    And an external claim "external-claim" for driver "old"
     When driver "old" is replaced by driver "new"
-    And pod "tester-1" with an inline claim is created
-      | device class | ${class:old} |
-    Then pod "tester-1" is running
+    And pod "tester-1" using claim "external-claim" is created
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And the outage was shorter than the kubelet's wiping delay
     And the slices of driver "new" are unchanged
     When all pods are deleted

@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 15] = [
+    let expected: [(&str, &str, &[&str]); 16] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -86,6 +86,11 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
         ),
         (
             "the already allocated claim has no config",
+            "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
+            &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
+        ),
+        (
+            "the claim of a rolling update has no config",
             "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
             &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
         ),
