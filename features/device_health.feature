@@ -13,7 +13,7 @@ Feature: device health
 
   Scenario: must reflect device health changes in the pod status
     When pod "tester-1" using claim "health-test-claim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And NodeWatchResources is called on node 0
     And NodeWatchResources was called through the v1 API on node 0
     And no health stream of the driver was opened through the v1alpha1 API on node 0
@@ -50,11 +50,15 @@ Feature: device health
     And an external claim "old-claim" for driver "old"
     And a driver "plain" with 1 device per node, without device health
     When pod "tester-1" using claim "old-claim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And NodeWatchResources of driver "old" was called through the v1alpha1 API on node 0
     And no health stream of driver "old" was opened through the v1 API on node 0
+    When driver "old" reports device "device-00" on node 0 as Healthy
+    Then the devices of pod "tester-1" are reported Healthy
     When driver "old" reports device "device-00" on node 0 as Unhealthy
     Then the devices of pod "tester-1" are reported Unhealthy
+    When driver "old" reports device "device-00" on node 0 as Healthy
+    Then the devices of pod "tester-1" are reported Healthy
     And NodeWatchResources of driver "old" was called 1 time on node 0
     And NodeWatchResources of driver "plain" was called 0 times on node 0
 
@@ -65,7 +69,7 @@ Feature: device health
     And a device class for driver "new"
     And an external claim "new-claim" for driver "new"
     When pod "tester-1" using claim "new-claim" is created
-    Then pod "tester-1" is running
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And NodeWatchResources of driver "new" was called through the v1 API on node 0
     And no health stream of driver "new" was opened through the v1alpha1 API on node 0
     When driver "new" reports device "device-00" on node 0 as Healthy
