@@ -42,8 +42,8 @@ Feature: device taints
     Given a driver with a network pool of 10 devices tainted example.com/taint=tainted:NoExecute
     And a device class
     When pod "tester-1" with an inline claim is created
-      | device toleration | example.com/taint:NoExecute |
-    Then pod "tester-1" is running
+      | device toleration | NoExecute |
+    Then pod "tester-1" is running with env "user_a=b" in every container
     And pod "tester-1" stays running for 10s
     And the claim of pod "tester-1" is allocated
 
