@@ -293,6 +293,61 @@ fn fidelity_mistakes(ported: &[(String, String)], fidelity: &[Vec<String>]) -> V
     out
 }
 
+/// Where a SCENARIO location of the fidelity record no longer points at
+/// its scenario: a `Scenario` line with the title, or an Examples row of an
+/// outline with it (locations move when feature files change).
+fn moved_locations(root: &Path, fidelity: &[Vec<String>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in fidelity {
+        let (title, locations) = (&r[1], r.get(2).cloned().unwrap_or_default());
+        for location in locations.split(", ") {
+            let Some((file, line)) = location.split_once(':') else {
+                out.push(format!("{location}: not file:line"));
+                continue;
+            };
+            let lines: Vec<String> = std::fs::read_to_string(root.join(file))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            let n: usize = line.parse().unwrap_or(0);
+            let Some(text) = n.checked_sub(1).and_then(|i| lines.get(i)) else {
+                out.push(format!("{location}: no such line (for {title})"));
+                continue;
+            };
+            let is_title = |l: &str| {
+                let l = l.trim_start();
+                (l.starts_with("Scenario:") || l.starts_with("Scenario Outline:"))
+                    && l.contains(title.as_str())
+            };
+            // An outline's title has placeholders: the text before the
+            // first one must begin the test's title.
+            let is_outline_of = |l: &str| {
+                l.trim_start()
+                    .strip_prefix("Scenario Outline:")
+                    .and_then(|t| t.split('<').next())
+                    .is_some_and(|fixed| title.starts_with(fixed.trim()))
+            };
+            let points_at = if text.trim_start().starts_with('|') {
+                lines[..n - 1]
+                    .iter()
+                    .rev()
+                    .find(|l| l.trim_start().starts_with("Scenario"))
+                    .is_some_and(|l| is_title(l) || is_outline_of(l))
+            } else {
+                is_title(text)
+            };
+            if !points_at {
+                out.push(format!(
+                    "{location} is not scenario {title:?}: {}",
+                    text.trim()
+                ));
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn every_ported_test_has_its_comparison_with_upstream() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -305,6 +360,8 @@ fn every_ported_test_has_its_comparison_with_upstream() {
     let fidelity = rows(&root.join("docs/upstream-fidelity.tsv"));
     let mistakes = fidelity_mistakes(&ported, &fidelity);
     assert!(mistakes.is_empty(), "{mistakes:#?}");
+    let moved = moved_locations(root, &fidelity);
+    assert!(moved.is_empty(), "the record's locations moved: {moved:#?}");
 
     // Each mistake is caught: a row dropped, a verdict misspelt, a bare `differs`.
     let mut broken = fidelity.clone();
@@ -314,4 +371,9 @@ fn every_ported_test_has_its_comparison_with_upstream() {
     broken[1].truncate(4);
     let mistakes = fidelity_mistakes(&ported, &broken);
     assert_eq!(mistakes.len(), 3, "{mistakes:#?}");
+    // A location one line off is caught.
+    let mut moved = fidelity[..1].to_vec();
+    let (file, line) = moved[0][2].split_once(':').unwrap();
+    moved[0][2] = format!("{file}:{}", line.parse::<usize>().unwrap() + 1);
+    assert_eq!(moved_locations(root, &moved).len(), 1, "{moved:?}");
 }
