@@ -293,7 +293,11 @@ async fn write_as(
     let kind = kind.0;
     until_rbac_allows(
         format!(
-            "the {how:?} of {} as {who:?} to be allowed",
+            "the {} of {} as {who:?} to be allowed",
+            match how {
+                Write::Patch => "patch",
+                Write::Update => "update",
+            },
             part.of(&kind, &name)
         ),
         || write_once(w, &who, &kind, &name, step, how, part),
