@@ -102,27 +102,25 @@ fn users(netns: &str, dir: &Path, cgroup: &str) -> Vec<String> {
 }
 
 fn kinds(items: &[Item]) -> (String, PathBuf, String) {
-    let netns = items
-        .iter()
-        .find_map(|i| match i {
-            Item::Netns(n) => Some(n.clone()),
-            _ => None,
-        })
-        .expect("the record names the node's network namespace");
-    let dir = items
-        .iter()
-        .find_map(|i| match i {
-            Item::Dir(d) => Some(d.clone()),
-            _ => None,
-        })
-        .expect("the record names the cluster's directory");
-    let cgroup = items
-        .iter()
-        .find_map(|i| match i {
-            Item::Cgroup(c) => Some(c.clone()),
-            _ => None,
-        })
-        .expect("the record names the node's cgroup");
+    /// The one item of a kind the record must name.
+    fn named<T>(items: &[Item], what: &str, pick: impl Fn(&Item) -> Option<T>) -> T {
+        items
+            .iter()
+            .find_map(pick)
+            .unwrap_or_else(|| panic!("the record names no {what}: {items:?}"))
+    }
+    let netns = named(items, "network namespace of the node", |i| match i {
+        Item::Netns(n) => Some(n.clone()),
+        _ => None,
+    });
+    let dir = named(items, "directory of the cluster", |i| match i {
+        Item::Dir(d) => Some(d.clone()),
+        _ => None,
+    });
+    let cgroup = named(items, "cgroup of the node", |i| match i {
+        Item::Cgroup(c) => Some(c.clone()),
+        _ => None,
+    });
     assert!(
         items.iter().any(|i| i.to_string().starts_with("link")),
         "no link in {items:?}"
