@@ -3,7 +3,7 @@ Feature: device health
   The kubelet watches each plugin's device health stream and shows the health
   of a pod's devices in its container statuses (allocatedResourcesStatus).
   (upstream: [sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:ResourceHealthStatus],
-  test/e2e/dra/health.go, and "should report device health with custom messages")
+  test/e2e/dra/health.go; the messages are in device_health_messages.feature)
 
   Background:
     Given 1 ready node
@@ -23,19 +23,6 @@ Feature: device health
     Then the devices of pod "tester-1" are reported Unhealthy
     When the driver reports device "device-00" on node 0 as Healthy
     Then the devices of pod "tester-1" are reported Healthy
-
-  @FeatureGate:ResourceHealthStatusMessage
-  Scenario: should report device health with custom messages
-    When pod "tester-1" using claim "health-test-claim" is created
-    Then pod "tester-1" is running
-    When the driver reports device "device-00" on node 0 as Healthy with message "all good"
-    Then the devices of pod "tester-1" are reported Healthy with message "all good"
-    When the driver reports device "device-00" on node 0 as Unhealthy with message "ECC errors"
-    Then the devices of pod "tester-1" are reported Unhealthy with message "ECC errors"
-    When the driver reports device "device-00" on node 0 as Unhealthy with message "overheating"
-    Then the devices of pod "tester-1" are reported Unhealthy with message "overheating"
-    When the driver reports device "device-00" on node 0 as Healthy with message "recovered"
-    Then the devices of pod "tester-1" are reported Healthy with message "recovered"
 
   Scenario: devices nobody reported on are of unknown health
     When pod "tester-1" using claim "health-test-claim" is created

@@ -205,8 +205,8 @@ Feature: DRA-backed extended resources
 
   @KubeletMinVersion:1.35
   Scenario: must run a pod with extended resource with resource quota
-    Given a device class serving extended resource "${driver}/resource-0"
-    And the following objects are created:
+    # As upstream: the quota exists before the class that serves the names it counts.
+    Given the following objects are created:
       """
       apiVersion: v1
       kind: ResourceQuota
@@ -218,6 +218,10 @@ Feature: DRA-backed extended resources
           requests.deviceclass.resource.kubernetes.io/${class}: "10"
           ${class}.deviceclass.resource.k8s.io/devices: "10"
       """
+    And a device class serving extended resource "${driver}/resource-0"
+    And resource quota "test-quota" reports 0 used for "count/resourceclaims.resource.k8s.io"
+    And resource quota "test-quota" reports 0 used for "requests.${driver}/resource-0"
+    And resource quota "test-quota" reports 0 used for "requests.deviceclass.resource.kubernetes.io/${class}"
     And resource quota "test-quota" reports 0 used for "${class}.deviceclass.resource.k8s.io/devices"
     # Upstream's pod: every container asks for one device under each name.
     # The quota charges a device of the class to each of its names, however

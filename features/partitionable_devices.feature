@@ -6,50 +6,34 @@ Feature: partitionable devices
 
   Scenario: must consume and free up counters
     Given 1 ready node
-    And a driver with no devices
-    And a device class
-    # Counter set and devices live in separate slices of one pool.
-    And the following objects are created:
+    # As upstream's ToDriverResources: the node's pool is a slice of counters
+    # and a slice of devices that consume them.
+    And a driver with these slices per node:
       """
-      apiVersion: resource.k8s.io/v1
-      kind: ResourceSlice
-      metadata:
-        name: ${namespace}-counters
-      spec:
-        driver: ${driver}
-        nodeName: ${node0}
-        pool: { name: partitioned, generation: 1, resourceSliceCount: 2 }
-        sharedCounters:
-        - name: counter-1
-          counters:
-            memory: { value: 6Gi }
+      sharedCounters:
+      - name: counter-1
+        counters:
+          memory: { value: 6Gi }
       ---
-      apiVersion: resource.k8s.io/v1
-      kind: ResourceSlice
-      metadata:
-        name: ${namespace}-devices
-      spec:
-        driver: ${driver}
-        nodeName: ${node0}
-        pool: { name: partitioned, generation: 1, resourceSliceCount: 2 }
-        devices:
-        - name: device-1
-          consumesCounters:
-          - counterSet: counter-1
-            counters:
-              memory: { value: 4Gi }
-        - name: device-2
-          consumesCounters:
-          - counterSet: counter-1
-            counters:
-              memory: { value: 4Gi }
+      devices:
+      - name: device-1
+        consumesCounters:
+        - counterSet: counter-1
+          counters:
+            memory: { value: 4Gi }
+      - name: device-2
+        consumesCounters:
+        - counterSet: counter-1
+          counters:
+            memory: { value: 4Gi }
       """
+    And a device class
     And an external claim "claim-1"
     And an external claim "claim-2"
     When pod "pod-1" using claim "claim-1" is created
-    Then pod "pod-1" is running
+    Then pod "pod-1" is running with env "user_a=b" in every container
     When pod "pod-2" using claim "claim-2" is created
     Then pod "pod-2" stays pending for 20s
     When pod "pod-1" is deleted
-    Then pod "pod-2" is running
+    Then pod "pod-2" is running with env "user_a=b" in every container
     And claim "claim-2" is allocated with results "my-request"

@@ -89,9 +89,6 @@ Feature: prioritized list
           - { name: sub-request-2, deviceClassName: "${class:1}", allocationMode: ExactCount, count: 1 }
         - name: request-2
           exactly: { deviceClassName: "${class:2}", allocationMode: ExactCount, count: 1 }
-        constraints:
-        - requests: [request-1, request-2]
-          matchAttribute: dra.example.com/version
         config:
         - requests: [request-1]
           opaque: { driver: "${driver:1}", parameters: { a: b } }

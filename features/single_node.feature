@@ -196,27 +196,10 @@ Feature: single node
     Given 1 ready node
     And a driver with 1 device per node
     And a device class with parameters {"x":"y"}
-    And the following objects are created:
-      """
-      apiVersion: apps/v1
-      kind: DaemonSet
-      metadata: { name: sample-device-plugin, namespace: ${namespace} }
-      spec:
-        selector: { matchLabels: { app: sample-device-plugin } }
-        template:
-          metadata: { labels: { app: sample-device-plugin } }
-          spec:
-            nodeSelector: { kubernetes.io/hostname: ${node0} }
-            containers:
-            - name: plugin
-              image: registry.k8s.io/e2e-test-images/sample-device-plugin:1.7
-              securityContext: { privileged: true }
-              volumeMounts: [ { name: device-plugin, mountPath: /var/lib/kubelet/device-plugins } ]
-            volumes: [ { name: device-plugin, hostPath: { path: /var/lib/kubelet/device-plugins } } ]
-      """
-    And daemonset "sample-device-plugin" runs a pod on node 0
-    When pod "tester-1" with an inline claim is created
+    And the sample device plugin is deployed on node 0
+    And node 0 has 2 allocatable "example.com/resource"
+    And an external claim "external-claim"
+    When pod "tester-1" using claim "external-claim" is created
       | extended resource | example.com/resource=1 |
-      | node selector     | 0                      |
     Then pod "tester-1" is running
     And every container of pod "tester-1" has env "admin_x=y" and "user_a=b"

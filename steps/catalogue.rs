@@ -26,7 +26,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
-                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime), `on node N` / `on nodes N and M` / `on nodes N, M and K` (only on those of the scenario's nodes; a `these devices` table still numbers the scenario's nodes). Without a name it is \"the driver\"; otherwise the first driver is.",
+                description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `these slices per node` (a YAML doc string, one document per slice of each node's pool, each holding `devices` and/or `sharedCounters` of a ResourceSlice spec: counter sets, devices consuming counters or sharing capacity; published by the plugin like upstream's ToDriverResources; a slice the API server refuses fails the step with its reason), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime), `on node N` / `on nodes N and M` / `on nodes N, M and K` (only on those of the scenario's nodes; a `these devices` table still numbers the scenario's nodes). Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
             },
             Entry {
@@ -385,8 +385,13 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the driver reports device \"device-00\" on node 0 as Unhealthy with message \"ECC errors\"",
             },
             Entry {
-                pattern: "Then the devices of pod \"<name>\" are reported Healthy|Unhealthy|Unknown[ with message \"<m>\"]",
-                description: "Wait (1 minute) until every device of the pod's claims shows that health (and message) in its container statuses' allocatedResourcesStatus.",
+                pattern: "When <driver> reports the device of claim \"<claim>\" on <node> as Healthy|Unhealthy|Unknown with message \"<m>\"",
+                description: "The same for the one device of the driver allocated to the claim (fails unless there is exactly one), as upstream reports on whichever device the scheduler chose.",
+                example: "When the driver reports the device of claim \"health-test-claim\" on the node of pod \"tester-1\" as Healthy with message \"ok\"",
+            },
+            Entry {
+                pattern: "Then the devices of pod \"<name>\" are reported Healthy|Unhealthy|Unknown[ with message \"<m>\"[ within <duration>]]",
+                description: "Wait (1 minute, or the duration given) until every device of the pod's claims shows that health (and message) in its container statuses' allocatedResourcesStatus.",
                 example: "Then the devices of pod \"tester-1\" are reported Unhealthy with message \"ECC errors\"",
             },
         ],

@@ -13,7 +13,7 @@ use super::params::{
     ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, Quoted,
     ResourcesPhrase,
 };
-use crate::driver::slices::{self, Attribute, DeviceSpec};
+use crate::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
 use crate::driver::{DriverOptions, Resources};
 use crate::objects;
 use crate::plugin::{HealthApi, NodeApi};
@@ -103,7 +103,7 @@ fn devices_from_table(step: &Step) -> anyhow::Result<BTreeMap<usize, Vec<DeviceS
     Ok(out)
 }
 
-fn resources(phrase: &DriverPhrase, step: &Step) -> anyhow::Result<Resources> {
+fn resources(w: &World, phrase: &DriverPhrase, step: &Step) -> anyhow::Result<Resources> {
     Ok(match &phrase.resources {
         ResourcesPhrase::PerNode(n) => Resources::node_local(*n),
         ResourcesPhrase::Network(n, taints) => Resources::network(*n, taints),
@@ -115,8 +115,31 @@ fn resources(phrase: &DriverPhrase, step: &Step) -> anyhow::Result<Resources> {
             per_node: devices_from_table(step)?,
             default: Vec::new(),
         },
+        ResourcesPhrase::SlicesFromDoc => Resources::NodePool {
+            slices: slices_from_doc(w, step)?,
+        },
         ResourcesPhrase::None => Resources::None,
     })
+}
+
+/// The slices of `these slices per node`: YAML documents of `devices` and
+/// `sharedCounters`, each one slice of the node's pool.
+fn slices_from_doc(w: &World, step: &Step) -> anyhow::Result<Vec<SliceContent>> {
+    let doc = step.docstring.as_ref().context(
+        "`these slices per node` needs the slices as a YAML doc string (\"\"\" ... \"\"\"), \
+         one document (separated by ---) per slice",
+    )?;
+    let text = objects::expand(doc, &w.vars())?;
+    let slices: Vec<SliceContent> = serde_saphyr::from_multiple(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "the slices of `these slices per node` must each hold only `devices` and \
+             `sharedCounters` of a ResourceSlice spec (driver, node and pool are the driver's): {e}"
+        )
+    })?;
+    if slices.is_empty() {
+        bail!("`these slices per node` holds no slice");
+    }
+    Ok(slices)
 }
 
 async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
@@ -149,13 +172,14 @@ async fn ready_nodes(w: &mut World, range: NodeRange) -> anyhow::Result<()> {
 }
 
 fn options_from(
+    w: &World,
     phrase: &DriverPhrase,
     step: &Step,
     name_suffix: String,
 ) -> anyhow::Result<DriverOptions> {
     Ok(DriverOptions {
         name_suffix,
-        resources: resources(phrase, step)?,
+        resources: resources(w, phrase, step)?,
         node_apis: phrase
             .apis
             .clone()
@@ -193,7 +217,7 @@ pub(crate) async fn add_driver(
     step: &Step,
     name_suffix: String,
 ) -> anyhow::Result<()> {
-    let mut options = options_from(&phrase, step, name_suffix)?;
+    let mut options = options_from(w, &phrase, step, name_suffix)?;
     let on = match &phrase.on_nodes {
         None => None,
         Some(list) => {
@@ -409,6 +433,12 @@ fn registered_sockets(metrics: &str) -> Vec<String> {
 /// completed call.
 const REGISTRATION_RECORDED: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The name `a device class` gives a driver's class, known before it
+/// exists: a quota or manifest may name it first, as upstream's do.
+pub(crate) fn class_name(namespace: &str, driver: &crate::driver::Driver) -> String {
+    format!("{namespace}{}-class", driver.options.name_suffix)
+}
+
 pub(crate) async fn device_class(w: &mut World, options: ClassOptions) -> anyhow::Result<()> {
     let parameters: Option<serde_json::Value> = match &options.parameters {
         None => None,
@@ -421,7 +451,7 @@ pub(crate) async fn device_class(w: &mut World, options: ClassOptions) -> anyhow
         Some(r) => Some(objects::expand(r, &w.vars())?),
     };
     let driver = w.driver(&options.driver)?;
-    let name = format!("{}{}-class", w.namespace, driver.options.name_suffix);
+    let name = class_name(&w.namespace, driver);
     let mut class = objects::device_class(&name, &driver.name, parameters.as_ref(), None)?;
     class
         .spec

@@ -7,7 +7,7 @@ use cucumber::{then, when};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::World;
-use super::params::{ApiVersion, DriverRef, Health, NodeSel};
+use super::params::{ApiVersion, DriverRef, Dur, Health, NodeSel};
 use crate::plugin::HealthApi;
 use crate::wait::{self, Check};
 
@@ -27,6 +27,17 @@ sentences! {
         message: String,
     );
 
+    /// Upstream reports on the device the claim was given, whichever the
+    /// scheduler chose from a pool.
+    #[when(expr = "{driver} reports the device of claim {string} on {node} as {health} with message {string}")]
+    fn reports_claim_device(
+        d: DriverRef,
+        claim: String,
+        node: NodeSel,
+        health: Health,
+        message: String,
+    );
+
     /// The kubelet subscribes on one health API version only: it never
     /// opened a stream on this one (served or not).
     #[then(expr = "no health stream of {driver} was opened through the {apiversion} API on {node}")]
@@ -37,6 +48,10 @@ sentences! {
 
     #[then(expr = "the devices of pod {string} are reported {health} with message {string}")]
     fn reported_with_message(pod: String, health: Health, message: String);
+
+    /// Upstream's own deadline where it is shorter than the default minute.
+    #[then(expr = "the devices of pod {string} are reported {health} with message {string} within {duration}")]
+    fn reported_with_message_within(pod: String, health: Health, message: String, within: Dur);
 }
 
 async fn reports(
@@ -62,6 +77,41 @@ async fn reports_with_message(
         driver.set_device_health(&n, &device, health.0, &message)?;
     }
     Ok(())
+}
+
+async fn reports_claim_device(
+    w: &World,
+    d: DriverRef,
+    claim: String,
+    node: NodeSel,
+    health: Health,
+    message: String,
+) -> anyhow::Result<()> {
+    let driver_name = w.driver(&d)?.name.clone();
+    let current = w.claim(&claim).await?;
+    let results = current
+        .status
+        .and_then(|s| s.allocation)
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .unwrap_or_default();
+    let devices: Vec<String> = results
+        .into_iter()
+        .filter(|r| r.driver == driver_name)
+        .map(|r| r.device)
+        .collect();
+    let [device] = devices.as_slice() else {
+        bail!(
+            "claim {claim} must have exactly one device of driver {driver_name} allocated to report on, \
+             it has {}",
+            if devices.is_empty() {
+                "none".to_owned()
+            } else {
+                devices.join(", ")
+            }
+        );
+    };
+    reports_with_message(w, d, device.clone(), node, health, message).await
 }
 
 async fn no_stream_via(
@@ -132,6 +182,7 @@ async fn wait_health(
     pod: &str,
     health: Health,
     message: Option<&str>,
+    timeout: Duration,
 ) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     let want = health.as_status();
@@ -139,7 +190,7 @@ async fn wait_health(
         Some(m) => format!("the devices of pod {pod} to be reported {want} with message {m:?}"),
         None => format!("the devices of pod {pod} to be reported {want}"),
     };
-    wait::object(&api, pod, &what, HEALTH_TIMEOUT, |p| {
+    wait::object(&api, pod, &what, timeout, |p| {
         let Some(p) = p else {
             return Check::Pending("pod does not exist".to_owned());
         };
@@ -172,7 +223,7 @@ async fn wait_health(
 }
 
 async fn reported(w: &World, pod: String, health: Health) -> anyhow::Result<()> {
-    wait_health(w, &pod, health, None).await
+    wait_health(w, &pod, health, None, HEALTH_TIMEOUT).await
 }
 
 async fn reported_with_message(
@@ -181,5 +232,15 @@ async fn reported_with_message(
     health: Health,
     message: String,
 ) -> anyhow::Result<()> {
-    wait_health(w, &pod, health, Some(&message)).await
+    wait_health(w, &pod, health, Some(&message), HEALTH_TIMEOUT).await
+}
+
+async fn reported_with_message_within(
+    w: &World,
+    pod: String,
+    health: Health,
+    message: String,
+    Dur(within): Dur,
+) -> anyhow::Result<()> {
+    wait_health(w, &pod, health, Some(&message), within).await
 }

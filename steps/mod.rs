@@ -423,11 +423,13 @@ impl World {
         let mut v = BTreeMap::new();
         v.insert("namespace".to_owned(), self.namespace.clone());
         for (label, d) in self.scenario.drivers() {
-            let key = match label {
-                DriverRef::The => "driver".to_owned(),
-                DriverRef::Named(l) => format!("driver:{l}"),
+            let (key, class) = match label {
+                DriverRef::The => ("driver".to_owned(), "class".to_owned()),
+                DriverRef::Named(l) => (format!("driver:{l}"), format!("class:{l}")),
             };
             v.insert(key, d.name.clone());
+            // Replaced below once the class exists under another name.
+            v.insert(class, drivers::class_name(&self.namespace, d));
         }
         for (label, name) in self.scenario.external_drivers() {
             let key = match label {

@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 16] = [
+    let expected: [(&str, &str, &[&str]); 19] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -93,6 +93,24 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             "the claim of a rolling update has no config",
             "Then pod \"tester-1\" is running with env \"user_a=b\" in every container: ",
             &["container with-resource of pod tester-1: expected env to contain [\"user_a=b\"]"],
+        ),
+        (
+            "the capacity claim has no config",
+            "Then pod \"pod-1\" is running with env \"user_a=b\" in every container: ",
+            &["container with-resource of pod pod-1: expected env to contain [\"user_a=b\"]"],
+        ),
+        (
+            "a slice holds counters and devices at once",
+            "Given a driver with these slices per node:",
+            &[
+                "the API server refused its ResourceSlice on node ",
+                "only one of `sharedCounters` or `devices` is allowed",
+            ],
+        ),
+        (
+            "the health message is another",
+            "Then the devices of pod \"tester-1\" are reported Healthy with message ",
+            &["after 10s", "temperature: 46°C)"],
         ),
     ];
     // The waits that would otherwise run into their own deadlines of minutes

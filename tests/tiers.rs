@@ -73,6 +73,52 @@ fn targets_on_disk() -> Vec<String> {
     names
 }
 
+/// Unit tests of the crates' sources that need a tool `make test-tools`
+/// installs (xmllint, chromium) sit behind `#[cfg(feature = "cluster-tests")]`
+/// right above their `#[test]`; counted here so the fast tier names them too.
+fn gated_unit_tests(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
+    lines
+        .windows(2)
+        .filter(|w| {
+            w[0] == "#[cfg(feature = \"cluster-tests\")]"
+                && (w[1].starts_with("#[test]") || w[1].starts_with("#[tokio::test"))
+        })
+        .count()
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The unit tests left to `make test` in the root crate's and the member
+/// crates' sources.
+fn gated_in_sources() -> usize {
+    let mut dirs = vec![root().join("src"), root().join("steps")];
+    for entry in std::fs::read_dir(root().join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        dirs.push(entry.path().join("src"));
+    }
+    dirs.iter()
+        .flat_map(|d| sources(d))
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .map(|t| gated_unit_tests(&t))
+        .sum()
+}
+
 /// The targets Cargo.toml declares heavy, in its order.
 fn heavy_targets(manifest: &str) -> Result<Vec<String>, String> {
     let doc: toml::Table = manifest.parse().map_err(|e| format!("Cargo.toml: {e}"))?;
@@ -155,11 +201,13 @@ fn main() -> ExitCode {
         .iter()
         .map(|n| (n.as_str(), count_tests(&read(n))))
         .collect();
-    let total: usize = counts.values().sum();
+    let unit = gated_in_sources();
+    let total: usize = counts.values().sum::<usize>() + unit;
     let listed: Vec<String> = counts.iter().map(|(n, c)| format!("{n} ({c})")).collect();
     println!(
         "\ntiers: this was the fast tier. `make test` runs the other {total} tests in {} \
-         targets, which need root, Go or a control plane: {}\n",
+         targets, which need root, Go or a control plane: {}; and {unit} unit test(s) that \
+         need a tool of `make test-tools`\n",
         counts.len(),
         listed.join(", ")
     );
@@ -169,6 +217,13 @@ fn main() -> ExitCode {
 /// The checks above can fail: on a made-up declaration they find both kinds
 /// of mistake. Runs every time, as this target has no harness.
 fn self_check() {
+    let gated = "#[cfg(feature = \"cluster-tests\")]\n    #[test]\n    fn a() {}\n\
+                 #[test]\n    fn b() {}\n#[cfg(feature = \"cluster-tests\")]\nmod m {}\n";
+    assert_eq!(
+        gated_unit_tests(gated),
+        1,
+        "the gated unit tests are miscounted"
+    );
     let heavy = vec!["gone".to_owned(), "big".to_owned()];
     let on_disk = vec!["big".to_owned(), "small".to_owned(), "sneaky".to_owned()];
     let found = problems(&heavy, &on_disk, |name| match name {

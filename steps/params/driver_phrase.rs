@@ -31,6 +31,8 @@ pub enum ResourcesPhrase {
     Network(usize, Vec<Taint>),
     AllNodes(String, usize),
     FromTable,
+    /// `these slices per node:` with the slices as a YAML doc string.
+    SlicesFromDoc,
     None,
 }
 
@@ -43,7 +45,8 @@ impl std::str::FromStr for DriverPhrase {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        // A colon may introduce the table of `these devices`.
+        // A colon may introduce the table of `these devices` or the doc
+        // string of `these slices per node`.
         let s = s.strip_suffix(':').unwrap_or(s);
         let mut parts = s.split(", ");
         let mut phrase = DriverPhrase {
@@ -130,6 +133,9 @@ impl std::str::FromStr for ResourcesPhrase {
         if res == "these devices" {
             return Ok(ResourcesPhrase::FromTable);
         }
+        if res == "these slices per node" {
+            return Ok(ResourcesPhrase::SlicesFromDoc);
+        }
         if let Some(n) = count_of(res, "devices per node").or(count_of(res, "device per node")) {
             return Ok(ResourcesPhrase::PerNode(n));
         }
@@ -147,7 +153,8 @@ impl std::str::FromStr for ResourcesPhrase {
         }
         Err(format!(
             "unknown resources {res:?}; use `N devices per node`, `a network pool of N devices`, \
-             `an all-nodes pool \"name\" of N devices`, `these devices` (with a table) or `no devices`"
+             `an all-nodes pool \"name\" of N devices`, `these devices` (with a table), \
+             `these slices per node` (with a YAML doc string) or `no devices`"
         ))
     }
 }

@@ -35,6 +35,12 @@ pub enum Resources {
         per_node: BTreeMap<usize, Vec<DeviceSpec>>,
         default: Vec<DeviceSpec>,
     },
+    /// A pool per node like `NodeLocal`, made of these slices on every node
+    /// (devices that consume counters or share capacity, counter sets):
+    /// upstream's `DriverResources` with slices of its own making.
+    NodePool {
+        slices: Vec<slices::SliceContent>,
+    },
     /// One `network` pool for the driver's nodes, created by the harness.
     /// Upstream's `NetworkResources`.
     Network {
@@ -204,7 +210,7 @@ async fn slices_removed(
 struct NodeInstance {
     plugin: NodePlugin,
     stoppers: Vec<Stopper>,
-    publisher: Option<Publisher>,
+    publishers: Vec<Publisher>,
 }
 
 /// Stops what a plugin start that failed halfway had started, so no agent
@@ -567,7 +573,7 @@ impl Driver {
                 self.admin_publisher = Some(Publisher::start(self.ctx.admin.clone(), slice));
                 self.network_slices = true;
             }
-            Resources::NodeLocal { .. } | Resources::None => {}
+            Resources::NodeLocal { .. } | Resources::NodePool { .. } | Resources::None => {}
         }
         Ok(())
     }
@@ -665,8 +671,8 @@ impl Driver {
         };
         let plugin = NodePlugin::start(config, dra_in, reg_in);
 
-        let publisher = match self.node_publisher(index, node, client).await {
-            Ok(publisher) => publisher,
+        let publishers = match self.node_publishers(index, node, client).await {
+            Ok(publishers) => publishers,
             Err(e) => {
                 abandon(Some(plugin), stoppers).await;
                 return Err(e);
@@ -677,58 +683,96 @@ impl Driver {
             NodeInstance {
                 plugin,
                 stoppers,
-                publisher,
+                publishers,
             },
         ))
     }
 
-    /// The plugin's own publisher of the slice of node `index`, for
+    /// The plugin's own publishers of the slices of node `index`, for
     /// node-local resources (other resources are published by the harness).
-    async fn node_publisher(
+    async fn node_publishers(
         &self,
         index: usize,
         node: &str,
         client: kube::Client,
-    ) -> Result<Option<Publisher>, DriverError> {
-        let Resources::NodeLocal { per_node, default } = &self.options.resources else {
-            return Ok(None);
+    ) -> Result<Vec<Publisher>, DriverError> {
+        let contents = match &self.options.resources {
+            Resources::NodeLocal { per_node, default } => {
+                let devices = per_node.get(&index).unwrap_or(default);
+                vec![slices::SliceContent::of_devices(devices).map_err(self.build_err())?]
+            }
+            Resources::NodePool { slices } => slices.clone(),
+            _ => return Ok(Vec::new()),
         };
-        let devices = per_node.get(&index).unwrap_or(default);
         let node_obj: Node = Api::all(self.ctx.admin.clone())
             .get(node)
             .await
             .map_err(self.kube_err(format!("reading node {node}")))?;
-        let slice =
-            slices::node_slice(&self.name, &node_obj, devices).map_err(|e| DriverError::Other {
-                driver: self.name.clone(),
-                message: format!("building ResourceSlice: {e}"),
-            })?;
-        Ok(Some(Publisher::start(client, self.with_skips(slice))))
+        let slices =
+            slices::node_pool_slices(&self.name, &node_obj, &contents).map_err(self.build_err())?;
+        Ok(slices
+            .into_iter()
+            .map(|slice| Publisher::start(client.clone(), self.with_skips(slice)))
+            .collect())
     }
 
-    /// Waits until every node has the node-local slice this driver publishes
-    /// (drivers with other resources have nothing to wait for).
+    fn build_err(&self) -> impl Fn(serde_json::Error) -> DriverError + '_ {
+        |e| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("building ResourceSlice: {e}"),
+        }
+    }
+
+    /// Waits until every node has the node-local slices this driver publishes
+    /// (drivers with other resources have nothing to wait for); fails at once
+    /// when the API server refuses one as invalid.
     pub async fn wait_published(&self, timeout: Duration) -> Result<(), DriverError> {
-        if !matches!(self.options.resources, Resources::NodeLocal { .. }) {
+        if !matches!(
+            self.options.resources,
+            Resources::NodeLocal { .. } | Resources::NodePool { .. }
+        ) {
             return Ok(());
         }
         let nodes = self.nodes.clone();
-        self.wait_slices(
-            &format!("the ResourceSlices of driver {} on every node", self.name),
-            timeout,
-            |items| {
-                let missing: Vec<&String> = nodes
-                    .iter()
-                    .filter(|n| !items.iter().any(|s| s.spec.node_name.as_ref() == Some(*n)))
-                    .collect();
-                if missing.is_empty() {
-                    Check::Done(())
-                } else {
-                    Check::Pending(format!("no slice yet on {missing:?}"))
-                }
-            },
-        )
-        .await
+        let want = match &self.options.resources {
+            Resources::NodePool { slices } => slices.len(),
+            _ => 1,
+        };
+        let what = format!("the ResourceSlices of driver {} on every node", self.name);
+        let published = self.wait_slices(&what, timeout, |items| {
+            let missing: Vec<&String> = nodes
+                .iter()
+                .filter(|n| {
+                    items
+                        .iter()
+                        .filter(|s| s.spec.node_name.as_ref() == Some(*n))
+                        .count()
+                        < want
+                })
+                .collect();
+            if missing.is_empty() {
+                Check::Done(())
+            } else {
+                Check::Pending(format!("not all slices yet on {missing:?}"))
+            }
+        });
+        let refusals = self.instances.iter().flat_map(|(node, inst)| {
+            inst.publishers.iter().map(move |p| {
+                Box::pin(async move { (node.clone(), p.refusal().await) })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>>
+            })
+        });
+        let refused: Vec<_> = refusals.collect();
+        if refused.is_empty() {
+            return published.await;
+        }
+        tokio::select! {
+            r = published => r,
+            ((node, message), _, _) = futures::future::select_all(refused) => Err(DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("the API server refused its ResourceSlice on node {node}: {message}"),
+            }),
+        }
     }
 
     /// Watches the driver's slices, whoever published them, until `check`
@@ -749,19 +793,28 @@ impl Driver {
     /// The pool `device` belongs to as seen from `node`.
     fn pool_of(&self, node: &str, device: &str) -> Result<String, DriverError> {
         let index = self.nodes.iter().position(|n| n == node);
-        let (pool, devices): (String, &[DeviceSpec]) = match &self.options.resources {
+        let names = |devices: &[DeviceSpec]| -> Vec<String> {
+            devices.iter().map(|d| d.name.clone()).collect()
+        };
+        let (pool, known): (String, Vec<String>) = match &self.options.resources {
             Resources::NodeLocal { per_node, default } => (
                 node.to_owned(),
-                index.and_then(|i| per_node.get(&i)).unwrap_or(default),
+                names(index.and_then(|i| per_node.get(&i)).unwrap_or(default)),
             ),
-            Resources::Network { devices } => ("network".to_owned(), devices),
-            Resources::AllNodes { pool, devices } => (pool.clone(), devices),
-            Resources::None => (String::new(), &[]),
+            Resources::NodePool { slices } => (
+                node.to_owned(),
+                slices
+                    .iter()
+                    .flat_map(|s| s.devices.iter().map(|d| d.name.clone()))
+                    .collect(),
+            ),
+            Resources::Network { devices } => ("network".to_owned(), names(devices)),
+            Resources::AllNodes { pool, devices } => (pool.clone(), names(devices)),
+            Resources::None => (String::new(), Vec::new()),
         };
-        if devices.iter().any(|d| d.name == device) {
+        if known.iter().any(|d| d == device) {
             Ok(pool)
         } else {
-            let known: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
             Err(DriverError::Other {
                 driver: self.name.clone(),
                 message: format!(
@@ -854,7 +907,7 @@ impl Driver {
         }
         let driver = &self.name;
         futures::future::join_all(instances.into_iter().map(|(node, inst)| async move {
-            if let Some(p) = inst.publisher {
+            for p in inst.publishers {
                 p.stop().await;
             }
             if let Err(e) = inst.plugin.stop().await {

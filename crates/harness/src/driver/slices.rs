@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{CounterSet, Device, ResourceSlice};
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
@@ -147,27 +147,105 @@ fn build(value: Value) -> Result<ResourceSlice, serde_json::Error> {
     serde_json::from_value(value)
 }
 
+/// What one slice of a driver's node-local pool holds besides who publishes
+/// it: upstream's `Slice` of `DriverResources`, written in a feature file
+/// when devices need more than names and attributes (counters they consume,
+/// capacity shared between claims). The harness sets driver, node and pool,
+/// so a slice that names them is refused rather than silently overwritten.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SliceContent {
+    #[serde(default)]
+    pub devices: Vec<Device>,
+    #[serde(default)]
+    pub shared_counters: Vec<CounterSet>,
+}
+
+impl SliceContent {
+    /// A slice of simple devices (names, attributes, taints).
+    pub fn of_devices(devices: &[DeviceSpec]) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            devices: devices
+                .iter()
+                .map(|d| serde_json::from_value(d.to_json()))
+                .collect::<Result<_, _>>()?,
+            shared_counters: Vec::new(),
+        })
+    }
+
+    fn of_slice(s: &ResourceSlice) -> Self {
+        Self {
+            devices: s.spec.devices.clone().unwrap_or_default(),
+            shared_counters: s.spec.shared_counters.clone().unwrap_or_default(),
+        }
+    }
+
+    fn write_into(&self, slice: &mut ResourceSlice) {
+        // The API takes a slice of counters or of devices, not both, and
+        // refuses an empty device list beside counters.
+        slice.spec.devices = (!self.devices.is_empty() || self.shared_counters.is_empty())
+            .then(|| self.devices.clone());
+        slice.spec.shared_counters =
+            (!self.shared_counters.is_empty()).then(|| self.shared_counters.clone());
+    }
+}
+
+/// Marks which slice of a pool of several a slice is, so its publisher finds
+/// its own among the pool's slices (their names are generated).
+const SLOT_LABEL: &str = "dra-e2e.k8s.io/pool-slice";
+
+fn slot_of(s: &ResourceSlice) -> Option<&String> {
+    s.metadata.labels.as_ref().and_then(|l| l.get(SLOT_LABEL))
+}
+
 /// The slice of a node-local pool: pool = node name, owned by the Node.
 pub fn node_slice(
     driver: &str,
     node: &Node,
     devices: &[DeviceSpec],
 ) -> Result<ResourceSlice, serde_json::Error> {
+    let content = SliceContent::of_devices(devices)?;
+    let mut slices = node_pool_slices(driver, node, std::slice::from_ref(&content))?;
+    Ok(slices.remove(0))
+}
+
+/// The slices of a node-local pool made of `contents` (pool = node name,
+/// owned by the Node, resourceSliceCount = their number), named like the
+/// kubelet plugin helper names them.
+pub fn node_pool_slices(
+    driver: &str,
+    node: &Node,
+    contents: &[SliceContent],
+) -> Result<Vec<ResourceSlice>, serde_json::Error> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let uid = node.metadata.uid.clone().unwrap_or_default();
-    build(json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {
-            "generateName": format!("{name}-{driver}-"),
-            "ownerReferences": [ { "apiVersion": "v1", "kind": "Node", "name": name, "uid": uid, "controller": true } ],
-        },
-        "spec": {
-            "driver": driver,
-            "nodeName": name,
-            "pool": { "name": name, "generation": 1, "resourceSliceCount": 1 },
-            "devices": devices.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
-        },
-    }))
+    let count = contents.len();
+    contents
+        .iter()
+        .enumerate()
+        .map(|(i, content)| {
+            let labels = if count > 1 {
+                json!({ SLOT_LABEL: i.to_string() })
+            } else {
+                json!({})
+            };
+            let mut slice = build(json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {
+                    "generateName": format!("{name}-{driver}-"),
+                    "labels": labels,
+                    "ownerReferences": [ { "apiVersion": "v1", "kind": "Node", "name": name, "uid": uid, "controller": true } ],
+                },
+                "spec": {
+                    "driver": driver,
+                    "nodeName": name,
+                    "pool": { "name": name, "generation": 1, "resourceSliceCount": count },
+                },
+            }))?;
+            content.write_into(&mut slice);
+            Ok(slice)
+        })
+        .collect()
 }
 
 /// The API's limit of devices in one slice; 64 when a device has taints.
@@ -289,32 +367,56 @@ pub async fn wait_policy_enforced(
 /// A node name no cluster has, for [`wait_policy_enforced`]'s probe.
 const POLICY_PROBE_NODE: &str = "dra-e2e-policy-probe-node";
 
-/// Keeps one pool's slice in place with the given client until stopped or
+/// Keeps one slice of a pool in place with the given client until stopped or
 /// dropped (a driver dropped without its teardown must not keep
 /// publishing).
 pub struct Publisher {
     cancel: tokio_util::sync::DropGuard,
     task: JoinHandle<()>,
+    refused: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl Publisher {
     pub fn start(client: kube::Client, desired: ResourceSlice) -> Self {
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(publish(client, desired, cancel.clone()));
+        let (refuse, refused) = tokio::sync::watch::channel(None);
+        let task = tokio::spawn(publish(client, desired, cancel.clone(), refuse));
         Self {
             cancel: cancel.drop_guard(),
             task,
+            refused,
+        }
+    }
+
+    /// Resolves with the API server's message once it refused the slice as
+    /// invalid: a slice written in a feature file that can never be
+    /// published, which a wait for it should report at once. Never resolves
+    /// otherwise.
+    pub async fn refusal(&self) -> String {
+        let mut refused = self.refused.clone();
+        let message = match refused.wait_for(Option::is_some).await {
+            Ok(message) => message.clone(),
+            Err(_) => None,
+        };
+        match message {
+            Some(message) => message,
+            None => std::future::pending().await,
         }
     }
 
     pub async fn stop(self) {
-        let Self { cancel, task } = self;
+        let Self { cancel, task, .. } = self;
         drop(cancel);
         let _ = task.await;
     }
 }
 
-async fn publish(client: kube::Client, desired: ResourceSlice, cancel: CancellationToken) {
+async fn publish(
+    client: kube::Client,
+    desired: ResourceSlice,
+    cancel: CancellationToken,
+    refuse: tokio::sync::watch::Sender<Option<String>>,
+) {
     let spec = desired.spec.clone();
     let pool = spec.pool.name.clone();
     let mut selector = format!("spec.driver={}", spec.driver);
@@ -328,7 +430,12 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
         watcher::watcher(api.clone(), watcher::Config::default().fields(&selector))
             .default_backoff()
     );
-    let want_devices = devices_of(&desired);
+    let want = SliceContent::of_slice(&desired);
+    let slot = slot_of(&desired).cloned();
+    // What the API server made of the last write: it may default fields or
+    // drop those of a disabled feature gate, and a slice that differs from
+    // `want` only so must not be rewritten again and again.
+    let mut accepted: Option<SliceContent> = None;
     let mut retry = false;
     loop {
         if retry {
@@ -358,25 +465,37 @@ async fn publish(client: kube::Client, desired: ResourceSlice, cancel: Cancellat
                 continue;
             }
         };
-        let existing = list.into_iter().find(|s| s.spec.pool.name == pool);
+        let existing = list
+            .into_iter()
+            .find(|s| s.spec.pool.name == pool && slot_of(s) == slot.as_ref());
         let result = match existing {
-            None => api
-                .create(&PostParams::default(), &desired)
-                .await
-                .map(|_| ()),
-            Some(existing) if devices_of(&existing) != want_devices => {
+            None => api.create(&PostParams::default(), &desired).await,
+            Some(existing)
+                if SliceContent::of_slice(&existing) != want
+                    && Some(SliceContent::of_slice(&existing)) != accepted =>
+            {
                 let mut updated = existing.clone();
-                updated.spec.devices = desired.spec.devices.clone();
+                want.write_into(&mut updated);
                 updated.spec.pool.generation += 1;
                 let name = existing.metadata.name.clone().unwrap_or_default();
-                api.replace(&name, &PostParams::default(), &updated)
-                    .await
-                    .map(|_| ())
+                api.replace(&name, &PostParams::default(), &updated).await
             }
-            Some(_) => Ok(()),
+            Some(_) => {
+                retry = false;
+                continue;
+            }
         };
         retry = match result {
-            Ok(()) => false,
+            Ok(written) => {
+                accepted = Some(SliceContent::of_slice(&written));
+                false
+            }
+            // Invalid stays invalid: said once, tried again only when the
+            // pool's slices change.
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                refuse.send_replace(Some(status.message));
+                false
+            }
             Err(e) => {
                 tracing::warn!(%pool, error = %e, "publishing ResourceSlice failed, retrying");
                 true
@@ -791,5 +910,49 @@ mod tests {
         assert_eq!(v["spec"]["devices"][2]["name"], "device-2");
         assert_eq!(v["spec"]["devices"][0]["taints"][0]["effect"], "NoSchedule");
         assert_eq!(v["spec"]["pool"]["name"], "network");
+    }
+
+    /// Upstream's ToDriverResources: a slice of counters and one of devices,
+    /// one pool named after the node that counts both, each slice marked so
+    /// its publisher finds it; a single slice carries no mark, and a slice
+    /// of counters no device list (the API refuses one beside counters).
+    #[test]
+    fn a_node_pool_of_several_slices_counts_them_and_marks_each() {
+        let node: Node =
+            serde_json::from_value(json!({ "metadata": { "name": "n1", "uid": "u1" } })).unwrap();
+        let contents: Vec<SliceContent> = serde_saphyr::from_multiple(
+            "sharedCounters:\n- name: c\n  counters:\n    memory: { value: 6Gi }\n---\n\
+             devices:\n- name: d1\n  consumesCounters:\n  - counterSet: c\n    counters:\n      memory: { value: 4Gi }\n",
+        )
+        .unwrap();
+        let slices = node_pool_slices("d.k8s.io", &node, &contents).unwrap();
+        let v: Vec<Value> = slices
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap())
+            .collect();
+        for (i, s) in v.iter().enumerate() {
+            assert_eq!(s["spec"]["pool"]["name"], "n1");
+            assert_eq!(s["spec"]["pool"]["resourceSliceCount"], 2);
+            assert_eq!(s["metadata"]["labels"][SLOT_LABEL], i.to_string());
+        }
+        assert!(v[0]["spec"].get("devices").is_none(), "{}", v[0]);
+        assert_eq!(v[0]["spec"]["sharedCounters"][0]["name"], "c");
+        assert_eq!(
+            v[1]["spec"]["devices"][0]["consumesCounters"][0]["counterSet"],
+            "c"
+        );
+        assert!(v[1]["spec"].get("sharedCounters").is_none(), "{}", v[1]);
+        let single = node_slice("d.k8s.io", &node, &node_local_devices(1)).unwrap();
+        assert!(slot_of(&single).is_none());
+    }
+
+    /// The harness owns driver, node and pool: a slice that sets them is
+    /// refused with the field named, not silently overwritten.
+    #[test]
+    fn a_slice_naming_its_pool_is_refused() {
+        let err = serde_saphyr::from_str::<SliceContent>("pool: { name: p }\ndevices: []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pool"), "{err}");
     }
 }
