@@ -35,6 +35,7 @@ Feature: kubelet calls to any driver
     When pod "tester-1" using claim "external-claim" is created
       | grace period | 0 |
     Then pod "tester-1" is running
+    And every container of pod "tester-1" has its device
     And the plugin on node 0 has prepared claim "external-claim"
     When pod "tester-1" is force-deleted
     Then no plugin has prepared claims
@@ -50,19 +51,22 @@ Feature: kubelet calls to any driver
     Given an external claim "external-claim"
     When pod "tester-1" using claim "external-claim" is created
       | node selector | 0 |
-      | grace period  | 0 |
     Then pod "tester-1" is running
+    And every container of pod "tester-1" has its device
+    # Failed before the force-delete, where upstream fails it just after:
+    # the kubelet cannot unprepare in between.
     When NodeUnprepareResources is made to fail on node 0
     And pod "tester-1" is force-deleted
     And claim "external-claim" is force-deleted
     Then claim "external-claim" is deleted
-    And the plugin on node 0 still has the old claim "external-claim" prepared
+    And the plugin on node 0 has prepared only the old claim "external-claim"
     Given an external claim "external-claim"
-    When pod "tester-2" using claim "external-claim" is created
+    When pod "tester-1" using claim "external-claim" is created
       | node selector | 0 |
-    Then pod "tester-2" gets a "FailedPrepareDynamicResources" event containing "old ResourceClaim with same name external-claim and different UID ${old uid:external-claim} still exists"
+    Then pod "tester-1" gets a "FailedPrepareDynamicResources" event containing "old ResourceClaim with same name external-claim and different UID ${old uid:external-claim} still exists"
     When NodeUnprepareResources no longer fails on node 0
-    Then pod "tester-2" is running
+    Then pod "tester-1" is running
+    And every container of pod "tester-1" has its device
     And the plugin on node 0 has prepared only the current claim "external-claim"
 
   # Beyond upstream: what a real driver meets in the field, which only the

@@ -63,7 +63,7 @@ sentences! {
 
     /// After a claim was force-deleted and re-created under the same name,
     /// the plugin may still hold the old one (stalled unprepare).
-    #[then(expr = "the plugin on {node} still has the old claim {string} prepared")]
+    #[then(expr = "the plugin on {node} has prepared only the old claim {string}")]
     fn old_prepared(node: NodeSel, claim: String);
 
     #[then(expr = "the plugin on {node} has prepared only the current claim {string}")]
@@ -318,9 +318,9 @@ async fn old_prepared(w: &World, node: NodeSel, claim: String) -> anyhow::Result
         .ok_or_else(|| anyhow::anyhow!("claim {claim} was not created by this scenario"))?;
     for n in node.resolve(w).await? {
         let names = prepared_names(w, &DriverRef::The, &n)?;
-        if !names.iter().any(|(c, uid)| *c == claim && *uid == old) {
+        if names != [(claim.clone(), old.clone())] {
             bail!(
-                "expected the plugin on {n} to still have the old claim {claim} ({old}) prepared; prepared: {names:?}"
+                "expected the plugin on {n} to have only the old claim {claim} ({old}) prepared; prepared: {names:?}"
             );
         }
     }

@@ -365,8 +365,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then no plugin has prepared claims",
             },
             Entry {
-                pattern: "Then the plugin on <node> still has the old claim \"<name>\" prepared / has prepared only the current claim \"<name>\"",
-                description: "Tell a force-deleted claim from its re-created namesake by UID; `only the current claim` is checked at once, not waited for.",
+                pattern: "Then the plugin on <node> has prepared only the old claim|the current claim \"<name>\"",
+                description: "The plugin has exactly that claim prepared, told from its re-created namesake by UID (the old one: the UID it had when the scenario created it); checked at once, not waited for.",
                 example: "Then the plugin on node 0 has prepared only the current claim \"external-claim\"",
             },
         ],

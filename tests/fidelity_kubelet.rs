@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 19] = [
+    let expected: [(&str, &str, &[&str]); 20] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -111,6 +111,14 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             "the health message is another",
             "Then the devices of pod \"tester-1\" are reported Healthy with message ",
             &["after 10s", "temperature: 46°C)"],
+        ),
+        (
+            "another claim is prepared beside the old one",
+            "And the plugin on node 0 has prepared only the old claim \"external-claim\": ",
+            &[
+                "to have only the old claim external-claim (",
+                "(\"other\", ",
+            ],
         ),
     ];
     // The waits that would otherwise run into their own deadlines of minutes
