@@ -9,51 +9,36 @@ Feature: device compatibility groups
 
   Background:
     Given 1 ready node
-    And a driver with no devices
-    And a device class
 
   Rule: incompatible devices
 
     Scenario: leave a pod requesting an incompatible device unschedulable
-      Given the following objects are created:
+      # As upstream's ToDriverResources: a slice of the counter set and a
+      # slice of the devices that consume it, both the node's pool.
+      Given a driver with these slices per node:
         """
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-counters
-        spec:
-          driver: ${driver}
-          nodeName: ${node0}
-          pool: { name: gpus, generation: 1, resourceSliceCount: 2 }
-          sharedCounters:
-          - name: gpu
-            counters:
-              mem: { value: "2" }
+        sharedCounters:
+        - name: gpu
+          counters:
+            mem: { value: "2" }
         ---
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-devices
-        spec:
-          driver: ${driver}
-          nodeName: ${node0}
-          pool: { name: gpus, generation: 1, resourceSliceCount: 2 }
-          devices:
-          - name: gpu-mig
-            consumesCounters:
-            - counterSet: gpu
-              counters:
-                mem: { value: "1" }
-              compatibilityGroups: [mig]
-          - name: gpu-vgpu
-            consumesCounters:
-            - counterSet: gpu
-              counters:
-                mem: { value: "1" }
-              compatibilityGroups: [vgpu]
+        devices:
+        - name: gpu-mig
+          consumesCounters:
+          - counterSet: gpu
+            counters:
+              mem: { value: "1" }
+            compatibilityGroups: [mig]
+        - name: gpu-vgpu
+          consumesCounters:
+          - counterSet: gpu
+            counters:
+              mem: { value: "1" }
+            compatibilityGroups: [vgpu]
         """
+      And a device class
       # With the gate off the API server drops the groups without a word.
-      Then ResourceSlice "${namespace}-devices" has:
+      Then the slice of the driver with device "gpu-mig" on node 0 has:
         """
         spec:
           devices:
@@ -72,44 +57,32 @@ Feature: device compatibility groups
   Rule: compatible devices
 
     Scenario: schedule two pods that share a compatibility group
-      Given the following objects are created:
+      # As upstream's ToDriverResources: a slice of the counter set and a
+      # slice of the devices that consume it, both the node's pool.
+      Given a driver with these slices per node:
         """
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-counters
-        spec:
-          driver: ${driver}
-          nodeName: ${node0}
-          pool: { name: gpus, generation: 1, resourceSliceCount: 2 }
-          sharedCounters:
-          - name: gpu
-            counters:
-              mem: { value: "2" }
+        sharedCounters:
+        - name: gpu
+          counters:
+            mem: { value: "2" }
         ---
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-devices
-        spec:
-          driver: ${driver}
-          nodeName: ${node0}
-          pool: { name: gpus, generation: 1, resourceSliceCount: 2 }
-          devices:
-          - name: gpu-0
-            consumesCounters:
-            - counterSet: gpu
-              counters:
-                mem: { value: "1" }
-              compatibilityGroups: [mig]
-          - name: gpu-1
-            consumesCounters:
-            - counterSet: gpu
-              counters:
-                mem: { value: "1" }
-              compatibilityGroups: [mig]
+        devices:
+        - name: gpu-0
+          consumesCounters:
+          - counterSet: gpu
+            counters:
+              mem: { value: "1" }
+            compatibilityGroups: [mig]
+        - name: gpu-1
+          consumesCounters:
+          - counterSet: gpu
+            counters:
+              mem: { value: "1" }
+            compatibilityGroups: [mig]
         """
-      Then ResourceSlice "${namespace}-devices" has:
+      And a device class
+      # With the gate off the API server drops the groups without a word.
+      Then the slice of the driver with device "gpu-0" on node 0 has:
         """
         spec:
           devices:

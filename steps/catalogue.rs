@@ -515,6 +515,11 @@ pub const CATALOGUE: &[Topic] = &[
         title: "ResourceSlices",
         entries: &[
             Entry {
+                pattern: "Then the slice of <driver> with device \"<d>\" on <node> has: (YAML doc string)",
+                description: "The driver's slice on the node that holds that device (its name is generated) has every field of the doc string, as the API server kept it; lists must be as long as written.",
+                example: "Then the slice of the driver with device \"gpu-0\" on node 0 has:",
+            },
+            Entry {
                 pattern: "Then <driver> publishes one slice per node with devices \"<d>\"[, ...]",
                 description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, and these devices compared device by device (a device with attributes, capacity or taints is not a bare name).",
                 example: "Then the driver publishes one slice per node with devices \"device-00\"",

@@ -199,7 +199,7 @@ fn dra_kind(kind: &str) -> Option<(ApiResource, bool)> {
     })
 }
 
-fn yaml_doc(w: &World, step: &Step) -> anyhow::Result<Value> {
+pub(super) fn yaml_doc(w: &World, step: &Step) -> anyhow::Result<Value> {
     let doc = step
         .docstring
         .as_ref()

@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 
 use super::World;
-use super::params::{DriverRef, Dur, Strings};
+use super::params::{DriverRef, Dur, NodeSel, Strings};
 use crate::driver::slices::{ControllerFault, ControllerStats, SliceController};
 use crate::driver::{Resources, slices as driver_slices};
 use crate::wait::{self, Check};
@@ -18,6 +18,12 @@ use crate::wait::{self, Check};
 sentences! {
     #[then(expr = "{driver} publishes one slice per node with devices {strings}")]
     fn one_slice_per_node(d: DriverRef, devices: Strings);
+
+    /// A slice the driver published under a generated name, found by one of
+    /// its devices: what the API server kept of it (a disabled feature gate
+    /// drops fields without a word).
+    #[then(expr = "the slice of {driver} with device {string} on {node} has:")]
+    fn slice_with_device_has(d: DriverRef, device: String, node: NodeSel, step: Step<'_>);
 
     #[then(expr = "{driver} keeps publishing them for {duration}")]
     fn keeps_publishing(d: DriverRef, dur: Dur);
@@ -674,6 +680,51 @@ async fn controller_round(
     .await;
     checked?;
     cleaned
+}
+
+async fn slice_with_device_has(
+    w: &World,
+    d: DriverRef,
+    device: String,
+    node: NodeSel,
+    step: &Step,
+) -> anyhow::Result<()> {
+    let want = super::crud::yaml_doc(w, step)?;
+    let driver = w.driver_name(&d)?;
+    let api: Api<ResourceSlice> = Api::all(w.context()?.cluster.client());
+    for n in node.resolve(w).await? {
+        let slices = api
+            .list(
+                &kube::api::ListParams::default()
+                    .fields(&format!("spec.driver={driver},spec.nodeName={n}")),
+            )
+            .await
+            .with_context(|| format!("listing the slices of {driver} on {n}"))?
+            .items;
+        let slice = slices
+            .iter()
+            .find(|s| {
+                s.spec
+                    .devices
+                    .iter()
+                    .flatten()
+                    .any(|dev| dev.name == device)
+            })
+            .with_context(|| {
+                format!(
+                    "driver {driver} has no slice with device {device:?} on {n} ({} slices there)",
+                    slices.len()
+                )
+            })?;
+        let got = serde_json::to_value(slice)?;
+        super::crud::contains(&got, &want, "").map_err(|e| {
+            anyhow::anyhow!(
+                "the slice {} of {driver} on {n}: {e}",
+                slice.metadata.name.as_deref().unwrap_or_default()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

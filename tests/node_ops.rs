@@ -74,7 +74,7 @@ fn every_node_operations_and_compatibility_assertion_fails_its_broken_variant() 
         ),
         (
             "the slice does not carry the groups the check expects",
-            "Then ResourceSlice \"${namespace}-devices\" has:",
+            "Then the slice of the driver with device \"gpu-0\" on node 0 has:",
             &[
                 ".spec.devices[0].consumesCounters[0].compatibilityGroups[0] is \"vgpu\", expected \"mig\"",
             ],
