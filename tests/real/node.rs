@@ -529,7 +529,28 @@ mv {out}/record.tmp {out}/boot-$n"#,
         }
         std::fs::read_to_string(p).unwrap()
     };
+    // The daemon lines of the boots so far, once there are `n` (or what
+    // there is at the deadline, for the assertion below to report).
+    let daemon_lines = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let d = std::fs::read_to_string(out.join("daemon")).unwrap_or_default();
+            if d.lines().count() >= n || Instant::now() > deadline {
+                break d;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
     let first = wait_file(&out.join("boot-1"));
+    // The first boot ends with the daemon's start: a reboot asked for
+    // before it would end that boot early, and the daemon would rightly
+    // start once.
+    let started = daemon_lines(1);
+    assert_eq!(
+        started.lines().count(),
+        1,
+        "the daemon starts at the first boot"
+    );
     let init = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.id()))
         .unwrap()
         .split_whitespace()
@@ -539,16 +560,7 @@ mv {out}/record.tmp {out}/boot-$n"#,
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(init, libc::SIGUSR1) }, 0);
     let second = wait_file(&out.join("boot-2"));
-    let daemon_starts = {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let d = std::fs::read_to_string(out.join("daemon")).unwrap_or_default();
-            if d.lines().count() >= 2 || Instant::now() > deadline {
-                break d;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let daemon_starts = daemon_lines(2);
     // SAFETY: as above.
     unsafe { libc::kill(init, libc::SIGTERM) };
     let status = unshare.wait().unwrap();
