@@ -9,7 +9,7 @@ Feature: Node Allocatable Resources [Feature:DynamicResourceAllocation] [Feature
   (upstream: [sig-node] [DRA] Node Allocatable Resources, dra_node_allocatable_resources.go)
 
   # One row per case of upstream's table. Columns:
-  #   devices: the devices of the driver's slice (see the step catalogue):
+  #   devices: the devices the driver publishes on node 0, as upstream's (see the step catalogue):
   #            `<resource> <q> per device` is a mapping, `per pod` / `per container` an overhead.
   #   pod, c1, c2: resources as `cpu <request>/<limit>, memory <request>/<limit>`, or `none`;
   #            the pod row gives pod-level resources.
@@ -20,9 +20,8 @@ Feature: Node Allocatable Resources [Feature:DynamicResourceAllocation] [Feature
   #   c1/c2 oom: the memory request the kubelet scores a Burstable container by, DRA share
   #            included (ignored for Guaranteed and BestEffort pods).
   Scenario Outline: verifies cgroup inflation and container OOM adjustment with <case>
-    Given 1 ready node
-    And a driver with no devices
-    And a slice of the driver on node 0 with devices "<devices>"
+    Given 1 to 4 ready nodes
+    And a driver with node-allocatable devices "<devices>", on node 0
     And a device class
     And an external claim "cpu-mem-claim"
     And an external claim "cpu-mem-claim-2"
@@ -76,9 +75,8 @@ Feature: Node Allocatable Resources [Feature:DynamicResourceAllocation] [Feature
   # (without it; `(not checked)` where upstream does not check it), no container restarted.
   @FeatureGate:InPlacePodLevelResourcesVerticalScaling
   Scenario Outline: verifies cgroup settings and pod status after resize with <case>
-    Given 1 ready node
-    And a driver with no devices
-    And a slice of the driver on node 0 with devices "<devices>"
+    Given 1 to 4 ready nodes
+    And a driver with node-allocatable devices "<devices>", on node 0
     And a device class
     And an external claim "cpu-mem-claim"
     When pod "tester-1" with these containers is created:

@@ -61,60 +61,37 @@ Feature: resource pool status
         | shareable summary    | none        |
 
   # upstream: a context per pool shape, each with one node and a driver
-  # whose pool is selected by hostname, no kubelet. The pools are written
-  # as ResourceSlices here, as upstream's driver resources describe them.
+  # whose pool is selected by hostname (PartitionableResources,
+  # ShareableResources), no kubelet.
   @FeatureGate:DRAPartitionableDevices @FeatureGate:DRAPartitionableDevicesType
   Rule: control plane views: partitionable typed view
 
     Scenario: should report partitionSummary for a partitionable pool
       Given 1 ready node
-      And a driver with no devices, not registered with the kubelet
-      And the following objects are created:
+      And a driver with a shared pool "partitioned" of these slices, not registered with the kubelet:
         """
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-counters
-        spec:
-          driver: ${driver}
-          nodeSelector:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - { key: kubernetes.io/hostname, operator: In, values: ["${node0}"] }
-          pool: { name: partitioned, generation: 1, resourceSliceCount: 2 }
-          sharedCounters:
-          - name: gpu-0
-            counters:
-              memory: { value: "8" }
+        sharedCounters:
+        - name: gpu-0
+          counters:
+            memory: { value: "8" }
         ---
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-devices
-        spec:
-          driver: ${driver}
-          nodeSelector:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - { key: kubernetes.io/hostname, operator: In, values: ["${node0}"] }
-          pool: { name: partitioned, generation: 1, resourceSliceCount: 2 }
-          partitionTypeAttribute: dra.e2e.example.com/profile
-          devices:
-          - name: full
-            attributes:
-              dra.e2e.example.com/profile: { string: Full }
-            consumesCounters:
-            - { counterSet: gpu-0, counters: { memory: { value: "8" } } }
-          - name: half-a
-            attributes:
-              dra.e2e.example.com/profile: { string: Half }
-            consumesCounters:
-            - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
-          - name: half-b
-            attributes:
-              dra.e2e.example.com/profile: { string: Half }
-            consumesCounters:
-            - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
+        partitionTypeAttribute: dra.e2e.example.com/profile
+        devices:
+        - name: full
+          attributes:
+            dra.e2e.example.com/profile: { string: Full }
+          consumesCounters:
+          - { counterSet: gpu-0, counters: { memory: { value: "8" } } }
+        - name: half-a
+          attributes:
+            dra.e2e.example.com/profile: { string: Half }
+          consumesCounters:
+          - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
+        - name: half-b
+          attributes:
+            dra.e2e.example.com/profile: { string: Half }
+          consumesCounters:
+          - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
         """
       When a pool status request for the driver is created
       Then the pool status request reports:
@@ -131,52 +108,29 @@ Feature: resource pool status
 
     Scenario: should report no partition summary when no partition type is declared
       Given 1 ready node
-      And a driver with no devices, not registered with the kubelet
-      And the following objects are created:
+      And a driver with a shared pool "partitioned" of these slices, not registered with the kubelet:
         """
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-counters
-        spec:
-          driver: ${driver}
-          nodeSelector:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - { key: kubernetes.io/hostname, operator: In, values: ["${node0}"] }
-          pool: { name: partitioned, generation: 1, resourceSliceCount: 2 }
-          sharedCounters:
-          - name: gpu-0
-            counters:
-              memory: { value: "8" }
+        sharedCounters:
+        - name: gpu-0
+          counters:
+            memory: { value: "8" }
         ---
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-devices
-        spec:
-          driver: ${driver}
-          nodeSelector:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - { key: kubernetes.io/hostname, operator: In, values: ["${node0}"] }
-          pool: { name: partitioned, generation: 1, resourceSliceCount: 2 }
-          devices:
-          - name: full
-            attributes:
-              dra.e2e.example.com/profile: { string: Full }
-            consumesCounters:
-            - { counterSet: gpu-0, counters: { memory: { value: "8" } } }
-          - name: half-a
-            attributes:
-              dra.e2e.example.com/profile: { string: Half }
-            consumesCounters:
-            - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
-          - name: half-b
-            attributes:
-              dra.e2e.example.com/profile: { string: Half }
-            consumesCounters:
-            - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
+        devices:
+        - name: full
+          attributes:
+            dra.e2e.example.com/profile: { string: Full }
+          consumesCounters:
+          - { counterSet: gpu-0, counters: { memory: { value: "8" } } }
+        - name: half-a
+          attributes:
+            dra.e2e.example.com/profile: { string: Half }
+          consumesCounters:
+          - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
+        - name: half-b
+          attributes:
+            dra.e2e.example.com/profile: { string: Half }
+          consumesCounters:
+          - { counterSet: gpu-0, counters: { memory: { value: "4" } } }
         """
       When a pool status request for the driver is created
       Then the pool status request reports:
@@ -190,29 +144,17 @@ Feature: resource pool status
 
     Scenario: should report shareableSummary for a pool with shareable devices
       Given 1 ready node
-      And a driver with no devices, not registered with the kubelet
-      And the following objects are created:
+      And a driver with a shared pool "shareable" of these slices, not registered with the kubelet:
         """
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceSlice
-        metadata:
-          name: ${namespace}-shareable
-        spec:
-          driver: ${driver}
-          nodeSelector:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - { key: kubernetes.io/hostname, operator: In, values: ["${node0}"] }
-          pool: { name: shareable, generation: 1, resourceSliceCount: 1 }
-          devices:
-          - name: shared-0
-            allowMultipleAllocations: true
-            capacity:
-              memory: { value: "16" }
-          - name: shared-1
-            allowMultipleAllocations: true
-            capacity:
-              memory: { value: "16" }
+        devices:
+        - name: shared-0
+          allowMultipleAllocations: true
+          capacity:
+            memory: { value: "16" }
+        - name: shared-1
+          allowMultipleAllocations: true
+          capacity:
+            memory: { value: "16" }
         """
       When a pool status request for the driver is created
       Then the pool status request reports:

@@ -13,6 +13,7 @@ use super::params::{
     ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, Quoted,
     ResourcesPhrase,
 };
+use crate::driver::allocatable;
 use crate::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
 use crate::driver::{DriverOptions, Resources};
 use crate::objects;
@@ -116,28 +117,47 @@ fn resources(w: &World, phrase: &DriverPhrase, step: &Step) -> anyhow::Result<Re
             default: Vec::new(),
         },
         ResourcesPhrase::SlicesFromDoc => Resources::NodePool {
-            slices: slices_from_doc(w, step)?,
+            slices: slices_from_doc(w, step, "these slices per node")?,
+        },
+        ResourcesPhrase::SharedPool(pool) => Resources::SharedPool {
+            pool: pool.clone(),
+            slices: slices_from_doc(
+                w,
+                step,
+                &format!("a shared pool \"{pool}\" of these slices"),
+            )?,
+        },
+        ResourcesPhrase::NodeAllocatable(devices) => Resources::NodePool {
+            slices: vec![SliceContent {
+                devices: allocatable::parse_devices(devices)
+                    .with_context(|| format!("node-allocatable devices \"{devices}\""))?,
+                ..SliceContent::default()
+            }],
         },
         ResourcesPhrase::None => Resources::None,
     })
 }
 
-/// The slices of `these slices per node`: YAML documents of `devices` and
-/// `sharedCounters`, each one slice of the node's pool.
-fn slices_from_doc(w: &World, step: &Step) -> anyhow::Result<Vec<SliceContent>> {
-    let doc = step.docstring.as_ref().context(
-        "`these slices per node` needs the slices as a YAML doc string (\"\"\" ... \"\"\"), \
-         one document (separated by ---) per slice",
-    )?;
+/// The slices of `these slices per node` or `a shared pool "p" of these
+/// slices` (`phrase`): YAML documents of a ResourceSlice spec's content,
+/// each one slice of the pool.
+fn slices_from_doc(w: &World, step: &Step, phrase: &str) -> anyhow::Result<Vec<SliceContent>> {
+    let doc = step.docstring.as_ref().with_context(|| {
+        format!(
+            "`{phrase}` needs the slices as a YAML doc string (\"\"\" ... \"\"\"), \
+             one document (separated by ---) per slice"
+        )
+    })?;
     let text = objects::expand(doc, &w.vars())?;
     let slices: Vec<SliceContent> = serde_saphyr::from_multiple(&text).map_err(|e| {
         anyhow::anyhow!(
-            "the slices of `these slices per node` must each hold only `devices` and \
-             `sharedCounters` of a ResourceSlice spec (driver, node and pool are the driver's): {e}"
+            "the slices of `{phrase}` must each hold only `devices`, `sharedCounters` and \
+             `partitionTypeAttribute` of a ResourceSlice spec (driver, nodes and pool are the \
+             driver's): {e}"
         )
     })?;
     if slices.is_empty() {
-        bail!("`these slices per node` holds no slice");
+        bail!("`{phrase}` holds no slice");
     }
     Ok(slices)
 }

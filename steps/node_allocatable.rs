@@ -6,23 +6,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context as _, bail};
-use cucumber::{given, then, when};
+use cucumber::{then, when};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceSlice;
-use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
 use super::World;
 use crate::cgroup::{self, Limits, NODE_CGROUP_MOUNT, QosClass, Reading};
-use crate::driver::allocatable;
 use crate::objects::{SLEEP_UNTIL_TERMINATED, TEST_IMAGE};
 use crate::proxy::exec::{ExecTarget, exec_capture};
 use crate::quantity::{self, Quantity};
 
 sentences! {
-    #[given(expr = "a slice of the driver on node {int} with devices {string}")]
-    fn slice_with_devices(node: usize, devices: String);
-
     #[when(expr = "pod {string} with these containers is created:")]
     fn pod_with_containers(name: String, step: Step<'_>);
 
@@ -41,42 +35,6 @@ sentences! {
 
     #[then(expr = "pod {string} has allocated resources:")]
     fn allocated(name: String, step: Step<'_>);
-}
-
-async fn slice_with_devices(w: &mut World, node: usize, devices: String) -> anyhow::Result<()> {
-    let devices = allocatable::parse_devices(&devices)?;
-    let node = w.node(node)?.to_owned();
-    let driver = w.driver(&super::params::DriverRef::The)?.name.clone();
-    let name = format!("{}-node-allocatable", w.namespace);
-    let slice = allocatable::slice(&name, &driver, &node, "node-allocatable", devices);
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": serde_json::to_value(&slice.metadata)?,
-        "spec": serde_json::to_value(&slice.spec)?,
-    }))?;
-    let resource = ApiResource::erase::<ResourceSlice>(&());
-    let api = kube::Api::all_with(w.client()?, &resource);
-    w.create_object(&api, resource, false, &obj).await?;
-    // Alpha fields the API server does not know (gate off) are dropped
-    // silently; a slice without them would test nothing.
-    let back: ResourceSlice = kube::Api::all(w.client()?)
-        .get(&name)
-        .await
-        .with_context(|| format!("reading ResourceSlice {name} back"))?;
-    let kept = back
-        .spec
-        .devices
-        .iter()
-        .flatten()
-        .all(|d| d.node_allocatable_resources.is_some());
-    if !kept {
-        bail!(
-            "the API server dropped nodeAllocatableResources from ResourceSlice {name}: \
-             is the gate DRANodeAllocatableResources on?"
-        );
-    }
-    Ok(())
 }
 
 /// Resource requirements as written in a cell: `cpu 1/2, memory 1Gi/2Gi`
@@ -537,6 +495,7 @@ async fn resized(
     let pod = w.pod(&name).await?;
     let restarted: Vec<String> = pod
         .status
+        .clone()
         .and_then(|s| s.container_statuses)
         .unwrap_or_default()
         .iter()
@@ -549,7 +508,57 @@ async fn resized(
             restarted.join(", ")
         );
     }
+    // Upstream's VerifyPodResources: the spec holds what was asked for.
+    let problems = spec_differences(&pod, &rows)?;
+    if !problems.is_empty() {
+        bail!(
+            "after the resize, pod {name}'s spec does not hold the resources asked for: {}",
+            problems.join("; ")
+        );
+    }
     Ok(())
+}
+
+/// Where the pod's spec differs from the `| container | resources |` rows
+/// (requests and limits, compared as quantities).
+fn spec_differences(pod: &Pod, rows: &[Vec<String>]) -> anyhow::Result<Vec<String>> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut problems = Vec::new();
+    for row in rows {
+        let [who, cell] = &row[..] else {
+            bail!("each row is | container | resources |, got {row:?}");
+        };
+        let have = if who == "pod" {
+            spec.resources.clone()
+        } else {
+            spec.containers
+                .iter()
+                .find(|c| &c.name == who)
+                .with_context(|| format!("pod has no container {who:?}"))?
+                .resources
+                .clone()
+        }
+        .unwrap_or_default();
+        let want = requirements(cell)?;
+        for (key, got) in [("requests", &have.requests), ("limits", &have.limits)] {
+            let want: BTreeMap<String, i128> = want
+                .get(key)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(r, q)| Ok((r.clone(), quantity::milli(q.as_str().unwrap_or_default())?)))
+                .collect::<anyhow::Result<_>>()?;
+            let got = list_of(got.as_ref())?;
+            if got != want {
+                problems.push(format!(
+                    "{who}: {key} are {}, expected {}",
+                    show(&got),
+                    show(&want)
+                ));
+            }
+        }
+    }
+    Ok(problems)
 }
 
 async fn allocated(
@@ -620,6 +629,30 @@ mod tests {
         let e = limits("memory limit 1Gb").expect_err("no such suffix");
         assert!(e.to_string().contains("\"1Gb\" is not a quantity"), "{e}");
         assert!(requirements("cpu 1x").is_err());
+    }
+
+    #[test]
+    fn the_spec_check_compares_quantities_and_names_what_differs() {
+        let rows = |r: &[[&str; 3]]| -> Vec<Vec<String>> {
+            r.iter()
+                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+                .collect()
+        };
+        let (pod, _) = build_pod(
+            "p",
+            &rows(&[["pod", "none", "-"], ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"]]),
+        )
+        .expect("valid");
+        let two = |c: &str| vec![vec!["c1".to_owned(), c.to_owned()]];
+        assert!(
+            spec_differences(&pod, &two("cpu 1000m/2, memory 1024Mi/2Gi"))
+                .expect("valid")
+                .is_empty()
+        );
+        assert_eq!(
+            spec_differences(&pod, &two("cpu 1/3, memory 1Gi/2Gi")).expect("valid"),
+            ["c1: limits are cpu 2000m, memory 2048Mi, expected cpu 3000m, memory 2048Mi"]
+        );
     }
 
     #[test]

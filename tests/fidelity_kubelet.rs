@@ -103,7 +103,7 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             "a slice holds counters and devices at once",
             "Given a driver with these slices per node:",
             &[
-                "the API server refused its ResourceSlice on node ",
+                "its ResourceSlice on node ",
                 "only one of `sharedCounters` or `devices` is allowed",
             ],
         ),

@@ -73,8 +73,8 @@ fn targets_on_disk() -> Vec<String> {
     names
 }
 
-/// Unit tests of the crates' sources that need a tool `make test-tools`
-/// installs (xmllint, chromium) sit behind `#[cfg(feature = "cluster-tests")]`
+/// Unit tests of the crates' sources that need a tool `make test` installs
+/// (xmllint, chromium, busybox-static) sit behind `#[cfg(feature = "cluster-tests")]`
 /// right above their `#[test]`; counted here so the fast tier names them too.
 fn gated_unit_tests(text: &str) -> usize {
     let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
@@ -207,7 +207,7 @@ fn main() -> ExitCode {
     println!(
         "\ntiers: this was the fast tier. `make test` runs the other {total} tests in {} \
          targets, which need root, Go or a control plane: {}; and {unit} unit test(s) that \
-         need a tool of `make test-tools`\n",
+         need a tool `make test` installs\n",
         counts.len(),
         listed.join(", ")
     );

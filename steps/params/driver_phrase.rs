@@ -33,6 +33,13 @@ pub enum ResourcesPhrase {
     FromTable,
     /// `these slices per node:` with the slices as a YAML doc string.
     SlicesFromDoc,
+    /// `a shared pool "p" of these slices:` with the slices as a YAML doc
+    /// string.
+    SharedPool(String),
+    /// `node-allocatable devices "<devices>"`: one slice per node of devices
+    /// carrying nodeAllocatableResources, in the one-line form of
+    /// `driver::allocatable`.
+    NodeAllocatable(String),
     None,
 }
 
@@ -48,7 +55,7 @@ impl std::str::FromStr for DriverPhrase {
         // A colon may introduce the table of `these devices` or the doc
         // string of `these slices per node`.
         let s = s.strip_suffix(':').unwrap_or(s);
-        let mut parts = s.split(", ");
+        let mut parts = settings(s).into_iter();
         let mut phrase = DriverPhrase {
             resources: parts.next().unwrap_or_default().trim().parse()?,
             with_kubelet: true,
@@ -136,6 +143,21 @@ impl std::str::FromStr for ResourcesPhrase {
         if res == "these slices per node" {
             return Ok(ResourcesPhrase::SlicesFromDoc);
         }
+        if let Some(rest) = res.strip_prefix("a shared pool \"") {
+            let pool = rest.strip_suffix("\" of these slices").ok_or_else(|| {
+                format!("expected `a shared pool \"name\" of these slices`, got {res:?}")
+            })?;
+            return Ok(ResourcesPhrase::SharedPool(pool.to_owned()));
+        }
+        if let Some(rest) = res.strip_prefix("node-allocatable devices ") {
+            let devices = rest
+                .strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .ok_or_else(|| {
+                    format!("expected `node-allocatable devices \"<devices>\"`, got {res:?}")
+                })?;
+            return Ok(ResourcesPhrase::NodeAllocatable(devices.to_owned()));
+        }
         if let Some(n) = count_of(res, "devices per node").or(count_of(res, "device per node")) {
             return Ok(ResourcesPhrase::PerNode(n));
         }
@@ -154,9 +176,30 @@ impl std::str::FromStr for ResourcesPhrase {
         Err(format!(
             "unknown resources {res:?}; use `N devices per node`, `a network pool of N devices`, \
              `an all-nodes pool \"name\" of N devices`, `these devices` (with a table), \
-             `these slices per node` (with a YAML doc string) or `no devices`"
+             `these slices per node` or `a shared pool \"name\" of these slices` (with a \
+             YAML doc string), \
+             `node-allocatable devices \"<devices>\"` or `no devices`"
         ))
     }
+}
+
+/// The parts of a phrase between `, `, except inside double quotes (the
+/// one-line devices of `node-allocatable devices "..."` hold commas).
+fn settings(s: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted) = (0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted && s[i..].starts_with(", ") => {
+                parts.push(&s[start..i]);
+                start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
 }
 
 /// `N devices`, `N tainted devices` or `N devices tainted k=v:Effect`, after
@@ -231,6 +274,32 @@ mod tests {
         assert!(!p.with_kubelet);
         let p: DriverPhrase = "these devices:".parse().unwrap();
         assert!(matches!(p.resources, ResourcesPhrase::FromTable));
+        let p: DriverPhrase =
+            "a shared pool \"partitioned\" of these slices, not registered with the kubelet:"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            p.resources,
+            ResourcesPhrase::SharedPool("partitioned".into())
+        );
+        assert!(!p.with_kubelet);
+        // The commas inside the quotes belong to the devices, not settings.
+        let p: DriverPhrase =
+            "node-allocatable devices \"d: memory 1Gi per device, cpu 1 per device\", on node 0"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            p.resources,
+            ResourcesPhrase::NodeAllocatable("d: memory 1Gi per device, cpu 1 per device".into())
+        );
+        assert_eq!(p.on_nodes, Some(NodeList(vec![0])));
+        let e = "node-allocatable devices d: cpu 1 per device"
+            .parse::<DriverPhrase>()
+            .unwrap_err();
+        assert!(
+            e.contains("expected `node-allocatable devices \"<devices>\"`"),
+            "{e}"
+        );
         let p: DriverPhrase = "a network pool of 10 tainted devices".parse().unwrap();
         assert_eq!(
             p.resources,

@@ -12,11 +12,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::resource::v1::{
-    Device, NodeAllocatableMapping, NodeAllocatableOverhead, NodeAllocatableResource, ResourcePool,
-    ResourceSlice, ResourceSliceSpec,
+    Device, NodeAllocatableMapping, NodeAllocatableOverhead, NodeAllocatableResource,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::ObjectMeta;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AllocatableError {
@@ -112,34 +110,6 @@ fn parse_device(spec: &str) -> Result<Device, AllocatableError> {
     })
 }
 
-/// A slice of `driver` on `node` holding `devices` as the one slice of
-/// `pool`, as upstream's driver publishes its custom devices.
-pub fn slice(
-    name: &str,
-    driver: &str,
-    node: &str,
-    pool: &str,
-    devices: Vec<Device>,
-) -> ResourceSlice {
-    ResourceSlice {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceSliceSpec {
-            driver: driver.to_owned(),
-            node_name: Some(node.to_owned()),
-            pool: ResourcePool {
-                name: pool.to_owned(),
-                generation: 1,
-                resource_slice_count: 1,
-            },
-            devices: Some(devices),
-            ..ResourceSliceSpec::default()
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,22 +165,5 @@ mod tests {
             parse_devices("d: memory 1GB per device"),
             Err(AllocatableError::Quantity(e)) if e.input == "1GB"
         ));
-    }
-
-    #[test]
-    fn the_slice_is_the_pools_only_one_on_the_node() {
-        let s = slice(
-            "s",
-            "d.k8s.io",
-            "n-0",
-            "p",
-            parse_devices("x: cpu 1 per device").expect("valid"),
-        );
-        let v = serde_json::to_value(&s).expect("serializes");
-        assert_eq!(v["spec"]["nodeName"], json!("n-0"));
-        assert_eq!(
-            v["spec"]["pool"],
-            json!({ "name": "p", "generation": 1, "resourceSliceCount": 1 })
-        );
     }
 }

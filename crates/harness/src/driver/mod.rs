@@ -46,6 +46,13 @@ pub enum Resources {
     Network {
         devices: Vec<DeviceSpec>,
     },
+    /// A pool the driver's nodes share (selected by hostname), made of these
+    /// slices, created by the harness: upstream's multi-host
+    /// `DriverResources` (`PartitionableResources`, `ShareableResources`).
+    SharedPool {
+        pool: String,
+        slices: Vec<slices::SliceContent>,
+    },
     /// A pool on all nodes, kept in place by the harness with admin rights.
     AllNodes {
         pool: String,
@@ -541,39 +548,57 @@ impl Driver {
     }
 
     async fn publish_shared_slices(&mut self) -> Result<(), DriverError> {
-        let err = |e: serde_json::Error| DriverError::Other {
-            driver: self.name.clone(),
-            message: format!("building ResourceSlice: {e}"),
-        };
-        match &self.options.resources {
+        let shared = match &self.options.resources {
             Resources::Network { devices } => {
-                let slices: Vec<ResourceSlice> =
-                    slices::network_slices(&self.name, &self.nodes, devices)
-                        .map_err(err)?
-                        .into_iter()
-                        .map(|s| self.with_skips(s))
-                        .collect();
-                let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
-                // Marked first, so teardown removes a partly published pool.
-                self.network_slices = true;
-                for slice in &slices {
-                    // A second instance of the same driver shares the pool.
-                    match api.create(&PostParams::default(), slice).await {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(s)) if s.code == 409 => {}
-                        Err(e) => {
-                            return Err(self.kube_err("creating the network ResourceSlices")(e));
+                slices::network_slices(&self.name, &self.nodes, devices)
+                    .map_err(self.build_err())?
+            }
+            Resources::SharedPool { pool, slices } => {
+                let prefix = format!("{}-{pool}", self.name);
+                slices::selected_pool_slices(&self.name, &self.nodes, pool, &prefix, slices)
+                    .map_err(self.build_err())?
+            }
+            _ => Vec::new(),
+        };
+        if !shared.is_empty() {
+            let shared: Vec<ResourceSlice> =
+                shared.into_iter().map(|s| self.with_skips(s)).collect();
+            let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
+            // Marked first, so teardown removes a partly published pool.
+            self.network_slices = true;
+            for slice in &shared {
+                // A second instance of the same driver shares the pool.
+                match api.create(&PostParams::default(), slice).await {
+                    Ok(written) => {
+                        let lost = slices::dropped_fields(slice, &written);
+                        if !lost.is_empty() {
+                            return Err(DriverError::Other {
+                                driver: self.name.clone(),
+                                message: format!(
+                                    "the API server dropped {} of ResourceSlice {} (is the \
+                                     feature gate of these fields on?)",
+                                    lost.join(", "),
+                                    written.metadata.name.unwrap_or_default()
+                                ),
+                            });
                         }
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => {
+                        return Err(self.kube_err("creating the shared pool's ResourceSlices")(
+                            e,
+                        ));
                     }
                 }
             }
-            Resources::AllNodes { pool, devices } => {
-                let slice = self
-                    .with_skips(slices::all_nodes_slice(&self.name, pool, devices).map_err(err)?);
-                self.admin_publisher = Some(Publisher::start(self.ctx.admin.clone(), slice));
-                self.network_slices = true;
-            }
-            Resources::NodeLocal { .. } | Resources::NodePool { .. } | Resources::None => {}
+        }
+        // A pool on all nodes is kept in place, as a node-local one is.
+        if let Resources::AllNodes { pool, devices } = &self.options.resources {
+            let slice = self.with_skips(
+                slices::all_nodes_slice(&self.name, pool, devices).map_err(self.build_err())?,
+            );
+            self.admin_publisher = Some(Publisher::start(self.ctx.admin.clone(), slice));
+            self.network_slices = true;
         }
         Ok(())
     }
@@ -770,7 +795,7 @@ impl Driver {
             r = published => r,
             ((node, message), _, _) = futures::future::select_all(refused) => Err(DriverError::Other {
                 driver: self.name.clone(),
-                message: format!("the API server refused its ResourceSlice on node {node}: {message}"),
+                message: format!("its ResourceSlice on node {node} was not published as written: {message}"),
             }),
         }
     }
@@ -809,6 +834,13 @@ impl Driver {
                     .collect(),
             ),
             Resources::Network { devices } => ("network".to_owned(), names(devices)),
+            Resources::SharedPool { pool, slices } => (
+                pool.clone(),
+                slices
+                    .iter()
+                    .flat_map(|s| s.devices.iter().map(|d| d.name.clone()))
+                    .collect(),
+            ),
             Resources::AllNodes { pool, devices } => (pool.clone(), names(devices)),
             Resources::None => (String::new(), Vec::new()),
         };

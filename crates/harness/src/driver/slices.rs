@@ -159,6 +159,10 @@ pub struct SliceContent {
     pub devices: Vec<Device>,
     #[serde(default)]
     pub shared_counters: Vec<CounterSet>,
+    /// The attribute naming each device's partition type (gate
+    /// DRAPartitionableDevicesType); only on a slice of devices.
+    #[serde(default)]
+    pub partition_type_attribute: Option<String>,
 }
 
 impl SliceContent {
@@ -169,7 +173,7 @@ impl SliceContent {
                 .iter()
                 .map(|d| serde_json::from_value(d.to_json()))
                 .collect::<Result<_, _>>()?,
-            shared_counters: Vec::new(),
+            ..Self::default()
         })
     }
 
@@ -177,6 +181,7 @@ impl SliceContent {
         Self {
             devices: s.spec.devices.clone().unwrap_or_default(),
             shared_counters: s.spec.shared_counters.clone().unwrap_or_default(),
+            partition_type_attribute: s.spec.partition_type_attribute.clone(),
         }
     }
 
@@ -187,6 +192,10 @@ impl SliceContent {
             .then(|| self.devices.clone());
         slice.spec.shared_counters =
             (!self.shared_counters.is_empty()).then(|| self.shared_counters.clone());
+        slice
+            .spec
+            .partition_type_attribute
+            .clone_from(&self.partition_type_attribute);
     }
 }
 
@@ -270,22 +279,40 @@ pub fn network_slices(
     } else {
         devices.chunks(max_devices_per_slice(devices)).collect()
     };
-    let count = chunks.len();
-    chunks
+    let contents = chunks
         .into_iter()
+        .map(SliceContent::of_devices)
+        .collect::<Result<Vec<_>, _>>()?;
+    selected_pool_slices(driver, nodes, "network", driver, &contents)
+}
+
+/// A pool of `contents` that `nodes` share, selected by hostname: what
+/// upstream's driver publishes through its ResourceSlice controller for
+/// several hosts. The slices are `<prefix>-0`, `<prefix>-1`, ...
+pub fn selected_pool_slices(
+    driver: &str,
+    nodes: &[String],
+    pool: &str,
+    prefix: &str,
+    contents: &[SliceContent],
+) -> Result<Vec<ResourceSlice>, serde_json::Error> {
+    let count = contents.len();
+    contents
+        .iter()
         .enumerate()
-        .map(|(i, chunk)| {
-            build(json!({
+        .map(|(i, content)| {
+            let mut slice = build(json!({
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                "metadata": { "name": format!("{driver}-{i}") },
+                "metadata": { "name": format!("{prefix}-{i}") },
                 "spec": {
                     "driver": driver,
                     "nodeSelector": { "nodeSelectorTerms": [ { "matchExpressions": [
                         { "key": "kubernetes.io/hostname", "operator": "In", "values": nodes } ] } ] },
-                    "pool": { "name": "network", "generation": 1, "resourceSliceCount": count },
-                    "devices": chunk.iter().map(DeviceSpec::to_json).collect::<Vec<_>>(),
+                    "pool": { "name": pool, "generation": 1, "resourceSliceCount": count },
                 },
-            }))
+            }))?;
+            content.write_into(&mut slice);
+            Ok(slice)
         })
         .collect()
 }
@@ -388,10 +415,10 @@ impl Publisher {
         }
     }
 
-    /// Resolves with the API server's message once it refused the slice as
-    /// invalid: a slice written in a feature file that can never be
-    /// published, which a wait for it should report at once. Never resolves
-    /// otherwise.
+    /// Resolves with what went wrong once the API server refused the slice
+    /// as invalid or dropped fields of it: a slice written in a feature file
+    /// that can never be published as written, which a wait for it should
+    /// report at once. Never resolves otherwise.
     pub async fn refusal(&self) -> String {
         let mut refused = self.refused.clone();
         let message = match refused.wait_for(Option::is_some).await {
@@ -487,7 +514,15 @@ async fn publish(
         };
         retry = match result {
             Ok(written) => {
-                accepted = Some(SliceContent::of_slice(&written));
+                let kept = SliceContent::of_slice(&written);
+                let lost = dropped(&want, &kept);
+                if !lost.is_empty() {
+                    refuse.send_replace(Some(format!(
+                        "the API server dropped {} (is the feature gate of these fields on?)",
+                        lost.join(", ")
+                    )));
+                }
+                accepted = Some(kept);
                 false
             }
             // Invalid stays invalid: said once, tried again only when the
@@ -502,6 +537,73 @@ async fn publish(
             }
         };
     }
+}
+
+/// The fields of `sent` that the API server's copy `written` lacks (see
+/// [`dropped`]).
+pub fn dropped_fields(sent: &ResourceSlice, written: &ResourceSlice) -> Vec<String> {
+    dropped(
+        &SliceContent::of_slice(sent),
+        &SliceContent::of_slice(written),
+    )
+}
+
+/// The fields of `want` that the API server's copy `kept` no longer has:
+/// fields of a disabled feature gate are dropped without a word, and a
+/// slice without them would test nothing. Only presence is compared, as
+/// the server may default and normalise what it keeps.
+fn dropped(want: &SliceContent, kept: &SliceContent) -> Vec<String> {
+    fn fields<T: serde::Serialize>(item: &T) -> Vec<String> {
+        match serde_json::to_value(item) {
+            Ok(Value::Object(map)) => map
+                .into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, _)| k)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn compare<T: serde::Serialize>(
+        kind: &str,
+        want: &[T],
+        kept: &[T],
+        name: impl Fn(&T) -> &str,
+        lost: &mut Vec<String>,
+    ) {
+        for w in want {
+            match kept.iter().find(|k| name(k) == name(w)) {
+                None => lost.push(format!("{kind} {}", name(w))),
+                Some(k) => {
+                    let have = fields(k);
+                    lost.extend(
+                        fields(w)
+                            .into_iter()
+                            .filter(|f| !have.contains(f))
+                            .map(|f| format!("{f} of {kind} {}", name(w))),
+                    );
+                }
+            }
+        }
+    }
+    let mut lost = Vec::new();
+    compare(
+        "device",
+        &want.devices,
+        &kept.devices,
+        |d| &d.name,
+        &mut lost,
+    );
+    compare(
+        "counter set",
+        &want.shared_counters,
+        &kept.shared_counters,
+        |c| &c.name,
+        &mut lost,
+    );
+    if want.partition_type_attribute.is_some() && kept.partition_type_attribute.is_none() {
+        lost.push("partitionTypeAttribute".to_owned());
+    }
+    lost
 }
 
 /// API limits of resource.k8s.io/v1 that make the largest slices.
@@ -826,6 +928,32 @@ async fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_the_server_dropped_are_named_and_normalised_ones_are_not() {
+        let want: SliceContent = serde_json::from_value(json!({
+            "devices": [
+                { "name": "a", "nodeAllocatableResources": { "cpu": { "mapping": { "deviceMultiplier": "1" } } } },
+                { "name": "b", "attributes": { "x": { "int": 1 } } },
+                { "name": "gone" },
+            ],
+            "sharedCounters": [ { "name": "set", "counters": { "c": { "value": "1" } } } ],
+        }))
+        .expect("valid");
+        let kept: SliceContent = serde_json::from_value(json!({
+            "devices": [
+                { "name": "a" },
+                { "name": "b", "attributes": { "x": { "int": 1 } }, "allowMultipleAllocations": false },
+            ],
+            "sharedCounters": [ { "name": "set", "counters": { "c": { "value": "1000m" } } } ],
+        }))
+        .expect("valid");
+        assert_eq!(
+            dropped(&want, &kept),
+            ["nodeAllocatableResources of device a", "device gone"]
+        );
+        assert!(dropped(&want, &want).is_empty());
+    }
 
     #[test]
     fn maximum_size_slices_reach_every_limit() {
