@@ -3,11 +3,9 @@ Feature: driver lifecycle
   Drivers that start after their pods, and updates of a running driver.
   (upstream: [sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation], driver set up inside each test)
 
-  Background:
-    Given 1 ready node
-
   Scenario: runs pod after driver starts
-    Given a driver with 1 device per node, not started yet
+    Given 1 to 4 ready nodes
+    And a driver with 1 device per node, not started yet
     And a device class
     And an external claim "external-claim"
     When pod "tester-1" using claim "external-claim" is created
@@ -20,7 +18,8 @@ Feature: driver lifecycle
 
   @KubeletMinVersion:1.33
   Scenario: rolling update
-    Given a driver "old" with 1 device per node, in rolling-update mode
+    Given 1 ready node
+    And a driver "old" with 1 device per node, in rolling-update mode
     And a device class for driver "old"
     And the slices of driver "old" are noted
     And a second instance "new" of driver "old"
@@ -34,7 +33,8 @@ Feature: driver lifecycle
   # The driver name (<namespace>-long-driver-name.k8s.io) is over 28 characters:
   # the registration socket falls back to a hashed name when the path gets too long.
   Scenario: rolling update with long driver name
-    Given a driver "long-driver-name" with 1 device per node, in rolling-update mode
+    Given 1 ready node
+    And a driver "long-driver-name" with 1 device per node, in rolling-update mode
     And a device class for driver "long-driver-name"
     And the slices of driver "long-driver-name" are noted
     And a second instance "new" of driver "long-driver-name"
@@ -46,7 +46,8 @@ Feature: driver lifecycle
 
   @KubeletMinVersion:1.33
   Scenario: failed update
-    Given a driver "old" with 1 device per node, in rolling-update mode
+    Given 1 ready node
+    And a driver "old" with 1 device per node, in rolling-update mode
     And a device class for driver "old"
     And the slices of driver "old" are noted
     And a second instance "new" of driver "old"
@@ -58,7 +59,8 @@ Feature: driver lifecycle
 
   @KubeletMinVersion:1.33 @slow
   Scenario: sequential update with pods replacing each other
-    Given a driver "old" with 1 device per node
+    Given 1 ready node
+    And a driver "old" with 1 device per node
     And a device class for driver "old"
     And the slices of driver "old" are noted
     And a second instance "new" of driver "old", not started yet

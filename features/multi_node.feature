@@ -8,6 +8,10 @@ Feature: multiple nodes
       | node | device                | attributes               |
       | 0    | pre-defined-device-01 | healthy=true, exists=true |
       | 1    | pre-defined-device-02 | healthy=false            |
+    And the driver publishes exactly these devices:
+      | node | device                | attributes               |
+      | 0    | pre-defined-device-01 | healthy=true, exists=true |
+      | 1    | pre-defined-device-02 | healthy=false            |
     And a device class
     When pod "tester-1" with an inline claim is created
       | cel selector | device.attributes["${driver}"].exists |

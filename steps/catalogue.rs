@@ -520,6 +520,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then the slice of the driver with device \"gpu-0\" on node 0 has:",
             },
             Entry {
+                pattern: "Then <driver> publishes exactly these devices: (table | node | device | attributes |)",
+                description: "Waits (30 s) until the driver's slices are one per node the table names, each holding exactly the table's devices of that node with exactly their attributes (the table of `a driver with these devices`), and no other slice holds devices. Upstream checks so before a pod whose scheduling depends on the exact devices.",
+                example: "Then the driver publishes exactly these devices:",
+            },
+            Entry {
                 pattern: "Then <driver> publishes one slice per node with devices \"<d>\"[, ...]",
                 description: "Each node has exactly one slice of the driver: owned by the Node (controller, no blockOwnerDeletion), pool = node, count 1, and these devices compared device by device (a device with attributes, capacity or taints is not a bare name).",
                 example: "Then the driver publishes one slice per node with devices \"device-00\"",

@@ -70,7 +70,7 @@ sentences! {
 
 /// Devices from a `| node | device | attributes |` table; attributes are
 /// `name=value` pairs separated by commas.
-fn devices_from_table(step: &Step) -> anyhow::Result<BTreeMap<usize, Vec<DeviceSpec>>> {
+pub(super) fn devices_from_table(step: &Step) -> anyhow::Result<BTreeMap<usize, Vec<DeviceSpec>>> {
     let table = step
         .table
         .as_ref()

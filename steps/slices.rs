@@ -19,6 +19,13 @@ sentences! {
     #[then(expr = "{driver} publishes one slice per node with devices {strings}")]
     fn one_slice_per_node(d: DriverRef, devices: Strings);
 
+    /// Upstream waits so before a pod whose scheduling depends on the exact
+    /// devices: the driver's slices are one per node of the table, each
+    /// holding exactly its devices with exactly their attributes.
+    #[given(expr = "{driver} publishes exactly these devices:")]
+    #[then(expr = "{driver} publishes exactly these devices:")]
+    fn publishes_exactly(d: DriverRef, step: Step<'_>);
+
     /// A slice the driver published under a generated name, found by one of
     /// its devices: what the API server kept of it (a disabled feature gate
     /// drops fields without a word).
@@ -88,6 +95,56 @@ fn device_problem(got: &[Device], want: &[Value]) -> Option<String> {
         .zip(want)
         .find(|(g, w)| g != w)
         .map(|(g, w)| format!("device {g}, expected {w}"))
+}
+
+async fn publishes_exactly(w: &World, d: DriverRef, step: &Step) -> anyhow::Result<()> {
+    let table = super::drivers::devices_from_table(step)?;
+    let mut want: Vec<(String, Vec<Value>)> = Vec::new();
+    for (index, devices) in &table {
+        let node = w.node(*index)?.to_owned();
+        want.push((node, devices.iter().map(|d| d.to_json()).collect()));
+    }
+    let driver = w.driver(&d)?;
+    let what = format!(
+        "the slices of driver {} to hold exactly these devices",
+        driver.name
+    );
+    driver
+        .wait_slices(&what, Duration::from_secs(30), |slices| {
+            let with_devices = slices
+                .iter()
+                .filter(|s| s.spec.devices.as_ref().is_some_and(|d| !d.is_empty()));
+            if let Some(stray) = with_devices.clone().find(|s| {
+                !want
+                    .iter()
+                    .any(|(node, _)| s.spec.node_name.as_ref() == Some(node))
+            }) {
+                return Check::Pending(format!(
+                    "slice {} on {:?} has devices, the table none there",
+                    stray.metadata.name.clone().unwrap_or_default(),
+                    stray.spec.node_name
+                ));
+            }
+            for (node, devices) in &want {
+                let mine: Vec<&ResourceSlice> = slices
+                    .iter()
+                    .filter(|s| s.spec.node_name.as_ref() == Some(node))
+                    .collect();
+                let [slice] = mine[..] else {
+                    return Check::Pending(format!(
+                        "node {node} has {} slices of the driver, expected 1",
+                        mine.len()
+                    ));
+                };
+                let got = slice.spec.devices.as_deref().unwrap_or_default();
+                if let Some(p) = device_problem(got, devices) {
+                    return Check::Pending(format!("slice of node {node}: {p}"));
+                }
+            }
+            Check::Done(())
+        })
+        .await?;
+    Ok(())
 }
 
 /// What is wrong with the node-local slices of `driver` (upstream's

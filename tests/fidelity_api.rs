@@ -10,7 +10,7 @@ use common::*;
 #[test]
 fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
-    let expected: [(&str, &[&str]); 11] = [
+    let expected: [(&str, &[&str]); 12] = [
         // A denial is tried once, and an allowed write fails the step.
         (
             "a write the policy allows is not denied",
@@ -65,6 +65,14 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         (
             "an update that changes nothing",
             &["updating ResourceClaim crud-claim left its resourceVersion at"],
+        ),
+        // The published devices are compared with their attributes.
+        (
+            "a published device with other attributes than expected",
+            &[
+                "to hold exactly these devices; last seen: slice of node",
+                "device {\"attributes\":{\"healthy\":{\"bool\":true}},\"name\":\"device-00\"}, expected {\"attributes\":{\"healthy\":{\"bool\":false}},\"name\":\"device-00\"}",
+            ],
         ),
         // The size bounds need slices to measure.
         (

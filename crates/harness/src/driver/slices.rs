@@ -104,7 +104,8 @@ impl DeviceSpec {
         }
     }
 
-    fn to_json(&self) -> Value {
+    /// The device as the API has it: name, attributes and taints.
+    pub fn to_json(&self) -> Value {
         let mut d = json!({ "name": self.name });
         if !self.attributes.is_empty() {
             d["attributes"] = self
