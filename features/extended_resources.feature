@@ -321,7 +321,7 @@ Feature: DRA-backed extended resources
     When pod "tester-1" without claims is created
       | extended resource | ${driver}/resource-0=2, ${driver}/resource-1=1 |
     Then pod "tester-1" is running
-    And pod "tester-1" has extended resource requests:
+    And pod "tester-1" has extended resource requests in this order:
       | container     | resource             | request               |
       | with-resource | ${driver}/resource-0 | container-0-request-0 |
       | with-resource | ${driver}/resource-1 | container-0-request-1 |
@@ -334,14 +334,16 @@ Feature: DRA-backed extended resources
     When pod "tester-1" without claims is created
       | extended resource | ${driver}/resource-0=1 |
       | command           | <command>              |
-    Then pod "tester-1" is <state>
+    Then pod "tester-1" is running
+    And the extended resource claim of pod "tester-1" is allocated
+    And pod "tester-1" is <state>
     And the extended resource claim of pod "tester-1" is deleted
     And NodeUnprepareResources was called 1 time on node 0
 
     Examples:
-      | end      | command | state     |
-      | complete | exit 0  | completed |
-      | fail     | exit 1  | failed    |
+      | end      | command                                                                                   | state     |
+      | complete | echo 'Pod started with extended resource'; sleep 2; echo 'Pod completed successfully'     | completed |
+      | fail     | echo 'Pod started with extended resource'; sleep 2; echo 'Pod failing now'; exit 1        | failed    |
 
   @KubeletMinVersion:1.34
   Scenario: must prevent overcommitment of extended resources

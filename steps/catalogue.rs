@@ -275,8 +275,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then container \"with-resource-1\" of pod \"tester-1\" gets requests \"container-1-request-0\", \"container-1-request-1\" of the extended resource claim of pod \"tester-1\"",
             },
             Entry {
-                pattern: "Then pod \"<name>\" has extended resource requests: (table | container | resource | request |)",
-                description: "The pod's extendedResourceClaimStatus maps exactly these container resources to requests of its extended resource claim.",
+                pattern: "Then pod \"<name>\" has extended resource requests[ in this order]: (table | container | resource | request |)",
+                description: "The pod's extendedResourceClaimStatus maps exactly these container resources to requests of its extended resource claim (in any order; with `requests in this order:` in the table's order, as upstream's ExtendedResourceClaimStatus test checks that the i-th mapping names request container-0-request-i).",
                 example: "Then pod \"tester-1\" has extended resource requests:",
             },
             Entry {

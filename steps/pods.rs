@@ -87,6 +87,10 @@ sentences! {
     #[then(expr = "pod {string} has extended resource requests:")]
     fn extended_requests(pod: String, step: Step<'_>);
 
+    /// Upstream's ExtendedResourceClaimStatus test also checks the order.
+    #[then(expr = "pod {string} has extended resource requests in this order:")]
+    fn extended_requests_in_order(pod: String, step: Step<'_>);
+
     #[then(expr = "pod {string} has no extended resource claim")]
     fn no_extended_claim(pod: String);
 
@@ -824,6 +828,21 @@ pub(super) async fn gets_requests(
 }
 
 async fn extended_requests(w: &World, pod: String, step: &Step) -> anyhow::Result<()> {
+    mapped_requests(w, pod, step, false).await
+}
+
+async fn extended_requests_in_order(w: &World, pod: String, step: &Step) -> anyhow::Result<()> {
+    mapped_requests(w, pod, step, true).await
+}
+
+/// The pod's extendedResourceClaimStatus maps exactly the table's rows,
+/// `in_order` or as a set.
+async fn mapped_requests(
+    w: &World,
+    pod: String,
+    step: &Step,
+    in_order: bool,
+) -> anyhow::Result<()> {
     let mut want = Vec::new();
     for row in step.table.iter().flat_map(|t| t.rows.iter().skip(1)) {
         let [c, r, q] = row.as_slice() else {
@@ -836,7 +855,9 @@ async fn extended_requests(w: &World, pod: String, step: &Step) -> anyhow::Resul
             objects::expand(q.trim(), &vars)?,
         ));
     }
-    want.sort();
+    if !in_order {
+        want.sort();
+    }
     let api = w.api::<Pod>()?;
     wait::object(
         &api,
@@ -861,7 +882,9 @@ async fn extended_requests(w: &World, pod: String, step: &Step) -> anyhow::Resul
                     )
                 })
                 .collect();
-            got.sort();
+            if !in_order {
+                got.sort();
+            }
             if got == want {
                 Check::Done(())
             } else {

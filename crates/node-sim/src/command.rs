@@ -11,7 +11,7 @@
 //! | `true`, `:` / `false` | status 0 / 1 at once |
 //! | `exit N`, `exit` | the container exits with N (the last status) |
 //! | `sleep N` | status 0 after N seconds (fractions, `s`/`m`/`h`/`d` suffixes) |
-//! | `env` | status 0 (its output is not simulated) |
+//! | `env`, `echo ...` | status 0 (their output is not simulated) |
 //! | `env \| grep [-qsxF] [-e] PATTERN` | status 0 if a line of the container's env (spec env plus CDI env) matches, else 1 |
 //! | `trap exit TERM; while true; do sleep 1; done` | runs until deleted (the pod builder's default) |
 //!
@@ -306,8 +306,8 @@ fn run_command(words: &[&str], last: i32) -> Outcome {
     match (basename(name), args) {
         ("true" | ":", []) => Outcome::Status(0, Duration::ZERO),
         ("false", []) => Outcome::Status(1, Duration::ZERO),
-        // Prints the environment; its output is not simulated.
-        ("env", []) => Outcome::Status(0, Duration::ZERO),
+        // Print; their output is not simulated.
+        ("env", []) | ("echo", _) => Outcome::Status(0, Duration::ZERO),
         ("exit", []) => Outcome::Exit(last),
         ("exit", [n]) => match n.parse::<i64>() {
             Ok(n) => Outcome::Exit(n.rem_euclid(256) as i32),
@@ -463,6 +463,13 @@ mod tests {
         );
         assert_eq!(sh("sleep 1m"), exit(60, 0));
         assert_eq!(sh("env"), exit(0, 0));
+        // Upstream's extended-resource cleanup pods.
+        assert_eq!(
+            sh(
+                "echo 'Pod started with extended resource'; sleep 2; echo 'Pod failing now'; exit 1"
+            ),
+            exit(2, 1)
+        );
     }
 
     #[test]
