@@ -32,6 +32,9 @@ Feature: driver lifecycle
   @KubeletMinVersion:1.33
   # The driver name (<namespace>-long-driver-name.k8s.io) is over 28 characters:
   # the registration socket falls back to a hashed name when the path gets too long.
+  # Upstream's fixed gpu.dra-example-driver.sigs.k8s.io would be one name for every
+  # concurrent scenario and run on a cluster, whose slices and sockets would then
+  # mix; a name made from the scenario's namespace is as long and its own.
   Scenario: rolling update with long driver name
     Given 1 ready node
     And a driver "long-driver-name" with 1 device per node, in rolling-update mode
@@ -57,6 +60,9 @@ Feature: driver lifecycle
     Then pod "tester-1" is running with env "user_a=b" in every container
     And the slices of driver "old" are unchanged
 
+  # Upstream compares the slices only when the outage took at most 25 s and passes
+  # without comparing them otherwise; here a longer outage fails the scenario, so
+  # that a green run always compared them.
   @KubeletMinVersion:1.33 @slow
   Scenario: sequential update with pods replacing each other
     Given 1 ready node
