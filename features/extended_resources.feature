@@ -261,10 +261,12 @@ Feature: DRA-backed extended resources
     # The external claim's device, plus the four of the pod's claim: the
     # sidecar and the main container need one under each name, the other
     # init containers reuse theirs.
-    And resource quota "test-quota" reports 2 used for "count/resourceclaims.resource.k8s.io"
-    And resource quota "test-quota" reports 5 used for "requests.${driver}/resource-0"
-    And resource quota "test-quota" reports 5 used for "requests.deviceclass.resource.kubernetes.io/${class}"
-    And resource quota "test-quota" reports 5 used for "${class}.deviceclass.resource.k8s.io/devices"
+    And resource quota "test-quota" has status:
+      | resource                                             | hard | used |
+      | count/resourceclaims.resource.k8s.io                 | 10   | 2    |
+      | requests.${driver}/resource-0                        | 10   | 5    |
+      | requests.deviceclass.resource.kubernetes.io/${class} | 10   | 5    |
+      | ${class}.deviceclass.resource.k8s.io/devices         | 10   | 5    |
 
   @KubeletMinVersion:1.34
   Scenario: must run a pod with explicit extended resource with three containers one resource each

@@ -53,6 +53,11 @@ sentences! {
     #[then(expr = "resource quota {string} reports {int} used for {string}")]
     fn quota_used(name: String, used: i64, resource: String);
 
+    /// Upstream compares the quota's whole status: exactly these resources,
+    /// hard and used, and no others.
+    #[then(expr = "resource quota {string} has status:")]
+    fn quota_status(name: String, step: Step<'_>);
+
     #[given(expr = "daemonset {string} runs a pod on node {int}")]
     #[then(expr = "daemonset {string} runs a pod on node {int}")]
     fn daemonset_runs(name: String, node: usize);
@@ -329,6 +334,62 @@ async fn quota_used(w: &World, name: String, used: i64, resource: String) -> any
                 Check::Done(())
             } else {
                 Check::Pending(format!("used {resource} = {got:?}"))
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// `resource -> milli-units` of a quota status list, or the problem.
+type Amounts = std::collections::BTreeMap<String, i128>;
+
+fn amounts(
+    list: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+) -> Result<Amounts, String> {
+    list.into_iter()
+        .flatten()
+        .map(|(k, q)| {
+            crate::quantity::milli(&q.0)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+async fn quota_status(w: &World, name: String, step: &Step) -> anyhow::Result<()> {
+    let table = step
+        .table
+        .as_ref()
+        .context("`has status:` needs a table | resource | hard | used |")?;
+    let vars = w.vars();
+    let (mut hard, mut used) = (Amounts::new(), Amounts::new());
+    for row in table.rows.iter().skip(1) {
+        let [resource, h, u] = row.as_slice() else {
+            bail!("rows are | resource | hard | used |, got {row:?}");
+        };
+        let resource = objects::expand(resource.trim(), &vars)?;
+        hard.insert(resource.clone(), crate::quantity::milli(h.trim())?);
+        used.insert(resource, crate::quantity::milli(u.trim())?);
+    }
+    let api = w.api::<ResourceQuota>()?;
+    wait::object(
+        &api,
+        &name,
+        &format!("quota {name} to have exactly hard {hard:?} and used {used:?} (milli-units)"),
+        Duration::from_secs(60),
+        |q| {
+            let status = q.and_then(|q| q.status.as_ref());
+            let got = status.map(|s| (amounts(s.hard.as_ref()), amounts(s.used.as_ref())));
+            match got {
+                Some((Ok(h), Ok(u))) if h == hard && u == used => Check::Done(()),
+                Some((h, u)) => Check::Pending(format!("hard {h:?}, used {u:?}")),
+                None => Check::Pending("no status".to_owned()),
             }
         },
     )

@@ -640,6 +640,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then patching the status of ResourceClaim \"external-claim\" as the plugin on node 0 fails with \"cannot arbitrary-node:patch\":",
             },
             Entry {
+                pattern: "Then updating the status of <Kind> \"<name>\" as <identity> is refused as invalid with \"<text>\":",
+                description: "Reads the object as the admin, merges the YAML doc string into its status and writes it back whole (PUT, upstream's UpdateStatus) as the identity, until the API server refuses it as Invalid (422) with an error containing the text (RBAC and admission take a moment to apply).",
+                example: "Then updating the status of ResourceClaim \"external-claim\" as the plugin on node 0 is refused as invalid with \"cannot arbitrary-node:update\":",
+            },
+            Entry {
                 pattern: "Then <Kind> \"<name>\" has:",
                 description: "Every field of the YAML doc string is in the object with that value (lists must match in length).",
                 example: "Then ResourceSlice \"${namespace}-crud\" has:",
@@ -698,6 +703,11 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Given|Then resource quota \"<name>\" reports <n> used for \"<resource>\"",
                 description: "Wait (1 minute) until the quota controller reports that usage (placeholders allowed in the resource name).",
                 example: "Then resource quota \"object-count\" reports 1 used for \"count/resourceclaims.resource.k8s.io\"",
+            },
+            Entry {
+                pattern: "Then resource quota \"<name>\" has status: (table | resource | hard | used |)",
+                description: "Waits (60 s) until the quota's status has exactly these resources, hard and used (compared as quantities), and no others: upstream's comparison of the whole status.",
+                example: "Then resource quota \"test-quota\" has status:",
             },
             Entry {
                 pattern: "Then daemonset \"<name>\" runs a pod on node <n>",

@@ -69,7 +69,14 @@ sentences! {
     /// Tries until the status patch fails with the text (RBAC and admission
     /// take a moment to apply).
     #[then(expr = "patching the status of {kind} {string} as {identity} fails with {string}:")]
-    fn status_patch_fails(kind: Kind, name: String, who: Identity, text: String, step: Step<'_>);
+    fn status_patch_fails(kind: Kind, name: String, who: Identity, text: String, step: Step<'_>)
+        => until_refused(Write::Patch, Refusal::AnyWithText);
+
+    /// Upstream's UpdateStatus that validation must refuse: tries until the
+    /// write (PUT) is refused as Invalid (422) with the text.
+    #[then(expr = "updating the status of {kind} {string} as {identity} is refused as invalid with {string}:")]
+    fn status_update_invalid(kind: Kind, name: String, who: Identity, text: String, step: Step<'_>)
+        => until_refused(Write::Update, Refusal::InvalidWithText);
 
     #[then(expr = "{kind} {string} has:")]
     fn has(kind: Kind, name: String, step: Step<'_>) => has(Part::Object);
@@ -367,30 +374,61 @@ fn forbidden(e: &anyhow::Error) -> bool {
     })
 }
 
-async fn status_patch_fails(
+/// Which refusal of a status write a step waits for.
+#[derive(Clone, Copy)]
+enum Refusal {
+    /// Any error containing the text.
+    AnyWithText,
+    /// Invalid (422) with the text, as upstream's `IsInvalid` checks.
+    InvalidWithText,
+}
+
+/// Writes the status as `who` until the write is refused as `refusal` says,
+/// with an error containing `text` (RBAC and admission take a moment).
+#[allow(clippy::too_many_arguments)]
+async fn until_refused(
     w: &World,
     kind: Kind,
     name: String,
     who: Identity,
     text: String,
     step: &Step,
+    how: Write,
+    refusal: Refusal,
 ) -> anyhow::Result<()> {
     let kind = kind.0;
     let text = objects::expand(&text, &w.vars())?;
+    let verb = match how {
+        Write::Patch => "patch",
+        Write::Update => "update",
+    };
+    let (refused, invalid_only) = match refusal {
+        Refusal::AnyWithText => ("fail", false),
+        Refusal::InvalidWithText => ("be refused as invalid", true),
+    };
     wait::poll(
-        &format!("the status patch of {kind} {name} as {who:?} to fail with {text:?}"),
+        &format!("the status {verb} of {kind} {name} as {who:?} to {refused} with {text:?}"),
         RBAC_SETTLES,
         Duration::from_secs(1),
         || async {
-            match write_once(w, &who, &kind, &name, step, Write::Patch, Part::Status).await {
-                Ok(()) => Check::Pending("the patch succeeded".to_owned()),
-                Err(e) if format!("{e:#}").contains(&text) => Check::Done(()),
+            match write_once(w, &who, &kind, &name, step, how, Part::Status).await {
+                Ok(()) => Check::Pending(format!("the {verb} succeeded")),
+                Err(e) if (!invalid_only || invalid(&e)) && format!("{e:#}").contains(&text) => {
+                    Check::Done(())
+                }
                 Err(e) => Check::Pending(format!("{e:#}")),
             }
         },
     )
     .await?;
     Ok(())
+}
+
+/// The API server refused the write as invalid (422).
+fn invalid(e: &anyhow::Error) -> bool {
+    e.chain().any(
+        |c| matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 422),
+    )
 }
 
 async fn has(w: &World, kind: Kind, name: String, step: &Step, part: Part) -> anyhow::Result<()> {

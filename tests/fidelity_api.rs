@@ -10,7 +10,7 @@ use common::*;
 #[test]
 fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
-    let expected: [(&str, &[&str]); 12] = [
+    let expected: [(&str, &[&str]); 14] = [
         // A denial is tried once, and an allowed write fails the step.
         (
             "a write the policy allows is not denied",
@@ -72,6 +72,22 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
             &[
                 "to hold exactly these devices; last seen: slice of node",
                 "device {\"attributes\":{\"healthy\":{\"bool\":true}},\"name\":\"device-00\"}, expected {\"attributes\":{\"healthy\":{\"bool\":false}},\"name\":\"device-00\"}",
+            ],
+        ),
+        // The quota's whole status is compared: a resource left out fails.
+        (
+            "a quota status with a resource left out",
+            &[
+                "to have exactly hard {\"count/resourceclaims.resource.k8s.io\": 10000}",
+                "\"count/resourceclaimtemplates.resource.k8s.io\": 5000}",
+            ],
+        ),
+        // A refusal must be Invalid (422), not only carry the text.
+        (
+            "a status update forbidden rather than refused as invalid",
+            &[
+                "to be refused as invalid with \"is forbidden\"",
+                "code: 403",
             ],
         ),
         // The size bounds need slices to measure.

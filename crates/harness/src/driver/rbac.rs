@@ -16,6 +16,8 @@ use dra_e2e_kube::objects::delete_if_present;
 #[derive(Debug, Clone)]
 pub struct Identity {
     pub namespace: String,
+    /// The driver whose claims' device status the plugin may write.
+    pub driver: String,
     /// `dra-kubelet-plugin-<driver><instance>`.
     pub base: String,
 }
@@ -24,6 +26,7 @@ impl Identity {
     pub fn new(namespace: &str, driver: &str, instance: &str) -> Self {
         Self {
             namespace: namespace.to_owned(),
+            driver: driver.to_owned(),
             base: format!("dra-kubelet-plugin-{driver}{instance}"),
         }
     }
@@ -101,6 +104,13 @@ pub fn objects(id: &Identity) -> Result<Objects, serde_json::Error> {
         "metadata": { "name": id.role() },
         "rules": [
             { "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"] },
+            // The device status of claims allocated on the plugin's own node,
+            // as upstream's plugin-permissions.yaml grants it.
+            { "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"],
+              "verbs": ["patch", "update"] },
+            { "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+              "verbs": ["associated-node:patch", "associated-node:update"],
+              "resourceNames": [id.driver] },
             { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get"] },
             { "apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
               "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"] },
