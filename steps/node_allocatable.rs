@@ -631,18 +631,26 @@ mod tests {
         assert!(requirements("cpu 1x").is_err());
     }
 
-    #[test]
-    fn the_spec_check_compares_quantities_and_names_what_differs() {
-        let rows = |r: &[[&str; 3]]| -> Vec<Vec<String>> {
-            r.iter()
-                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
-                .collect()
-        };
+    /// Table rows as the steps get them.
+    fn rows<const N: usize>(r: &[[&str; N]]) -> Vec<Vec<String>> {
+        r.iter()
+            .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+            .collect()
+    }
+
+    /// A pod without pod-level resources and a container c1 using claim a.
+    fn pod_with_c1() -> Pod {
         let (pod, _) = build_pod(
             "p",
             &rows(&[["pod", "none", "-"], ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"]]),
         )
         .expect("valid");
+        pod
+    }
+
+    #[test]
+    fn the_spec_check_compares_quantities_and_names_what_differs() {
+        let pod = pod_with_c1();
         let two = |c: &str| vec![vec!["c1".to_owned(), c.to_owned()]];
         assert!(
             spec_differences(&pod, &two("cpu 1000m/2, memory 1024Mi/2Gi"))
@@ -657,23 +665,9 @@ mod tests {
 
     #[test]
     fn a_resize_patch_asks_for_the_rows_and_removes_what_they_leave_out() {
-        let rows = |r: &[[&str; 3]]| -> Vec<Vec<String>> {
-            r.iter()
-                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
-                .collect()
-        };
-        let (pod, _) = build_pod(
-            "p",
-            &rows(&[["pod", "none", "-"], ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"]]),
-        )
-        .expect("valid");
-        let two = |r: &[[&str; 2]]| -> Vec<Vec<String>> {
-            r.iter()
-                .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
-                .collect()
-        };
-        let patch =
-            resize_patch(&pod, &two(&[["pod", "none"], ["c1", "cpu 1500m/2500m"]])).expect("valid");
+        let pod = pod_with_c1();
+        let patch = resize_patch(&pod, &rows(&[["pod", "none"], ["c1", "cpu 1500m/2500m"]]))
+            .expect("valid");
         assert_eq!(
             patch,
             json!({ "spec": { "containers": [{ "name": "c1", "resources": {
@@ -681,7 +675,7 @@ mod tests {
                 "limits": { "cpu": "2500m", "memory": null },
             }}]}})
         );
-        assert!(resize_patch(&pod, &two(&[["c9", "cpu 1"]])).is_err());
+        assert!(resize_patch(&pod, &rows(&[["c9", "cpu 1"]])).is_err());
         assert_eq!(
             resource_list("cpu 1500m, memory 2000Mi").expect("valid"),
             BTreeMap::from([
