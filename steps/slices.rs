@@ -111,14 +111,14 @@ async fn publishes_exactly(w: &World, d: DriverRef, step: &Step) -> anyhow::Resu
     );
     driver
         .wait_slices(&what, Duration::from_secs(30), |slices| {
-            let with_devices = slices
-                .iter()
-                .filter(|s| s.spec.devices.as_ref().is_some_and(|d| !d.is_empty()));
-            if let Some(stray) = with_devices.clone().find(|s| {
-                !want
-                    .iter()
-                    .any(|(node, _)| s.spec.node_name.as_ref() == Some(node))
-            }) {
+            // A slice with devices on a node the table does not name.
+            let stray = slices.iter().find(|s| {
+                s.spec.devices.as_ref().is_some_and(|d| !d.is_empty())
+                    && !want
+                        .iter()
+                        .any(|(node, _)| s.spec.node_name.as_ref() == Some(node))
+            });
+            if let Some(stray) = stray {
                 return Check::Pending(format!(
                     "slice {} on {:?} has devices, the table none there",
                     stray.metadata.name.clone().unwrap_or_default(),

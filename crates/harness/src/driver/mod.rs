@@ -570,14 +570,11 @@ impl Driver {
                 // A second instance of the same driver shares the pool.
                 match api.create(&PostParams::default(), slice).await {
                     Ok(written) => {
-                        let lost = slices::dropped_fields(slice, &written);
-                        if !lost.is_empty() {
+                        if let Some(report) = slices::dropped_fields(slice, &written) {
                             return Err(DriverError::Other {
                                 driver: self.name.clone(),
                                 message: format!(
-                                    "the API server dropped {} of ResourceSlice {} (is the \
-                                     feature gate of these fields on?)",
-                                    lost.join(", "),
+                                    "ResourceSlice {} was not published as written: {report}",
                                     written.metadata.name.unwrap_or_default()
                                 ),
                             });
@@ -826,21 +823,13 @@ impl Driver {
                 node.to_owned(),
                 names(index.and_then(|i| per_node.get(&i)).unwrap_or(default)),
             ),
-            Resources::NodePool { slices } => (
-                node.to_owned(),
-                slices
-                    .iter()
-                    .flat_map(|s| s.devices.iter().map(|d| d.name.clone()))
-                    .collect(),
-            ),
+            Resources::NodePool { slices } => {
+                (node.to_owned(), slices::SliceContent::device_names(slices))
+            }
             Resources::Network { devices } => ("network".to_owned(), names(devices)),
-            Resources::SharedPool { pool, slices } => (
-                pool.clone(),
-                slices
-                    .iter()
-                    .flat_map(|s| s.devices.iter().map(|d| d.name.clone()))
-                    .collect(),
-            ),
+            Resources::SharedPool { pool, slices } => {
+                (pool.clone(), slices::SliceContent::device_names(slices))
+            }
             Resources::AllNodes { pool, devices } => (pool.clone(), names(devices)),
             Resources::None => (String::new(), Vec::new()),
         };

@@ -167,6 +167,14 @@ pub struct SliceContent {
 }
 
 impl SliceContent {
+    /// The names of the devices of `slices`, in order.
+    pub fn device_names(slices: &[SliceContent]) -> Vec<String> {
+        slices
+            .iter()
+            .flat_map(|s| s.devices.iter().map(|d| d.name.clone()))
+            .collect()
+    }
+
     /// A slice of simple devices (names, attributes, taints).
     pub fn of_devices(devices: &[DeviceSpec]) -> Result<Self, serde_json::Error> {
         Ok(Self {
@@ -516,12 +524,8 @@ async fn publish(
         retry = match result {
             Ok(written) => {
                 let kept = SliceContent::of_slice(&written);
-                let lost = dropped(&want, &kept);
-                if !lost.is_empty() {
-                    refuse.send_replace(Some(format!(
-                        "the API server dropped {} (is the feature gate of these fields on?)",
-                        lost.join(", ")
-                    )));
+                if let Some(report) = dropped_report(&want, &kept) {
+                    refuse.send_replace(Some(report));
                 }
                 accepted = Some(kept);
                 false
@@ -540,13 +544,23 @@ async fn publish(
     }
 }
 
-/// The fields of `sent` that the API server's copy `written` lacks (see
-/// [`dropped`]).
-pub fn dropped_fields(sent: &ResourceSlice, written: &ResourceSlice) -> Vec<String> {
-    dropped(
+/// What the API server's copy `written` of `sent` lacks, said as an
+/// error, or `None` when it kept every field (see [`dropped`]).
+pub fn dropped_fields(sent: &ResourceSlice, written: &ResourceSlice) -> Option<String> {
+    dropped_report(
         &SliceContent::of_slice(sent),
         &SliceContent::of_slice(written),
     )
+}
+
+fn dropped_report(want: &SliceContent, kept: &SliceContent) -> Option<String> {
+    let lost = dropped(want, kept);
+    (!lost.is_empty()).then(|| {
+        format!(
+            "the API server dropped {} (is the feature gate of these fields on?)",
+            lost.join(", ")
+        )
+    })
 }
 
 /// The fields of `want` that the API server's copy `kept` no longer has:
