@@ -15,8 +15,7 @@ Feature: device health
     When pod "tester-1" using claim "health-test-claim" is created
     Then pod "tester-1" is running with env "user_a=b" in every container
     And NodeWatchResources is called on node 0
-    And NodeWatchResources was called through the v1 API on node 0
-    And no health stream of the driver was opened through the v1alpha1 API on node 0
+    And the health stream of the driver on node 0 went through the API of its kubelet's version
     When the driver reports device "device-00" on node 0 as Healthy
     Then the devices of pod "tester-1" are reported Healthy
     When the driver reports device "device-00" on node 0 as Unhealthy

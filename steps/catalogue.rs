@@ -375,6 +375,11 @@ pub const CATALOGUE: &[Topic] = &[
         title: "Device health",
         entries: &[
             Entry {
+                pattern: "Then the health stream of <driver> on <node> went through the API of its kubelet's version",
+                description: "Upstream's check for a driver serving every health API: the kubelet's version in its Node says which stream it opens (v1 from 1.37, v1alpha1 before); that one was opened and no other.",
+                example: "Then the health stream of the driver on node 0 went through the API of its kubelet's version",
+            },
+            Entry {
                 pattern: "Then no health stream of <driver> was opened through the v1|v1alpha1 API on <node>",
                 description: "The kubelet subscribes on one health API version only: it never called NodeWatchResources of that version (served or not).",
                 example: "Then no health stream of driver \"old\" was opened through the v1 API on node 0",
@@ -561,7 +566,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then a ResourceSlice controller publishes <n> maximum-size slice(s), rests for <duration> and shrinks them to one empty slice",
-                description: "Upstream's ResourceSlice controller check in one step (the controller lives only as long as the step): a controller for a driver of its own publishes n slices of 128 devices with 32 attributes each, names and values of maximum length; each is 600 KiB to 1 MiB in protobuf (a table row `| slice size in protobuf | <min> to <max> KiB |` states other bounds); the driver has no slice beyond the n; the controller made exactly n creates (any further write fails at once) and then nothing for the duration; asked for one empty slice, it deletes the n and creates that one (n+1 creates, n deletes), and rests again. Its slices are deleted at the end, pass or fail.",
+                description: "Upstream's ResourceSlice controller check in one step (the controller lives only as long as the step): a controller for a driver of its own publishes n slices of 128 devices with 32 attributes each, names and values of maximum length; each is 600 KiB to 1 MiB in protobuf (a table row `| slice size in protobuf | <min> to <max> KiB |` states other bounds); the driver has no slice beyond the n; the controller made exactly n creates (any further write fails at once) and then nothing for the duration; asked for one empty slice, it rewrites one of the n as that one and deletes the others (n creates, 1 update, n-1 deletes, as upstream's controller), and rests again. Its slices are deleted at the end, pass or fail.",
                 example: "Then a ResourceSlice controller publishes 10 maximum-size slices, rests for 20s and shrinks them to one empty slice",
             },
         ],
@@ -678,6 +683,11 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then the watch sees <Kind> \"<name>\" added|modified|deleted",
                 description: "The watch's events since the check before, as upstream matches them: `added` is ADDED (then MODIFIED by others may follow), `modified` is one or more MODIFIED, `deleted` is any MODIFIED then DELETED; every event about this object, with the UID it was added with, resource versions never going back; the event must come within 10 s.",
                 example: "Then the watch sees DeviceClass \"${namespace}-crud\" modified",
+            },
+            Entry {
+                pattern: "Then the CRUD conformance test of <group/version> <resource> passes with:",
+                description: "Upstream's CRUD conformance procedure (TestResource) for the resource discovery lists under that name. The YAML doc string is the test case: `initial` (the object; named `test`, a cluster-scoped one `test-<namespace>`), `update` and optionally `updateStatus` (merged into the object read back, written whole), `patches` and `statusPatches` (each `type: strategic-merge|apply|json-merge|json` and `data`, each applied alone to a deleted and re-created object) and `verifyContent` (every field sent must come back). After every call a cluster-wide and a namespace watch must hold exactly the object and have seen only upstream's events for it, resource versions never going back. The object is deleted at the end, pass or fail.",
+                example: "Then the CRUD conformance test of resource.k8s.io/v1 deviceclasses passes with:",
             },
             Entry {
                 pattern: "Then creating the following objects as <identity> fails with \"<text>\":|succeeds:",

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::World;
 use super::api::client_for;
 use super::params::{Identity, Kind, Strings, phrase_words};
+use crate::api_conformance::merge;
 use crate::objects::{self, delete_if_present};
 use crate::wait::{self, Check};
 
@@ -584,22 +585,6 @@ async fn typed_patch(
         .await
         .with_context(|| format!("patching {} with a {pt:?} patch", part.of(&kind, &name)))?;
     Ok(())
-}
-
-/// Merges `patch` into `target` as a JSON merge patch does.
-fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
 }
 
 /// How often an update is retried when someone else wrote the object first.

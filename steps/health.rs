@@ -2,9 +2,9 @@
 //! kubelet shows of it in pod status (`allocatedResourcesStatus`).
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use cucumber::{then, when};
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 
 use super::World;
 use super::params::{ApiVersion, DriverRef, Dur, Health, NodeSel};
@@ -42,6 +42,12 @@ sentences! {
     /// opened a stream on this one (served or not).
     #[then(expr = "no health stream of {driver} was opened through the {apiversion} API on {node}")]
     fn no_stream_via(d: DriverRef, api: ApiVersion, node: NodeSel);
+
+    /// Upstream's check for a driver serving every health API: the
+    /// kubelet's version (from its Node) says which stream it opens, v1
+    /// from 1.37 on, v1alpha1 before; it opens that one and no other.
+    #[then(expr = "the health stream of {driver} on {node} went through the API of its kubelet's version")]
+    fn stream_of_kubelet_version(d: DriverRef, node: NodeSel);
 
     #[then(expr = "the devices of pod {string} are reported {health}")]
     fn reported(pod: String, health: Health);
@@ -112,6 +118,54 @@ async fn reports_claim_device(
         );
     };
     reports_with_message(w, d, device.clone(), node, health, message).await
+}
+
+async fn stream_of_kubelet_version(w: &World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    let driver = w.driver(&d)?;
+    let nodes: kube::Api<Node> = kube::Api::all(w.client()?);
+    for n in node.resolve(w).await? {
+        let version = nodes
+            .get(&n)
+            .await
+            .with_context(|| format!("reading node {n}"))?
+            .status
+            .and_then(|s| s.node_info)
+            .map(|i| i.kubelet_version)
+            .unwrap_or_default();
+        let (major, minor) = major_minor(&version)
+            .with_context(|| format!("node {n} reports kubelet version {version:?}"))?;
+        let want = HealthApi::of_kubelet(major, minor);
+        let observed = || {
+            HealthApi::ALL
+                .iter()
+                .map(|a| format!("{a}: {}", driver.call_count(&n, a.watch_method())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        for api in HealthApi::ALL {
+            let c = driver.call_count(&n, api.watch_method());
+            if (api == want) != (c > 0) {
+                bail!(
+                    "the kubelet {version} on {n} should stream health from {} through {want} only; streams opened: {}",
+                    driver.name,
+                    observed()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `v1.37.2` (or `1.37`, with any suffix) as (1, 37).
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor.parse().ok()?))
 }
 
 async fn no_stream_via(

@@ -80,6 +80,7 @@ pub mod node_ops;
 pub mod params;
 pub mod pods;
 pub mod pool_status;
+pub mod resource_conformance;
 pub mod scenario;
 pub mod slices;
 pub mod under_test;

@@ -10,7 +10,7 @@ use common::*;
 #[test]
 fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
     let home = tempfile::tempdir().unwrap();
-    let expected: [(&str, &[&str]); 14] = [
+    let expected: [(&str, &[&str]); 18] = [
         // A denial is tried once, and an allowed write fails the step.
         (
             "a write the policy allows is not denied",
@@ -100,6 +100,33 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
             "an update whose result lacks what was sent",
             &[
                 "updating the status of ResourceClaim crud-claim returned otherwise: .status.notAField is missing",
+            ],
+        ),
+        // Upstream's CRUD procedure: discovery, each patch alone on a
+        // re-created object, the watches' events.
+        (
+            "a resource discovery does not list",
+            &[
+                "the API for resource.k8s.io/v1 does not include an entry for deviceclass; it lists deviceclasses",
+            ],
+        ),
+        (
+            "a patch that does not do what the update does",
+            &[
+                "strategic merge patch: the object differs from what was sent: .spec.selectors[0].cel.expression: want \"1 == 0\", got \"2 == 0\"",
+            ],
+        ),
+        (
+            "a patch that needs the update before it",
+            &[
+                "the JSON patch (PATCH /apis/resource.k8s.io/v1/namespaces/",
+                "code: 422",
+            ],
+        ),
+        (
+            "an update the watches never see",
+            &[
+                "update: the watch's events: the cluster-wide watch did not get there within 5s; last seen: events  where (update,)+ was expected",
             ],
         ),
     ];

@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 20] = [
+    let expected: [(&str, &str, &[&str]); 21] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -118,6 +118,14 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             &[
                 "to have only the old claim external-claim (",
                 "(\"other\", ",
+            ],
+        ),
+        (
+            "a 1.37 kubelet streaming health through v1alpha1",
+            "And the health stream of driver \"old\" on node 0 went through the API of its kubelet's version",
+            &[
+                "on dra-e2e-node-0 should stream health from ",
+                "through v1 only; streams opened: v1: 0, v1alpha1: 1",
             ],
         ),
     ];

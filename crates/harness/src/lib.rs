@@ -7,6 +7,7 @@
 //! container reads and the [`pool_status`] request's checks and retries.
 //! All of it stands on the cluster and plugin floors and knows nothing of
 //! Gherkin; the steps parse their sentences and call it.
+pub mod api_conformance;
 pub mod cgroup;
 pub mod device_metadata;
 pub mod driver;

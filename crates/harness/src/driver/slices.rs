@@ -899,9 +899,10 @@ async fn reconcile(
         .filter(|s| s.spec.pool.name == pool)
         .collect();
     let mut kept: Vec<bool> = vec![false; want.len()];
-    for slice in &existing {
+    let mut unwanted = Vec::new();
+    for slice in existing {
         // The API server drops an empty device list.
-        let devices = match devices_of(slice) {
+        let devices = match devices_of(&slice) {
             Value::Null => json!([]),
             d => d,
         };
@@ -914,15 +915,31 @@ async fn reconcile(
                 .map(|(i, _)| kept[i] = true)
                 .is_some();
         if !matches {
-            let name = slice.metadata.name.clone().unwrap_or_default();
-            match api.delete(&name, &Default::default()).await {
-                Ok(_) => count(|s| s.deletes += 1),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e),
-            }
+            unwanted.push(slice);
         }
     }
-    for (devices, _) in want.iter().zip(&kept).filter(|(_, k)| !**k) {
+    let missing: Vec<&Vec<Value>> = want
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| !**k)
+        .map(|(w, _)| w)
+        .collect();
+    // Like the resourceslice controller of k8s.io/dynamic-resource-allocation:
+    // a slice no longer wanted is rewritten with what is missing (an
+    // update) while there is something missing, and deleted otherwise;
+    // the surplus goes first, so the driver never has more slices than it
+    // publishes.
+    let surplus = unwanted.split_off(unwanted.len().min(missing.len()));
+    for slice in surplus {
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        match api.delete(&name, &Default::default()).await {
+            Ok(_) => count(|s| s.deletes += 1),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut reused = unwanted.into_iter();
+    for devices in missing {
         let slice = build(json!({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": { "generateName": format!("{driver}-{pool}-") },
@@ -934,8 +951,18 @@ async fn reconcile(
             },
         }))
         .map_err(kube::Error::SerdeError)?;
-        api.create(&PostParams::default(), &slice).await?;
-        count(|s| s.creates += 1);
+        match reused.next() {
+            Some(mut old) => {
+                old.spec = slice.spec;
+                let name = old.metadata.name.clone().unwrap_or_default();
+                api.replace(&name, &PostParams::default(), &old).await?;
+                count(|s| s.updates += 1);
+            }
+            None => {
+                api.create(&PostParams::default(), &slice).await?;
+                count(|s| s.creates += 1);
+            }
+        }
     }
     Ok(())
 }

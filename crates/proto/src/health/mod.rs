@@ -55,6 +55,17 @@ impl HealthApi {
                 .any(|v| v == api.registration_string())
         })
     }
+
+    /// The stream a kubelet of version `major.minor` opens on a plugin
+    /// serving every version: dra-health v1 arrived in kubelet 1.37, older
+    /// kubelets know only v1alpha1 (upstream's `expectedHealthMethod`).
+    pub fn of_kubelet(major: u32, minor: u32) -> HealthApi {
+        if (major, minor) >= (1, 37) {
+            HealthApi::V1
+        } else {
+            HealthApi::V1alpha1
+        }
+    }
 }
 
 impl fmt::Display for HealthApi {
@@ -123,6 +134,14 @@ impl FromStr for HealthStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubelets_before_1_37_stream_through_v1alpha1() {
+        assert_eq!(HealthApi::of_kubelet(1, 36), HealthApi::V1alpha1);
+        assert_eq!(HealthApi::of_kubelet(1, 37), HealthApi::V1);
+        assert_eq!(HealthApi::of_kubelet(1, 40), HealthApi::V1);
+        assert_eq!(HealthApi::of_kubelet(2, 0), HealthApi::V1);
+    }
 
     #[test]
     fn the_newest_advertised_health_api_is_preferred() {
