@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -233,7 +233,9 @@ impl Recorder {
         let config = watcher::Config::default().labels(selector);
         let (s, n) = (state.clone(), changed.clone());
         let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(watcher::watcher(api, config));
+            // Backed off: a watch that keeps failing would otherwise retry
+            // at once, again and again, until the deadline.
+            let mut stream = std::pin::pin!(watcher::watcher(api, config).default_backoff());
             let mut listed: Vec<String> = Vec::new();
             while let Some(event) = stream.next().await {
                 {
