@@ -124,15 +124,17 @@ async fn stream_of_kubelet_version(w: &World, d: DriverRef, node: NodeSel) -> an
     let driver = w.driver(&d)?;
     let nodes: kube::Api<Node> = kube::Api::all(w.client()?);
     for n in node.resolve(w).await? {
-        let version = nodes
+        let node = nodes
             .get(&n)
             .await
-            .with_context(|| format!("reading node {n}"))?
+            .with_context(|| format!("reading node {n}"))?;
+        let version = node
             .status
-            .and_then(|s| s.node_info)
-            .map(|i| i.kubelet_version)
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.kubelet_version.clone())
             .unwrap_or_default();
-        let (major, minor) = major_minor(&version)
+        let (major, minor) = crate::node_ready::kubelet_version(&node)
             .with_context(|| format!("node {n} reports kubelet version {version:?}"))?;
         let want = HealthApi::of_kubelet(major, minor);
         let observed = || {
@@ -154,18 +156,6 @@ async fn stream_of_kubelet_version(w: &World, d: DriverRef, node: NodeSel) -> an
         }
     }
     Ok(())
-}
-
-/// `v1.37.2` (or `1.37`, with any suffix) as (1, 37).
-fn major_minor(version: &str) -> Option<(u32, u32)> {
-    let mut parts = version.trim_start_matches('v').split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor: String = parts
-        .next()?
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    Some((major, minor.parse().ok()?))
 }
 
 async fn no_stream_via(

@@ -61,11 +61,6 @@ fn min_nodes(steps: &[Step]) -> Option<usize> {
         .and_then(|c| c.get(1)?.as_str().parse().ok())
 }
 
-fn parse_version(v: &str) -> Option<(u32, u32)> {
-    let mut it = v.trim_start_matches('v').split('.');
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-}
-
 /// Why `env` cannot run the scenario, if it cannot.
 pub fn skip_reason(
     env: &Environment,
@@ -101,7 +96,8 @@ pub fn skip_reason(
             ));
         }
         if let Some(min) = tag.strip_prefix("KubeletMinVersion:")
-            && let (Some(want), Some(have)) = (parse_version(min), env.kubelet_version)
+            && let (Some(want), Some(have)) =
+                (crate::node_ready::major_minor(min), env.kubelet_version)
             && have < want
         {
             return Some(format!(

@@ -493,17 +493,7 @@ impl Cluster {
             .collect();
         let kubelet_version = ready
             .iter()
-            .filter_map(|n| {
-                let v = n
-                    .status
-                    .as_ref()?
-                    .node_info
-                    .as_ref()?
-                    .kubelet_version
-                    .clone();
-                let mut it = v.trim_start_matches('v').split('.');
-                Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-            })
+            .filter_map(|n| dra_e2e_kube::node_ready::kubelet_version(n))
             .min();
         let enabled_gates = match &self.kind {
             Kind::Local(l) => Some(

@@ -24,3 +24,35 @@ pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     schedulable && ready && !no_schedule_taint
 }
+
+/// `major.minor` of a version as Kubernetes writes it (`v1.37.2`, `1.36`,
+/// `v1.37.0-alpha.1`): what version skew is reckoned in.
+pub fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor.parse().ok()?))
+}
+
+/// The `major.minor` of the kubelet a Node reports.
+pub fn kubelet_version(n: &Node) -> Option<(u32, u32)> {
+    major_minor(&n.status.as_ref()?.node_info.as_ref()?.kubelet_version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::major_minor;
+
+    #[test]
+    fn versions_read_as_major_and_minor() {
+        assert_eq!(major_minor("v1.37.2"), Some((1, 37)));
+        assert_eq!(major_minor("1.36"), Some((1, 36)));
+        assert_eq!(major_minor("v1.38.0-alpha.1"), Some((1, 38)));
+        assert_eq!(major_minor("v1"), None);
+        assert_eq!(major_minor(""), None);
+    }
+}
