@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::{ClusterChoice, ConnectOptions};
-use crate::proxy::pods::manifest::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
+use crate::proxy::pods::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {

@@ -718,11 +718,19 @@ async fn run_on(
     let mut laps = report::Laps::start();
     let mut overrun = None;
     if died.is_none() {
+        // The node host pods may go once every driver stopped: at once for
+        // the suite's own drivers, after its removal for a driver under
+        // test (the interposer's agents run in them).
+        let hosts_now = under_test.is_builtin();
         let waits = async {
             tokio::join!(
                 async {
                     teardowns(ctx).await;
-                    checks_after_scenarios(ctx, signal_count.clone()).await
+                    tokio::join!(checks_after_scenarios(ctx, signal_count.clone()), async {
+                        if hosts_now {
+                            remove_node_hosts(&cluster).await;
+                        }
+                    })
                 },
                 wait_namespaces(&cluster, &run_id, signal_count.clone()),
             )
@@ -741,6 +749,13 @@ async fn run_on(
         laps.lap(
             run_timings,
             report::Phase::harness("remove the driver under test"),
+        );
+    }
+    if died.is_none() && !under_test.is_builtin() {
+        remove_node_hosts(&cluster).await;
+        laps.lap(
+            run_timings,
+            report::Phase::harness("remove the node host pods"),
         );
     }
 
@@ -1064,6 +1079,14 @@ async fn checks_after_scenarios(
     tokio::select! {
         _ = checks.wait() => {}
         _ = signal_count.changed() => crate::note!("dra-e2e: not waiting for the drivers' slices to be wiped"),
+    }
+}
+
+/// Removes the run's node host pods once every driver stopped; what fails
+/// is said (the leak check then names what is left).
+async fn remove_node_hosts(cluster: &Cluster) {
+    if let Err(e) = cluster.remove_node_hosts().await {
+        println!("{e:#}");
     }
 }
 

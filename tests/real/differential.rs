@@ -44,7 +44,7 @@ use dra_e2e::cluster::local_host::LocalHost;
 use dra_e2e::cluster::remote::RemoteEnv;
 use dra_e2e::driver::{self, Driver, DriverOptions, Resources};
 use dra_e2e::node_files::{NodeFiles, NodeFilesError};
-use dra_e2e::node_host::{Finishing, HostProvider, HostedDriver, NodeHost, Served, SocketError};
+use dra_e2e::node_host::{HostProvider, HostedDriver, NodeHost, Served, SocketError};
 use dra_e2e::objects::{self, ClaimShape, PodClaims, PodShape};
 use dra_e2e::proto::method;
 use dra_e2e::real_node::{RealNodes, RealNodesOptions};
@@ -124,16 +124,6 @@ impl NodeHost for BothHosts {
 
     async fn serve(&self, node: &str, socket: &std::path::Path) -> Result<Served, SocketError> {
         self.pick(node).serve(node, socket).await
-    }
-
-    async fn tear_down(&self) -> Option<Finishing> {
-        let waits: Vec<Finishing> = [self.local.tear_down().await, self.remote.tear_down().await]
-            .into_iter()
-            .flatten()
-            .collect();
-        Some(Box::pin(async move {
-            futures::future::try_join_all(waits).await.map(drop)
-        }))
     }
 }
 
@@ -775,14 +765,14 @@ async fn differential(
             sim.cdi_dir(),
         ),
         real: real_name.to_owned(),
-        remote: RemoteEnv {
-            client: client.clone(),
-            config: cluster.kube_config(),
-            server: cluster.server_url().to_owned(),
-            kubelet_root: PathBuf::from(dra_e2e::real_node::kubelet::ROOT_DIR),
-            proxy_image: dra_e2e::real_node::proxy_image(),
-            cdi_dir: dra_e2e::real_node::CDI_DIR.to_owned(),
-        },
+        remote: RemoteEnv::new(
+            client.clone(),
+            cluster.kube_config(),
+            cluster.server_url().to_owned(),
+            PathBuf::from(dra_e2e::real_node::kubelet::ROOT_DIR),
+            dra_e2e::real_node::proxy_image(),
+            dra_e2e::real_node::CDI_DIR.to_owned(),
+        ),
     });
     let mut driver = Driver::new(
         driver::Context {
@@ -795,7 +785,7 @@ async fn differential(
             resources: Resources::node_local(8),
             ..DriverOptions::default()
         },
-        hosts,
+        hosts.clone(),
         None,
     );
     let result = match driver.set_up().await {
@@ -804,6 +794,9 @@ async fn differential(
     };
     if let Err(e) = driver.tear_down().await {
         eprintln!("tearing down the driver: {e:#}");
+    }
+    if let Err(e) = hosts.remote.node_pods.remove().await {
+        eprintln!("removing the node host pods: {e:#}");
     }
     let _ = Api::<DeviceClass>::all(client.clone())
         .delete(&format!("{ns}-class"), &DeleteParams::default())

@@ -313,7 +313,7 @@ impl Cluster {
             .iter()
             .map(|n| (n.name.clone(), n.kubelet_log()))
             .collect();
-        let proxy_image = if opts.proxy_image == crate::proxy::pods::manifest::DEFAULT_IMAGE {
+        let proxy_image = if opts.proxy_image == crate::proxy::pods::DEFAULT_IMAGE {
             // Upstream's image cannot be built or pulled here (the archives
             // the nodes import are a driver's); the runner's own image
             // carries the same agent protocol, and the interposer's
@@ -322,14 +322,14 @@ impl Cluster {
         } else {
             opts.proxy_image.clone()
         };
-        let remote = remote::RemoteEnv {
-            client: client.clone(),
-            config: config.clone(),
-            server: cluster.server_url().to_owned(),
-            kubelet_root: PathBuf::from(crate::real_node::kubelet::ROOT_DIR),
+        let remote = remote::RemoteEnv::new(
+            client.clone(),
+            config.clone(),
+            cluster.server_url().to_owned(),
+            PathBuf::from(crate::real_node::kubelet::ROOT_DIR),
             proxy_image,
-            cdi_dir: crate::real_node::CDI_DIR.to_owned(),
-        };
+            crate::real_node::CDI_DIR.to_owned(),
+        );
         Ok(Cluster {
             client,
             config,
@@ -601,6 +601,22 @@ impl Cluster {
         }
     }
 
+    /// Removes the run's node host pods (real nodes and real clusters) and
+    /// waits until their namespace is gone. Call once every driver stopped.
+    pub async fn remove_node_hosts(&self) -> anyhow::Result<()> {
+        let remote = match &self.kind {
+            Kind::Local(l) => l.real.as_ref().map(|r| &r.remote),
+            Kind::Remote(r) => Some(&**r),
+        };
+        if let Some(r) = remote {
+            r.node_pods
+                .remove()
+                .await
+                .context("removing the node host pods")?;
+        }
+        Ok(())
+    }
+
     /// Waits (briefly) until the run's namespaces are gone.
     pub async fn wait_namespaces_gone(
         &self,
@@ -673,6 +689,19 @@ impl Cluster {
             .metadata
             .name
             .clone());
+        // The node host pods' namespace is the run's, whatever its name.
+        let hosts = ListParams::default().labels(crate::proxy::node_pods::NODE_HOSTS_LABEL);
+        for ns in Api::<Namespace>::all(c.clone())
+            .list(&hosts)
+            .await
+            .context("listing the node host pods' namespaces")?
+            .items
+        {
+            found.push(format!(
+                "Namespace {} (node host pods)",
+                ns.metadata.name.unwrap_or_default()
+            ));
+        }
         check!(DeviceClass, "DeviceClass", |o: &DeviceClass| o
             .metadata
             .name

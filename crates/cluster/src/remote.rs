@@ -10,7 +10,7 @@ use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
-use dra_e2e_conn::node_host::{Dialled, Finishing, HostedDriver, NodeHost, Served, SocketError};
+use dra_e2e_conn::node_host::{Dialled, HostedDriver, NodeHost, Served, SocketError};
 
 /// Whether the user configured a kubeconfig cluster (flag, env or default file).
 pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
@@ -33,6 +33,8 @@ pub struct RemoteEnv {
     pub proxy_image: String,
     /// The nodes' CDI spec directory, where proxy pods write spec files.
     pub cdi_dir: String,
+    /// The run's node host pods, where every driver's agents run.
+    pub node_pods: std::sync::Arc<crate::proxy::NodePods>,
 }
 
 impl RemoteEnv {
@@ -91,14 +93,39 @@ impl RemoteEnv {
         }
         let client =
             kube::Client::try_from(config.clone()).context("building the cluster client")?;
-        Ok(RemoteEnv {
+        Ok(RemoteEnv::new(
             client,
             config,
             server,
-            kubelet_root: opts.kubelet_root.clone(),
-            proxy_image: opts.proxy_image.clone(),
-            cdi_dir: opts.cdi_dir.clone(),
-        })
+            opts.kubelet_root.clone(),
+            opts.proxy_image.clone(),
+            opts.cdi_dir.clone(),
+        ))
+    }
+
+    pub fn new(
+        client: kube::Client,
+        config: kube::Config,
+        server: String,
+        kubelet_root: PathBuf,
+        proxy_image: String,
+        cdi_dir: String,
+    ) -> RemoteEnv {
+        let layout = crate::proxy::NodeLayout {
+            kubelet_root: kubelet_root.display().to_string(),
+            image: self::proxy_image(&proxy_image),
+            cdi_host_dir: cdi_dir.clone(),
+        };
+        let node_pods = std::sync::Arc::new(crate::proxy::NodePods::new(client.clone(), layout));
+        RemoteEnv {
+            client,
+            config,
+            server,
+            kubelet_root,
+            proxy_image,
+            cdi_dir,
+            node_pods,
+        }
     }
 }
 
@@ -281,9 +308,6 @@ async fn exec_output(
         })?
 }
 
-/// How long a driver's proxy pods may take to terminate once scaled down.
-const PROXY_PODS_GONE: Duration = Duration::from_secs(120);
-
 /// How long reading a container's env by exec may take.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -411,57 +435,47 @@ fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
 }
 
 impl RemoteEnv {
-    /// Deploys the proxy pods of one driver instance on `nodes`.
+    /// A driver instance's nodes, reached through the run's node host
+    /// pods (started on the first driver that needs them); the driver's
+    /// plugin directory is made on each.
     pub async fn host(
         &self,
         client: kube::Client,
         hosted: HostedDriver<'_>,
     ) -> anyhow::Result<RemoteHost> {
-        let HostedDriver {
-            namespace,
-            driver,
-            instance,
-            nodes,
-        } = hosted;
-        let mut spec = crate::proxy::ProxyPodsSpec::new(namespace, driver, nodes.to_vec());
-        spec.name_suffix = driver
-            .strip_prefix(namespace)
-            .and_then(|s| s.strip_suffix(".k8s.io"))
-            .unwrap_or_default()
-            .to_owned();
-        spec.instance_suffix = instance.to_owned();
-        spec.kubelet_root = self.kubelet_root.display().to_string();
-        spec.image = proxy_image(&self.proxy_image);
-        spec.cdi_host_dir = self.cdi_dir.clone();
-        let pods = crate::proxy::ProxyPods::deploy(client.clone(), spec, Duration::from_secs(300))
+        let HostedDriver { driver, nodes, .. } = hosted;
+        let dir = self.kubelet_root.join("plugins").join(driver);
+        let pods = self
+            .node_pods
+            .on(nodes, &dir.display().to_string())
             .await
-            .with_context(|| format!("deploying the proxy pods of driver {driver}"))?;
+            .with_context(|| format!("reaching the nodes of driver {driver}"))?;
         Ok(RemoteHost {
             client,
             kubelet_root: self.kubelet_root.clone(),
-            pods: tokio::sync::Mutex::new(Some(pods)),
+            pods,
         })
     }
 }
 
-/// A driver's nodes on a real cluster, reached through its proxy pods.
+/// A driver's nodes on a real cluster, reached through the node host pods.
 pub struct RemoteHost {
     client: kube::Client,
     kubelet_root: PathBuf,
-    pods: tokio::sync::Mutex<Option<crate::proxy::ProxyPods>>,
+    pods: std::collections::BTreeMap<String, std::sync::Arc<crate::proxy::ProxyPod>>,
 }
 
 impl RemoteHost {
-    /// The proxy pod on `node`, the way onto it for `socket`.
-    async fn proxy_pod(
+    /// The host pod on `node`, the way onto it for `socket`.
+    fn proxy_pod(
         &self,
         node: &str,
         socket: &Path,
     ) -> Result<std::sync::Arc<crate::proxy::ProxyPod>, SocketError> {
-        let pods = self.pods.lock().await;
-        pods.as_ref()
-            .and_then(|p| p.pod_on(node).cloned())
-            .ok_or_else(|| SocketError::new(node, socket, "no proxy pod runs on this node"))
+        self.pods
+            .get(node)
+            .cloned()
+            .ok_or_else(|| SocketError::new(node, socket, "the driver does not run on this node"))
     }
 }
 
@@ -472,12 +486,7 @@ impl NodeHost for RemoteHost {
     }
 
     fn cdi_files(&self, node: &str) -> std::sync::Arc<dyn dra_e2e_conn::node_files::NodeFiles> {
-        let pod = self
-            .pods
-            .try_lock()
-            .ok()
-            .and_then(|p| p.as_ref().and_then(|p| p.pod_on(node).cloned()));
-        match pod {
+        match self.pods.get(node) {
             Some(pod) => std::sync::Arc::new(pod.cdi_files(self.client.clone())),
             // Without a proxy pod there is no way onto the node; writes fail
             // with a clear error from the empty local directory instead.
@@ -492,9 +501,8 @@ impl NodeHost for RemoteHost {
         node: &str,
         driver: &str,
     ) -> Option<std::sync::Arc<dyn dra_e2e_conn::node_files::NodeFiles>> {
-        let pods = self.pods.try_lock().ok()?;
-        let pod = pods.as_ref()?.pod_on(node)?;
-        // The proxy pod mounts the plugin directory at its host path.
+        let pod = self.pods.get(node)?;
+        // The host pod mounts the plugin directories at their host paths.
         let dir = self.kubelet_root.join("plugins").join(driver);
         Some(std::sync::Arc::new(crate::proxy::pod_files::PodFiles::new(
             self.client.clone(),
@@ -504,15 +512,14 @@ impl NodeHost for RemoteHost {
     }
 
     fn pod_of(&self, node: &str) -> Option<(String, String)> {
-        let pods = self.pods.try_lock().ok()?;
-        let pod = pods.as_ref()?.pod_on(node)?;
+        let pod = self.pods.get(node)?;
         Some((pod.name.clone(), pod.uid.clone()))
     }
 
     async fn serve(&self, node: &str, socket: &Path) -> Result<Served, SocketError> {
         use futures::FutureExt as _;
         let err = |message: String| SocketError::new(node, socket, message);
-        let pod = self.proxy_pod(node, socket).await?;
+        let pod = self.proxy_pod(node, socket)?;
         let path = socket.display().to_string();
         let (proxied, incoming) = crate::proxy::ProxiedSocket::remote(
             self.client.clone(),
@@ -538,7 +545,7 @@ impl NodeHost for RemoteHost {
     /// connect mode; the error says how to choose the image).
     async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
         let err = |message: String| SocketError::new(node, socket, message);
-        let pod = self.proxy_pod(node, socket).await?;
+        let pod = self.proxy_pod(node, socket)?;
         let path = socket
             .to_str()
             .ok_or_else(|| err("the socket path is not UTF-8".to_owned()))?;
@@ -546,15 +553,6 @@ impl NodeHost for RemoteHost {
             .await
             .map_err(|e| err(e.to_string()))?;
         Ok(Box::new(conn))
-    }
-
-    async fn tear_down(&self) -> Option<Finishing> {
-        use futures::FutureExt as _;
-        let pods = self.pods.lock().await.take()?;
-        Some(match pods.begin_teardown(PROXY_PODS_GONE).await {
-            Ok(rest) => async move { Ok(rest.await?) }.boxed(),
-            Err(e) => futures::future::ready(Err(e.into())).boxed(),
-        })
     }
 }
 

@@ -80,9 +80,6 @@ impl SocketError {
     }
 }
 
-/// The waiting end of a [`NodeHost::tear_down`].
-pub type Finishing = BoxFuture<'static, anyhow::Result<()>>;
-
 /// The nodes of one driver instance, as the plugin sees them.
 #[async_trait]
 pub trait NodeHost: Send + Sync {
@@ -112,19 +109,11 @@ pub trait NodeHost: Send + Sync {
             "this kind of node host cannot connect to sockets on its nodes",
         ))
     }
-    /// Removes what the host set up for the driver (proxy pods). What is
-    /// left is only a wait (for pods to terminate): it is handed back, so the
-    /// caller may let it run beside whatever comes next.
-    async fn tear_down(&self) -> Option<Finishing> {
-        None
-    }
 }
 
 /// The driver instance a [`NodeHost`] is made for.
 #[derive(Clone, Copy, Debug)]
 pub struct HostedDriver<'a> {
-    /// Where its proxy pods run, as its service account.
-    pub namespace: &'a str,
     pub driver: &'a str,
     /// Tells instances of one driver apart (empty for the only one).
     pub instance: &'a str,
@@ -132,8 +121,7 @@ pub struct HostedDriver<'a> {
     pub nodes: &'a [String],
 }
 
-/// Provides the [`NodeHost`] of a driver instance once its identity exists
-/// (proxy pods run as the driver's service account).
+/// Provides the [`NodeHost`] of a driver instance.
 #[async_trait]
 pub trait HostProvider: Send + Sync {
     async fn node_host(&self, hosted: HostedDriver<'_>) -> anyhow::Result<Arc<dyn NodeHost>>;

@@ -3,8 +3,8 @@
 //! A kubelet connects to a unix socket on its node; an agent there pairs the
 //! connection with one of the TCP connections the runner dialled ahead of
 //! time; the bytes reach the runner's gRPC server through [`conn::Incoming`].
-//! Remotely the agent runs by exec in a proxy pod and the runner dials through
-//! port-forward; locally the agent is a subprocess and the runner dials a
+//! Remotely the agent runs by exec in the node's host pod (one per node for
+//! the whole run, [`node_pods`]) and the runner dials through port-forward; locally the agent is a subprocess and the runner dials a
 //! unix socket private to its user (never a loopback port, which every user
 //! of the machine could connect to). [`ProxiedSocket`] puts the two halves
 //! together. The other way round, [`connect`] opens one connection from the
@@ -17,6 +17,7 @@ pub use dra_e2e_agent::endpoint;
 pub mod exec;
 pub mod exec_agent;
 pub mod local;
+pub mod node_pods;
 pub mod pod_files;
 pub mod pods;
 pub mod pool;
@@ -26,8 +27,9 @@ pub mod transport;
 
 pub use exec_agent::ExecAgent;
 pub use local::{LocalAgent, LocalAgentConfig, LocalAgentError, ProxySide};
+pub use node_pods::{NodeLayout, NodePods, NodePodsError};
 pub use pod_files::PodFiles;
-pub use pods::{AgentKind, ProxyImage, ProxyPod, ProxyPods, ProxyPodsError, ProxyPodsSpec};
+pub use pods::{AgentKind, ProxyImage, ProxyPod, ProxyPodsError};
 pub use pool::{FarEnd, PoolConfig, PoolStats, PreDialled};
 pub use portforward::PortForward;
 pub use socket::{LocalAgentInfo, ProxiedSocket, ProxyError};

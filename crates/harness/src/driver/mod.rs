@@ -156,7 +156,7 @@ const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A wait that ends a driver's teardown, detached from the driver so it can
 /// run on its own task: until the kubelets wiped the driver's slices
-/// (upstream's `IsGone`), or until its proxy pods are gone. Whatever tore the
+/// (upstream's `IsGone`). Whatever tore the
 /// driver down still fails if the wait does, even when it ends later.
 pub struct Unfinished {
     phase: Phase,
@@ -174,8 +174,6 @@ impl std::fmt::Debug for Unfinished {
 impl Unfinished {
     /// The wait until no slice of the driver is left, as `--timings` shows it.
     pub const SLICES_WIPED: Phase = Phase::wait("wait for slices to be wiped");
-    /// The wait until the proxy pods terminated.
-    pub const PROXY_PODS_GONE: Phase = Phase::harness("wait for proxy pods to be gone");
 
     pub fn phase(&self) -> Phase {
         self.phase
@@ -441,7 +439,6 @@ impl Driver {
         let host = self
             .hosts
             .node_host(HostedDriver {
-                namespace: &self.ctx.namespace,
                 driver: &self.name,
                 instance: &self.options.instance_suffix,
                 nodes: &self.nodes,
@@ -971,20 +968,7 @@ impl Driver {
         self.torn_down = true;
         let mut laps = Laps::start();
         self.stop_plugins().await;
-        if let Some(host) = self.host.take()
-            && let Some(rest) = host.tear_down().await
-        {
-            let driver = self.name.clone();
-            self.unfinished.push(Unfinished {
-                phase: Unfinished::PROXY_PODS_GONE,
-                wait: dra_e2e_conn::later::Later::new(async move {
-                    rest.await.map_err(|e| DriverError::Other {
-                        driver,
-                        message: format!("removing the proxy pods: {e:#}"),
-                    })
-                }),
-            });
-        }
+        self.host = None;
         laps.lap(&mut self.teardown_timings, Phase::harness("stop plugins"));
         let created = std::mem::take(&mut self.identity_created);
         // A kubelet wipes only the slices of plugins it registered: a wait

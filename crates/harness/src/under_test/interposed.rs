@@ -12,19 +12,14 @@
 //! kubelet sees: `plugins_registry/<driver>-reg.sock` and
 //! `plugins/<driver>/dra-e2e-interposer.sock`.
 //!
-//! On real nodes the driver's sockets are reached through proxy pods in a
-//! namespace of the interposer's own; they go when it stops, before the
-//! driver is uninstalled.
+//! On real nodes the driver's sockets are reached through the run's node
+//! host pods.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{Api, DeleteParams, PostParams};
-
 use dra_e2e_cluster::Cluster;
-use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver, NodeHost};
+use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver};
 use dra_e2e_plugin::interposer::{InterposerConfig, NodeInterposer};
 use dra_e2e_plugin::{Calls, Prepared};
 
@@ -55,16 +50,12 @@ pub struct Interposed {
     pub calls: Calls,
     nodes: BTreeMap<String, Prepared>,
     running: tokio::sync::Mutex<Vec<NodeInterposer>>,
-    host: Arc<dyn NodeHost>,
-    /// The namespace of the proxy pods (real nodes).
-    namespace: Option<String>,
 }
 
 impl std::fmt::Debug for Interposed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Interposed")
             .field("nodes", &self.nodes.keys().collect::<Vec<_>>())
-            .field("namespace", &self.namespace)
             .finish_non_exhaustive()
     }
 }
@@ -87,35 +78,18 @@ impl Interposed {
                 ));
             }
         };
-        let client = cluster.client();
-        let namespace = if cluster.simulated_node_dirs().is_some() {
-            None
-        } else {
-            Some(proxy_namespace(&client, driver).await?)
-        };
-        let host = match cluster
+        let host = cluster
             .node_host(HostedDriver {
-                namespace: namespace.as_deref().unwrap_or("default"),
                 driver,
                 instance: "",
                 nodes,
             })
             .await
-        {
-            Ok(h) => h,
-            Err(e) => {
-                if let Some(ns) = &namespace {
-                    delete_namespace(&client, ns).await;
-                }
-                return Err(format!("reaching the nodes: {e:#}"));
-            }
-        };
+            .map_err(|e| format!("reaching the nodes: {e:#}"))?;
         let mut me = Interposed {
             calls: Calls::new(driver),
             nodes: BTreeMap::new(),
             running: Default::default(),
-            host: host.clone(),
-            namespace,
         };
         let started = futures::future::join_all(nodes.iter().map(|node| {
             let prepared = Prepared::default();
@@ -181,9 +155,7 @@ impl Interposed {
             }
         }
         if !problems.is_empty() {
-            for p in me.stop(&client).await {
-                tracing::warn!("{p}");
-            }
+            me.stop().await;
             return Err(problems.join("; "));
         }
         Ok(me)
@@ -199,68 +171,13 @@ impl Interposed {
         self.nodes.keys().map(String::as_str)
     }
 
-    /// Stops the interposers (their sockets go, and with them the kubelet's
-    /// registration) and removes the proxy pods; returns what went wrong.
-    pub async fn stop(&self, client: &kube::Client) -> Vec<String> {
+    /// Stops the interposers: their sockets go, and with them the kubelet's
+    /// registration.
+    pub async fn stop(&self) {
         self.calls.heal_all();
         let running = std::mem::take(&mut *self.running.lock().await);
         for i in running {
             i.stop().await;
-        }
-        let mut problems = Vec::new();
-        if let Some(finishing) = self.host.tear_down().await
-            && let Err(e) = finishing.await
-        {
-            problems.push(format!("removing the interposer's proxy pods: {e:#}"));
-        }
-        if let Some(ns) = &self.namespace {
-            delete_namespace(client, ns).await;
-        }
-        problems
-    }
-}
-
-/// A namespace (with the service account proxy pods run as) for the proxy
-/// pods that reach the driver's sockets.
-async fn proxy_namespace(client: &kube::Client, driver: &str) -> Result<String, String> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "generateName": "dra-e2e-interposer-",
-            "labels": { "dra-e2e.k8s.io/interposer": driver.replace('/', "_") },
-        }
-    }))
-    .map_err(|e| e.to_string())?;
-    let made = namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .map_err(|e| format!("creating the interposer's namespace: {e}"))?;
-    let name = made.metadata.name.unwrap_or_default();
-    let spec = dra_e2e_cluster::proxy::ProxyPodsSpec::new(name.clone(), driver, Vec::new());
-    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": spec.service_account(), "namespace": name },
-    }))
-    .map_err(|e| e.to_string())?;
-    if let Err(e) = Api::<ServiceAccount>::namespaced(client.clone(), &name)
-        .create(&PostParams::default(), &sa)
-        .await
-    {
-        delete_namespace(client, &name).await;
-        return Err(format!(
-            "creating service account {} in {name}: {e}",
-            spec.service_account()
-        ));
-    }
-    Ok(name)
-}
-
-async fn delete_namespace(client: &kube::Client, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    match namespaces.delete(name, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => {
-            tracing::warn!(namespace = name, error = %e, "deleting the interposer's namespace")
         }
     }
 }

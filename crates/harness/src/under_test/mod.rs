@@ -799,10 +799,10 @@ impl UnderTest {
     pub async fn uninstall(&self, client: &kube::Client) -> Vec<String> {
         // The interposer goes first: the kubelet's registration of it goes
         // with its socket, before the driver behind it stops.
-        let mut problems = match &self.interposed {
-            Some(i) => i.stop(client).await,
-            None => Vec::new(),
-        };
+        if let Some(i) = &self.interposed {
+            i.stop().await;
+        }
+        let mut problems = Vec::new();
         problems.extend(
             self.stop_processes()
                 .into_iter()
