@@ -267,8 +267,16 @@ struct OwnSocket {
 }
 
 impl OwnSocket {
-    /// Replaces any stale file at `path` and listens there.
+    /// Replaces any stale file at `path` and listens there. The directory
+    /// is made if missing: a node host serves every driver's directory,
+    /// and a driver's is made when its first socket is.
     fn bind(path: &Path) -> Result<(UnixListener, OwnSocket), AgentError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| AgentError::ListenUnix {
+                path: path.to_owned(),
+                source,
+            })?;
+        }
         match std::fs::remove_file(path) {
             Ok(()) => debug!(path = %path.display(), "removed stale socket"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

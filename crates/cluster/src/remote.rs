@@ -436,18 +436,16 @@ fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
 
 impl RemoteEnv {
     /// A driver instance's nodes, reached through the run's node host
-    /// pods (started on the first driver that needs them); the driver's
-    /// plugin directory is made on each.
+    /// pods (started on the first driver that needs them).
     pub async fn host(
         &self,
         client: kube::Client,
         hosted: HostedDriver<'_>,
     ) -> anyhow::Result<RemoteHost> {
         let HostedDriver { driver, nodes, .. } = hosted;
-        let dir = self.kubelet_root.join("plugins").join(driver);
         let pods = self
             .node_pods
-            .on(nodes, &dir.display().to_string())
+            .on(nodes)
             .await
             .with_context(|| format!("reaching the nodes of driver {driver}"))?;
         Ok(RemoteHost {

@@ -6,7 +6,7 @@
 //! each way on real nodes). The pod mounts the kubelet's whole `plugins` and
 //! `plugins_registry` directories at their host paths, so a socket created
 //! in it is the socket the kubelet sees; a driver's own plugin directory is
-//! created when its host is made. The pods live in a namespace of the run's
+//! made by its first agent. The pods live in a namespace of the run's
 //! own, which [`NodePods::remove`] deletes at the end; the leak check looks
 //! for such namespaces by [`NODE_HOSTS_LABEL`].
 use std::collections::BTreeMap;
@@ -23,7 +23,6 @@ use kube::runtime::wait::{await_condition, conditions};
 use tokio::sync::OnceCell;
 use tracing::info;
 
-use super::exec::{ExecError, exec_capture};
 use super::pods::ProxyPod;
 use super::pods::{CDI_MOUNT, ProxyImage};
 use super::portforward::container_state;
@@ -62,8 +61,6 @@ pub enum NodePodsError {
         namespace: String,
         timeout: Duration,
     },
-    #[error(transparent)]
-    Exec(#[from] ExecError),
 }
 
 fn api_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> NodePodsError {
@@ -212,22 +209,13 @@ impl NodePods {
     }
 
     /// The running pods on `nodes`, started at once where there are none
-    /// yet, and `dir` (a host path under the plugins directory) made on
-    /// each of them.
+    /// yet. A driver's plugin directory is made by its first agent.
     pub async fn on(
         &self,
         nodes: &[String],
-        dir: &str,
     ) -> Result<BTreeMap<String, Arc<ProxyPod>>, NodePodsError> {
         let ready = futures::future::try_join_all(nodes.iter().map(|node| async move {
-            let pod = self.pod_on(node).await?;
-            exec_capture(
-                &self.client,
-                &pod.exec_target(),
-                vec!["mkdir".into(), "-p".into(), dir.to_owned()],
-            )
-            .await?;
-            Ok::<_, NodePodsError>((node.clone(), pod))
+            Ok::<_, NodePodsError>((node.clone(), self.pod_on(node).await?))
         }))
         .await?;
         Ok(ready.into_iter().collect())

@@ -36,11 +36,20 @@ const SUN_PATH_MAX: usize = 107;
 
 impl AgentKind {
     /// The command that starts the agent for `socket` (a host path, which is
-    /// also the path inside the pod) on pod port `port`.
+    /// also the path inside the pod) on pod port `port`. The socket's
+    /// directory is made first if missing: `dra-e2e-agent` makes it itself,
+    /// hostpathplugin by a shell that then becomes it.
     pub fn command(&self, socket: &str, port: u16) -> Vec<String> {
         let proxy = format!("tcp://:{port}");
         match self {
             AgentKind::HostPathPlugin => vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                r#"mkdir -p "$0" && exec "$@""#.into(),
+                socket
+                    .rsplit_once('/')
+                    .map_or("/", |(dir, _)| if dir.is_empty() { "/" } else { dir })
+                    .to_owned(),
                 "/hostpathplugin".into(),
                 "--v=5".into(),
                 format!("--endpoint={socket}"),
@@ -155,6 +164,10 @@ mod tests {
         assert_eq!(
             AgentKind::HostPathPlugin.command(sock, 9001),
             [
+                "/bin/sh",
+                "-c",
+                r#"mkdir -p "$0" && exec "$@""#,
+                "/var/lib/kubelet/plugins/d.k8s.io",
                 "/hostpathplugin",
                 "--v=5",
                 "--endpoint=/var/lib/kubelet/plugins/d.k8s.io/dra.sock",
