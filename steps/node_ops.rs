@@ -1,5 +1,6 @@
-//! Node operations: rebooting a real node, and what a scenario checks when
-//! the kubelet skips preparing or unpreparing a driver's devices.
+//! Node operations: rebooting a real node, stopping, starting or restarting
+//! its kubelet or containerd, and what a scenario checks when the kubelet
+//! skips preparing or unpreparing a driver's devices.
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -13,8 +14,9 @@ use crate::wait::{self, Check};
 
 use super::World;
 use super::claims::claim_name;
-use super::params::{ClaimPhrase, DriverRef, NodeSel};
+use super::params::{ClaimPhrase, DriverRef, NodeSel, phrase_words};
 use crate::proto::dra::ClaimRef;
+use crate::real_node::init::DaemonOp;
 
 sentences! {
     #[then(expr = "pod {string} got no {string} event")]
@@ -28,6 +30,97 @@ sentences! {
 
     #[then(expr = "pod {string} runs again after the reboot")]
     fn runs_again(pod: String);
+
+    /// Through the node's process 1, as a node's init system would. A
+    /// started or restarted kubelet is done when it has posted the Node's
+    /// status again, containerd when its socket answers; a stopped one when
+    /// its process is gone.
+    #[when(expr = "(the ){nodedaemon} on {node} is {daemonop}")]
+    fn daemon_op(daemon: NodeDaemon, node: NodeSel, op: Operation);
+}
+
+/// A daemon of a real node the runner can stop, start and restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeDaemon {
+    Kubelet,
+    Containerd,
+}
+
+phrase_words! {
+    NodeDaemon as "nodedaemon", "node daemon" {
+        "kubelet" => NodeDaemon::Kubelet,
+        "containerd" => NodeDaemon::Containerd,
+    }
+}
+
+impl NodeDaemon {
+    /// Its step's name in the node's plan.
+    fn name(self) -> &'static str {
+        match self {
+            NodeDaemon::Kubelet => "kubelet",
+            NodeDaemon::Containerd => "containerd",
+        }
+    }
+}
+
+/// What is done to the daemon, as process 1 is asked to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operation(DaemonOp);
+
+phrase_words! {
+    Operation as "daemonop", "daemon operation" {
+        "restarted" => Operation(DaemonOp::Restart),
+        "stopped" => Operation(DaemonOp::Stop),
+        "started" => Operation(DaemonOp::Start),
+    }
+}
+
+/// How long a kubelet started again may take to post the Node's status.
+const KUBELET_BACK_TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn daemon_op(
+    w: &World,
+    daemon: NodeDaemon,
+    node: NodeSel,
+    Operation(op): Operation,
+) -> anyhow::Result<()> {
+    let ctx = w.context()?;
+    let nodes: Api<Node> = Api::all(w.client()?);
+    for name in node.resolve(w).await? {
+        let cluster = ctx.cluster.clone();
+        let (n, d) = (name.clone(), daemon.name());
+        let pid = tokio::task::spawn_blocking(move || cluster.node_daemon(&n, op, d))
+            .await
+            .context("the node operation's thread")??;
+        tracing::info!(node = %name, daemon = d, ?op, ?pid, "node daemon operation done");
+        if daemon != NodeDaemon::Kubelet || op == DaemonOp::Stop {
+            continue;
+        }
+        // The new kubelet is up once it has written the Node's status:
+        // a heartbeat later than the second it was started in.
+        let started = k8s_openapi::jiff::Timestamp::now();
+        let what = format!("the kubelet of node {name} to post the Node's status after its {op:?}");
+        wait::object(
+            &nodes,
+            &name,
+            &what,
+            KUBELET_BACK_TIMEOUT,
+            |n: Option<&Node>| {
+                let beat = n
+                    .and_then(|n| n.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                    .and_then(|c| c.last_heartbeat_time.as_ref());
+                match beat {
+                    Some(t) if t.0.as_second() > started.as_second() => Check::Done(()),
+                    Some(t) => Check::Pending(format!("last heartbeat {}", t.0)),
+                    None => Check::Pending("no Ready condition".into()),
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// How long a rebooted node may take to report its new boot and be Ready

@@ -83,8 +83,9 @@ pub fn skip_reason(
         }
         if tag == "NodeOperations" && !env.node_operations {
             return Some(
-                "needs node operations (a reboot), which the runner has only on the local \
-                 cluster's real nodes (--node-kind real)"
+                "needs node operations (a reboot, or a stop, start or restart of the kubelet or \
+                 containerd), which the runner has only on the local cluster's real nodes \
+                 (--node-kind real)"
                     .to_owned(),
             );
         }
@@ -155,7 +156,14 @@ pub fn skip_reason(
             profile.driver_name
         ));
     }
+    let reboots = feature
+        .background
+        .iter()
+        .flat_map(|b| b.steps.iter())
+        .chain(scenario.steps.iter())
+        .any(|s| s.value.ends_with(" is rebooted"));
     if names.clone().any(|t| t == "NodeOperations")
+        && reboots
         && matches!(
             profile.deployment,
             crate::profile::Deployment::Builtin { .. }

@@ -436,6 +436,30 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     assert_no_temp_dirs(home.path());
 }
 
+/// The check that a plugin registered again after a kubelet restart can
+/// fail: the same scenario without the restart (tests/fixtures/node-daemons)
+/// keeps the kubelet's one registration and fails with the count it saw,
+/// leaving nothing behind.
+#[test]
+fn re_registration_is_not_seen_without_a_kubelet_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = real_run(home.path(), "node-daemons");
+    cmd.args(["--step-timeout", "20s"]);
+    let (code, t) = Watched::spawn(cmd).finish();
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("0 passed, 1 failed"), "{t}");
+    assert!(
+        t.contains("Defined: tests/fixtures/node-daemons/restart.feature:14:5"),
+        "the failure is not the re-registration check\n{t}"
+    );
+    assert!(
+        t.contains("to be called again since it was counted (1 calls); last seen: 1 calls"),
+        "{t}"
+    );
+    assert!(t.contains("leak check: nothing left behind"), "{t}");
+    assert_no_temp_dirs(home.path());
+}
+
 /// A node's reboot as `node-init` does it, in a PID and mount namespace of
 /// its own with a plan made for the test: every boot's first step records
 /// what it finds and leaves a marker in the volatile and the kept tmpfs and
@@ -493,6 +517,7 @@ mv {out}/record.tmp {out}/boot-$n"#,
             },
         ],
         stop_grace_secs: 2,
+        control: None,
         path_prepend: vec![],
     };
     let plan_path = root.join("plan.json");

@@ -5,7 +5,8 @@
 //! namespace is this program. It makes the node's private mounts (so the
 //! kubelet's, containerd's and CNI's hard-coded host paths land in memory
 //! private to the node), starts the node's daemons in order, reaps orphans,
-//! reboots the node when asked (SIGUSR1, see [`power_cycle`]) and ends the
+//! reboots the node when asked (SIGUSR1, see [`power_cycle`]), stops, starts
+//! or restarts one daemon when asked (SIGUSR2, see [`DaemonRequest`]) and ends the
 //! node when asked (SIGTERM/SIGINT) or when a daemon dies. When
 //! it exits, the kernel kills every process left in the namespace, containers
 //! included, and drops the mounts with the namespace: nothing can outlive the
@@ -51,6 +52,46 @@ pub struct InitPlan {
     pub stop_grace_secs: u64,
     /// Put in front of `PATH` (containerd finds its shim there).
     pub path_prepend: Vec<PathBuf>,
+    /// Where the runner leaves a [`DaemonRequest`] (this path) before it
+    /// sends SIGUSR2, and where process 1 answers (this path with
+    /// `.reply` appended): how a scenario stops, starts or restarts one
+    /// daemon of the node (the kubelet, containerd) without a reboot.
+    #[serde(default)]
+    pub control: Option<PathBuf>,
+}
+
+/// What the runner asks of one daemon of the node.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DaemonOp {
+    Stop,
+    Start,
+    Restart,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DaemonRequest {
+    /// Echoed in the reply, so that an answer to an earlier request is
+    /// never taken for this one's.
+    pub id: u64,
+    pub op: DaemonOp,
+    /// A daemon step's name in the plan.
+    pub daemon: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DaemonReply {
+    pub id: u64,
+    /// The daemon's pid after the request (none when stopped), or why the
+    /// request failed.
+    pub result: Result<Option<u32>, String>,
+}
+
+/// Where process 1 answers a request left at `control`.
+pub fn reply_path(control: &Path) -> PathBuf {
+    let mut p = control.as_os_str().to_owned();
+    p.push(".reply");
+    PathBuf::from(p)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -129,26 +170,31 @@ fn child_path(plan: &InitPlan) -> Option<OsString> {
 fn run(plan: &InitPlan) -> i32 {
     // Signals are taken synchronously with sigtimedwait; blocked before any
     // child exists so none is lost, and unblocked again in every child.
-    let signals =
-        match sys::block_signals(&[Signal::Term, Signal::Int, Signal::Child, Signal::Usr1]) {
-            Ok(s) => s,
-            Err(e) => {
-                say(format!("blocking the signals process 1 takes: {e}"));
-                return 1;
-            }
-        };
+    let signals = match sys::block_signals(&[
+        Signal::Term,
+        Signal::Int,
+        Signal::Child,
+        Signal::Usr1,
+        Signal::Usr2,
+    ]) {
+        Ok(s) => s,
+        Err(e) => {
+            say(format!("blocking the signals process 1 takes: {e}"));
+            return 1;
+        }
+    };
     if let Err(e) = make_mounts(plan).and_then(|()| new_boot_id(plan, true)) {
         say(format!("preparing the node's mounts: {e}"));
         return 1;
     }
     let grace = Duration::from_secs(plan.stop_grace_secs);
     loop {
-        let daemons = match boot(plan) {
+        let mut daemons = match boot(plan) {
             Ok(d) => d,
             Err(code) => return code,
         };
         say("node started");
-        match supervise(&daemons, &signals, grace) {
+        match supervise(plan, &mut daemons, &signals, grace) {
             Ended::Stopped(code) => return code,
             Ended::RebootAsked => {
                 say("rebooting the node");
@@ -170,24 +216,7 @@ fn boot(plan: &InitPlan) -> Result<Vec<Daemon>, i32> {
     let mut daemons: Vec<Daemon> = Vec::new();
     for step in &plan.steps {
         let result = match step {
-            Step::Daemon {
-                name,
-                argv,
-                log,
-                ready_socket,
-                ready_timeout_secs,
-            } => start_daemon(name, argv, log, path).and_then(|pid| {
-                daemons.push(Daemon {
-                    name: name.clone(),
-                    pid,
-                });
-                match ready_socket {
-                    Some(socket) => {
-                        wait_socket(name, pid, socket, Duration::from_secs(*ready_timeout_secs))
-                    }
-                    None => Ok(()),
-                }
-            }),
+            Step::Daemon { .. } => start_ready(step, path).map(|d| daemons.push(d)),
             Step::Run { name, argv, log } => run_to_end(name, argv, log, path),
         };
         if let Err(e) = result {
@@ -197,6 +226,100 @@ fn boot(plan: &InitPlan) -> Result<Vec<Daemon>, i32> {
         }
     }
     Ok(daemons)
+}
+
+/// Starts a daemon step and waits until it is ready (its socket, when it
+/// has one).
+fn start_ready(step: &Step, path: Option<&std::ffi::OsStr>) -> Result<Daemon, String> {
+    let Step::Daemon {
+        name,
+        argv,
+        log,
+        ready_socket,
+        ready_timeout_secs,
+    } = step
+    else {
+        return Err("not a daemon".into());
+    };
+    let pid = start_daemon(name, argv, log, path)?;
+    if let Some(socket) = ready_socket {
+        wait_socket(name, pid, socket, Duration::from_secs(*ready_timeout_secs))?;
+    }
+    Ok(Daemon {
+        name: name.clone(),
+        pid,
+    })
+}
+
+/// Carries out the runner's request left at the plan's `control` path and
+/// answers it. A stopped daemon is no longer supervised: its end does not
+/// end the node.
+fn control(plan: &InitPlan, daemons: &mut Vec<Daemon>, grace: Duration) {
+    let Some(control) = &plan.control else {
+        say("SIGUSR2 without a control path in the plan; ignored");
+        return;
+    };
+    let request: DaemonRequest = match std::fs::read(control)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            say(format!("reading the request at {}: {e}", control.display()));
+            return;
+        }
+    };
+    let result = carry_out(plan, daemons, &request, grace);
+    match &result {
+        Ok(pid) => say(format!(
+            "{:?} {}: done (pid {pid:?})",
+            request.op, request.daemon
+        )),
+        Err(e) => say(format!("{:?} {}: {e}", request.op, request.daemon)),
+    }
+    let reply = DaemonReply {
+        id: request.id,
+        result,
+    };
+    let path = reply_path(control);
+    let tmp = path.with_extension("tmp");
+    let written = serde_json::to_vec(&reply)
+        .map_err(|e| e.to_string())
+        .and_then(|b| std::fs::write(&tmp, b).map_err(|e| e.to_string()))
+        .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        say(format!("answering at {}: {e}", path.display()));
+    }
+}
+
+fn carry_out(
+    plan: &InitPlan,
+    daemons: &mut Vec<Daemon>,
+    request: &DaemonRequest,
+    grace: Duration,
+) -> Result<Option<u32>, String> {
+    let step = plan
+        .steps
+        .iter()
+        .find(|s| matches!(s, Step::Daemon { name, .. } if *name == request.daemon))
+        .ok_or_else(|| format!("the node has no daemon {:?}", request.daemon))?;
+    let running = daemons.iter().position(|d| d.name == request.daemon);
+    if matches!(request.op, DaemonOp::Stop | DaemonOp::Restart)
+        && let Some(i) = running
+    {
+        let d = daemons.remove(i);
+        stop_refs(&[&d], grace);
+    }
+    match request.op {
+        DaemonOp::Stop => Ok(None),
+        DaemonOp::Start if running.is_some() => Err(format!("{} already runs", request.daemon)),
+        DaemonOp::Start | DaemonOp::Restart => {
+            let d = start_ready(step, child_path(plan).as_deref())?;
+            let pid = d.pid;
+            daemons.push(d);
+            Ok(Some(pid))
+        }
+    }
 }
 
 /// What a real machine's reboot does to the node, short of the kernel: every
@@ -482,7 +605,12 @@ enum Ended {
 
 /// Reaps every orphan until a signal asks the node to stop or reboot, or a
 /// daemon dies.
-fn supervise(daemons: &[Daemon], signals: &SignalSet, grace: Duration) -> Ended {
+fn supervise(
+    plan: &InitPlan,
+    daemons: &mut Vec<Daemon>,
+    signals: &SignalSet,
+    grace: Duration,
+) -> Ended {
     loop {
         match signals.wait(Duration::from_secs(1)) {
             Some(Signal::Term | Signal::Int) => {
@@ -491,6 +619,7 @@ fn supervise(daemons: &[Daemon], signals: &SignalSet, grace: Duration) -> Ended 
                 return Ended::Stopped(0);
             }
             Some(Signal::Usr1) => return Ended::RebootAsked,
+            Some(Signal::Usr2) => control(plan, daemons, grace),
             _ => {}
         }
         // SIGCHLD or the periodic wake-up: reap whatever has exited.
@@ -567,6 +696,7 @@ mod tests {
             ],
             stop_grace_secs: 10,
             path_prepend: vec!["/bin".into()],
+            control: Some("/tmp/node/control".into()),
         };
         let text = serde_json::to_string(&plan).unwrap();
         assert_eq!(serde_json::from_str::<InitPlan>(&text).unwrap(), plan);

@@ -417,6 +417,35 @@ impl Cluster {
         Ok(n.reboot()?)
     }
 
+    /// Stops, starts or restarts daemon `daemon` of real node `node` of the
+    /// local cluster (see [`crate::real_node::RealNode::daemon`]).
+    pub fn node_daemon(
+        &self,
+        node: &str,
+        op: crate::real_node::init::DaemonOp,
+        daemon: &str,
+    ) -> anyhow::Result<Option<u32>> {
+        let real = match &self.kind {
+            Kind::Local(l) => l.real.as_ref(),
+            Kind::Remote(_) => None,
+        };
+        let Some(real) = real else {
+            anyhow::bail!(
+                "cannot {op:?} the {daemon} of node {node}: the runner controls the daemons only \
+                 of the local cluster's real nodes (--node-kind real)"
+            );
+        };
+        let nodes = real
+            .nodes
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
+        let n = nodes
+            .as_ref()
+            .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
+            .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
+        Ok(n.daemon(op, daemon)?)
+    }
+
     /// The local cluster's simulated nodes as a driver started on the host
     /// for each needs them, with the cluster's directory (for the driver's
     /// logs) and admin kubeconfig; `None` on other clusters.

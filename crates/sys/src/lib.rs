@@ -42,16 +42,20 @@ pub enum Signal {
     Kill,
     /// SIGUSR1: a real node's process 1 reboots the node.
     Usr1,
+    /// SIGUSR2: a real node's process 1 reads a request to stop, start or
+    /// restart one of its daemons.
+    Usr2,
     /// SIGCHLD: a child changed state.
     Child,
 }
 
 impl Signal {
-    const ALL: [Signal; 5] = [
+    const ALL: [Signal; 6] = [
         Signal::Term,
         Signal::Int,
         Signal::Kill,
         Signal::Usr1,
+        Signal::Usr2,
         Signal::Child,
     ];
 
@@ -62,6 +66,7 @@ impl Signal {
             Signal::Int => S::INT,
             Signal::Kill => S::KILL,
             Signal::Usr1 => S::USR1,
+            Signal::Usr2 => S::USR2,
             Signal::Child => S::CHILD,
         }
     }

@@ -11,7 +11,15 @@ use tracing::{Instrument, debug, info, warn};
 
 use super::exec::{ExecTarget, exec_capture};
 use super::pods::{AgentKind, ProxyPod, ProxyPodsError};
-use super::pool::FarEnd;
+use super::pool::{FarEnd, PoolStats};
+use tokio::sync::watch;
+
+/// Refusals at the agent's port, after it said it listens, that mean it is
+/// gone: one could be a connection dialled just before it listened.
+const GONE_AFTER_REFUSALS: u64 = 3;
+/// How long a session whose agent stopped listening may take to end on its
+/// own: one that ends is an agent that exited (a loss, reported).
+const SESSION_END_GRACE: Duration = Duration::from_secs(3);
 
 /// A run that lasted this long resets the restart backoff.
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(300);
@@ -88,14 +96,22 @@ impl ExecAgent {
     /// Starts the exec loop in the background. An exec session that ends
     /// without being stopped (the agent in the pod exited or was killed) is
     /// reported to `far_end` at once, then the agent is started again for
-    /// the cleanup that follows. Fails only if the socket path is too long
-    /// for the pod's agent.
+    /// the cleanup that follows.
+    ///
+    /// An agent can also go while its session seems to live on: a restarted
+    /// kubelet or container runtime ends the exec'd process, but the API
+    /// server does not always end the stream. The pool's `stats` tell: once
+    /// the agent said it listens, connections to its port are refused. Such
+    /// an agent is started again without a loss being reported, as the
+    /// node's own restart caused it and the kubelet reconnects once it is
+    /// back. Fails only if the socket path is too long for the pod's agent.
     pub fn start(
         client: kube::Client,
         pod: &ProxyPod,
         socket: &str,
         port: u16,
         far_end: FarEnd,
+        stats: watch::Receiver<PoolStats>,
     ) -> Result<ExecAgent, ProxyPodsError> {
         check_socket_path(pod.agent, socket)?;
         let target = pod.exec_target();
@@ -109,7 +125,7 @@ impl ExecAgent {
             command,
         };
         let task = tokio::spawn(
-            supervise(client.clone(), session, far_end, cancel.clone()).instrument(span),
+            supervise(client.clone(), session, far_end, stats, cancel.clone()).instrument(span),
         );
         Ok(ExecAgent {
             client,
@@ -172,24 +188,35 @@ async fn supervise(
     client: kube::Client,
     session: Session,
     far_end: FarEnd,
+    stats: watch::Receiver<PoolStats>,
     cancel: CancellationToken,
 ) {
     let api: Api<Pod> = Api::namespaced(client, &session.target.namespace);
     let mut backoff = Backoff::default();
     loop {
         let started = Instant::now();
+        let (listening_tx, listening) = watch::channel(false);
+        let run = run_once(&api, &session.target, &session.command, listening_tx);
+        tokio::pin!(run);
         let outcome = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = run_once(&api, &session.target, &session.command) => r,
+            r = &mut run => Some(r),
+            _ = refused_after_listening(listening, stats.clone()) => {
+                tokio::time::timeout(SESSION_END_GRACE, &mut run).await.ok()
+            }
         };
         match outcome {
             // The session was up: the agent ended under the plugin's feet.
-            Ok(status) => {
+            Some(Ok(status)) => {
                 warn!(%status, "agent exec ended; restarting");
                 far_end.lost(session.lost(&status));
             }
             // Not started (yet): the pool's dialling tells when it works.
-            Err(e) => warn!(error = %e, "agent exec failed; restarting"),
+            Some(Err(e)) => warn!(error = %e, "agent exec failed; restarting"),
+            None => warn!(
+                "the agent no longer listens while its exec session seems alive (the node's \
+                 kubelet or container runtime restarted?); starting it again"
+            ),
         }
         if started.elapsed() >= BACKOFF_RESET_AFTER {
             backoff.reset();
@@ -202,11 +229,32 @@ async fn supervise(
     }
 }
 
-/// One exec session; returns how it ended.
+/// Resolves once the agent said it listens and then
+/// [`GONE_AFTER_REFUSALS`] connections to its port were refused.
+async fn refused_after_listening(
+    mut listening: watch::Receiver<bool>,
+    mut stats: watch::Receiver<PoolStats>,
+) {
+    if listening.wait_for(|l| *l).await.is_err() {
+        return futures::future::pending().await;
+    }
+    let before = stats.borrow_and_update().refused;
+    if stats
+        .wait_for(|s| s.refused >= before + GONE_AFTER_REFUSALS)
+        .await
+        .is_err()
+    {
+        futures::future::pending::<()>().await;
+    }
+}
+
+/// One exec session; returns how it ended. `listening` turns true when the
+/// agent says it listens.
 async fn run_once(
     api: &Api<Pod>,
     target: &ExecTarget,
     command: &[String],
+    listening: watch::Sender<bool>,
 ) -> Result<String, kube::Error> {
     let params = AttachParams::default()
         .container(target.container.clone())
@@ -215,10 +263,14 @@ async fn run_once(
         .stderr(true);
     let mut proc = api.exec(&target.pod, command.to_vec(), &params).await?;
     info!(command = %command.join(" "), "agent exec started");
+    let listening = &listening;
     let log = |r: Option<tokio::io::ReadHalf<tokio::io::SimplexStream>>| async move {
         if let Some(r) = r {
             let mut lines = BufReader::new(r).lines();
             while let Ok(Some(line)) = lines.next_line().await {
+                if line.starts_with(dra_e2e_agent::proxy_agent::READY_PREFIX) {
+                    listening.send_replace(true);
+                }
                 debug!("agent: {line}");
             }
         }

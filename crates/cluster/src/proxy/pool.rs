@@ -70,6 +70,9 @@ pub struct PoolStats {
     pub dial_failures: u64,
     /// Connections that ended before any byte arrived; each one was replaced.
     pub dead_before_use: u64,
+    /// Of those, connections the far end's address refused: nothing
+    /// listened there (the agent is gone).
+    pub refused: u64,
     /// Connections handed to the server.
     pub handed_out: u64,
     /// Open connections still waiting for their peer.
@@ -423,9 +426,11 @@ async fn wait_for_peer(
             shared.ready_notify.notify_one();
         }
         other => {
+            let refused = matches!(&other, Err(e) if is_refusal(e));
             shared.stats.send_modify(|s| {
                 s.waiting -= 1;
                 s.dead_before_use += 1;
+                s.refused += u64::from(refused);
             });
             match other {
                 Err(e) => debug!(%peer, error = %e, "connection failed before use; replacing it"),
@@ -433,6 +438,13 @@ async fn wait_for_peer(
             }
         }
     }
+}
+
+/// Whether a connection failed because nothing listens at the far end: a
+/// refused connect, as a local dial or a port-forward's error channel
+/// ("dial tcp [::1]:9001: connect: connection refused") reports it.
+fn is_refusal(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::ConnectionRefused || e.to_string().contains("connection refused")
 }
 
 /// A slot taken by a handed-out connection; dropping it frees the slot.

@@ -155,7 +155,7 @@ impl ProxiedSocket {
             port,
         ));
         let (pool, incoming) = PreDialled::start(transport, pool);
-        let agent = ExecAgent::start(client, pod, socket, port, pool.far_end())?;
+        let agent = ExecAgent::start(client, pod, socket, port, pool.far_end(), pool.subscribe())?;
         Ok((
             ProxiedSocket {
                 path: PathBuf::from(socket),

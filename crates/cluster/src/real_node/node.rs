@@ -9,7 +9,7 @@ use kube::Api;
 
 use super::cgroups;
 use super::forward::ApiRelay;
-use super::init::{InitPlan, Overlay, Step};
+use super::init::{DaemonOp, DaemonReply, DaemonRequest, InitPlan, Overlay, Step};
 use super::kubelet::{self, KubeletSettings};
 use super::net::NodeNet;
 use crate::host::leftovers::{Item, RunRecord};
@@ -40,6 +40,10 @@ const VOLATILE: &str = "/run";
 /// `/etc/cdi` (and anything a hostPath volume creates below `/etc`) is the
 /// node's own without being made on the host.
 const ETC: &str = "/etc";
+
+/// How long process 1 may take to answer a daemon request: a stop waits
+/// the daemon's grace, a start its ready socket.
+const DAEMON_REPLY_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RealNodeError {
@@ -312,6 +316,64 @@ impl RealNode {
         Ok(())
     }
 
+    /// Stops, starts or restarts one daemon of the node (`kubelet`,
+    /// `containerd`) through process 1 and waits for its answer: the
+    /// daemon's new pid, none when stopped. A started daemon with a ready
+    /// socket is ready when this returns.
+    pub fn daemon(&self, op: DaemonOp, daemon: &str) -> Result<Option<u32>, RealNodeError> {
+        let err = |message: String| RealNodeError::Setup {
+            node: self.name.clone(),
+            message: format!("{op:?} {daemon}: {message}"),
+        };
+        let (Some(p), Some((init, ns))) = (&self.process, self.init) else {
+            return Err(err("the node is stopped".into()));
+        };
+        if p.exit_status().is_some() || !still_runs(init, ns) {
+            return Err(err("its process 1 has exited".into()));
+        }
+        let control = self.dir.join("control");
+        let reply = super::init::reply_path(&control);
+        let id = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        let request = DaemonRequest {
+            id,
+            op,
+            daemon: daemon.to_owned(),
+        };
+        let tmp = control.with_extension("tmp");
+        serde_json::to_vec(&request)
+            .map_err(|e| e.to_string())
+            .and_then(|b| std::fs::write(&tmp, b).map_err(|e| e.to_string()))
+            .and_then(|()| std::fs::rename(&tmp, &control).map_err(|e| e.to_string()))
+            .map_err(|e| err(format!("writing the request {}: {e}", control.display())))?;
+        // Process 1 of the node, checked above to be in its namespace.
+        dra_e2e_sys::kill(init, Signal::Usr2)
+            .map_err(|e| err(format!("signalling process 1 (pid {init}): {e}")))?;
+        // Process 1 answers in a file; a stop takes the daemon's grace, a
+        // start its ready timeout.
+        let deadline = std::time::Instant::now() + DAEMON_REPLY_TIMEOUT;
+        loop {
+            if let Ok(bytes) = std::fs::read(&reply)
+                && let Ok(answer) = serde_json::from_slice::<DaemonReply>(&bytes)
+                && answer.id == id
+            {
+                return answer.result.map_err(err);
+            }
+            if p.exit_status().is_some() {
+                return Err(err("process 1 exited before it answered".into()));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(err(format!(
+                    "process 1 did not answer within {DAEMON_REPLY_TIMEOUT:?} (its log: {})",
+                    self.dir.join("node-init.log").display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Ends the node at once (SIGKILL to process 1), for a second Ctrl-C.
     pub fn kill(&mut self) -> Vec<String> {
         self.stop(Duration::ZERO)
@@ -560,6 +622,7 @@ fn write_files(
         steps,
         stop_grace_secs: 5,
         path_prepend: vec![shared.shim_dir.clone()],
+        control: Some(dir.join("control")),
     })
 }
 

@@ -194,9 +194,19 @@ impl Transport for PortForward {
             })?
             .into_stream();
         let (local, remote) = tokio::io::duplex(DUPLEX_BUFFER);
+        let (end_tx, end) = tokio::sync::oneshot::channel();
         let span = tracing::debug_span!("portforward", target = %self.target());
-        tokio::spawn(pump(ws, remote, Codec::new(self.port), self.ping_interval).instrument(span));
-        Ok(Box::new(local))
+        tokio::spawn(
+            pump(
+                ws,
+                remote,
+                Codec::new(self.port),
+                self.ping_interval,
+                end_tx,
+            )
+            .instrument(span),
+        );
+        Ok(Box::new(Forwarded { io: local, end }))
     }
 
     async fn ready(&self) -> Result<(), DialError> {
@@ -208,14 +218,82 @@ impl Transport for PortForward {
     }
 }
 
+/// The local end of a forwarded connection. Where the kubelet ended the
+/// connection on its error channel, the reader gets that error instead of
+/// a plain end of stream: the pool tells "nothing listens on the port"
+/// (`connection refused`) from a peer that closed.
+struct Forwarded {
+    io: DuplexStream,
+    end: tokio::sync::oneshot::Receiver<std::io::Error>,
+}
+
+impl AsyncRead for Forwarded {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut self.io).poll_read(cx, buf) {
+            std::task::Poll::Ready(Ok(())) if buf.filled().len() == before => {
+                match self.end.try_recv() {
+                    Ok(e) => std::task::Poll::Ready(Err(e)),
+                    Err(_) => std::task::Poll::Ready(Ok(())),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+impl AsyncWrite for Forwarded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// The error a reader of the local end gets for what the kubelet said.
+fn remote_error(message: &str) -> std::io::Error {
+    let kind = if message.contains("connection refused") {
+        std::io::ErrorKind::ConnectionRefused
+    } else {
+        std::io::ErrorKind::Other
+    };
+    std::io::Error::new(kind, message.to_owned())
+}
+
 /// Moves bytes between the WebSocket and the local end until either side
 /// ends, then closes both: no half-close, as the agent has none either.
-async fn pump<S>(ws: WebSocketStream<S>, local: DuplexStream, mut codec: Codec, ping: Duration)
-where
+async fn pump<S>(
+    ws: WebSocketStream<S>,
+    local: DuplexStream,
+    mut codec: Codec,
+    ping: Duration,
+    end: tokio::sync::oneshot::Sender<std::io::Error>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sink, mut stream) = ws.split();
     let (mut local_rd, mut local_wr) = tokio::io::split(local);
+    let mut remote_error_seen = None;
     let inbound = async {
         while let Some(msg) = stream.next().await {
             let msg = match msg {
@@ -229,7 +307,12 @@ where
                     }
                 }
                 Inbound::Nothing => {}
-                Inbound::Dead(reason) => return reason.to_string(),
+                Inbound::Dead(reason) => {
+                    if let codec::DeadReason::Remote(message) = &reason {
+                        remote_error_seen = Some(remote_error(message));
+                    }
+                    return reason.to_string();
+                }
             }
         }
         "websocket ended".to_owned()
@@ -255,6 +338,10 @@ where
         w = inbound => w,
         w = outbound => w,
     };
+    // Said before the local end sees its EOF, so its reader finds it.
+    if let Some(e) = remote_error_seen {
+        let _ = end.send(e);
+    }
     // The local end sees EOF first; the close handshake may take a moment.
     drop((local_rd, local_wr));
     let _ = tokio::time::timeout(CLOSE_GRACE, sink.close()).await;
