@@ -170,13 +170,15 @@ pub fn skip_reason(
         )
         && env.container_runtime()
     {
-        // Known gap: the runner's plugin servers reach a real node through
-        // its proxy pods, and their connections are not re-made once a
-        // reboot restarted those pods.
+        // Known gap (2026-12-05): the suite's own plugin registers again
+        // after the reboot (its agents are started again in the node host
+        // pod), but the pod's container never starts again: the kubelet asks
+        // it for no NodePrepareResources, so no CDI spec is written again in
+        // the emptied /var/run/cdi.
         return Some(
-            "needs a driver that runs on the node: the suite's own driver serves its plugins \
-             from the runner through proxy pods, which do not come back from a node reboot yet \
-             (run the pack with a driver's profile)"
+            "needs a driver that runs on the node: the suite's own driver, served from the \
+             runner, registers again after a reboot but its pod's container does not start \
+             again yet (run the pack with a driver's profile)"
                 .to_owned(),
         );
     }
