@@ -115,8 +115,6 @@ pub trait NodeHost: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub struct HostedDriver<'a> {
     pub driver: &'a str,
-    /// Tells instances of one driver apart (empty for the only one).
-    pub instance: &'a str,
     /// The nodes it runs on; the host serves these alone.
     pub nodes: &'a [String],
 }

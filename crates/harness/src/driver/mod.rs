@@ -440,7 +440,6 @@ impl Driver {
             .hosts
             .node_host(HostedDriver {
                 driver: &self.name,
-                instance: &self.options.instance_suffix,
                 nodes: &self.nodes,
             })
             .await

@@ -79,11 +79,7 @@ impl Interposed {
             }
         };
         let host = cluster
-            .node_host(HostedDriver {
-                driver,
-                instance: "",
-                nodes,
-            })
+            .node_host(HostedDriver { driver, nodes })
             .await
             .map_err(|e| format!("reaching the nodes: {e:#}"))?;
         let mut me = Interposed {
