@@ -22,7 +22,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: help build test test-fast test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -77,6 +77,21 @@ e2e-local: controlplane ## run the whole suite on the local cluster, JUnit in ta
 
 e2e-real: controlplane node ## run the whole suite on the local cluster with two real kubelet nodes (root), JUnit in target/junit-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --junit target/junit-real.xml --tags @DynamicResourceAllocation $(ARGS)
+
+# Kubelets older than the control plane for e2e-skew (n-1 and n-3 of the
+# pinned KUBE_VERSION), and the control plane of e2e-kube-version; a minor
+# stands for the release hack/versions.env pins for it.
+SKEW_KUBELETS ?= 1.36 1.34
+OLD_KUBE ?= 1.35
+
+e2e-skew: ## the suite on two real nodes whose kubelet is older than the control plane (SKEW_KUBELETS, default n-1 and n-3), each kubelet built into the cache on first use; JUnit in target/junit-skew-VERSION.xml (root)
+	@rc=0; for v in $(SKEW_KUBELETS); do \
+	  echo "== kubelet $$v against the pinned control plane"; \
+	  $(CARGO) run -- --cluster local --node-kind real --nodes 2 --kubelet-version $$v --tags @DynamicResourceAllocation --junit target/junit-skew-$$v.xml $(ARGS) || rc=1; \
+	done; exit $$rc
+
+e2e-kube-version: ## the suite on a local cluster whose control plane and kubelets are OLD_KUBE (default 1.35), built into the cache on first use (about 20 minutes on 2 cores); JUnit in target/junit-kube-OLD_KUBE.xml (root)
+	$(CARGO) run -- --cluster local --node-kind real --nodes 2 --kube-version $(OLD_KUBE) --tags @DynamicResourceAllocation --junit target/junit-kube-$(OLD_KUBE).xml $(ARGS)
 
 conformance: controlplane ## the driver conformance pack (features/conformance) against the suite's own driver on simulated nodes, JUnit in target/junit-conformance.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --tags @DriverConformance --junit target/junit-conformance.xml $(ARGS)

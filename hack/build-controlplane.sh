@@ -6,10 +6,14 @@
 #   DRA_E2E_BINARIES_DIR=/some/dir  use that directory instead (nothing is built;
 #                                   it must hold all four binaries)
 #   DRA_E2E_CACHE_DIR=/some/dir     cache root (default ${XDG_CACHE_HOME:-~/.cache}/dra-e2e)
+#   DRA_E2E_KUBE_VERSION=v1.35.4    build that Kubernetes version instead of the pinned one
+#                                   (the runner's --kube-version), from a module made in the cache
 set -euo pipefail
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
+pinned_kube=$KUBE_VERSION
+KUBE_VERSION=${DRA_E2E_KUBE_VERSION:-$KUBE_VERSION}
 bins=(etcd kube-apiserver kube-scheduler kube-controller-manager)
 
 if [[ -n "${DRA_E2E_BINARIES_DIR:-}" ]]; then
@@ -27,6 +31,7 @@ out="$cache/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 mkdir -p "$out"
 total_start=$SECONDS
 ldf=$(kube_ldflags)
+module=$(kube_module "$KUBE_VERSION" "$pinned_kube")
 
 if [[ -x "$out/etcd" ]]; then
   log "etcd $ETCD_VERSION already built"
@@ -42,7 +47,7 @@ for b in kube-apiserver kube-scheduler kube-controller-manager; do
     continue
   fi
   log "building $b $KUBE_VERSION (the first of the three takes about 13 min on 2 cores, the others about 2-3 min each, reusing its cache)"
-  timed_build "$b" bash -c 'cd "$1/k8s" && go build -trimpath -ldflags "$2" -o "$3/$4.tmp" "k8s.io/kubernetes/cmd/$4"' _ "$here" "$ldf" "$out" "$b"
+  timed_build "$b" bash -c 'cd "$1" && go build -trimpath -ldflags "$2" -o "$3/$4.tmp" "k8s.io/kubernetes/cmd/$4"' _ "$module" "$ldf" "$out" "$b"
   mv "$out/$b.tmp" "$out/$b"
 done
 log "done in $(( SECONDS - total_start ))s: $out"

@@ -12,10 +12,15 @@
 #   DRA_E2E_NODE_BINARIES_DIR=/some/dir  use that directory instead (nothing is built)
 #   DRA_E2E_CACHE_DIR=/some/dir          cache root (default ${XDG_CACHE_HOME:-~/.cache}/dra-e2e)
 #   DRA_E2E_NO_APT=1                     never install packages; say which are missing instead
+#   DRA_E2E_KUBELET_VERSION=v1.36.3      build that kubelet (and sample device plugin) instead of the
+#                                        pinned KUBE_VERSION (the runner's --kubelet-version), from a
+#                                        module made in the cache; containerd stays pinned
 set -euo pipefail
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
+pinned_kube=$KUBE_VERSION
+KUBE_VERSION=${DRA_E2E_KUBELET_VERSION:-$KUBE_VERSION}
 log_prefix=node
 . "$here/lib.sh"
 bins=(kubelet containerd containerd-shim-runc-v2 ctr)
@@ -55,6 +60,7 @@ cache=$(cache_root)
 out="$cache/node/kube-$KUBE_VERSION-containerd-$CONTAINERD_VERSION"
 mkdir -p "$out"
 total_start=$SECONDS
+module=$(kube_module "$KUBE_VERSION" "$pinned_kube")
 
 # Each binary is written under a temporary name and renamed when complete, so
 # an interrupted build never leaves a file a later run would trust.
@@ -62,7 +68,7 @@ if [[ -x "$out/kubelet" ]]; then
   log "kubelet $KUBE_VERSION already built"
 else
   log "building kubelet $KUBE_VERSION (about 3 min on 2 cores when the control plane's Go cache is warm)"
-  timed_build kubelet bash -c 'cd "$1/k8s" && go build -trimpath -ldflags "$2" -o "$3/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet' _ "$here" "$(kube_ldflags)" "$out"
+  timed_build kubelet bash -c 'cd "$1" && go build -trimpath -ldflags "$2" -o "$3/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet' _ "$module" "$(kube_ldflags)" "$out"
   mv "$out/kubelet.tmp" "$out/kubelet"
 fi
 
@@ -70,7 +76,7 @@ if [[ -x "$out/sampledeviceplugin" ]]; then
   log "sampledeviceplugin $KUBE_VERSION already built"
 else
   log "building sampledeviceplugin $KUBE_VERSION (seconds after kubelet)"
-  timed_build sampledeviceplugin bash -c 'cd "$1/k8s" && go build -trimpath -ldflags "-s -w" -o "$2/sampledeviceplugin.tmp" k8s.io/kubernetes/test/images/sample-device-plugin' _ "$here" "$out"
+  timed_build sampledeviceplugin bash -c 'cd "$1" && go build -trimpath -ldflags "-s -w" -o "$2/sampledeviceplugin.tmp" k8s.io/kubernetes/test/images/sample-device-plugin' _ "$module" "$out"
   mv "$out/sampledeviceplugin.tmp" "$out/sampledeviceplugin"
 fi
 

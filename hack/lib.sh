@@ -31,3 +31,40 @@ kube_ldflags() {
 }
 
 cache_root() { echo "${DRA_E2E_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dra-e2e}"; }
+
+# The Go module a Kubernetes build runs in, printed. The pinned KUBE_VERSION
+# uses the checked-in hack/k8s; another version (--kube-version,
+# --kubelet-version) gets a module generated into the cache the way
+# hack/update-gomod.sh makes hack/k8s: k8s.io/kubernetes pins its staging
+# modules to v0.0.0 behind local replaces consumers do not inherit, so the
+# replaces are rebuilt from that version's own go.mod, through the module
+# proxy only. Made under a temporary name and renamed, so a half-made module is
+# never reused.
+kube_module() {
+  local version=$1 pinned=$2
+  if [[ "$version" == "$pinned" ]]; then echo "$here/k8s"; return; fi
+  [[ "$version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || {
+    log "Kubernetes version $version is not of the form v1.MINOR.PATCH"; return 1; }
+  local dir; dir="$(cache_root)/gomod/kube-$version"
+  if [[ -f "$dir/go.sum" ]]; then echo "$dir"; return; fi
+  local tmp="$dir.tmp.$$"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  log "making the Go module for Kubernetes $version in $dir (module proxy)"
+  (
+    cd "$tmp"
+    go mod init dra-e2e/kube >/dev/null 2>&1
+    local gomod staging=v0.${version#v1.}
+    gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+    [[ -n "$gomod" ]] || { log "the module proxy has no k8s.io/kubernetes@$version"; exit 1; }
+    for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/src/.*|\1|p' "$gomod"); do
+      go mod edit -replace="$m=$m@$staging"
+    done
+    go get "k8s.io/kubernetes/cmd/kube-apiserver@$version" \
+      "k8s.io/kubernetes/cmd/kube-scheduler@$version" \
+      "k8s.io/kubernetes/cmd/kube-controller-manager@$version" \
+      "k8s.io/kubernetes/cmd/kubelet@$version" \
+      "k8s.io/kubernetes/test/images/sample-device-plugin@$version" >&2
+  ) || { rm -rf "$tmp"; return 1; }
+  rm -rf "$dir"; mv "$tmp" "$dir"
+  echo "$dir"
+}

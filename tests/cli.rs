@@ -361,3 +361,83 @@ fn a_first_run_without_go_says_what_to_install() {
         "`go` is not on PATH: building the local cluster's control plane needs Go 1.",
     );
 }
+
+/// Versions a run cannot honour are refused before anything is built or
+/// started, each saying what the user gave and what would do.
+#[test]
+fn kubernetes_versions_the_run_cannot_honour_are_refused_up_front() {
+    let home = tempfile::tempdir().unwrap();
+    let local = |extra: &[&str]| {
+        let mut args = vec![
+            "--cluster",
+            "local",
+            "--features",
+            "features/kubelet_calls.feature",
+        ];
+        args.extend_from_slice(extra);
+        run(home.path(), &args)
+    };
+    local(&["--node-kind", "real", "--kubelet-version", "1.33"])
+        .fails()
+        .error_says(
+            "no release of Kubernetes 1.33 is pinned in hack/versions.env (pinned: v1.37.2",
+        );
+    local(&["--node-kind", "real", "--kubelet-version", "v1.33.0"])
+        .fails()
+        .error_says(
+            "--kubelet-version: kubelet v1.33.0 is 4 minor versions older than the control plane \
+         v1.37.2: the version skew policy allows at most 3, so the oldest kubelet for it is 1.34",
+        );
+    local(&[
+        "--node-kind",
+        "real",
+        "--kube-version",
+        "1.35",
+        "--kubelet-version",
+        "1.36",
+    ])
+    .fails()
+    .error_says("kubelet v1.36.3 is newer than the control plane v1.35.4");
+    local(&["--kubelet-version", "1.36"])
+        .fails()
+        .error_says("--kubelet-version v1.36.3 needs real nodes (--node-kind real)");
+    local(&["--kube-version", "latest"])
+        .fails()
+        .error_says("\"latest\" is not a Kubernetes version");
+    run_off_cluster(home.path(), &["--kube-version", "1.36"])
+        .fails()
+        .error_says("--kube-version v1.36.3: versions are chosen for the local cluster only");
+}
+
+/// A directory the user named that holds another release than the one
+/// asked for is refused, naming both, instead of silently running the
+/// wrong Kubernetes.
+#[test]
+fn a_binaries_dir_of_another_release_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("bin");
+    std::fs::create_dir(&dir).unwrap();
+    for b in [
+        "etcd",
+        "kube-apiserver",
+        "kube-scheduler",
+        "kube-controller-manager",
+    ] {
+        let p = dir.join(b);
+        std::fs::write(&p, "#!/bin/sh\necho Kubernetes v1.37.2\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    Ran::of(
+        isolated(home.path())
+            .env("DRA_E2E_BINARIES_DIR", &dir)
+            .args(["--cluster", "local", "--kube-version", "1.35"])
+            .args(["--features", "features/kubelet_calls.feature"]),
+    )
+    .fails()
+    .error_says(&format!(
+        "--kube-version asks for v1.35.4, but {} (from DRA_E2E_BINARIES_DIR) holds kube-apiserver \
+         v1.37.2",
+        dir.display()
+    ));
+}

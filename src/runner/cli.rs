@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::{ClusterChoice, ConnectOptions};
+use crate::host::kube_version::KubeVersion;
 use crate::proxy::pods::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -78,6 +79,9 @@ pub struct RunArgs {
     /// Local cluster: feature gates for every component, e.g. `DRAConsumableCapacity=true`.
     #[arg(long, value_name = "GATES", value_delimiter = ',')]
     pub feature_gates: Vec<String>,
+
+    #[command(flatten)]
+    pub versions: VersionArgs,
 
     /// Local cluster: directory with etcd, kube-apiserver, kube-scheduler and
     /// kube-controller-manager (default: the cache filled by `make controlplane`).
@@ -160,11 +164,66 @@ impl RunArgs {
             cdi_dir: self.cdi_dir.clone(),
             feature_gates: self.feature_gates.clone(),
             binaries_dir: self.binaries_dir.clone(),
+            node_binaries_dir: None,
             wipe_delay: self.wipe_delay,
             keep_files: self.keep_cluster_files,
             kubelet_root: self.kubelet_root_dir.clone(),
             proxy_image: self.proxy_image.clone(),
         }
+    }
+}
+
+/// Which Kubernetes the local cluster runs: each version is built from the
+/// Go module proxy into the cache the first time it is asked for.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct VersionArgs {
+    /// Local cluster: the control plane's Kubernetes, `1.MINOR` (the release
+    /// hack/versions.env pins for it) or `v1.MINOR.PATCH` [default: the
+    /// pinned KUBE_VERSION].
+    #[arg(long, value_name = "VERSION")]
+    pub kube_version: Option<KubeVersion>,
+
+    /// Local real nodes: the kubelet's Kubernetes, as --kube-version; at most
+    /// three minors older than the control plane, never newer (the version
+    /// skew policy) [default: the control plane's].
+    #[arg(long, value_name = "VERSION")]
+    pub kubelet_version: Option<KubeVersion>,
+}
+
+impl VersionArgs {
+    /// The version asked for `part`, `None` when the pinned one is meant.
+    pub fn for_part(&self, part: super::setup::Part) -> Option<KubeVersion> {
+        match part {
+            super::setup::Part::ControlPlane => self.kube_version,
+            super::setup::Part::Node => self.kubelet_version.or(self.kube_version),
+        }
+    }
+
+    /// Refuses versions that the chosen cluster cannot honour, before
+    /// anything is built or started.
+    pub fn check(&self, local: bool, real_nodes: bool) -> anyhow::Result<()> {
+        let given = |v: Option<KubeVersion>, flag: &str| v.map(|v| format!("{flag} {v}"));
+        if !local
+            && let Some(flag) = given(self.kube_version, "--kube-version")
+                .or_else(|| given(self.kubelet_version, "--kubelet-version"))
+        {
+            anyhow::bail!(
+                "{flag}: versions are chosen for the local cluster only; a kubeconfig cluster \
+                 runs the Kubernetes it was made with (drop the option, or add --cluster local)"
+            );
+        }
+        if !real_nodes && let Some(v) = self.kubelet_version {
+            anyhow::bail!(
+                "--kubelet-version {v} needs real nodes (--node-kind real): simulated nodes are \
+                 the runner's own kubelet, not a built one"
+            );
+        }
+        let control_plane = self.kube_version.unwrap_or_else(KubeVersion::pinned);
+        if let Some(kubelet) = self.kubelet_version {
+            KubeVersion::check_kubelet_skew(control_plane, kubelet)
+                .map_err(|e| anyhow::anyhow!("--kubelet-version: {e}"))?;
+        }
+        Ok(())
     }
 }
 

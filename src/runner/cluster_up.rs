@@ -78,9 +78,10 @@ pub fn cli_main(cli: ClusterArgs) -> anyhow::Result<()> {
             super::setup::ensure(
                 super::setup::Part::ControlPlane,
                 args.binaries_dir.as_deref(),
+                None,
             )?;
             if args.node_kind == crate::cluster::NodeKind::Real {
-                super::setup::ensure(super::setup::Part::Node, None)?;
+                super::setup::ensure(super::setup::Part::Node, None, None)?;
             }
             runtime.block_on(up(args))
         }

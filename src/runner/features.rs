@@ -89,6 +89,11 @@ pub fn skip_reason(
                     .to_owned(),
             );
         }
+        if let Some(gate) = tag.strip_prefix("FeatureGate:")
+            && let Some((_, why)) = env.refused_gates.iter().find(|(g, _)| g == gate)
+        {
+            return Some(format!("feature gate {gate} {why}"));
+        }
         if let (Some(gate), Some(enabled)) = (tag.strip_prefix("FeatureGate:"), &env.enabled_gates)
             && !enabled.iter().any(|g| g == gate)
         {

@@ -84,6 +84,8 @@ struct Selection {
     pack: std::collections::BTreeSet<report::conformance::Place>,
     /// The profile of the driver they test (`None`: the suite's own).
     driver: Option<crate::profile::Profile>,
+    /// Tagged gates the cluster's Kubernetes will not run with, and why.
+    refused_gates: Vec<(String, String)>,
 }
 
 /// Where the scenarios' output goes: stdout, or stdout under a live status
@@ -267,7 +269,15 @@ fn list(selected: &[features::ScenarioRef]) {
 
 /// Report and artifact paths are usable, and the local cluster's sockets
 /// fit in the temp dir: checked before anything starts.
-async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<()> {
+/// Where the local cluster's built programs are (`None`: not the local
+/// cluster, or not real nodes).
+#[derive(Debug, Default)]
+struct Built {
+    control_plane: Option<std::path::PathBuf>,
+    node: Option<std::path::PathBuf>,
+}
+
+async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<Built> {
     if let Some(p) = &args.junit {
         preflight::check_output_file("--junit", p)?;
     }
@@ -278,35 +288,122 @@ async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result
         preflight::check_output_file("--html", p)?;
     }
     preflight::check_output_dir("--artifacts", &args.artifacts)?;
-    if args.cluster.is_local(args.kubeconfig.as_deref()) {
-        if args.node_kind == crate::cluster::NodeKind::Simulated {
-            preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
-        }
-        // The hint to build them belongs to this error only.
-        // Found from the environment variable, it is said to be.
-        let explicit = args
-            .binaries_dir
-            .as_deref()
-            .filter(|_| !typed.binaries_dir_from_env);
-        let explicit = explicit.map(Path::to_owned);
-        let real = args.node_kind == crate::cluster::NodeKind::Real;
-        // Builds what is missing from the cache (the first run on a machine).
-        tokio::task::spawn_blocking(move || {
-            setup::ensure(setup::Part::ControlPlane, explicit.as_deref())?;
-            if real {
-                setup::ensure(setup::Part::Node, None)?;
-            }
-            anyhow::Ok(())
-        })
-        .await
-        .context("the build task ended early")?
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "{e:#}; or run against a real cluster with --cluster kubeconfig --kubeconfig FILE"
-            )
-        })?;
+    let local = args.cluster.is_local(args.kubeconfig.as_deref());
+    let real = args.node_kind == crate::cluster::NodeKind::Real;
+    args.versions.check(local, real)?;
+    if !local {
+        return Ok(Built::default());
     }
-    Ok(())
+    if !real {
+        preflight::check_temp_dir(&std::env::temp_dir(), args.nodes)?;
+    }
+    // The hint to build them belongs to this error only.
+    // Found from the environment variable, it is said to be.
+    let explicit = args
+        .binaries_dir
+        .as_deref()
+        .filter(|_| !typed.binaries_dir_from_env);
+    let explicit = explicit.map(Path::to_owned);
+    let versions = args.versions.clone();
+    // Builds what is missing from the cache (the first run on a machine, or
+    // the first with another version).
+    tokio::task::spawn_blocking(move || {
+        use setup::Part;
+        let control_plane = setup::ensure(
+            Part::ControlPlane,
+            explicit.as_deref(),
+            versions.for_part(Part::ControlPlane),
+        )?;
+        let node = match real {
+            true => Some(setup::ensure(
+                Part::Node,
+                None,
+                versions.for_part(Part::Node),
+            )?),
+            false => None,
+        };
+        anyhow::Ok(Built {
+            control_plane: Some(control_plane),
+            node,
+        })
+    })
+    .await
+    .context("the build task ended early")?
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e:#}; or run against a real cluster with --cluster kubeconfig --kubeconfig FILE"
+        )
+    })
+}
+
+/// Splits the gates the selected scenarios are tagged with (`added`, already
+/// in `gates`) by whether the control plane at `dir` runs with them: those it
+/// refuses (a newer release's gate, or one whose dependencies this release
+/// keeps off) are taken out of `gates` and returned with why, so that their
+/// scenarios are skipped saying so instead of the API server refusing to
+/// start. A gate the user set that it refuses is an error.
+fn refused_gates(
+    dir: &Path,
+    gates: &mut Vec<String>,
+    added: &[String],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let apiserver = dir.join(crate::cluster::local::binaries::KUBE_APISERVER);
+    let named: Vec<(&str, bool)> = gates
+        .iter()
+        .filter_map(|g| g.split_once('='))
+        .map(|(g, v)| (g.trim(), v.trim().eq_ignore_ascii_case("true")))
+        .collect();
+    let mut refused = crate::cluster::local::gates_refused_by(
+        &apiserver,
+        crate::cluster::local::GateProbe::ApiServer,
+        &named,
+    )
+    .with_context(|| {
+        format!(
+            "asking {} which feature gates it takes",
+            apiserver.display()
+        )
+    })?;
+    // A gate the API server takes may still need a controller this
+    // release's kube-controller-manager does not have.
+    let kcm = dir.join(crate::cluster::local::binaries::KUBE_CONTROLLER_MANAGER);
+    let controllers = crate::cluster::local::components::known_controllers(&kcm)
+        .with_context(|| format!("asking {} which controllers it has", kcm.display()))?;
+    for (gate, on) in &named {
+        let missing: Vec<String> = crate::cluster::local::components::controllers_for_gate(gate)
+            .iter()
+            .filter(|c| !controllers.iter().any(|k| k == *c))
+            .map(|c| (*c).to_owned())
+            .collect();
+        if *on && !missing.is_empty() && !refused.iter().any(|(r, _)| r == gate) {
+            refused.push((
+                (*gate).to_owned(),
+                crate::cluster::local::GateRefusal::NeedsController(missing),
+            ));
+        }
+    }
+    let version = crate::host::kube_version::program_version(&apiserver)
+        .map_or_else(|| "this release".to_owned(), |v| format!("Kubernetes {v}"));
+    if let Some((gate, why)) = refused.iter().find(|(g, _)| !added.contains(g)) {
+        anyhow::bail!(
+            "--feature-gates {gate}: the local control plane ({version}, {}) will not run with \
+             it: it {why}",
+            dir.display()
+        );
+    }
+    gates.retain(|g| {
+        !refused
+            .iter()
+            .any(|(r, _)| g.split('=').next().map(str::trim) == Some(r))
+    });
+    let refused: Vec<(String, String)> = refused
+        .into_iter()
+        .map(|(g, why)| (g, format!("{why} in {version}")))
+        .collect();
+    for (gate, why) in &refused {
+        crate::note!("dra-e2e: feature gate {gate} {why}: its scenarios are skipped");
+    }
+    Ok(refused)
 }
 
 /// Runs the selected scenarios; returns the process exit code. `matches`
@@ -359,8 +456,12 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
         return Ok(0);
     }
     let args = opts.custom.clone();
-    check_outputs_and_host(&args, &typed).await?;
+    let built = check_outputs_and_host(&args, &typed).await?;
     let mut connect = args.connect_options();
+    if built.control_plane.is_some() {
+        connect.binaries_dir = built.control_plane.clone();
+    }
+    connect.node_binaries_dir = built.node;
     let profile = driver_profile(&args)?;
     if let Some(p) = &profile {
         UnderTest::check_fits(
@@ -389,13 +490,25 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
                 .extend(image_archives.iter().cloned());
         }
     }
+    let mut refused = Vec::new();
     if connect.is_local() {
         let added = features::enable_tagged_gates(&mut connect.feature_gates, &selected);
+        if let Some(dir) = &built.control_plane {
+            refused = refused_gates(dir, &mut connect.feature_gates, &added)?;
+        }
+        let added: Vec<&String> = added
+            .iter()
+            .filter(|g| !refused.iter().any(|(r, _)| r == *g))
+            .collect();
         if !added.is_empty() {
             crate::note!(
                 "dra-e2e: enabling the feature gates the selected scenarios are tagged with: {} \
                  (--feature-gates NAME=false skips their scenarios instead)",
-                added.join(", ")
+                added
+                    .iter()
+                    .map(|g| g.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
     }
@@ -463,6 +576,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
         features: history.longest_first(parsed),
         shared,
         history,
+        refused_gates: refused,
     };
     let mut run_timings = vec![(report::CLUSTER_START, connecting.elapsed())];
     let ended = run_on(
@@ -607,7 +721,18 @@ async fn run_on(
     run_timings: &mut report::Timings,
 ) -> anyhow::Result<Ended> {
     let mut env = cluster.environment().await?;
+    env.refused_gates = std::mem::take(&mut selection.refused_gates);
     crate::note!("dra-e2e: {}", cluster.describe());
+    // Which Kubernetes passed or failed is part of what a run says, most of
+    // all when the kubelet is older than the control plane.
+    if let Ok(v) = cluster.client().apiserver_version().await {
+        crate::note!(
+            "dra-e2e: control plane {}, oldest kubelet {}",
+            v.git_version,
+            env.kubelet_version
+                .map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a}.{b}"))
+        );
+    }
     let under_test = match selection.driver.take() {
         None => UnderTest::builtin(),
         Some(p) => {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use crate::host::binaries::{BinariesDir, DirSource};
+use crate::host::kube_version::KubeVersion;
 
 /// What a build provides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,38 +64,95 @@ impl Part {
         }
     }
 
-    /// Where the built programs are looked for, and what is missing there.
-    fn lookup(self, explicit: Option<&Path>) -> (BinariesDir, Option<String>) {
+    /// Where the built programs are looked for (at `version`, the pinned
+    /// one when `None`), and what is missing there.
+    fn lookup(
+        self,
+        explicit: Option<&Path>,
+        version: Option<KubeVersion>,
+    ) -> (BinariesDir, Option<String>) {
         match self {
             Part::ControlPlane => {
-                let dir = crate::cluster::local::binaries::locate(explicit);
-                let missing = crate::cluster::local::binaries::verify(dir.clone())
+                use crate::cluster::local::binaries::{Versions, locate_at, verify};
+                let versions = version.map_or_else(Versions::pinned, Versions::at);
+                let dir = locate_at(explicit, &versions);
+                let missing = verify(dir.clone()).err().map(|m| m.to_string());
+                (dir, missing)
+            }
+            Part::Node => {
+                use crate::real_node::binaries::{NodeVersions, locate_at, verify_with};
+                let versions =
+                    version.map_or_else(NodeVersions::pinned, NodeVersions::with_kubelet);
+                let dir = locate_at(explicit, &versions);
+                let missing = verify_with(dir.clone(), std::env::var_os("PATH"), Path::new("/"))
                     .err()
                     .map(|m| m.to_string());
                 (dir, missing)
             }
-            Part::Node => {
-                let dir = crate::real_node::binaries::locate(explicit);
-                let missing = crate::real_node::binaries::verify_with(
-                    dir.clone(),
-                    std::env::var_os("PATH"),
-                    Path::new("/"),
-                )
-                .err()
-                .map(|m| m.to_string());
-                (dir, missing)
-            }
+        }
+    }
+
+    /// The program whose `--version` says which Kubernetes a build is.
+    fn versioned_program(self) -> &'static str {
+        match self {
+            Part::ControlPlane => crate::cluster::local::binaries::KUBE_APISERVER,
+            Part::Node => crate::real_node::binaries::KUBELET,
+        }
+    }
+
+    /// The build script's variable that selects a version other than the
+    /// pinned one.
+    fn version_env(self) -> &'static str {
+        match self {
+            Part::ControlPlane => "DRA_E2E_KUBE_VERSION",
+            Part::Node => "DRA_E2E_KUBELET_VERSION",
+        }
+    }
+
+    /// The option a user gives the version with.
+    fn version_option(self) -> &'static str {
+        match self {
+            Part::ControlPlane => "--kube-version",
+            Part::Node => "--kubelet-version",
         }
     }
 }
 
-/// Makes sure `part` is built; builds it into the cache when it is not and
-/// the cache is where it is looked for. `explicit` is `--binaries-dir` (for
-/// the control plane) as the user gave it.
-pub fn ensure(part: Part, explicit: Option<&Path>) -> anyhow::Result<()> {
-    let (dir, missing) = part.lookup(explicit);
+/// Makes sure `part` is built, at `version` when one was asked for (else
+/// the pinned one), and says where; builds it into the cache when it is not
+/// and the cache is where it is looked for. `explicit` is `--binaries-dir`
+/// (for the control plane) as the user gave it. A directory the user chose
+/// that holds another version than the one asked for is refused, naming both.
+pub fn ensure(
+    part: Part,
+    explicit: Option<&Path>,
+    version: Option<KubeVersion>,
+) -> anyhow::Result<PathBuf> {
+    let (dir, missing) = part.lookup(explicit, version);
     let Some(missing) = missing else {
-        return Ok(());
+        if dir.origin != DirSource::Cache
+            && let Some(want) = version
+        {
+            let program = dir.dir.join(part.versioned_program());
+            let have = crate::host::kube_version::program_version(&program);
+            if have != Some(want) {
+                anyhow::bail!(
+                    "{} asks for {want}, but {} ({}) holds {}: unset it (or the option) so that \
+                     the runner builds {want} into its cache",
+                    part.version_option(),
+                    dir.dir.display(),
+                    dir.origin,
+                    have.map_or_else(
+                        || format!(
+                            "a {} that does not say its version",
+                            part.versioned_program()
+                        ),
+                        |v| format!("{} {v}", part.versioned_program())
+                    ),
+                );
+            }
+        }
+        return Ok(dir.dir);
     };
     // A directory the user chose is theirs to fill.
     if dir.origin != DirSource::Cache {
@@ -110,12 +168,12 @@ pub fn ensure(part: Part, explicit: Option<&Path>) -> anyhow::Result<()> {
     )?;
     let _lock = BuildLock::take(&cache_root, part, deadline)?;
     // Another run may have built it while this one waited.
-    if part.lookup(explicit).1.is_none() {
-        return Ok(());
+    if part.lookup(explicit, version).1.is_none() {
+        return Ok(dir.dir);
     }
-    build.run(part, &cache_root)?;
-    match part.lookup(explicit).1 {
-        None => Ok(()),
+    build.run(part, version, &cache_root)?;
+    match part.lookup(explicit, version).1 {
+        None => Ok(dir.dir),
         Some(still) => anyhow::bail!("the build of {} finished, yet: {still}", part.describe()),
     }
 }
@@ -169,10 +227,18 @@ impl BuildCommand {
 
     /// Runs the build, its output shown as progress; the build's time is
     /// kept for the next estimate.
-    fn run(&self, part: Part, cache_root: &Path) -> anyhow::Result<()> {
+    fn run(
+        &self,
+        part: Part,
+        version: Option<KubeVersion>,
+        cache_root: &Path,
+    ) -> anyhow::Result<()> {
         let timing = timing_file(cache_root, part);
         let last = last_build(cache_root, part);
         let mut cmd = Command::new(&self.program);
+        if let Some(v) = version {
+            cmd.env(part.version_env(), v.to_string());
+        }
         cmd.env_remove(crate::cluster::local::binaries::BINARIES_DIR_ENV)
             .env_remove(crate::real_node::binaries::NODE_BINARIES_DIR_ENV)
             .stdin(Stdio::null())
@@ -570,14 +636,25 @@ pub struct SetupArgs {
     /// the control plane the simulated nodes need.
     #[arg(long, value_enum, value_name = "KIND", default_value = "simulated")]
     pub node_kind: crate::cluster::NodeKind,
+
+    #[command(flatten)]
+    pub versions: super::cli::VersionArgs,
 }
 
 /// `dra-e2e setup [--node-kind real]`: builds what the local cluster needs
 /// (and real nodes, when asked), then exits.
 pub fn cli_main(args: SetupArgs) -> anyhow::Result<i32> {
-    ensure(Part::ControlPlane, None)?;
-    if args.node_kind == crate::cluster::NodeKind::Real {
-        ensure(Part::Node, None)?;
+    let real = args.node_kind == crate::cluster::NodeKind::Real;
+    args.versions.check(true, real)?;
+    let dir = ensure(
+        Part::ControlPlane,
+        None,
+        args.versions.for_part(Part::ControlPlane),
+    )?;
+    println!("dra-e2e: the control plane is in {}", dir.display());
+    if real {
+        let dir = ensure(Part::Node, None, args.versions.for_part(Part::Node))?;
+        println!("dra-e2e: the real nodes' programs are in {}", dir.display());
         // Process 1 of every real node and the program of their proxy
         // pods; `cargo run` builds only the runner.
         let agent = crate::host::agent::agent_program()?;

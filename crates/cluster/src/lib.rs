@@ -81,6 +81,9 @@ pub struct ConnectOptions {
     pub cdi_dir: String,
     pub feature_gates: Vec<String>,
     pub binaries_dir: Option<PathBuf>,
+    /// Real local nodes: the directory of their built programs (the
+    /// runner's `--kubelet-version` build); `None`: the pinned build.
+    pub node_binaries_dir: Option<PathBuf>,
     pub wipe_delay: Duration,
     pub keep_files: bool,
     pub kubelet_root: PathBuf,
@@ -135,6 +138,10 @@ pub struct Environment {
     pub enabled_gates: Option<Vec<String>>,
     /// Oldest kubelet (major, minor) among the nodes.
     pub kubelet_version: Option<(u32, u32)>,
+    /// Gates the selected scenarios are tagged with that this cluster's
+    /// Kubernetes will not run with (a local control plane built at an
+    /// older `--kube-version`), and why; their scenarios are skipped saying so.
+    pub refused_gates: Vec<(String, String)>,
     /// The runner can operate the nodes' processes (reboot a node): the
     /// local cluster's real nodes only.
     pub node_operations: bool,
@@ -295,6 +302,7 @@ impl Cluster {
     ) -> anyhow::Result<Cluster> {
         let options = crate::real_node::RealNodesOptions {
             extra_archives: opts.image_archives.clone(),
+            binaries_dir: opts.node_binaries_dir.clone(),
             ..crate::real_node::RealNodesOptions::new(opts.nodes)
         };
         let nodes = match crate::real_node::RealNodes::start(&cluster, &options).await {
@@ -545,6 +553,7 @@ impl Cluster {
             ready_nodes: ready.len(),
             enabled_gates,
             kubelet_version,
+            refused_gates: Vec::new(),
             driver: None,
             interposed: true,
         })

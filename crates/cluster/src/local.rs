@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use binaries::{Binaries, MissingBinaries};
-pub use gates::{FeatureGates, InvalidFeatureGate};
+pub use gates::{
+    FeatureGates, GateProbe, GateRefusal, InvalidFeatureGate, refused_by as gates_refused_by,
+};
 
 use crate::host::leftovers::{self, Item, Registry, RunRecord};
 use crate::host::pki::{self, Pki};

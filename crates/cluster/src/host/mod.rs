@@ -6,6 +6,7 @@ pub mod agent;
 pub mod binaries;
 pub mod cgroups;
 pub mod go_toolchain;
+pub mod kube_version;
 pub mod leftovers;
 pub mod pki;
 pub mod process;

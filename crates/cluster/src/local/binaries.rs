@@ -39,6 +39,14 @@ impl Versions {
         })
     }
 
+    /// The pinned etcd with the control plane at `kube` (`--kube-version`).
+    pub fn at(kube: crate::host::kube_version::KubeVersion) -> Self {
+        Self {
+            kube: kube.to_string(),
+            ..Self::pinned()
+        }
+    }
+
     fn from_map(map: &std::collections::BTreeMap<String, String>) -> Option<Self> {
         Some(Self {
             kube: map.get("KUBE_VERSION")?.clone(),
@@ -84,7 +92,12 @@ pub struct MissingBinaries {
 /// The directory that should hold the binaries, as the process environment
 /// says.
 pub fn locate(explicit: Option<&Path>) -> BinariesDir {
-    BinariesDir::locate(explicit, &Versions::pinned().build())
+    locate_at(explicit, &Versions::pinned())
+}
+
+/// The same for a build at `versions` (`--kube-version`).
+pub fn locate_at(explicit: Option<&Path>, versions: &Versions) -> BinariesDir {
+    BinariesDir::locate(explicit, &versions.build())
 }
 
 /// Checks that every binary is present and executable.

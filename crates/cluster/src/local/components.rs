@@ -36,6 +36,40 @@ const GATE_NEEDS: &[GateNeeds] = &[
     },
 ];
 
+/// The controllers the local cluster runs for `gate` when it is on.
+pub fn controllers_for_gate(gate: &str) -> &'static [&'static str] {
+    GATE_NEEDS
+        .iter()
+        .find(|n| n.gate == gate)
+        .map_or(&[], |n| n.controllers)
+}
+
+/// The controllers a kube-controller-manager has, as its `--help` lists
+/// them ("All controllers: a, b, ..."); an older release lacks a newer
+/// gate's controller and refuses to start when it is named.
+pub fn known_controllers(
+    kube_controller_manager: &std::path::Path,
+) -> std::io::Result<Vec<String>> {
+    let out = std::process::Command::new(kube_controller_manager)
+        .arg("--help")
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    Ok(listed_controllers(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn listed_controllers(help: &str) -> Vec<String> {
+    const ALL: &str = "All controllers: ";
+    help.lines()
+        .find_map(|l| l.split_once(ALL).map(|(_, rest)| rest))
+        .map(|rest| {
+            rest.split(',')
+                .map(|c| c.trim().trim_end_matches('.').to_owned())
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn needs_of(gates: &FeatureGates) -> impl Iterator<Item = &'static GateNeeds> + '_ {
     GATE_NEEDS.iter().filter(|n| gates.enabled(n.gate, false))
 }
@@ -282,6 +316,27 @@ pub fn controller_manager_args(s: &Settings<'_>) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controllers_are_read_from_the_help() {
+        let help = "      --controllers strings   A list of controllers to enable.\n\
+                    \t\t\tAll controllers: bootstrap-signer-controller, cronjob-controller, device-taint-eviction-controller\n\
+                    \t\t\tDisabled-by-default controllers: bootstrap-signer-controller (default [*])\n";
+        assert_eq!(
+            listed_controllers(help),
+            [
+                "bootstrap-signer-controller",
+                "cronjob-controller",
+                "device-taint-eviction-controller"
+            ]
+        );
+        assert!(listed_controllers("no list").is_empty());
+        assert_eq!(
+            controllers_for_gate("GenericWorkload"),
+            ["podgroup-protection-controller"]
+        );
+        assert!(controllers_for_gate("DRADeviceTaints").is_empty());
+    }
 
     fn with_settings(gates: &FeatureGates, f: impl FnOnce(&Settings<'_>)) {
         let tmp = tempfile::tempdir().unwrap();

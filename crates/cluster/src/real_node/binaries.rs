@@ -63,6 +63,14 @@ impl NodeVersions {
         }
     }
 
+    /// The pinned containerd with the kubelet at `kubelet` (`--kubelet-version`).
+    pub fn with_kubelet(kubelet: crate::host::kube_version::KubeVersion) -> Self {
+        Self {
+            kube: kubelet.to_string(),
+            ..Self::pinned()
+        }
+    }
+
     /// The directory name inside `<cache>/node/`.
     pub fn cache_subdir(&self) -> String {
         format!("kube-{}-containerd-{}", self.kube, self.containerd)
@@ -154,7 +162,12 @@ pub struct NodeBinaries {
 /// The directory that should hold the built binaries, as the process
 /// environment says.
 pub fn locate(explicit: Option<&Path>) -> BinariesDir {
-    BinariesDir::locate(explicit, &NodeVersions::pinned().build())
+    locate_at(explicit, &NodeVersions::pinned())
+}
+
+/// The same for a build at `versions` (`--kubelet-version`).
+pub fn locate_at(explicit: Option<&Path>, versions: &NodeVersions) -> BinariesDir {
+    BinariesDir::locate(explicit, &versions.build())
 }
 
 /// Checks the built binaries in `dir` and the host programs (runc looked up

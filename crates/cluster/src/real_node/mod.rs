@@ -45,6 +45,9 @@ pub struct RealNodesOptions {
     /// image's agent. `None`: found (or built) by
     /// [`crate::host::agent::agent_program`].
     pub agent: Option<PathBuf>,
+    /// The directory of the built node programs (`--kubelet-version` picks
+    /// one); `None`: the pinned build, as [`binaries::locate`] finds it.
+    pub binaries_dir: Option<PathBuf>,
 }
 
 impl RealNodesOptions {
@@ -54,8 +57,36 @@ impl RealNodesOptions {
             extra_archives: Vec::new(),
             ready_timeout: Duration::from_secs(120),
             agent: None,
+            binaries_dir: None,
         }
     }
+}
+
+/// The control plane's gates that the kubelet knows: an older kubelet
+/// (`--kubelet-version`) refuses to start with a newer release's gate, and
+/// runs without it, as it would on a cluster upgraded ahead of its nodes
+/// (scenarios that need the kubelet's part of a gate say so with
+/// `@KubeletMinVersion`).
+fn kubelet_gates(
+    kubelet: &Path,
+    gates: Vec<(String, bool)>,
+) -> anyhow::Result<Vec<(String, bool)>> {
+    use anyhow::Context as _;
+    let named: Vec<(&str, bool)> = gates.iter().map(|(g, on)| (g.as_str(), *on)).collect();
+    let refused = crate::local::gates_refused_by(kubelet, crate::local::GateProbe::Kubelet, &named)
+        .with_context(|| format!("asking {} which feature gates it takes", kubelet.display()))?;
+    for (gate, why) in &refused {
+        tracing::info!(
+            kubelet = %kubelet.display(),
+            %gate,
+            why = %why,
+            "the kubelet runs without a feature gate of the control plane"
+        );
+    }
+    Ok(gates
+        .into_iter()
+        .filter(|(g, _)| !refused.iter().any(|(r, _)| r == g))
+        .collect())
 }
 
 /// What real nodes need of the control plane they join (the local
@@ -97,7 +128,8 @@ impl RealNodes {
                  run as root, or use --node-kind simulated"
             );
         }
-        let binaries = binaries::NodeBinaries::find(None)?;
+        let binaries = binaries::NodeBinaries::find(options.binaries_dir.as_deref())?;
+        let feature_gates = kubelet_gates(&binaries.kubelet, cluster.gates())?;
         let ip_forward_before = net::ip_forward();
         let image_dir = cluster.dir().join("images");
         std::fs::create_dir_all(&image_dir)
@@ -135,7 +167,7 @@ impl RealNodes {
             ctr: binaries.ctr.clone(),
             agent,
             api_port,
-            feature_gates: cluster.gates(),
+            feature_gates,
             archives,
             sandbox_image: crate::images::PAUSE_IMAGE.to_owned(),
             ready_timeout: options.ready_timeout,
