@@ -29,12 +29,11 @@ Feature: device health
     And the devices of pod "tester-1" are reported Unknown
 
   # Drivers built before dra-health v1 offer only v1alpha1; the kubelet
-  # streams through it, and a driver without the service is never asked.
+  # streams through it.
   Scenario: must reflect device health changes in the pod status (v1alpha1)
     Given a driver "old" with 1 device per node, serving the v1alpha1 health API
     And a device class for driver "old"
     And an external claim "old-claim" for driver "old"
-    And a driver "plain" with 1 device per node, without device health
     When pod "tester-1" using claim "old-claim" is created
     Then pod "tester-1" is running with env "user_a=b" in every container
     And NodeWatchResources of driver "old" was called through the v1alpha1 API on node 0
@@ -46,6 +45,17 @@ Feature: device health
     When driver "old" reports device "device-00" on node 0 as Healthy
     Then the devices of pod "tester-1" are reported Healthy
     And NodeWatchResources of driver "old" was called 1 time on node 0
+
+  # The kubelet asks a plugin for health only when its registration offers
+  # the service. A 1.36 kubelet opens the stream anyway (and gives up on the
+  # answer Unimplemented): found by make e2e-skew on 2026-12-05.
+  @KubeletMinVersion:1.37
+  Scenario: a driver without device health is never asked for it
+    Given a driver "plain" with 1 device per node, without device health
+    And a device class for driver "plain"
+    And an external claim "plain-claim" for driver "plain"
+    When pod "tester-1" using claim "plain-claim" is created
+    Then pod "tester-1" is running
     And NodeWatchResources of driver "plain" was called 0 times on node 0
 
   # A driver that dropped v1alpha1: kubelets from 1.37 on stream through v1.

@@ -1,4 +1,7 @@
-@DynamicResourceAllocation @FeatureGate:DRANodeAllocatableResources @ContainerRuntime
+# @KubeletMinVersion:1.37 is ours, not upstream's: the API server refuses a
+# slice with node-allocatable devices from a node that does not declare the
+# feature, and a 1.36 kubelet does not (found by make e2e-skew, 2026-12-05).
+@DynamicResourceAllocation @FeatureGate:DRANodeAllocatableResources @ContainerRuntime @KubeletMinVersion:1.37
 Feature: Node Allocatable Resources [Feature:DynamicResourceAllocation] [FeatureGate:DRANodeAllocatableResources]
   Devices can stand for node CPU and memory (a mapping: so much per allocated
   device) or cost the node some on top (an overhead: per pod and per container

@@ -1,10 +1,10 @@
-@DynamicResourceAllocation @FeatureGate:DRAOptionalNodeOperations
+@DynamicResourceAllocation @FeatureGate:DRAOptionalNodeOperations @KubeletMinVersion:1.37
 Feature: optional node operations
   A driver's ResourceSlices may say that the kubelet need not call
   NodePrepareResources and/or NodeUnprepareResources for their devices
   (spec.skipNodeOperations); the scheduler copies that into the claim's
   allocation, and the kubelet skips the calls, and the plugin lookup with them.
-  (upstream: [sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:DRAOptionalNodeOperations])
+  (upstream: [sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:DRAOptionalNodeOperations]; @KubeletMinVersion:1.37 is ours: a 1.36 kubelet has no such gate and prepares every claim, found by make e2e-skew on 2026-12-05)
 
   Background:
     Given 1 ready node
