@@ -711,6 +711,45 @@ mod tests {
         assert_eq!(gates, ["B=false", "A=true", "C=true"]);
     }
 
+    /// What a cluster of an older release skips, and why: a gate its control
+    /// plane refused, and a scenario for a newer kubelet than its nodes run.
+    #[test]
+    fn an_older_release_skips_what_it_cannot_run_saying_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.feature");
+        std::fs::write(
+            &path,
+            "Feature: f\n\n  @FeatureGate:New\n  Scenario: gated\n    Given 1 ready node\n\n  \
+             @KubeletMinVersion:1.37\n  Scenario: newer kubelet\n    Given 1 ready node\n\n  \
+             @KubeletMinVersion:1.36\n  Scenario: old enough\n    Given 1 ready node\n",
+        )
+        .unwrap();
+        let feature = gherkin::Feature::parse_path(&path, GherkinEnv::default()).unwrap();
+        let env = Environment {
+            kubelet: crate::cluster::Kubelet::Real,
+            ready_nodes: 2,
+            enabled_gates: Some(vec!["DynamicResourceAllocation".into()]),
+            kubelet_version: Some((1, 36)),
+            refused_gates: vec![("New".into(), "does not exist in Kubernetes v1.35.4".into())],
+            node_operations: true,
+            driver: None,
+            interposed: true,
+        };
+        let reasons: Vec<Option<String>> = feature
+            .scenarios
+            .iter()
+            .map(|s| skip_reason(&env, &feature, None, s))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                Some("feature gate New does not exist in Kubernetes v1.35.4".to_owned()),
+                Some("needs kubelet 1.37 or newer, the oldest node runs 1.36".to_owned()),
+                None,
+            ]
+        );
+    }
+
     fn parse_error(text: &str) -> String {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.feature");
