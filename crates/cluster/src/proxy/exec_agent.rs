@@ -196,6 +196,7 @@ async fn supervise(
     loop {
         let started = Instant::now();
         let (listening_tx, listening) = watch::channel(false);
+        let was_listening = listening.clone();
         let run = run_once(&api, &session.target, &session.command, listening_tx);
         tokio::pin!(run);
         let outcome = tokio::select! {
@@ -206,6 +207,13 @@ async fn supervise(
             }
         };
         match outcome {
+            // An exec that ends before its agent listened lost nothing: a
+            // kubelet that has just restarted answers "pod does not exist"
+            // until it has synced its pods again (a 1.34 kubelet, seen by
+            // make e2e-skew), and the next try works.
+            Some(Ok(status)) if !*was_listening.borrow() => {
+                warn!(%status, "agent exec ended before the agent listened; starting it again");
+            }
             // The session was up: the agent ended under the plugin's feet.
             Some(Ok(status)) => {
                 warn!(%status, "agent exec ended; restarting");
