@@ -39,12 +39,15 @@ Feature: kubelet stops and restarts
   Scenario: must retry NodeUnprepareResources after Kubelet restart
     When NodeUnprepareResources is made to fail on node 0
     And pod "tester-1" using claim "external-claim" is created
-      | node selector | 0 |
-    Then pod "tester-1" is running
-    When pod "tester-1" is deleted
+      | node selector  | 0     |
+      | command        | true  |
+      | restart policy | Never |
+    # The kubelet calls it once the container has exited, and keeps the
+    # pod out of its terminal phase until the call succeeds.
     Then NodeUnprepareResources is called on node 0
     When the kubelet on node 0 is stopped
     And NodeUnprepareResources no longer fails on node 0
     And the kubelet on node 0 is started
     Then NodeUnprepareResources has been called again on node 0
+    And pod "tester-1" is completed
     And no plugin has prepared claims
