@@ -267,8 +267,6 @@ fn list(selected: &[features::ScenarioRef]) {
     println!("{} scenarios", selected.len());
 }
 
-/// Report and artifact paths are usable, and the local cluster's sockets
-/// fit in the temp dir: checked before anything starts.
 /// Where the local cluster's built programs are (`None`: not the local
 /// cluster, or not real nodes).
 #[derive(Debug, Default)]
@@ -277,6 +275,9 @@ struct Built {
     node: Option<std::path::PathBuf>,
 }
 
+/// Report and artifact paths are usable, the versions asked for fit the
+/// cluster, and the local cluster's sockets fit in the temp dir: checked
+/// before anything starts; then what the local cluster runs is built.
 async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result<Built> {
     if let Some(p) = &args.junit {
         preflight::check_output_file("--junit", p)?;
@@ -369,7 +370,9 @@ fn refused_gates(
     let kcm = dir.join(crate::cluster::local::binaries::KUBE_CONTROLLER_MANAGER);
     let controllers = crate::cluster::local::components::known_controllers(&kcm)
         .with_context(|| format!("asking {} which controllers it has", kcm.display()))?;
-    for (gate, on) in &named {
+    // A help text this parser does not understand lists nothing: then no
+    // gate is refused for a controller rather than every one.
+    for (gate, on) in named.iter().filter(|_| !controllers.is_empty()) {
         let missing: Vec<String> = crate::cluster::local::components::controllers_for_gate(gate)
             .iter()
             .filter(|c| !controllers.iter().any(|k| k == *c))
