@@ -79,17 +79,3 @@ Feature: driver lifecycle
     When all pods are deleted
     And driver "new" is torn down
     Then the slices of driver "new" are removed
-
-  # The kubelet forgets its plugins when it stops and finds them again in
-  # its plugin registry when it starts (upstream's node suite,
-  # test/e2e_node/dra_test.go: "must register after Kubelet restart").
-  @NodeOperations @serial
-  Scenario: the plugin registers again after a kubelet restart
-    Given 1 ready node
-    And a driver with 1 device per node
-    And a device class
-    Then NotifyRegistrationStatus is called on node 0
-    When the kubelet on node 0 is restarted
-    Then NotifyRegistrationStatus has been called again on node 0
-    When pod "tester-1" with an inline claim is created
-    Then pod "tester-1" is running

@@ -46,8 +46,15 @@ sentences! {
     #[then(expr = "{method} is called on {node}")]
     fn is_called(m: MethodOf, node: NodeSel);
 
+    /// Moves the count on, so that a later "has been called again" waits
+    /// for yet another call.
     #[then(expr = "{method} has been called again on {node}")]
     fn called_again(m: MethodOf, node: NodeSel);
+
+    /// The count when the step starts holds for the whole duration, as
+    /// upstream's `Consistently` on `CountCalls`.
+    #[then(expr = "{method} is not called again on {node} for {duration}")]
+    fn not_called_again(m: MethodOf, node: NodeSel, d: Dur);
 
     #[then(expr = "{method} was called {int} time(s) on {node}")]
     fn called_n(m: MethodOf, n: u64, node: NodeSel);
@@ -174,7 +181,7 @@ async fn is_called(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<
 
 /// Waits (as the kubelet retries on its own schedule) until the method was
 /// called more often than when it was counted.
-async fn called_again(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
+async fn called_again(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
     let method = m.method;
     for n in node.resolve(w).await? {
         let Some(mark) = w.marks.get(&(n.clone(), method.to_string())).copied() else {
@@ -182,7 +189,7 @@ async fn called_again(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<(
                 "no earlier count of {method} on {n}; use `Then {method} is called on node N` first"
             );
         };
-        wait::poll(
+        let now = wait::poll(
             &format!("{method} on {n} to be called again since it was counted ({mark} calls)"),
             RETRY_TIMEOUT,
             Duration::from_millis(100),
@@ -190,7 +197,7 @@ async fn called_again(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<(
                 let c = count(w, &m.driver, &n, method);
                 async move {
                     match c {
-                        Ok(c) if c > mark => Check::Done(()),
+                        Ok(c) if c > mark => Check::Done(c),
                         Ok(c) => Check::Pending(format!("{c} calls")),
                         Err(e) => Check::Fail(e.to_string()),
                     }
@@ -198,7 +205,30 @@ async fn called_again(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<(
             },
         )
         .await?;
+        w.marks.insert((n, method.to_string()), now);
     }
+    Ok(())
+}
+
+async fn not_called_again(w: &World, m: MethodOf, node: NodeSel, d: Dur) -> anyhow::Result<()> {
+    let method = m.method;
+    let nodes = node.resolve(w).await?;
+    let before: Vec<u64> = nodes
+        .iter()
+        .map(|n| count(w, &m.driver, n, method))
+        .collect::<anyhow::Result<_>>()?;
+    let what = format!("{method} not to be called again on {}", nodes.join(", "));
+    wait::consistently(&what, d.0, Duration::from_millis(100), || async {
+        for (n, was) in nodes.iter().zip(&before) {
+            match count(w, &m.driver, n, method) {
+                Ok(c) if c == *was => {}
+                Ok(c) => return Err(format!("{n}: {was} calls when the step began, now {c}")),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    })
+    .await?;
     Ok(())
 }
 

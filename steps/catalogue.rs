@@ -140,6 +140,16 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When node 0 is rebooted",
             },
             Entry {
+                pattern: "When the kubelet|containerd on <node> is stopped|started|restarted",
+                description: "Through the real node's process 1, as its init system would: a started or restarted kubelet is done when it has posted the Node's status again (1 minute), containerd when its socket answers, a stopped daemon when its process is gone; teardown starts a daemon the scenario left stopped, before it deletes the pods (tag the scenario `@NodeOperations @serial`: the node is away for every scenario on it).",
+                example: "When the kubelet on node 0 is restarted",
+            },
+            Entry {
+                pattern: "Then the kubelet on <node> reports metric \"<name>\": (table | <label> | value |)",
+                description: "Read the kubelet's own metrics through the API server's node proxy (30 s until they match): the metric has exactly the table's samples, by the value of the label the first column names; placeholders allowed (tag the scenario `@KubeletMetrics`).",
+                example: "Then the kubelet on node 0 reports metric \"dra_resource_claims_in_use\":",
+            },
+            Entry {
                 pattern: "Then pod <name> runs again after the reboot",
                 description: "Wait (3 minutes) until every container of the pod restarted and is running and ready again.",
                 example: "Then pod \"tester-1\" runs again after the reboot",
@@ -336,8 +346,13 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <method> [of <driver>] has been called again on <node>",
-                description: "Wait (2 minutes, upstream's retry timeout) until there are more calls than when last counted by `is called`.",
+                description: "Wait (2 minutes, upstream's retry timeout) until there are more calls than when last counted (by `is called` or an earlier `has been called again`, which moves the count on).",
                 example: "Then NodePrepareResources has been called again on node 0",
+            },
+            Entry {
+                pattern: "Then <method> [of <driver>] is not called again on <node> for <duration>",
+                description: "The count when the step begins holds for the whole duration (upstream's `Consistently` on the call count).",
+                example: "Then NodePrepareResources is not called again on node 0 for 120s",
             },
             Entry {
                 pattern: "Then <method> [of <driver>] was called <n> time(s) on <node>",
@@ -395,7 +410,7 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the driver reports the device of claim \"health-test-claim\" on the node of pod \"tester-1\" as Healthy with message \"ok\"",
             },
             Entry {
-                pattern: "Then the devices of pod \"<name>\" are reported Healthy|Unhealthy|Unknown[ with message \"<m>\"[ within <duration>]]",
+                pattern: "Then the devices of pod \"<name>\" are reported Healthy|Unhealthy|Unknown[ with message \"<m>\"][ within <duration>]",
                 description: "Wait (1 minute, or the duration given) until every device of the pod's claims shows that health (and message) in its container statuses' allocatedResourcesStatus.",
                 example: "Then the devices of pod \"tester-1\" are reported Unhealthy with message \"ECC errors\"",
             },
@@ -668,6 +683,11 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "When <Kind> \"<name>\" is deleted",
                 description: "Delete the object and wait (1 minute) until it is gone.",
                 example: "When ResourceClaimTemplate \"crud-template\" is deleted",
+            },
+            Entry {
+                pattern: "Then <Kind> \"<name>\" is gone",
+                description: "Wait (2 minutes) until the object is deleted by someone else: a controller, the kubelet.",
+                example: "Then ResourceSlice \"${namespace}-node\" is gone",
             },
             Entry {
                 pattern: "When <Kind> \"<name>\" is marked for deletion",

@@ -96,6 +96,11 @@ sentences! {
     #[when(expr = "{kind} {string} is deleted")]
     fn deleted(kind: Kind, name: String);
 
+    /// Someone else (a controller, the kubelet) deletes it: waits (2
+    /// minutes) until reading it finds nothing.
+    #[then(expr = "{kind} {string} is gone")]
+    fn gone(kind: Kind, name: String);
+
     /// One DELETE request, without waiting: a finalizer keeps the object,
     /// terminating, for later steps.
     #[when(expr = "{kind} {string} is marked for deletion")]
@@ -436,6 +441,28 @@ async fn has(w: &World, kind: Kind, name: String, step: &Step, part: Part) -> an
     let (got, what) = read(w, &kind.0, &name, part).await?;
     let want = yaml_doc(w, step)?;
     contains(&got, &want, "").map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+/// How long an object may take to be deleted by whoever deletes it.
+const GONE_TIMEOUT: Duration = Duration::from_secs(120);
+
+async fn gone(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
+    let (api, name) = lookup(w, &kind.0, &name)?;
+    let what = format!("{kind} {name} to be deleted");
+    // A dynamic kind has no watch the wait helpers take; reading it
+    // often enough is as good for one object.
+    wait::poll(&what, GONE_TIMEOUT, Duration::from_millis(250), || async {
+        match api.get_opt(&name).await {
+            Ok(None) => Check::Done(()),
+            Ok(Some(o)) if o.metadata.deletion_timestamp.is_some() => {
+                Check::Pending("marked for deletion, still there".into())
+            }
+            Ok(Some(_)) => Check::Pending("still there".into()),
+            Err(e) => Check::Pending(format!("reading it: {e}")),
+        }
+    })
+    .await?;
+    Ok(())
 }
 
 /// The object (or its status) as JSON, and how messages name it.

@@ -285,19 +285,22 @@ async fn second_instance_with(
     base: DriverRef,
     settings: InstanceSettings,
 ) -> anyhow::Result<()> {
-    let base = w.driver(&base)?;
+    let base_ref = base;
+    let base = w.driver(&base_ref)?;
     let mut options = base.options.clone();
     // The same driver runs where its first instance runs.
     let nodes = base.nodenames().to_vec();
     options.instance_suffix = format!("-{label}");
     options.rolling_update |= settings.rolling_update;
-    w.add_driver_on(
-        DriverRef::Named(label),
-        options,
-        !settings.start_later,
-        Some(nodes),
-    )
-    .await
+    let label = DriverRef::Named(label);
+    w.add_driver_on(label.clone(), options, false, Some(nodes))
+        .await?;
+    let handles = w.driver(&base_ref)?.prepared_handles();
+    w.driver_mut(&label)?.share_prepared(handles);
+    if settings.start_later {
+        return Ok(());
+    }
+    driver_starts(w, label).await
 }
 
 async fn driver_starts(w: &mut World, d: DriverRef) -> anyhow::Result<()> {

@@ -55,7 +55,11 @@ sentences! {
     #[then(expr = "the devices of pod {string} are reported {health} with message {string}")]
     fn reported_with_message(pod: String, health: Health, message: String);
 
-    /// Upstream's own deadline where it is shorter than the default minute.
+    /// Upstream's own deadline where it differs from the default minute.
+    #[then(expr = "the devices of pod {string} are reported {health} within {duration}")]
+    fn reported_within(pod: String, health: Health, within: Dur);
+
+    /// Upstream's own deadline where it differs from the default minute.
     #[then(expr = "the devices of pod {string} are reported {health} with message {string} within {duration}")]
     fn reported_with_message_within(pod: String, health: Health, message: String, within: Dur);
 }
@@ -268,6 +272,15 @@ async fn wait_health(
 
 async fn reported(w: &World, pod: String, health: Health) -> anyhow::Result<()> {
     wait_health(w, &pod, health, None, HEALTH_TIMEOUT).await
+}
+
+async fn reported_within(
+    w: &World,
+    pod: String,
+    health: Health,
+    Dur(within): Dur,
+) -> anyhow::Result<()> {
+    wait_health(w, &pod, health, None, within).await
 }
 
 async fn reported_with_message(

@@ -73,6 +73,7 @@ pub mod crud;
 pub mod device_plugin;
 pub mod drivers;
 pub mod health;
+pub mod kubelet_metrics;
 pub mod lifecycle;
 pub mod metadata;
 pub mod node_allocatable;

@@ -79,20 +79,24 @@ phrase_words! {
 const KUBELET_BACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn daemon_op(
-    w: &World,
+    w: &mut World,
     daemon: NodeDaemon,
     node: NodeSel,
     Operation(op): Operation,
 ) -> anyhow::Result<()> {
-    let ctx = w.context()?;
+    let cluster = w.context()?.cluster.clone();
     let nodes: Api<Node> = Api::all(w.client()?);
     for name in node.resolve(w).await? {
-        let cluster = ctx.cluster.clone();
+        let cluster = cluster.clone();
         let (n, d) = (name.clone(), daemon.name());
         let pid = tokio::task::spawn_blocking(move || cluster.node_daemon(&n, op, d))
             .await
             .context("the node operation's thread")??;
         tracing::info!(node = %name, daemon = d, ?op, ?pid, "node daemon operation done");
+        match op {
+            DaemonOp::Stop => w.scenario.daemon_stopped(&name, d),
+            DaemonOp::Start | DaemonOp::Restart => w.scenario.daemon_started(&name, d),
+        }
         if daemon != NodeDaemon::Kubelet || op == DaemonOp::Stop {
             continue;
         }

@@ -91,6 +91,10 @@ pub enum Created {
     /// count: it is restarted with the profile's again (and its devices
     /// waited for), so the next scenario finds it as deployed.
     DeviceCount,
+    /// A daemon of a real node a step stopped and no step started again:
+    /// started before the pods are deleted (a stopped kubelet would never
+    /// let them go), as upstream's `DeferCleanup` restarts the kubelet.
+    StoppedDaemon { node: String, daemon: &'static str },
     /// An object of a manifest. Namespaced ones (workloads among them) go
     /// before the pods, so no controller re-creates pods.
     Object {
@@ -134,7 +138,10 @@ impl Phase {
 impl Created {
     fn phase(&self) -> Phase {
         match self {
-            Created::AllPods | Created::Pod(_) | Created::PodFinalizer { .. } => Phase::Pods,
+            Created::AllPods
+            | Created::Pod(_)
+            | Created::PodFinalizer { .. }
+            | Created::StoppedDaemon { .. } => Phase::Pods,
             Created::Object {
                 namespaced: true, ..
             } => Phase::Pods,
@@ -187,6 +194,21 @@ impl Scenario {
         if !self.stack.iter().any(|c| matches!(c, Created::DeviceCount)) {
             self.push(Created::DeviceCount);
         }
+    }
+
+    /// `daemon` of `node` is stopped: teardown starts it unless a step does.
+    pub fn daemon_stopped(&mut self, node: &str, daemon: &'static str) {
+        self.push(Created::StoppedDaemon {
+            node: node.to_owned(),
+            daemon,
+        });
+    }
+
+    /// `daemon` of `node` runs again: nothing to start at teardown.
+    pub fn daemon_started(&mut self, node: &str, daemon: &str) {
+        self.stack.retain(
+            |c| !matches!(c, Created::StoppedDaemon { node: n, daemon: d } if n == node && *d == daemon),
+        );
     }
 
     /// `finalizer` is on `pod` (or about to be): teardown removes it.
@@ -399,6 +421,14 @@ impl Scenario {
                 delete_if_present(&api, name, &DeleteParams::default())
                     .await
                     .with_context(|| format!("deleting DeviceClass {name}"))
+            }
+            Created::StoppedDaemon { node, daemon } => {
+                let (cluster, node, daemon) = (ctx.cluster.clone(), node.clone(), *daemon);
+                let start = crate::real_node::init::DaemonOp::Start;
+                tokio::task::spawn_blocking(move || cluster.node_daemon(&node, start, daemon))
+                    .await
+                    .context("the node operation's thread")?
+                    .map(|_| ())
             }
             Created::DeviceCount => {
                 ctx.under_test.restore_devices(&ctx.cluster).await?;

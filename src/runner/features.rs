@@ -30,6 +30,7 @@ pub const KNOWN_TAGS: &[&str] = &[
     "NodeOperations",
     "DeviceCount",
     "Interposed",
+    "KubeletMetrics",
 ];
 
 /// Beginnings of the tags the suite understands with a value after them.
@@ -78,6 +79,13 @@ pub fn skip_reason(
             return Some(
                 "needs a real container runtime; the local cluster's simulated kubelet runs no \
                  containers (run it with --node-kind real, or on kind)"
+                    .to_owned(),
+            );
+        }
+        if tag == "KubeletMetrics" && env.kubelet != crate::cluster::Kubelet::Real {
+            return Some(
+                "reads the kubelet's own metrics; the local cluster's simulated kubelet serves \
+                 none (run it with --node-kind real, or on kind)"
                     .to_owned(),
             );
         }

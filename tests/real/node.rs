@@ -436,26 +436,37 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     assert_no_temp_dirs(home.path());
 }
 
-/// The check that a plugin registered again after a kubelet restart can
-/// fail: the same scenario without the restart (tests/fixtures/node-daemons)
-/// keeps the kubelet's one registration and fails with the count it saw,
-/// leaving nothing behind.
+/// The checks that depend on a node operation can fail: each scenario of
+/// tests/fixtures/node-daemons leaves one operation out (a kubelet restart,
+/// a stop, a start, a reboot) and fails at the check that needs it with
+/// what it saw. The kubelet one scenario left stopped is started again by
+/// teardown, so its pod goes and nothing is left behind.
 #[test]
-fn re_registration_is_not_seen_without_a_kubelet_restart() {
+fn checks_that_need_a_node_operation_fail_without_it() {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = real_run(home.path(), "node-daemons");
     cmd.args(["--step-timeout", "20s"]);
     let (code, t) = Watched::spawn(cmd).finish();
     assert_eq!(code, Some(1), "{t}");
-    assert!(t.contains("0 passed, 1 failed"), "{t}");
-    assert!(
-        t.contains("Defined: tests/fixtures/node-daemons/restart.feature:14:5"),
-        "the failure is not the re-registration check\n{t}"
-    );
-    assert!(
-        t.contains("to be called again since it was counted (1 calls); last seen: 1 calls"),
-        "{t}"
-    );
+    assert!(t.contains("0 passed, 4 failed"), "{t}");
+    // (the failing step's line in the fixture, what its message says)
+    for (line, says) in [
+        (
+            17,
+            "to be called again since it was counted (1 calls); last seen: 1 calls",
+        ),
+        (23, "expected pod tester-1 to stay Pending, observed"),
+        (31, "waiting for pod tester-1 to be running"),
+        (38, "waiting for pod tester-1 to run again after the reboot"),
+    ] {
+        assert!(
+            t.contains(&format!(
+                "Defined: tests/fixtures/node-daemons/restart.feature:{line}:5"
+            )),
+            "no failure at line {line}\n{t}"
+        );
+        assert!(t.contains(says), "{says:?} missing\n{t}");
+    }
     assert!(t.contains("leak check: nothing left behind"), "{t}");
     assert_no_temp_dirs(home.path());
 }

@@ -11,6 +11,7 @@ pub mod api_conformance;
 pub mod cgroup;
 pub mod device_metadata;
 pub mod driver;
+pub mod kubelet_metrics;
 pub mod pool_status;
 pub mod quantity;
 pub mod timing;

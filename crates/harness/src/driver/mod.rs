@@ -427,6 +427,22 @@ impl Driver {
         self.prepared.get(node)
     }
 
+    /// Takes over what another instance of the same driver has prepared on
+    /// each node, as a driver's new process reads its predecessor's
+    /// checkpoint: the kubelet asks the new one to unprepare the claims the
+    /// old one prepared, and both then see them gone.
+    /// `from` is the other's [`Self::prepared_handles`].
+    pub fn share_prepared(&mut self, from: BTreeMap<String, Prepared>) {
+        for (node, prepared) in from {
+            self.prepared.entry(node).or_insert(prepared);
+        }
+    }
+
+    /// Handles of the prepared claims on each node (clones share state).
+    pub fn prepared_handles(&self) -> BTreeMap<String, Prepared> {
+        self.prepared.clone()
+    }
+
     /// `SetUp`: identity objects, slices, plugins on every node, and (with a
     /// kubelet) the wait until every node registered the plugin.
     pub async fn set_up(&mut self) -> Result<(), DriverError> {
