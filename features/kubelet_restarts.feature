@@ -195,5 +195,5 @@ Feature: kubelet stops and restarts
       Then ResourceSlice "${namespace}-node" stays unchanged for 5s
       And ResourceSlice "${namespace}-other" stays unchanged for 5s
       When the kubelet on node 0 is started
-      Then ResourceSlice "${namespace}-node" is gone
+      Then ResourceSlice "${namespace}-node" no longer exists
       And ResourceSlice "${namespace}-other" stays unchanged for 5s

@@ -685,9 +685,9 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When ResourceClaimTemplate \"crud-template\" is deleted",
             },
             Entry {
-                pattern: "Then <Kind> \"<name>\" is gone",
+                pattern: "Then <Kind> \"<name>\" no longer exists",
                 description: "Wait (2 minutes) until the object is deleted by someone else: a controller, the kubelet.",
-                example: "Then ResourceSlice \"${namespace}-node\" is gone",
+                example: "Then ResourceSlice \"${namespace}-node\" no longer exists",
             },
             Entry {
                 pattern: "When <Kind> \"<name>\" is marked for deletion",

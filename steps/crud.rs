@@ -98,7 +98,7 @@ sentences! {
 
     /// Someone else (a controller, the kubelet) deletes it: waits (2
     /// minutes) until reading it finds nothing.
-    #[then(expr = "{kind} {string} is gone")]
+    #[then(expr = "{kind} {string} no longer exists")]
     fn gone(kind: Kind, name: String);
 
     /// One DELETE request, without waiting: a finalizer keeps the object,

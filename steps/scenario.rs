@@ -388,6 +388,60 @@ impl Scenario {
         first.map_or(Ok(()), Err)
     }
 
+    /// Starts a daemon a scenario left stopped. A kubelet is back once it
+    /// registered the scenario's plugins again: a plugin it never knew again
+    /// would never be unregistered, and its slices never wiped.
+    async fn start_daemon(
+        &self,
+        ctx: &Context,
+        node: String,
+        daemon: &'static str,
+    ) -> anyhow::Result<()> {
+        let notify = crate::proto::method::NOTIFY_REGISTRATION_STATUS;
+        let plugins: Vec<(String, crate::plugin::Calls, u64)> = self
+            .drivers()
+            .filter(|(_, d)| d.is_running() && d.nodenames().contains(&node))
+            .map(|(_, d)| {
+                (
+                    d.name.clone(),
+                    d.calls().clone(),
+                    d.calls().count(&node, notify),
+                )
+            })
+            .collect();
+        let cluster = ctx.cluster.clone();
+        let n = node.clone();
+        let start = crate::real_node::init::DaemonOp::Start;
+        tokio::task::spawn_blocking(move || cluster.node_daemon(&n, start, daemon))
+            .await
+            .context("the node operation's thread")??;
+        if daemon != "kubelet" {
+            return Ok(());
+        }
+        for (driver, calls, before) in plugins {
+            let what = format!(
+                "the kubelet of node {node}, started by teardown, to register {driver} again"
+            );
+            wait::poll(
+                &what,
+                Duration::from_secs(60),
+                Duration::from_millis(100),
+                || {
+                    let now = calls.count(&node, notify);
+                    async move {
+                        if now > before {
+                            Check::Done(())
+                        } else {
+                            Check::Pending(format!("{now} registrations"))
+                        }
+                    }
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     async fn clean(
         &mut self,
         i: usize,
@@ -423,12 +477,8 @@ impl Scenario {
                     .with_context(|| format!("deleting DeviceClass {name}"))
             }
             Created::StoppedDaemon { node, daemon } => {
-                let (cluster, node, daemon) = (ctx.cluster.clone(), node.clone(), *daemon);
-                let start = crate::real_node::init::DaemonOp::Start;
-                tokio::task::spawn_blocking(move || cluster.node_daemon(&node, start, daemon))
-                    .await
-                    .context("the node operation's thread")?
-                    .map(|_| ())
+                let (node, daemon) = (node.clone(), *daemon);
+                self.start_daemon(ctx, node, daemon).await
             }
             Created::DeviceCount => {
                 ctx.under_test.restore_devices(&ctx.cluster).await?;
