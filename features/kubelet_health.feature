@@ -58,6 +58,25 @@ Feature: device health through one node's kubelet
     When the driver reports device "device-00" on node 0 as Healthy
     Then the devices of pod "tester-1" are reported Healthy within 60s
 
+  # The health stream and the calls share the kubelet's one connection.
+  Scenario: must reuse one gRPC connection for service and health-monitoring calls
+    Given a driver with 2 devices per node
+    And a device class
+    And an external claim "health-test-claim-1"
+    And an external claim "health-test-claim-2"
+    When pod "health-test-pod-1" using claim "health-test-claim-1" is created
+    Then NodePrepareResources is called on node 0
+    And pod "health-test-pod-1" is running
+    When the driver reports the device of claim "health-test-claim-1" on node 0 as Healthy with message "baseline"
+    Then the devices of pod "health-test-pod-1" are reported Healthy within 30s
+    And the kubelet opened 1 connection to the DRA socket of the driver on node 0
+    When pod "health-test-pod-2" using claim "health-test-claim-2" is created
+    Then NodePrepareResources has been called again on node 0
+    And pod "health-test-pod-2" is running
+    When the driver reports the device of claim "health-test-claim-2" on node 0 as Healthy with message "baseline"
+    Then the devices of pod "health-test-pod-2" are reported Healthy within 30s
+    And the kubelet opened 1 connection to the DRA socket of the driver on node 0
+
   # The plugin stops (its sockets go) and a new one starts in its place.
   Scenario: should update health to Unknown when plugin stops and recover upon restart
     Given a driver with 1 device per node

@@ -76,6 +76,26 @@ Feature: one node's kubelet and its plugins
       And pod "tester-1" is gone
       And no plugin has prepared claims
 
+    # Upstream counts its listener's accepts after each of two pods.
+    Scenario: must use one gRPC connection for all service calls
+      Given an external claim "external-claim-2"
+      When pod "drapod-1" using claim "external-claim" is created
+        | node selector  | 0                       |
+        | command        | env \| grep -q user_a=b |
+        | restart policy | Never                   |
+      Then NodePrepareResources is called on node 0
+      And NodeUnprepareResources is called on node 0
+      And pod "drapod-1" is completed
+      And the kubelet opened 1 connection to the DRA socket of the driver on node 0
+      When pod "drapod-2" using claim "external-claim-2" is created
+        | node selector  | 0                       |
+        | command        | env \| grep -q user_a=b |
+        | restart policy | Never                   |
+      Then NodePrepareResources has been called again on node 0
+      And NodeUnprepareResources has been called again on node 0
+      And pod "drapod-2" is completed
+      And the kubelet opened 1 connection to the DRA socket of the driver on node 0
+
   Rule: two plugins
 
     Background:

@@ -59,6 +59,11 @@ sentences! {
     #[then(expr = "{method} was called {int} time(s) on {node}")]
     fn called_n(m: MethodOf, n: u64, node: NodeSel);
 
+    /// Upstream's node suite counts its listener's accepts: a kubelet keeps
+    /// one connection to a plugin for every call, health stream included.
+    #[then(expr = "the kubelet opened {int} connection(s) to the DRA socket of {driver} on {node}")]
+    fn connections(n: u64, d: DriverRef, node: NodeSel);
+
     #[then(expr = "{method} was called through the {apiversion} API on {node}")]
     fn called_via(m: MethodOf, api: ApiVersion, node: NodeSel);
 
@@ -238,6 +243,27 @@ async fn called_n(w: &World, m: MethodOf, n: u64, node: NodeSel) -> anyhow::Resu
         let c = count(w, &m.driver, &node, method)?;
         if c != n {
             bail!("expected {method} to have been called {n} time(s) on {node}, observed {c}");
+        }
+    }
+    Ok(())
+}
+
+async fn connections(w: &World, n: u64, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    if w.external_driver(&d).is_some() {
+        bail!(
+            "the connections to a plugin are counted only for the suite's own drivers, not for \
+             the driver under test"
+        );
+    }
+    let calls = w.calls_of(&d)?;
+    for node in node.resolve(w).await? {
+        let c = calls.connections(&node);
+        if c != n {
+            bail!(
+                "expected the kubelet to have opened {n} connection(s) to the DRA socket of driver \
+                 {} on {node}, observed {c}",
+                calls.driver()
+            );
         }
     }
     Ok(())

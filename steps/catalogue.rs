@@ -360,6 +360,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then NodePrepareResources was called 0 times on node 0",
             },
             Entry {
+                pattern: "Then the kubelet opened <n> connection(s) to the DRA socket of <driver> on <node>",
+                description: "Exact count of the connections the kubelet opened to the plugin's DRA socket since the plugin started (a kubelet keeps one for all its calls, health stream included).",
+                example: "Then the kubelet opened 1 connection to the DRA socket of the driver on node 0",
+            },
+            Entry {
                 pattern: "Then <method> [of <driver>] was called through the v1|v1beta1|v1alpha4|v1alpha1 API on <node>",
                 description: "The kubelet used that gRPC API version (NodeWatchResources: the health API, v1 or v1alpha1).",
                 example: "Then NodePrepareResources of driver \"other\" was called through the v1beta1 API on the node of pod \"tester-1\"",

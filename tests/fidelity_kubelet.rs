@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 21] = [
+    let expected: [(&str, &str, &[&str]); 23] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -126,6 +126,22 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             &[
                 "on dra-e2e-node-0 should stream health from ",
                 "through v1 only; streams opened: v1: 0, v1alpha1: 1",
+            ],
+        ),
+        (
+            "the kubelet opens a second connection",
+            "And the kubelet opened 1 connection to the DRA socket of the driver on node 0: ",
+            &[
+                "to have opened 1 connection(s) to the DRA socket of driver ",
+                "observed 2",
+            ],
+        ),
+        (
+            "the kubelet calls again while it should not",
+            "And NodePrepareResources is not called again on node 0 for 15s: ",
+            &[
+                "NodePrepareResources not to be called again on dra-e2e-node-0",
+                "calls when the step began, now ",
             ],
         ),
     ];

@@ -154,6 +154,8 @@ struct MethodState {
 struct State {
     methods: HashMap<(String, String), MethodState>,
     log: HashMap<String, Vec<CallRecord>>,
+    /// Connections the kubelet opened to the DRA socket, per node.
+    connections: HashMap<String, u64>,
 }
 
 impl State {
@@ -229,6 +231,19 @@ impl Calls {
             shutdown,
             span: Span::current(),
         }
+    }
+
+    /// The kubelet opened a connection to the DRA socket on `node`.
+    pub fn connection_opened(&self, node: &str) {
+        *self.state().connections.entry(node.to_owned()).or_default() += 1;
+        self.inner.changes.bump();
+    }
+
+    /// Connections opened to the DRA socket on `node` so far: a kubelet
+    /// keeps one for every call (upstream's node suite counts its
+    /// listener's accepts).
+    pub fn connections(&self, node: &str) -> u64 {
+        self.state().connections.get(node).copied().unwrap_or(0)
     }
 
     /// Calls of `method` on `node` so far, injected failures included.

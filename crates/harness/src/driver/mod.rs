@@ -422,6 +422,21 @@ impl Driver {
         })
     }
 
+    /// Counts the connections the kubelet opens to the DRA socket (upstream's
+    /// node suite counts its listener's accepts).
+    fn count_connections(
+        &self,
+        node: &str,
+        incoming: dra_e2e_conn::Incoming,
+    ) -> dra_e2e_conn::Incoming {
+        let (calls, node) = (self.calls.clone(), node.to_owned());
+        Box::pin(futures::StreamExt::inspect(incoming, move |conn| {
+            if conn.is_ok() {
+                calls.connection_opened(&node);
+            }
+        }))
+    }
+
     /// Prepared claims of the plugin on `node`.
     pub fn prepared(&self, node: &str) -> Option<&Prepared> {
         self.prepared.get(node)
@@ -689,7 +704,7 @@ impl Driver {
                 .map_err(|e| DriverError::Socket(e, self.name.clone()))?
                 .into_parts();
             stoppers.push(s1);
-            let dra_in = self.watch_socket(node, dra_in);
+            let dra_in = self.count_connections(node, self.watch_socket(node, dra_in));
             let (reg_in, s2) = match host.serve(node, &reg_path).await {
                 Ok(served) => served.into_parts(),
                 Err(e) => {
