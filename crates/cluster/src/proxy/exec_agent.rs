@@ -214,6 +214,13 @@ async fn supervise(
             Some(Ok(status)) if !*was_listening.borrow() => {
                 warn!(%status, "agent exec ended before the agent listened; starting it again");
             }
+            // The agent exited 0: it shuts down when the reader of its
+            // stdout goes, as when a restarting kubelet (1.34, seen by make
+            // e2e-skew) ends its exec sessions. The node's own restart, as
+            // below; a killed agent ends with a non-zero code instead.
+            Some(Ok(status)) if status.starts_with(EXITED_CLEANLY) => {
+                warn!(%status, "agent exec ended with its session (the node's kubelet restarted?); starting it again");
+            }
             // The session was up: the agent ended under the plugin's feet.
             Some(Ok(status)) => {
                 warn!(%status, "agent exec ended; restarting");
@@ -255,6 +262,9 @@ async fn refused_after_listening(
         futures::future::pending::<()>().await;
     }
 }
+
+/// How [`run_once`] reports an exec whose process exited 0.
+const EXITED_CLEANLY: &str = "Success:";
 
 /// One exec session; returns how it ended. `listening` turns true when the
 /// agent says it listens.
