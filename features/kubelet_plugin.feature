@@ -187,3 +187,78 @@ Feature: one node's kubelet and its plugins
       And the driver keeps publishing them for 5s
       When the driver is torn down
       Then the slices of the driver are removed
+
+  # Upstream starts a registrar and, apart from it, a DRA service (its own
+  # socket, server and slices); here the driver's DRA service starts and
+  # stops by its own steps while registration stays.
+  Rule: a DRA service apart from its registration
+
+    Background:
+      Given 1 ready node
+      And a driver with 1 device per node, with its DRA service started after registration
+      And a device class
+      And an external claim "external-claim"
+
+    Scenario: must be functional when plugin starts to listen on a service socket after registration 2 sockets
+      Then the driver is registered on every node
+      When the DRA service of the driver starts on node 0
+      And pod "tester-1" using claim "external-claim" is created
+        | node selector  | 0                       |
+        | command        | env \| grep -q user_a=b |
+        | restart policy | Never                   |
+      Then NodePrepareResources is called on node 0
+      And pod "tester-1" is completed
+
+    # The kubelet notices the service's connection drop and wipes its
+    # slices; the pod it prepared keeps running and is unprepared once the
+    # service is back.
+    Scenario: must be functional after service reconnect 2 sockets
+      Then the driver is registered on every node
+      When the DRA service of the driver starts on node 0
+      And pod "tester-1" using claim "external-claim" is created
+        | node selector | 0 |
+      Then NodePrepareResources is called on node 0
+      When the DRA service of the driver stops on node 0
+      Then pod "tester-1" is running
+      And the slices of the driver are removed
+      When the DRA service of the driver starts on node 0
+      And pod "tester-1" is deleted
+      Then NodeUnprepareResources is called on node 0
+
+    Scenario: must be removed if plugin stops after registration 2 sockets
+      Then the driver is registered on every node
+      When the DRA service of the driver starts on node 0
+      Then the driver publishes one slice per node with devices "device-00"
+      And the driver keeps publishing them for 5s
+      When the DRA service of the driver stops on node 0
+      Then the slices of the driver are removed
+
+    # Upstream stops the service for 5 s, well within the kubelet's wiping
+    # delay of 30 s; here for 2 s, within the simulated kubelet's 3 s too,
+    # and the slices are checked to stay meanwhile.
+    Scenario: must not be removed if plugin restarts quickly enough 2 sockets
+      Then the driver is registered on every node
+      When the DRA service of the driver starts on node 0
+      Then the driver publishes one slice per node with devices "device-00"
+      When the slices of the driver are noted
+      And the DRA service of the driver stops on node 0
+      Then the slices of the driver stay unchanged for 2s
+      When the DRA service of the driver starts on node 0
+      Then the slices of the driver stay unchanged for 1m
+
+    # Registered, but no DRA service ever answers: the kubelet removes a
+    # slice written for the driver on its node.
+    Scenario: must be removed if plugin is unresponsive after registration
+      Then the driver is registered on every node
+      When the following objects are created:
+        """
+        apiVersion: resource.k8s.io/v1
+        kind: ResourceSlice
+        metadata: { name: "${namespace}-unresponsive" }
+        spec:
+          driver: "${driver}"
+          nodeName: "${node0}"
+          pool: { name: "${node0}", generation: 1, resourceSliceCount: 1 }
+        """
+      Then ResourceSlice "${namespace}-unresponsive" no longer exists
+

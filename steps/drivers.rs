@@ -10,12 +10,12 @@ use serde_json::json;
 
 use super::World;
 use super::params::{
-    ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, Quoted,
+    ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, NodeSel, Quoted,
     ResourcesPhrase,
 };
 use crate::driver::allocatable;
 use crate::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
-use crate::driver::{DriverOptions, Resources};
+use crate::driver::{DraServiceStart, DriverOptions, Resources};
 use crate::objects;
 use crate::plugin::{HealthApi, NodeApi};
 
@@ -40,6 +40,14 @@ sentences! {
 
     #[when(expr = "{driver} is torn down")]
     fn driver_torn_down(d: DriverRef);
+
+    /// Its socket, server and slices; registration stays (upstream's DRA
+    /// service beside its registrar).
+    #[when(expr = "the DRA service of {driver} starts on {node}")]
+    fn dra_service_starts(d: DriverRef, node: NodeSel);
+
+    #[when(expr = "the DRA service of {driver} stops on {node}")]
+    fn dra_service_stops(d: DriverRef, node: NodeSel);
 
     #[when(expr = "{driver} is replaced by {driver}")]
     fn replaced(old: DriverRef, new: DriverRef);
@@ -210,6 +218,11 @@ fn options_from(
             .unwrap_or_else(|| HealthApi::ALL.to_vec()),
         with_kubelet: phrase.with_kubelet,
         rolling_update: phrase.rolling_update,
+        dra_service: if phrase.dra_service_later {
+            DraServiceStart::Later
+        } else {
+            DraServiceStart::WithRegistration
+        },
         device_metadata: phrase.device_metadata.clone(),
         skip_node_operations: phrase.skip_node_operations.clone(),
         ..DriverOptions::default()
@@ -305,6 +318,20 @@ async fn second_instance_with(
 
 async fn driver_starts(w: &mut World, d: DriverRef) -> anyhow::Result<()> {
     w.driver_mut(&d)?.set_up().await?;
+    Ok(())
+}
+
+async fn dra_service_starts(w: &mut World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    for n in node.resolve(w).await? {
+        w.driver_mut(&d)?.start_dra_service(&n).await?;
+    }
+    Ok(())
+}
+
+async fn dra_service_stops(w: &mut World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    for n in node.resolve(w).await? {
+        w.driver_mut(&d)?.stop_dra_service(&n).await?;
+    }
     Ok(())
 }
 

@@ -42,6 +42,10 @@ sentences! {
     #[then(expr = "the slices of {driver} are unchanged")]
     fn slices_unchanged(d: DriverRef);
 
+    /// As noted, the whole time (upstream's `Consistently` on the list).
+    #[then(expr = "the slices of {driver} stay unchanged for {duration}")]
+    fn slices_stay_unchanged(d: DriverRef, dur: Dur);
+
     #[then(expr = "the slices of {driver} are removed")]
     fn slices_removed(d: DriverRef);
 
@@ -293,6 +297,17 @@ pub(crate) async fn assert_unchanged(w: &World, d: &DriverRef) -> anyhow::Result
             serde_json::to_string(&b).unwrap_or_default()
         );
     }
+    Ok(())
+}
+
+async fn slices_stay_unchanged(w: &World, d: DriverRef, dur: Dur) -> anyhow::Result<()> {
+    wait::consistently(
+        "the driver's slices to stay as noted",
+        dur.0,
+        Duration::from_secs(1),
+        || async { assert_unchanged(w, &d).await.map_err(|e| e.to_string()) },
+    )
+    .await?;
     Ok(())
 }
 

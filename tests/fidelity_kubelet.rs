@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 23] = [
+    let expected: [(&str, &str, &[&str]); 24] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -143,6 +143,11 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
                 "NodePrepareResources not to be called again on dra-e2e-node-0",
                 "calls when the step began, now ",
             ],
+        ),
+        (
+            "the DRA service is never stopped",
+            "And the slices of the driver are removed: ",
+            &["did not finish within --step-timeout 20s", "to be removed"],
         ),
     ];
     // The waits that would otherwise run into their own deadlines of minutes

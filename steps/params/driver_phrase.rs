@@ -15,6 +15,8 @@ pub struct DriverPhrase {
     /// Health service versions; `None` for the default (all).
     pub health_apis: Option<Vec<HealthApi>>,
     pub rolling_update: bool,
+    /// `with its DRA service started after registration`.
+    pub dra_service_later: bool,
     pub start_later: bool,
     /// `writing device metadata v1beta1 [and v1alpha1]`.
     pub device_metadata: Vec<MetadataVersion>,
@@ -62,6 +64,7 @@ impl std::str::FromStr for DriverPhrase {
             apis: None,
             health_apis: None,
             rolling_update: false,
+            dra_service_later: false,
             start_later: false,
             device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
@@ -91,6 +94,7 @@ impl DriverPhrase {
             "not registered with the kubelet" => self.with_kubelet = false,
             "in rolling-update mode" => self.rolling_update = true,
             "not started yet" => self.start_later = true,
+            "with its DRA service started after registration" => self.dra_service_later = true,
             "without device health" => self.health_apis = Some(Vec::new()),
             _ if setting.starts_with("on node") => {
                 self.on_nodes = Some(setting["on ".len()..].parse()?);
@@ -117,6 +121,7 @@ impl DriverPhrase {
                              `serving the v1alpha1 health API`, `without device health`, \
                              `writing device metadata v1beta1 and v1alpha1`, \
                              `in rolling-update mode`, `not started yet`, \
+                             `with its DRA service started after registration`, \
                              `skipping node operations \"*\"`, `on node 0`, `on nodes 0 and 1`"
                         )
                     })?;

@@ -279,16 +279,22 @@ impl PluginStore {
             .get(driver)
             .is_some_and(|l| l.iter().any(|p| p.connected()));
         let mut usable = self.usable.lock().unwrap_or_else(|e| e.into_inner());
-        let before = usable.insert(driver.to_owned(), now).unwrap_or(false);
-        if before != now {
+        let before = usable.insert(driver.to_owned(), now);
+        if before != Some(now) {
             debug!(driver, usable = now, "driver usability changed");
-            // The receiver lives as long as the node; a send error means the
-            // node is stopping and nobody needs to know any more.
-            let _ = self.changes.send(UsabilityChange {
-                driver: driver.to_owned(),
-                usable: now,
-            });
         }
+        // Every re-evaluation, as the kubelet's `sync` on each registration,
+        // deregistration and connection change: an unusable driver gets a
+        // wipe scheduled unless one is pending, also when it was unusable
+        // before and its last wipe is done (its slices were published again
+        // since), and also when it is first seen unusable (registered, its
+        // DRA service not answering yet). The receiver lives as long as the
+        // node; a send error means the node is stopping and nobody needs to
+        // know any more.
+        let _ = self.changes.send(UsabilityChange {
+            driver: driver.to_owned(),
+            usable: now,
+        });
     }
 
     /// Follows one plugin's connection: reports drops and dials again until

@@ -38,7 +38,8 @@ pub struct RegistrationConfig {
     pub allow_v1alpha4: bool,
     /// Stream device health from plugins that offer it.
     pub resource_health: bool,
-    /// Blocking dial of the registration and DRA sockets (kubelet: 10 s).
+    /// Blocking dial of the registration socket (kubelet: 10 s); the DRA
+    /// endpoint is connected on demand, as the kubelet's gRPC client does.
     pub dial_timeout: Duration,
     /// `GetInfo` deadline (kubelet: 1 s).
     pub get_info_timeout: Duration,
@@ -64,12 +65,6 @@ pub enum RegistrationError {
     NoSupportedVersion { versions: Vec<String> },
     #[error(transparent)]
     Duplicate(#[from] AddPluginError),
-    #[error("connect to DRA endpoint of {driver}: {source}")]
-    Endpoint {
-        driver: String,
-        #[source]
-        source: DialError,
-    },
     #[error("NotifyRegistrationStatus: {0}")]
     Notify(String),
 }
@@ -427,12 +422,17 @@ async fn accept(
     };
     let conns = ConnCount::default();
     // As `unix:<endpoint>`, as the kubelet's DRA manager dials (`localhost`).
-    let channel = uds::dial(&endpoint, cfg.dial_timeout, conns.clone())
-        .await
-        .map_err(|source| RegistrationError::Endpoint {
-            driver: info.name.clone(),
-            source,
-        })?;
+    // The kubelet makes its client at registration and connects on demand
+    // (grpc.NewClient, then Connect): a DRA service that does not listen
+    // yet is no reason to refuse the plugin. The plugin's monitor dials it
+    // again until it answers; until then the driver is not usable.
+    let channel = match uds::dial_once(&endpoint, conns.clone()).await {
+        Ok(channel) => channel,
+        Err(e) => {
+            debug!(driver = %info.name, error = %e, "DRA endpoint not reachable yet; registering anyway");
+            uds::dial_lazy(&endpoint, conns.clone())
+        }
+    };
     store.add(
         &info.name, &endpoint, socket, service, health, channel, conns,
     )?;
@@ -470,6 +470,8 @@ mod tests {
         dir: tempfile::TempDir,
         store: Arc<PluginStore>,
         changes: mpsc::UnboundedReceiver<UsabilityChange>,
+        /// The last change `next_change` returned.
+        last: Option<UsabilityChange>,
         journal: Journal,
         tracker: TaskTracker,
         cancel: CancellationToken,
@@ -504,11 +506,19 @@ mod tests {
             );
         }
 
+        /// The next transition: the store reports a driver's usability at
+        /// every re-evaluation, also when it stayed the same.
         async fn next_change(&mut self) -> UsabilityChange {
-            tokio::time::timeout(Duration::from_secs(20), self.changes.recv())
-                .await
-                .expect("usability change")
-                .expect("channel open")
+            loop {
+                let c = tokio::time::timeout(Duration::from_secs(20), self.changes.recv())
+                    .await
+                    .expect("usability change")
+                    .expect("channel open");
+                if self.last.as_ref() != Some(&c) {
+                    self.last = Some(c.clone());
+                    return c;
+                }
+            }
         }
 
         async fn stop(self) {
@@ -541,6 +551,7 @@ mod tests {
             dir,
             store,
             changes,
+            last: None,
             journal,
             tracker,
             cancel,

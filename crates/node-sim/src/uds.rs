@@ -101,6 +101,32 @@ pub async fn dial_as(
     }
 }
 
+/// A channel to the DRA endpoint `path` that connects only when used, for a
+/// plugin whose DRA service does not listen yet: the kubelet's gRPC client
+/// is made at registration and connects on demand.
+pub fn dial_lazy(path: &Path, count: ConnCount) -> Channel {
+    let path = path.to_owned();
+    let connector = tower::service_fn(move |_: Uri| {
+        let path = path.clone();
+        let count = count.clone();
+        async move {
+            let stream = CountedStream::new(UnixStream::connect(&path).await?, count);
+            Ok::<_, io::Error>(TokioIo::new(KubeletSocket::Dra.client_io(&path, stream)))
+        }
+    });
+    Endpoint::from_static(CLIENT_URI).connect_with_connector_lazy(connector)
+}
+
+/// One attempt to connect the DRA endpoint `path`, without waiting for it.
+pub async fn dial_once(path: &Path, count: ConnCount) -> Result<Channel, DialError> {
+    connect_once(KubeletSocket::Dra, path, count)
+        .await
+        .map_err(|detail| DialError {
+            path: path.to_owned(),
+            detail,
+        })
+}
+
 async fn connect_once(
     socket: KubeletSocket,
     path: &Path,

@@ -265,6 +265,8 @@ pub enum PluginError {
         node: String,
         timeout: Duration,
     },
+    #[error("the DRA service of driver {driver} on node {node} runs already")]
+    AlreadyServing { driver: String, node: String },
 }
 
 #[cfg(test)]

@@ -143,6 +143,8 @@ pub struct NodePlugin {
     calls: Calls,
     stop_timeout: Duration,
     core: Core,
+    /// Kept to start the DRA server again.
+    config: PluginConfig,
 }
 
 /// The driver logic behind the DRA server, for what the harness does to the
@@ -213,7 +215,14 @@ impl NodePlugin {
     }
 
     fn start_dra(config: &PluginConfig, incoming: Incoming) -> Self {
-        let shutdown = CancellationToken::new();
+        let mut plugin = Self::without_servers(config);
+        plugin.dra = plugin.spawn_dra(incoming);
+        plugin
+    }
+
+    /// The plugin's state (its driver logic, device health) with neither
+    /// server running yet.
+    fn without_servers(config: &PluginConfig) -> Self {
         let core = Arc::new(NodeDriver {
             driver: config.driver_name.clone(),
             node: config.node_name.clone(),
@@ -222,16 +231,40 @@ impl NodePlugin {
             prepared: config.prepared.clone(),
             metadata: config.metadata.clone(),
         });
-        let health = Arc::new(HealthState::default());
+        let idle = |kind| RunningServer {
+            kind,
+            shutdown: CancellationToken::new(),
+            task: None,
+            socket: None,
+        };
+        Self {
+            driver: config.driver_name.clone(),
+            node: config.node_name.clone(),
+            registration: idle(ServerKind::Registration),
+            dra: idle(ServerKind::Dra),
+            registration_state: Arc::new(RegistrationState::default()),
+            health: Arc::new(HealthState::default()),
+            prepared: config.prepared.clone(),
+            calls: config.calls.clone(),
+            core: Core(core),
+            stop_timeout: config.stop_timeout,
+            config: config.clone(),
+        }
+    }
+
+    /// The DRA server (node service and health streams) on `incoming`.
+    fn spawn_dra(&self, incoming: Incoming) -> RunningServer {
+        let config = &self.config;
+        let shutdown = CancellationToken::new();
         let mut routes = RoutesBuilder::default();
         let served = config.served_node_apis();
         for api in &served {
-            add_node_service(&mut routes, *api, core.clone());
+            add_node_service(&mut routes, *api, self.core.0.clone());
         }
         let feed = Arc::new(HealthFeed {
             driver: config.driver_name.clone(),
             node: config.node_name.clone(),
-            state: health.clone(),
+            state: self.health.clone(),
             interval: config.health_interval,
             shutdown: shutdown.clone(),
         });
@@ -241,24 +274,44 @@ impl NodePlugin {
         }
         info!(driver = %config.driver_name, node = %config.node_name, apis = ?served,
             health = ?health_served, "starting DRA server");
-        let dra = spawn_server(ServerKind::Dra, config, routes, incoming, shutdown);
-        Self {
-            driver: config.driver_name.clone(),
-            node: config.node_name.clone(),
-            registration: RunningServer {
-                kind: ServerKind::Registration,
-                shutdown: CancellationToken::new(),
-                task: None,
-                socket: None,
-            },
-            dra,
-            registration_state: Arc::new(RegistrationState::default()),
-            health,
-            prepared: config.prepared.clone(),
-            calls: config.calls.clone(),
-            core: Core(core.clone()),
-            stop_timeout: config.stop_timeout,
+        spawn_server(ServerKind::Dra, config, routes, incoming, shutdown)
+    }
+
+    /// Serves registration alone, as a driver whose DRA service starts only
+    /// after the kubelet registered it (upstream's separate registrar and
+    /// DRA service): [`NodePlugin::start_dra_service`] starts it.
+    pub fn start_registration_only(config: PluginConfig, registration: Incoming) -> Self {
+        let mut plugin = Self::without_servers(&config);
+        plugin.registration = plugin.start_registration(&config, registration);
+        plugin
+    }
+
+    /// Whether the DRA server runs.
+    pub fn dra_service_runs(&self) -> bool {
+        self.dra.task.is_some()
+    }
+
+    /// Starts the DRA server again (or for the first time) on `incoming`;
+    /// the claims prepared and the devices' health are the plugin's as
+    /// before, as a driver's DRA service restarted in its process.
+    pub fn start_dra_service(&mut self, incoming: Incoming) -> Result<(), PluginError> {
+        if self.dra_service_runs() {
+            return Err(PluginError::AlreadyServing {
+                driver: self.driver.clone(),
+                node: self.node.clone(),
+            });
         }
+        self.dra = self.spawn_dra(incoming);
+        Ok(())
+    }
+
+    /// Stops the DRA server alone; registration stays. Calls in progress
+    /// end with UNAVAILABLE.
+    pub async fn stop_dra_service(&mut self) -> Result<(), PluginError> {
+        info!(driver = %self.driver, node = %self.node, "stopping the DRA service");
+        self.dra
+            .stop(&self.driver, &self.node, self.stop_timeout)
+            .await
     }
 
     fn start_registration(&self, config: &PluginConfig, incoming: Incoming) -> RunningServer {

@@ -95,6 +95,8 @@ pub struct DriverOptions {
     pub with_kubelet: bool,
     /// Per-instance socket names, so two instances can run side by side.
     pub rolling_update: bool,
+    /// When each node's DRA service (its socket, server and slices) starts.
+    pub dra_service: DraServiceStart,
     /// Teardown waits until the driver's slices are gone (`IsGone`).
     pub expect_slice_removal: bool,
     /// Device metadata API versions written at prepare, in this order (none:
@@ -104,6 +106,18 @@ pub struct DriverOptions {
     /// (`*`, `NodeUnprepareResources`, ...; upstream's
     /// `DriverResourcesWithSkipNodeOperations`); empty for none.
     pub skip_node_operations: Vec<String>,
+}
+
+/// When a node's DRA service starts: its socket, its server and the slices
+/// it publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DraServiceStart {
+    /// With the registration, its socket served first: a kubelet connects
+    /// as soon as it learns of the plugin.
+    WithRegistration,
+    /// Only when a step starts it, after the kubelet registered the plugin
+    /// (upstream's registrar and DRA service started apart).
+    Later,
 }
 
 impl Default for DriverOptions {
@@ -116,6 +130,7 @@ impl Default for DriverOptions {
             health_apis: HealthApi::ALL.to_vec(),
             with_kubelet: true,
             rolling_update: false,
+            dra_service: DraServiceStart::WithRegistration,
             expect_slice_removal: true,
             device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
@@ -214,7 +229,10 @@ async fn slices_removed(
 
 struct NodeInstance {
     plugin: NodePlugin,
+    /// The registration socket's.
     stoppers: Vec<Stopper>,
+    /// The DRA socket's, while the DRA service runs.
+    dra_socket: Option<Stopper>,
     publishers: Vec<Publisher>,
 }
 
@@ -509,9 +527,12 @@ impl Driver {
         }
         laps.lap(&mut self.setup_timings, Phase::harness("start plugins"));
         // Pods created right after setup must see every node's devices, or the
-        // scheduler decides on a partial view.
-        self.unless_broken(self.wait_published(Duration::from_secs(60)))
-            .await?;
+        // scheduler decides on a partial view. A DRA service started later
+        // publishes them then.
+        if self.options.dra_service == DraServiceStart::WithRegistration {
+            self.unless_broken(self.wait_published(Duration::from_secs(60)))
+                .await?;
+        }
         laps.lap(
             &mut self.setup_timings,
             Phase::wait("wait for slices to be published"),
@@ -694,47 +715,185 @@ impl Driver {
         .with_prepared(prepared.clone());
         let config = self.with_device_metadata(config, host.as_ref(), node)?;
 
-        let mut stoppers = Vec::new();
-        let (dra_in, reg_in) = if self.options.with_kubelet {
-            // The DRA socket must accept before the kubelet learns about it
-            // through the registration socket.
-            let (dra_in, s1) = host
-                .serve(node, &dra_path)
-                .await
-                .map_err(|e| DriverError::Socket(e, self.name.clone()))?
-                .into_parts();
-            stoppers.push(s1);
-            let dra_in = self.count_connections(node, self.watch_socket(node, dra_in));
-            let (reg_in, s2) = match host.serve(node, &reg_path).await {
-                Ok(served) => served.into_parts(),
+        if !self.options.with_kubelet {
+            let none = || Served::none().into_parts().0;
+            let plugin = NodePlugin::start(config, none(), none());
+            return match self.node_publishers(index, node, client).await {
+                Ok(publishers) => Ok((
+                    prepared,
+                    NodeInstance {
+                        plugin,
+                        stoppers: Vec::new(),
+                        dra_socket: None,
+                        publishers,
+                    },
+                )),
                 Err(e) => {
-                    abandon(None, stoppers).await;
-                    return Err(DriverError::Socket(e, self.name.clone()));
+                    abandon(Some(plugin), Vec::new()).await;
+                    Err(e)
                 }
             };
-            stoppers.push(s2);
-            let reg_in = self.watch_socket(node, reg_in);
-            (dra_in, reg_in)
-        } else {
-            (Served::none().into_parts().0, Served::none().into_parts().0)
+        }
+        // The DRA socket must accept before the kubelet learns about it
+        // through the registration socket.
+        let dra = match self.options.dra_service {
+            DraServiceStart::WithRegistration => Some(self.serve_dra(node, &dra_path).await?),
+            DraServiceStart::Later => None,
         };
-        let plugin = NodePlugin::start(config, dra_in, reg_in);
-
-        let publishers = match self.node_publishers(index, node, client).await {
-            Ok(publishers) => publishers,
+        let (reg_in, reg_stopper) = match host.serve(node, &reg_path).await {
+            Ok(served) => served.into_parts(),
             Err(e) => {
-                abandon(Some(plugin), stoppers).await;
-                return Err(e);
+                abandon(None, dra.into_iter().map(|(_, s)| s).collect()).await;
+                return Err(DriverError::Socket(e, self.name.clone()));
             }
+        };
+        let reg_in = self.watch_socket(node, reg_in);
+        let (plugin, dra_socket) = match dra {
+            Some((dra_in, dra_stopper)) => {
+                (NodePlugin::start(config, dra_in, reg_in), Some(dra_stopper))
+            }
+            None => (NodePlugin::start_registration_only(config, reg_in), None),
+        };
+        let publishers = if dra_socket.is_some() {
+            match self.node_publishers(index, node, client).await {
+                Ok(publishers) => publishers,
+                Err(e) => {
+                    let stoppers = std::iter::once(reg_stopper).chain(dra_socket).collect();
+                    abandon(Some(plugin), stoppers).await;
+                    return Err(e);
+                }
+            }
+        } else {
+            Vec::new()
         };
         Ok((
             prepared,
             NodeInstance {
                 plugin,
-                stoppers,
+                stoppers: vec![reg_stopper],
+                dra_socket,
                 publishers,
             },
         ))
+    }
+
+    /// Serves the DRA socket on `node`, its connections watched and counted.
+    async fn serve_dra(
+        &self,
+        node: &str,
+        dra_path: &std::path::Path,
+    ) -> Result<(dra_e2e_conn::Incoming, Stopper), DriverError> {
+        let host = self.host.clone().ok_or_else(|| DriverError::Other {
+            driver: self.name.clone(),
+            message: "serving a socket before the driver's nodes are known".to_owned(),
+        })?;
+        let (dra_in, stopper) = host
+            .serve(node, dra_path)
+            .await
+            .map_err(|e| DriverError::Socket(e, self.name.clone()))?
+            .into_parts();
+        Ok((
+            self.count_connections(node, self.watch_socket(node, dra_in)),
+            stopper,
+        ))
+    }
+
+    /// The DRA socket of this driver on `node`, as the kubelet sees it.
+    fn dra_path(&self, node: &str) -> Result<std::path::PathBuf, DriverError> {
+        let host = self.host.clone().ok_or_else(|| DriverError::Other {
+            driver: self.name.clone(),
+            message: "a plugin's socket before the driver's nodes are known".to_owned(),
+        })?;
+        let rolling_uid = self
+            .options
+            .rolling_update
+            .then(|| self.instance_uid.clone());
+        let root = host.kubelet_root(node);
+        Ok(sockets::socket_paths(&root, &self.name, rolling_uid.as_deref()).0)
+    }
+
+    /// Starts the DRA service of the plugin on `node` (its socket, server
+    /// and slices), which was not started with the registration or was
+    /// stopped; waits until the slices are published when every node's runs.
+    pub async fn start_dra_service(&mut self, node: &str) -> Result<(), DriverError> {
+        let index = self.node_index(node)?;
+        let dra_path = self.dra_path(node)?;
+        if self
+            .instances
+            .get(node)
+            .is_some_and(|i| i.dra_socket.is_some())
+        {
+            return Err(DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("its DRA service on node {node} runs already"),
+            });
+        }
+        let (dra_in, stopper) = self.serve_dra(node, &dra_path).await?;
+        let client = self.plugin_client(node)?;
+        let publishers = match self.node_publishers(index, node, client).await {
+            Ok(p) => p,
+            Err(e) => {
+                stopper.stop().await;
+                return Err(e);
+            }
+        };
+        let inst = self.instance_mut(node)?;
+        if let Err(e) = inst.plugin.start_dra_service(dra_in) {
+            stopper.stop().await;
+            for p in publishers {
+                p.stop().await;
+            }
+            return Err(DriverError::Other {
+                driver: self.name.clone(),
+                message: e.to_string(),
+            });
+        }
+        inst.dra_socket = Some(stopper);
+        inst.publishers = publishers;
+        if self.instances.values().all(|i| i.dra_socket.is_some()) {
+            self.unless_broken(self.wait_published(Duration::from_secs(60)))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Stops the DRA service of the plugin on `node`: its slices are no
+    /// longer published (left for the kubelet to wipe), its server ends, its
+    /// socket goes; registration stays.
+    pub async fn stop_dra_service(&mut self, node: &str) -> Result<(), DriverError> {
+        let name = self.name.clone();
+        let inst = self.instance_mut(node)?;
+        for p in std::mem::take(&mut inst.publishers) {
+            p.stop().await;
+        }
+        let stopped = inst.plugin.stop_dra_service().await;
+        if let Some(s) = inst.dra_socket.take() {
+            s.stop().await;
+        }
+        stopped.map_err(|e| DriverError::Other {
+            driver: name,
+            message: e.to_string(),
+        })
+    }
+
+    fn node_index(&self, node: &str) -> Result<usize, DriverError> {
+        self.nodes
+            .iter()
+            .position(|n| n == node)
+            .ok_or_else(|| DriverError::Other {
+                driver: self.name.clone(),
+                message: format!("it does not run on node {node}"),
+            })
+    }
+
+    fn instance_mut(&mut self, node: &str) -> Result<&mut NodeInstance, DriverError> {
+        let name = self.name.clone();
+        self.instances
+            .get_mut(node)
+            .ok_or_else(|| DriverError::Other {
+                driver: name,
+                message: format!("no plugin of it runs on node {node}"),
+            })
     }
 
     /// The plugin's own publishers of the slices of node `index`, for
@@ -961,7 +1120,7 @@ impl Driver {
             if let Err(e) = inst.plugin.stop().await {
                 tracing::warn!(%driver, %node, error = %e, "stopping plugin");
             }
-            for s in inst.stoppers {
+            for s in inst.stoppers.into_iter().chain(inst.dra_socket) {
                 s.stop().await;
             }
         }))
