@@ -190,16 +190,18 @@ Feature: one node's kubelet and its plugins
 
   # Upstream starts a registrar and, apart from it, a DRA service (its own
   # socket, server and slices); here the driver's DRA service starts and
-  # stops by its own steps while registration stays.
+  # stops by its own steps while registration stays. Upstream's "1 common
+  # socket" puts the DRA socket into the kubelet's plugin registry, beside
+  # the registration socket, where the kubelet's plugin watcher finds it too.
   Rule: a DRA service apart from its registration
 
     Background:
       Given 1 ready node
-      And a driver with 1 device per node, with its DRA service started after registration
+
+    Scenario Outline: must be functional when plugin starts to listen on a service socket after registration <sockets>
+      Given a driver with 1 device per node, with its DRA service started after registration<setting>
       And a device class
       And an external claim "external-claim"
-
-    Scenario: must be functional when plugin starts to listen on a service socket after registration 2 sockets
       Then the driver is registered on every node
       When the DRA service of the driver starts on node 0
       And pod "tester-1" using claim "external-claim" is created
@@ -209,10 +211,18 @@ Feature: one node's kubelet and its plugins
       Then NodePrepareResources is called on node 0
       And pod "tester-1" is completed
 
+      Examples:
+        | sockets         | setting                                     |
+        | 2 sockets       |                                             |
+        | 1 common socket | , with its DRA socket in the plugin registry |
+
     # The kubelet notices the service's connection drop and wipes its
     # slices; the pod it prepared keeps running and is unprepared once the
     # service is back.
-    Scenario: must be functional after service reconnect 2 sockets
+    Scenario Outline: must be functional after service reconnect <sockets>
+      Given a driver with 1 device per node, with its DRA service started after registration<setting>
+      And a device class
+      And an external claim "external-claim"
       Then the driver is registered on every node
       When the DRA service of the driver starts on node 0
       And pod "tester-1" using claim "external-claim" is created
@@ -225,7 +235,13 @@ Feature: one node's kubelet and its plugins
       And pod "tester-1" is deleted
       Then NodeUnprepareResources is called on node 0
 
-    Scenario: must be removed if plugin stops after registration 2 sockets
+      Examples:
+        | sockets         | setting                                     |
+        | 2 sockets       |                                             |
+        | 1 common socket | , with its DRA socket in the plugin registry |
+
+    Scenario Outline: must be removed if plugin stops after registration <sockets>
+      Given a driver with 1 device per node, with its DRA service started after registration<setting>
       Then the driver is registered on every node
       When the DRA service of the driver starts on node 0
       Then the driver publishes one slice per node with devices "device-00"
@@ -233,10 +249,16 @@ Feature: one node's kubelet and its plugins
       When the DRA service of the driver stops on node 0
       Then the slices of the driver are removed
 
+      Examples:
+        | sockets         | setting                                     |
+        | 2 sockets       |                                             |
+        | 1 common socket | , with its DRA socket in the plugin registry |
+
     # Upstream stops the service for 5 s, well within the kubelet's wiping
     # delay of 30 s; here for 2 s, within the simulated kubelet's 3 s too,
     # and the slices are checked to stay meanwhile.
-    Scenario: must not be removed if plugin restarts quickly enough 2 sockets
+    Scenario Outline: must not be removed if plugin restarts quickly enough <sockets>
+      Given a driver with 1 device per node, with its DRA service started after registration<setting>
       Then the driver is registered on every node
       When the DRA service of the driver starts on node 0
       Then the driver publishes one slice per node with devices "device-00"
@@ -246,9 +268,15 @@ Feature: one node's kubelet and its plugins
       When the DRA service of the driver starts on node 0
       Then the slices of the driver stay unchanged for 1m
 
+      Examples:
+        | sockets         | setting                                     |
+        | 2 sockets       |                                             |
+        | 1 common socket | , with its DRA socket in the plugin registry |
+
     # Registered, but no DRA service ever answers: the kubelet removes a
     # slice written for the driver on its node.
     Scenario: must be removed if plugin is unresponsive after registration
+      Given a driver with 1 device per node, with its DRA service started after registration
       Then the driver is registered on every node
       When the following objects are created:
         """
@@ -261,4 +289,3 @@ Feature: one node's kubelet and its plugins
           pool: { name: "${node0}", generation: 1, resourceSliceCount: 1 }
         """
       Then ResourceSlice "${namespace}-unresponsive" no longer exists
-

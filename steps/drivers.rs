@@ -15,7 +15,7 @@ use super::params::{
 };
 use crate::driver::allocatable;
 use crate::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
-use crate::driver::{DraServiceStart, DriverOptions, Resources};
+use crate::driver::{DraServiceStart, DraSocketDir, DriverOptions, Resources};
 use crate::objects;
 use crate::plugin::{HealthApi, NodeApi};
 
@@ -222,6 +222,11 @@ fn options_from(
             DraServiceStart::Later
         } else {
             DraServiceStart::WithRegistration
+        },
+        dra_socket: if phrase.dra_socket_in_registry {
+            DraSocketDir::Registry
+        } else {
+            DraSocketDir::Plugin
         },
         device_metadata: phrase.device_metadata.clone(),
         skip_node_operations: phrase.skip_node_operations.clone(),

@@ -362,7 +362,7 @@ fn every_ported_test_has_its_comparison_with_upstream() {
         .filter(|r| r[0] == "upstream" && r.get(6).is_none_or(|reason| reason.is_empty()))
         .map(|r| (r[2].clone(), r[3].clone()))
         .collect();
-    assert_eq!(ported.len(), 174, "ported upstream tests");
+    assert_eq!(ported.len(), 178, "ported upstream tests");
     let fidelity = rows(&root.join("docs/upstream-fidelity.tsv"));
     let mistakes = fidelity_mistakes(&ported, &fidelity);
     assert!(mistakes.is_empty(), "{mistakes:#?}");

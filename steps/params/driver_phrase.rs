@@ -17,6 +17,8 @@ pub struct DriverPhrase {
     pub rolling_update: bool,
     /// `with its DRA service started after registration`.
     pub dra_service_later: bool,
+    /// `with its DRA socket in the plugin registry`.
+    pub dra_socket_in_registry: bool,
     pub start_later: bool,
     /// `writing device metadata v1beta1 [and v1alpha1]`.
     pub device_metadata: Vec<MetadataVersion>,
@@ -65,6 +67,7 @@ impl std::str::FromStr for DriverPhrase {
             health_apis: None,
             rolling_update: false,
             dra_service_later: false,
+            dra_socket_in_registry: false,
             start_later: false,
             device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
@@ -95,6 +98,7 @@ impl DriverPhrase {
             "in rolling-update mode" => self.rolling_update = true,
             "not started yet" => self.start_later = true,
             "with its DRA service started after registration" => self.dra_service_later = true,
+            "with its DRA socket in the plugin registry" => self.dra_socket_in_registry = true,
             "without device health" => self.health_apis = Some(Vec::new()),
             _ if setting.starts_with("on node") => {
                 self.on_nodes = Some(setting["on ".len()..].parse()?);
@@ -122,6 +126,7 @@ impl DriverPhrase {
                              `writing device metadata v1beta1 and v1alpha1`, \
                              `in rolling-update mode`, `not started yet`, \
                              `with its DRA service started after registration`, \
+                             `with its DRA socket in the plugin registry`, \
                              `skipping node operations \"*\"`, `on node 0`, `on nodes 0 and 1`"
                         )
                     })?;

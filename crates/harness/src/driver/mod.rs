@@ -97,6 +97,8 @@ pub struct DriverOptions {
     pub rolling_update: bool,
     /// When each node's DRA service (its socket, server and slices) starts.
     pub dra_service: DraServiceStart,
+    /// Where the DRA socket is.
+    pub dra_socket: DraSocketDir,
     /// Teardown waits until the driver's slices are gone (`IsGone`).
     pub expect_slice_removal: bool,
     /// Device metadata API versions written at prepare, in this order (none:
@@ -120,6 +122,18 @@ pub enum DraServiceStart {
     Later,
 }
 
+/// The directory of a plugin's DRA socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DraSocketDir {
+    /// `<kubelet>/plugins/<driver>/dra.sock`, the kubelet plugin helper's
+    /// default.
+    Plugin,
+    /// `<kubelet>/plugins_registry/<driver>-common.sock`, beside the
+    /// registration socket, where the kubelet's plugin watcher also finds it
+    /// (and fails to register it): upstream's "1 common socket".
+    Registry,
+}
+
 impl Default for DriverOptions {
     fn default() -> Self {
         Self {
@@ -131,6 +145,7 @@ impl Default for DriverOptions {
             with_kubelet: true,
             rolling_update: false,
             dra_service: DraServiceStart::WithRegistration,
+            dra_socket: DraSocketDir::Plugin,
             expect_slice_removal: true,
             device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
@@ -699,7 +714,7 @@ impl Driver {
             .options
             .rolling_update
             .then(|| self.instance_uid.clone());
-        let (dra_path, reg_path) = sockets::socket_paths(&root, &self.name, rolling_uid.as_deref());
+        let (dra_path, reg_path) = self.socket_paths(&root, rolling_uid.as_deref());
         let client = self.plugin_client(node)?;
         let prepared = self.prepared.get(node).cloned().unwrap_or_default();
         let config = PluginConfig::new(
@@ -798,6 +813,23 @@ impl Driver {
         ))
     }
 
+    /// (DRA socket, registration socket) under the kubelet directory `root`.
+    fn socket_paths(
+        &self,
+        root: &std::path::Path,
+        rolling_uid: Option<&str>,
+    ) -> (std::path::PathBuf, std::path::PathBuf) {
+        let (dra, reg) = sockets::socket_paths(root, &self.name, rolling_uid);
+        match self.options.dra_socket {
+            DraSocketDir::Plugin => (dra, reg),
+            DraSocketDir::Registry => (
+                root.join("plugins_registry")
+                    .join(format!("{}-common.sock", self.name)),
+                reg,
+            ),
+        }
+    }
+
     /// The DRA socket of this driver on `node`, as the kubelet sees it.
     fn dra_path(&self, node: &str) -> Result<std::path::PathBuf, DriverError> {
         let host = self.host.clone().ok_or_else(|| DriverError::Other {
@@ -809,7 +841,7 @@ impl Driver {
             .rolling_update
             .then(|| self.instance_uid.clone());
         let root = host.kubelet_root(node);
-        Ok(sockets::socket_paths(&root, &self.name, rolling_uid.as_deref()).0)
+        Ok(self.socket_paths(&root, rolling_uid.as_deref()).0)
     }
 
     /// Starts the DRA service of the plugin on `node` (its socket, server
