@@ -227,7 +227,7 @@ Feature: one node's kubelet and its plugins
       When the DRA service of the driver starts on node 0
       And pod "tester-1" using claim "external-claim" is created
         | node selector | 0 |
-      Then NodePrepareResources is called on node 0
+      Then NodePrepareResources has succeeded on node 0
       When the DRA service of the driver stops on node 0
       Then pod "tester-1" is running
       And the slices of the driver are removed

@@ -51,6 +51,11 @@ sentences! {
     #[then(expr = "{method} has been called again on {node}")]
     fn called_again(m: MethodOf, node: NodeSel);
 
+    /// Upstream's `NodePrepareResourcesSucceeded` and its kin: a call that
+    /// completed without an error, for the call or any of its claims.
+    #[then(expr = "{method} has succeeded on {node}")]
+    fn succeeded(m: MethodOf, node: NodeSel);
+
     /// The count when the step starts holds for the whole duration, as
     /// upstream's `Consistently` on `CountCalls`.
     #[then(expr = "{method} is not called again on {node} for {duration}")]
@@ -211,6 +216,41 @@ async fn called_again(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Resu
         )
         .await?;
         w.marks.insert((n, method.to_string()), now);
+    }
+    Ok(())
+}
+
+async fn succeeded(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
+    let method = m.method;
+    let calls = w.calls_of(&m.driver)?;
+    for n in node.resolve(w).await? {
+        wait::poll(
+            &format!("a call of {method} on {n} to succeed"),
+            RETRY_TIMEOUT,
+            Duration::from_millis(100),
+            || {
+                let log = calls.log(&n);
+                async move {
+                    let mine: Vec<_> = log
+                        .iter()
+                        .filter(|r| method.paths().contains(&r.method.as_str()))
+                        .collect();
+                    if mine.iter().any(|r| r.succeeded()) {
+                        Check::Done(())
+                    } else {
+                        Check::Pending(format!(
+                            "{} calls: {}",
+                            mine.len(),
+                            mine.iter()
+                                .map(|r| format!("{:?}", r.outcome))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    }
+                }
+            },
+        )
+        .await?;
     }
     Ok(())
 }

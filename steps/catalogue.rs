@@ -350,6 +350,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then NodePrepareResources has been called again on node 0",
             },
             Entry {
+                pattern: "Then <method> [of <driver>] has succeeded on <node>",
+                description: "Wait (2 minutes) until a call of the method completed without an error, for the call or any of its claims (upstream's `NodePrepareResourcesSucceeded`).",
+                example: "Then NodePrepareResources has succeeded on node 0",
+            },
+            Entry {
                 pattern: "Then <method> [of <driver>] is not called again on <node> for <duration>",
                 description: "The count when the step begins holds for the whole duration (upstream's `Consistently` on the call count).",
                 example: "Then NodePrepareResources is not called again on node 0 for 120s",
