@@ -105,16 +105,11 @@ pub async fn dial_as(
 /// plugin whose DRA service does not listen yet: the kubelet's gRPC client
 /// is made at registration and connects on demand.
 pub fn dial_lazy(path: &Path, count: ConnCount) -> Channel {
-    let path = path.to_owned();
-    let connector = tower::service_fn(move |_: Uri| {
-        let path = path.clone();
-        let count = count.clone();
-        async move {
-            let stream = CountedStream::new(UnixStream::connect(&path).await?, count);
-            Ok::<_, io::Error>(TokioIo::new(KubeletSocket::Dra.client_io(&path, stream)))
-        }
-    });
-    Endpoint::from_static(CLIENT_URI).connect_with_connector_lazy(connector)
+    Endpoint::from_static(CLIENT_URI).connect_with_connector_lazy(connector(
+        KubeletSocket::Dra,
+        path,
+        count,
+    ))
 }
 
 /// One attempt to connect the DRA endpoint `path`, without waiting for it.
@@ -127,22 +122,38 @@ pub async fn dial_once(path: &Path, count: ConnCount) -> Result<Channel, DialErr
         })
 }
 
-async fn connect_once(
+/// Connects the unix socket `path` for each transport a channel makes,
+/// counted, with the `:authority` a kubelet sends to that kind of socket.
+fn connector(
     socket: KubeletSocket,
     path: &Path,
     count: ConnCount,
-) -> Result<Channel, String> {
+) -> impl tower::Service<
+    Uri,
+    Response = TokioIo<impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static>,
+    Error = io::Error,
+    Future = impl Send,
+> + Clone
++ Send
++ 'static {
     let path = path.to_owned();
-    let connector = tower::service_fn(move |_: Uri| {
+    tower::service_fn(move |_: Uri| {
         let path = path.clone();
         let count = count.clone();
         async move {
             let stream = CountedStream::new(UnixStream::connect(&path).await?, count);
             Ok::<_, io::Error>(TokioIo::new(socket.client_io(&path, stream)))
         }
-    });
+    })
+}
+
+async fn connect_once(
+    socket: KubeletSocket,
+    path: &Path,
+    count: ConnCount,
+) -> Result<Channel, String> {
     Endpoint::from_static(CLIENT_URI)
-        .connect_with_connector(connector)
+        .connect_with_connector(connector(socket, path, count))
         .await
         .map_err(|e| {
             // tonic's transport error hides the io error in its source chain.
