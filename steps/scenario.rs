@@ -400,7 +400,9 @@ impl Scenario {
         let notify = crate::proto::method::NOTIFY_REGISTRATION_STATUS;
         let plugins: Vec<(String, crate::plugin::Calls, u64)> = self
             .drivers()
-            .filter(|(_, d)| d.is_running() && d.nodenames().contains(&node))
+            .filter(|(_, d)| {
+                d.is_running() && d.options.with_kubelet && d.nodenames().contains(&node)
+            })
             .map(|(_, d)| {
                 (
                     d.name.clone(),
