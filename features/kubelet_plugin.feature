@@ -289,3 +289,22 @@ Feature: one node's kubelet and its plugins
           pool: { name: "${node0}", generation: 1, resourceSliceCount: 1 }
         """
       Then ResourceSlice "${namespace}-unresponsive" no longer exists
+
+  # The suite's own: the socket stays where the kubelet found it, but no
+  # connection to it gets through (a plugin that hangs).
+  Rule: a blocked DRA socket
+
+    Scenario: a pod waits while the DRA socket is blocked and runs once it is unblocked
+      Given 1 ready node
+      And a driver with 1 device per node
+      And a device class
+      And an external claim "external-claim"
+      When the DRA socket of the driver on node 0 is blocked
+      And pod "tester-1" using claim "external-claim" is created
+        | node selector | 0 |
+      Then pod "tester-1" stays pending for 10s
+      And NodePrepareResources was called 0 times on node 0
+      When the DRA socket of the driver on node 0 is unblocked
+      Then pod "tester-1" is running
+      And NodePrepareResources was called 1 time on node 0
+      And the kubelet opened 2 connections to the DRA socket of the driver on node 0

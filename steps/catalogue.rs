@@ -580,6 +580,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the DRA service of the driver starts on node 0",
             },
             Entry {
+                pattern: "When the DRA socket of <driver> on <node> is blocked|unblocked",
+                description: "Blocked: the socket file stays where the kubelet found it, but every connection to it is closed as soon as it is accepted and the open ones are cut, as when a plugin hangs; neither connections nor calls are counted. Unblocked: connections reach the DRA service again (the kubelet reconnects with gRPC's backoff). Only the suite's own drivers.",
+                example: "When the DRA socket of the driver on node 0 is blocked",
+            },
+            Entry {
                 pattern: "Then the outage was shorter than the kubelet's wiping delay",
                 description: "After `is replaced by`: fails when the driver was gone as long as the kubelet's slice wiping delay (30s on a kubelet, `--wipe-delay` on simulated nodes).",
                 example: "Then the outage was shorter than the kubelet's wiping delay",

@@ -49,6 +49,14 @@ sentences! {
     #[when(expr = "the DRA service of {driver} stops on {node}")]
     fn dra_service_stops(d: DriverRef, node: NodeSel);
 
+    /// The socket file stays; every connection to it is closed at once and
+    /// the open ones are cut (a hung plugin, a socket cut off by policy).
+    #[when(expr = "the DRA socket of {driver} on {node} is blocked")]
+    fn dra_socket_blocked(d: DriverRef, node: NodeSel);
+
+    #[when(expr = "the DRA socket of {driver} on {node} is unblocked")]
+    fn dra_socket_unblocked(d: DriverRef, node: NodeSel);
+
     #[when(expr = "{driver} is replaced by {driver}")]
     fn replaced(old: DriverRef, new: DriverRef);
 
@@ -336,6 +344,26 @@ async fn dra_service_starts(w: &mut World, d: DriverRef, node: NodeSel) -> anyho
 async fn dra_service_stops(w: &mut World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
     for n in node.resolve(w).await? {
         w.driver_mut(&d)?.stop_dra_service(&n).await?;
+    }
+    Ok(())
+}
+
+async fn dra_socket_blocked(w: &mut World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    set_dra_socket_blocked(w, d, node, true).await
+}
+
+async fn dra_socket_unblocked(w: &mut World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    set_dra_socket_blocked(w, d, node, false).await
+}
+
+async fn set_dra_socket_blocked(
+    w: &mut World,
+    d: DriverRef,
+    node: NodeSel,
+    blocked: bool,
+) -> anyhow::Result<()> {
+    for n in node.resolve(w).await? {
+        w.driver(&d)?.set_dra_socket_blocked(&n, blocked)?;
     }
     Ok(())
 }

@@ -361,10 +361,11 @@ impl Scenario {
         timings: &mut Timings,
     ) -> anyhow::Result<()> {
         let mut first: Option<anyhow::Error> = None;
-        // Failures and stalls the scenario injected would keep its pods and
-        // claims from going.
+        // Failures, stalls and blocked sockets the scenario injected would
+        // keep its pods and claims from going.
         for (_, d) in self.drivers() {
             d.calls().heal_all();
+            d.unblock_sockets();
         }
         if self.external_drivers().next().is_some()
             && let Some(i) = &ctx.under_test.interposed

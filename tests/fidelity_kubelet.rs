@@ -9,7 +9,7 @@ use common::*;
 #[test]
 fn every_restored_kubelet_assertion_fails_its_broken_variant() {
     // (scenario, the failing step, what its message must say)
-    let expected: [(&str, &str, &[&str]); 24] = [
+    let expected: [(&str, &str, &[&str]); 26] = [
         (
             "a force-deleted claim of a running pod stays",
             "Then claim \"external-claim\" is deleted: ",
@@ -148,6 +148,19 @@ fn every_restored_kubelet_assertion_fails_its_broken_variant() {
             "the DRA service is never stopped",
             "And the slices of the driver are removed: ",
             &["did not finish within --step-timeout 20s", "to be removed"],
+        ),
+        (
+            "the DRA socket is never blocked",
+            "Then pod \"tester-1\" stays pending for 10s: ",
+            &["expected pod tester-1 to stay Pending", "phase=\"Running\""],
+        ),
+        (
+            "the DRA socket is never unblocked",
+            "Then pod \"tester-1\" is running: ",
+            &[
+                "did not finish within --step-timeout 20s",
+                "(no pod sandbox exists)",
+            ],
         ),
     ];
     // The waits that would otherwise run into their own deadlines of minutes

@@ -7,6 +7,7 @@
 //! accept it (see [`KubeletSocket::server_incoming`]), and [`SendAuthority`]
 //! lets a Rust client send it.
 pub mod authority;
+pub mod gate;
 pub mod h2_rewrite;
 mod hpack;
 mod pass_through;
@@ -17,6 +18,7 @@ pub mod node_files;
 pub mod node_host;
 
 pub use authority::KubeletSocket;
+pub use gate::SocketGate;
 pub use h2_rewrite::{AcceptAnyAuthority, SendAuthority};
 
 use std::io;

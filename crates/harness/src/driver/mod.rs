@@ -303,6 +303,9 @@ pub struct Driver {
     broken: BrokenSender,
     /// See [`Driver::policy_enforced`].
     policy_in_force: tokio::sync::OnceCell<()>,
+    /// The gate in front of the DRA socket on each node; kept across stops
+    /// and starts of the DRA service, so a blocked socket stays blocked.
+    dra_gates: std::sync::Mutex<BTreeMap<String, dra_e2e_conn::SocketGate>>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -353,6 +356,7 @@ impl Driver {
             teardown_timings: Vec::new(),
             broken: BrokenSender::default(),
             policy_in_force: tokio::sync::OnceCell::new(),
+            dra_gates: Default::default(),
         }
     }
 
@@ -807,10 +811,40 @@ impl Driver {
             .await
             .map_err(|e| DriverError::Socket(e, self.name.clone()))?
             .into_parts();
+        let gate = self.dra_gate(node);
         Ok((
-            self.count_connections(node, self.watch_socket(node, dra_in)),
+            self.count_connections(node, gate.guard(self.watch_socket(node, dra_in))),
             stopper,
         ))
+    }
+
+    fn dra_gate(&self, node: &str) -> dra_e2e_conn::SocketGate {
+        // A poisoned map still holds the gates.
+        let mut gates = self.dra_gates.lock().unwrap_or_else(|p| p.into_inner());
+        gates.entry(node.to_owned()).or_default().clone()
+    }
+
+    /// Blocks (or unblocks) the DRA socket on `node`: the kubelet still finds
+    /// the socket, but every connection it opens is closed at once and the
+    /// open ones are cut, as when a plugin hangs. Neither counted as a
+    /// connection nor as a call.
+    pub fn set_dra_socket_blocked(&self, node: &str, blocked: bool) -> Result<(), DriverError> {
+        self.node_index(node)?;
+        let gate = self.dra_gate(node);
+        if blocked {
+            gate.block();
+        } else {
+            gate.unblock();
+        }
+        Ok(())
+    }
+
+    /// Unblocks every DRA socket a scenario blocked, so its pods can go.
+    pub fn unblock_sockets(&self) {
+        let gates = self.dra_gates.lock().unwrap_or_else(|p| p.into_inner());
+        for gate in gates.values() {
+            gate.unblock();
+        }
     }
 
     /// (DRA socket, registration socket) under the kubelet directory `root`.
