@@ -438,9 +438,10 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
 
 /// The checks that depend on a node operation can fail: each scenario of
 /// tests/fixtures/node-daemons leaves one operation out (a kubelet restart,
-/// a stop, a start, a reboot) and fails at the check that needs it with
-/// what it saw. The kubelet one scenario left stopped is started again by
-/// teardown, so its pod goes and nothing is left behind.
+/// a stop, a start, a containerd stop and start, a reboot) and fails at the
+/// check that needs it with what it saw. The kubelet and the containerd
+/// scenarios left stopped are started again by teardown, so their pods go
+/// and nothing is left behind.
 #[test]
 fn checks_that_need_a_node_operation_fail_without_it() {
     let home = tempfile::tempdir().unwrap();
@@ -448,16 +449,18 @@ fn checks_that_need_a_node_operation_fail_without_it() {
     cmd.args(["--step-timeout", "20s"]);
     let (code, t) = Watched::spawn(cmd).finish();
     assert_eq!(code, Some(1), "{t}");
-    assert!(t.contains("0 passed, 4 failed"), "{t}");
+    assert!(t.contains("0 passed, 6 failed"), "{t}");
     // (the failing step's line in the fixture, what its message says)
     for (line, says) in [
         (
-            17,
+            18,
             "to be called again since it was counted (1 calls); last seen: 1 calls",
         ),
-        (23, "expected pod tester-1 to stay Pending, observed"),
-        (31, "waiting for pod tester-1 to be running"),
-        (38, "waiting for pod tester-1 to run again after the reboot"),
+        (24, "expected pod tester-1 to stay Pending, observed"),
+        (32, "waiting for pod tester-1 to be running"),
+        (39, "waiting for pod tester-1 to run again after the reboot"),
+        (45, "expected pod tester-1 to stay Pending, observed"),
+        (53, "waiting for pod tester-1 to be running"),
     ] {
         assert!(
             t.contains(&format!(

@@ -139,6 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    crate::takeover::replace_older(&endpoint);
     rt.block_on(async move {
         let stop = stop_signal()?;
         let agent = Agent::bind(&unix, &proxy).await?;

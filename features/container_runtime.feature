@@ -1,0 +1,38 @@
+@DynamicResourceAllocation @NodeOperations @serial
+Feature: the container runtime stops and restarts
+  A node's container runtime (containerd) goes away and comes back under
+  pods that hold claims. The kubelet syncs no pod while its runtime is down,
+  so no claim is prepared for a pod that cannot start; a pod already running
+  keeps its prepared claim across a runtime restart, and the next pod gets
+  its device through CDI from the restarted runtime. Only the runner's real
+  nodes can stop their containerd (through the node's process 1); @serial
+  because the node is away for every scenario on it.
+
+  Background:
+    Given 1 ready node
+    And a driver with 2 devices per node
+    And a device class
+    And an external claim "external-claim"
+
+  Scenario: a pod waits for a stopped container runtime and runs once it is back
+    When containerd on node 0 is stopped
+    And pod "tester-1" using claim "external-claim" is created
+      | node selector | 0 |
+    Then pod "tester-1" stays pending for 20s
+    When containerd on node 0 is started
+    Then pod "tester-1" is running
+    And every container of pod "tester-1" has env "user_a=b"
+    And NodePrepareResources was called 1 time on node 0
+
+  Scenario: a running pod keeps its claim across a container runtime restart
+    When pod "tester-1" using claim "external-claim" is created
+      | node selector | 0 |
+    Then pod "tester-1" is running
+    When containerd on node 0 is restarted
+    Then pod "tester-1" stays running for 10s
+    And NodePrepareResources was called 1 time on node 0
+    And NodeUnprepareResources was called 0 times on node 0
+    When pod "tester-2" with an inline claim is created
+      | node selector | 0 |
+    Then pod "tester-2" is running
+    And every container of pod "tester-2" has its device
