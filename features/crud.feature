@@ -28,7 +28,7 @@ Feature: CRUD of the resource.k8s.io types
       verifyContent: true
       """
 
-  @conformance
+  @conformance @API:resource.k8s.io/v1/devicetaintrules
   Scenario: resource.k8s.io/v1 DeviceTaintRule
     # No device selector selects no devices, so NoExecute evicts nothing.
     Then the CRUD conformance test of resource.k8s.io/v1 devicetaintrules passes with:

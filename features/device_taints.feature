@@ -47,7 +47,7 @@ Feature: device taints
     And pod "tester-1" stays running for 10s
     And the claim of pod "tester-1" is allocated
 
-  @FeatureGate:DRADeviceTaintRules
+  @FeatureGate:DRADeviceTaintRules @API:resource.k8s.io/v1/devicetaintrules
   Scenario: DeviceTaintRule evicts pod
     Given a driver with a network pool of 10 tainted devices
     And a device class
@@ -80,7 +80,7 @@ Feature: device taints
       Then pod "tester-1" is running with env "user_a=b" in every container
       And pod "tester-1" uses the claims of the pod group of workload "tester-0"
 
-    @FeatureGate:DRAWorkloadResourceClaims @FeatureGate:GenericWorkload @KubeletMinVersion:1.36 @FeatureGate:DRADeviceTaintRules
+    @FeatureGate:DRAWorkloadResourceClaims @FeatureGate:GenericWorkload @KubeletMinVersion:1.36 @FeatureGate:DRADeviceTaintRules @API:resource.k8s.io/v1/devicetaintrules
     Scenario: DeviceTaintRule evicts pod with PodGroup claim
       Given a driver with a network pool of 10 tainted devices
       And a device class

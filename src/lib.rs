@@ -36,7 +36,7 @@ pub use dra_e2e_harness::{
     api_conformance, cgroup, device_metadata, driver, kubelet_metrics, pool_status, quantity,
     under_test,
 };
-pub use dra_e2e_kube::{node_ready, objects, wait};
+pub use dra_e2e_kube::{discovery, node_ready, objects, wait};
 pub use dra_e2e_node_sim as node_sim;
 pub use dra_e2e_plugin as plugin;
 pub use dra_e2e_profile as profile;

@@ -293,6 +293,19 @@ async fn scheduler_allocates_a_device_from_a_slice_and_binds_the_pod() {
     let listed = claims.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1, "exactly one claim was generated");
 
+    // What `@API:` tags ask: a served resource, one its group version does
+    // not have, and a group version not served at all (404, not an error).
+    use dra_e2e::discovery::{NeededApi, serves};
+    let ask = |text: &str| {
+        let api = NeededApi::parse(text).unwrap();
+        let client = client.clone();
+        async move { serves(&client, &api).await.unwrap() }
+    };
+    assert!(ask("resource.k8s.io/v1/resourceclaims").await);
+    assert!(ask("v1/pods").await);
+    assert!(!ask("resource.k8s.io/v1/nosuchthings").await);
+    assert!(!ask("resource.k8s.io/v9/resourceclaims").await);
+
     cluster.stop().await.expect("stopping the cluster");
     assert_all_gone(&components, &binaries_dir, &dir);
 }

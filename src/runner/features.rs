@@ -34,10 +34,19 @@ pub const KNOWN_TAGS: &[&str] = &[
 ];
 
 /// Beginnings of the tags the suite understands with a value after them.
-pub const TAG_PREFIXES: &[&str] = &["FeatureGate:", "KubeletMinVersion:", "retry(", "retry."];
+pub const TAG_PREFIXES: &[&str] = &[
+    "FeatureGate:",
+    "KubeletMinVersion:",
+    "API:",
+    "retry(",
+    "retry.",
+];
 
 /// Tags the suite understands; `check` rejects others so typos surface.
 pub fn tag_is_known(tag: &str) -> bool {
+    if let Some(api) = tag.strip_prefix("API:") {
+        return crate::discovery::NeededApi::parse(api).is_some();
+    }
     KNOWN_TAGS.contains(&tag)
         || TAG_PREFIXES
             .iter()
@@ -96,6 +105,13 @@ pub fn skip_reason(
                  (--node-kind real)"
                     .to_owned(),
             );
+        }
+        if let Some(api) = tag.strip_prefix("API:")
+            && env.unserved_apis.iter().any(|a| a == api)
+        {
+            let shown = crate::discovery::NeededApi::parse(api)
+                .map_or_else(|| api.to_owned(), |a| a.to_string());
+            return Some(format!("needs {shown}, which this cluster does not serve"));
         }
         if let Some(gate) = tag.strip_prefix("FeatureGate:")
             && let Some((_, why)) = env.refused_gates.iter().find(|(g, _)| g == gate)
@@ -729,7 +745,9 @@ mod tests {
             &path,
             "Feature: f\n\n  @FeatureGate:New\n  Scenario: gated\n    Given 1 ready node\n\n  \
              @KubeletMinVersion:1.37\n  Scenario: newer kubelet\n    Given 1 ready node\n\n  \
-             @KubeletMinVersion:1.36\n  Scenario: old enough\n    Given 1 ready node\n",
+             @KubeletMinVersion:1.36\n  Scenario: old enough\n    Given 1 ready node\n\n  \
+             @API:resource.k8s.io/v1/devicetaintrules\n  Scenario: rules\n    Given 1 ready node\n\n  \
+             @API:resource.k8s.io/v1/resourceclaims\n  Scenario: claims\n    Given 1 ready node\n",
         )
         .unwrap();
         let feature = gherkin::Feature::parse_path(&path, GherkinEnv::default()).unwrap();
@@ -739,6 +757,7 @@ mod tests {
             enabled_gates: Some(vec!["DynamicResourceAllocation".into()]),
             kubelet_version: Some((1, 36)),
             refused_gates: vec![("New".into(), "does not exist in Kubernetes v1.35.4".into())],
+            unserved_apis: vec!["resource.k8s.io/v1/devicetaintrules".into()],
             node_operations: true,
             driver: None,
             interposed: true,
@@ -753,6 +772,11 @@ mod tests {
             [
                 Some("feature gate New does not exist in Kubernetes v1.35.4".to_owned()),
                 Some("needs kubelet 1.37 or newer, the oldest node runs 1.36".to_owned()),
+                None,
+                Some(
+                    "needs resource.k8s.io/v1 devicetaintrules, which this cluster does not serve"
+                        .to_owned()
+                ),
                 None,
             ]
         );

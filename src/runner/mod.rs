@@ -409,6 +409,45 @@ fn refused_gates(
     Ok(refused)
 }
 
+/// The APIs the features' `@API:` tags name that the cluster does not
+/// serve; each is said once, and its scenarios are skipped saying so.
+async fn unserved_apis(
+    cluster: &Cluster,
+    features: &[cucumber::gherkin::Feature],
+) -> anyhow::Result<Vec<String>> {
+    let tags: std::collections::BTreeSet<&str> = features
+        .iter()
+        .flat_map(|f| {
+            f.tags
+                .iter()
+                .chain(f.rules.iter().flat_map(|r| r.tags.iter()))
+                .chain(f.scenarios.iter().flat_map(|s| s.tags.iter()))
+                .chain(
+                    f.rules
+                        .iter()
+                        .flat_map(|r| r.scenarios.iter().flat_map(|s| s.tags.iter())),
+                )
+        })
+        .filter_map(|t| t.strip_prefix("API:"))
+        .collect();
+    let mut unserved = Vec::new();
+    for tag in tags {
+        let Some(api) = crate::discovery::NeededApi::parse(tag) else {
+            continue; // `check` names malformed tags
+        };
+        let served = crate::discovery::serves(&cluster.client(), &api)
+            .await
+            .with_context(|| format!("asking the cluster whether it serves {api}"))?;
+        if !served {
+            crate::note!(
+                "dra-e2e: the cluster does not serve {api}: the scenarios tagged @API:{tag} are skipped"
+            );
+            unserved.push(tag.to_owned());
+        }
+    }
+    Ok(unserved)
+}
+
 /// Runs the selected scenarios; returns the process exit code. `matches`
 /// are those [`cli::try_parse_from`] parsed `opts` from.
 pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> {
@@ -725,6 +764,7 @@ async fn run_on(
 ) -> anyhow::Result<Ended> {
     let mut env = cluster.environment().await?;
     env.refused_gates = std::mem::take(&mut selection.refused_gates);
+    env.unserved_apis = unserved_apis(&cluster, &selection.features).await?;
     crate::note!("dra-e2e: {}", cluster.describe());
     // Which Kubernetes passed or failed is part of what a run says, most of
     // all when the kubelet is older than the control plane.

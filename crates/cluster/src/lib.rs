@@ -142,6 +142,9 @@ pub struct Environment {
     /// Kubernetes will not run with (a local control plane built at an
     /// older `--kube-version`), and why; their scenarios are skipped saying so.
     pub refused_gates: Vec<(String, String)>,
+    /// APIs named by the selected scenarios' `@API:` tags that this cluster
+    /// does not serve (the tag's text); set by the runner.
+    pub unserved_apis: Vec<String>,
     /// The runner can operate the nodes' processes (reboot a node): the
     /// local cluster's real nodes only.
     pub node_operations: bool,
@@ -554,6 +557,7 @@ impl Cluster {
             enabled_gates,
             kubelet_version,
             refused_gates: Vec::new(),
+            unserved_apis: Vec::new(),
             driver: None,
             interposed: true,
         })

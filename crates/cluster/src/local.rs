@@ -277,6 +277,10 @@ impl LocalCluster {
             kubeconfig: kubeconfig_path.clone(),
             feature_gates: &options.feature_gates,
             runtime_config: &options.runtime_config,
+            minor: crate::host::kube_version::program_version(
+                &binaries.path(binaries::KUBE_APISERVER),
+            )
+            .map(|v| v.minor),
         };
         let start = Start {
             binaries: &binaries,

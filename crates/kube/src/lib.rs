@@ -3,6 +3,7 @@
 //! that watch with a deadline and say what they last saw ([`wait`]); and
 //! what "a ready node" means ([`node_ready`]). Nothing here knows about
 //! drivers, plugins or how the cluster was started.
+pub mod discovery;
 pub mod node_ready;
 pub mod objects;
 pub mod wait;

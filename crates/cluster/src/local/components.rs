@@ -15,13 +15,20 @@ pub const RESOURCE_POOL_STATUS_GATE: &str = "DRAResourcePoolStatus";
 /// controller list). One row per gate; a gate without needs has no row.
 struct GateNeeds {
     gate: &'static str,
+    /// The Kubernetes minors the row holds for, oldest and newest (both
+    /// included); an API moves to another version between releases.
+    minors: (u32, u32),
     apis: &'static [&'static str],
     controllers: &'static [&'static str],
 }
 
+/// Every release the runner knows.
+const ALL_MINORS: (u32, u32) = (0, u32::MAX);
+
 const GATE_NEEDS: &[GateNeeds] = &[
     GateNeeds {
         gate: RESOURCE_POOL_STATUS_GATE,
+        minors: ALL_MINORS,
         apis: &["resource.k8s.io/v1alpha3"],
         controllers: &["resourcepoolstatusrequest-controller"],
     },
@@ -31,8 +38,18 @@ const GATE_NEEDS: &[GateNeeds] = &[
     // resourceclaim-controller, which always runs.
     GateNeeds {
         gate: "GenericWorkload",
+        minors: ALL_MINORS,
         apis: &["scheduling.k8s.io/v1beta1"],
         controllers: &["podgroup-protection-controller"],
+    },
+    // Until 1.35 DeviceTaintRules are served as resource.k8s.io/v1alpha3
+    // only, off by default; the scheduler with the gate on waits for their
+    // informer, so without the API it schedules nothing at all.
+    GateNeeds {
+        gate: "DRADeviceTaintRules",
+        minors: (0, 35),
+        apis: &["resource.k8s.io/v1alpha3"],
+        controllers: &[],
     },
 ];
 
@@ -70,8 +87,15 @@ fn listed_controllers(help: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn needs_of(gates: &FeatureGates) -> impl Iterator<Item = &'static GateNeeds> + '_ {
-    GATE_NEEDS.iter().filter(|n| gates.enabled(n.gate, false))
+/// The rows of the gates on in `gates`, for Kubernetes 1.`minor` (every
+/// release's rows when it is not known).
+fn needs_of(
+    gates: &FeatureGates,
+    minor: Option<u32>,
+) -> impl Iterator<Item = &'static GateNeeds> + '_ {
+    GATE_NEEDS.iter().filter(move |n| {
+        gates.enabled(n.gate, false) && minor.is_none_or(|m| (n.minors.0..=n.minors.1).contains(&m))
+    })
 }
 
 /// The service-account issuer; also the in-cluster name of the API server.
@@ -97,6 +121,9 @@ pub struct Settings<'a> {
     pub feature_gates: &'a FeatureGates,
     /// `--runtime-config` entries such as `resource.k8s.io/v1beta1=true`.
     pub runtime_config: &'a [String],
+    /// The control plane's Kubernetes minor (`kube-apiserver --version`),
+    /// when it could be read: what a gate needs depends on the release.
+    pub minor: Option<u32>,
 }
 
 /// Controllers the DRA scenarios depend on, and the ones whose absence would
@@ -137,9 +164,13 @@ fn gates_arg(gates: &FeatureGates) -> Option<OsString> {
 
 /// The runtime config actually passed: the requested entries plus any API an
 /// enabled gate cannot work without.
-pub fn effective_runtime_config(requested: &[String], gates: &FeatureGates) -> Vec<String> {
+pub fn effective_runtime_config(
+    requested: &[String],
+    gates: &FeatureGates,
+    minor: Option<u32>,
+) -> Vec<String> {
     let mut entries = requested.to_vec();
-    for api in needs_of(gates).flat_map(|n| n.apis) {
+    for api in needs_of(gates, minor).flat_map(|n| n.apis) {
         if !entries.iter().any(|e| e.split('=').next() == Some(api)) {
             entries.push(format!("{api}=true"));
         }
@@ -148,9 +179,9 @@ pub fn effective_runtime_config(requested: &[String], gates: &FeatureGates) -> V
 }
 
 /// The controllers kube-controller-manager runs for these gates.
-pub fn controllers(gates: &FeatureGates) -> Vec<&'static str> {
+pub fn controllers(gates: &FeatureGates, minor: Option<u32>) -> Vec<&'static str> {
     let mut list = CONTROLLERS.to_vec();
-    for c in needs_of(gates).flat_map(|n| n.controllers) {
+    for c in needs_of(gates, minor).flat_map(|n| n.controllers) {
         if !list.contains(c) {
             list.push(c);
         }
@@ -253,7 +284,7 @@ pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
         // Priority and fairness costs CPU the 2-core machines do not have.
         arg("enable-priority-and-fairness", false),
     ];
-    let runtime_config = effective_runtime_config(s.runtime_config, s.feature_gates);
+    let runtime_config = effective_runtime_config(s.runtime_config, s.feature_gates, s.minor);
     if !runtime_config.is_empty() {
         args.push(arg("runtime-config", runtime_config.join(",")));
     }
@@ -304,7 +335,10 @@ pub fn controller_manager_args(s: &Settings<'_>) -> Vec<OsString> {
         s.ports.controller_manager,
         &s.pki.controller_manager_serving,
     );
-    args.push(arg("controllers", controllers(s.feature_gates).join(",")));
+    args.push(arg(
+        "controllers",
+        controllers(s.feature_gates, s.minor).join(","),
+    ));
     args.push(path_arg(
         "service-account-private-key-file",
         &s.pki.sa_key_path,
@@ -355,6 +389,7 @@ mod tests {
             kubeconfig: tmp.path().join("kubeconfig"),
             feature_gates: gates,
             runtime_config: &rc,
+            minor: Some(37),
         };
         f(&s);
     }
@@ -413,6 +448,19 @@ mod tests {
                     .contains("resourcepoolstatus")
             );
         });
+    }
+
+    #[test]
+    fn device_taint_rules_get_their_alpha_api_only_where_it_is_their_only_one() {
+        let gates = FeatureGates::new().with("DRADeviceTaintRules", true);
+        let rc = |minor| effective_runtime_config(&[], &gates, minor);
+        assert_eq!(rc(Some(35)), ["resource.k8s.io/v1alpha3=true"]);
+        assert!(rc(Some(36)).is_empty());
+        assert!(rc(Some(37)).is_empty());
+        // An unknown release gets what any release might need.
+        assert_eq!(rc(None), ["resource.k8s.io/v1alpha3=true"]);
+        let off = FeatureGates::new().with("DRADeviceTaintRules", false);
+        assert!(effective_runtime_config(&[], &off, Some(35)).is_empty());
     }
 
     #[test]
