@@ -164,7 +164,8 @@ Feature: control plane
     And deleting ResourceSlice "cluster-slice" as the plugin on node "dra-fictional-node" fails with "this user running on node 'dra-fictional-node' may not modify cluster resourceslices"
     And deleting ResourceSlice "cluster-slice" as the admin succeeds
 
-  @FeatureGate:DRAResourceClaimDeviceStatus
+  # The refusal needs DRAResourceClaimGranularStatusAuthorization (1.36), which upstream does not tag.
+  @FeatureGate:DRAResourceClaimDeviceStatus @FeatureGate:DRAResourceClaimGranularStatusAuthorization
   Scenario: must be impossible for a node ServiceAccount to update the non-node ResourceClaim.Status.Devices once allocated
     Given a driver with a network pool of 10 devices, not registered with the kubelet
     And a device class
@@ -277,7 +278,8 @@ Feature: control plane
           hardwareAddress: bc:1c:b6:3e:b8:26
       """
 
-  @FeatureGate:DRAResourceClaimDeviceStatus
+  # The refusal needs DRAResourceClaimGranularStatusAuthorization (1.36), which upstream does not tag.
+  @FeatureGate:DRAResourceClaimDeviceStatus @FeatureGate:DRAResourceClaimGranularStatusAuthorization
   Scenario: must be possible for a control-plane ServiceAccount to update the ResourceClaim.Status.Devices once allocated
     Given a driver with a network pool of 1 device, not registered with the kubelet
     And a device class
