@@ -415,19 +415,10 @@ async fn unserved_apis(
     cluster: &Cluster,
     features: &[cucumber::gherkin::Feature],
 ) -> anyhow::Result<Vec<String>> {
-    let tags: std::collections::BTreeSet<&str> = features
+    let scenarios = features::scenarios(features);
+    let tags: std::collections::BTreeSet<&str> = scenarios
         .iter()
-        .flat_map(|f| {
-            f.tags
-                .iter()
-                .chain(f.rules.iter().flat_map(|r| r.tags.iter()))
-                .chain(f.scenarios.iter().flat_map(|s| s.tags.iter()))
-                .chain(
-                    f.rules
-                        .iter()
-                        .flat_map(|r| r.scenarios.iter().flat_map(|s| s.tags.iter())),
-                )
-        })
+        .flat_map(|s| &s.tags)
         .filter_map(|t| t.strip_prefix("API:"))
         .collect();
     let mut unserved = Vec::new();
