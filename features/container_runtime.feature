@@ -1,12 +1,13 @@
-@DynamicResourceAllocation @NodeOperations @serial
+@DynamicResourceAllocation @NodeOperations @OwnNodes
 Feature: the container runtime stops and restarts
   A node's container runtime (containerd) goes away and comes back under
   pods that hold claims. The kubelet syncs no pod while its runtime is down,
   so no claim is prepared for a pod that cannot start; a pod already running
   keeps its prepared claim across a runtime restart, and the next pod gets
   its device through CDI from the restarted runtime. Only the runner's real
-  nodes can stop their containerd (through the node's process 1); @serial
-  because the node is away for every scenario on it.
+  nodes can stop their containerd (through the node's process 1); @OwnNodes
+  because the node is away for every scenario on it: no other scenario uses
+  it meanwhile, the others run on the other nodes.
 
   Background:
     Given 1 ready node

@@ -134,7 +134,7 @@ Feature: one node's kubelet and its plugins
 
     # The kubelet's gauge counts the claims in use on its node, per driver
     # and across all (<any>): alone on the node, as upstream's.
-    @KubeletMetrics @serial
+    @KubeletMetrics @OwnNodes
     Scenario: must provide metrics
       When pod "tester-1" using claim "external-claim" is created
         | node selector | 0 |

@@ -1,11 +1,12 @@
-@DynamicResourceAllocation @NodeOperations @serial
+@DynamicResourceAllocation @NodeOperations @OwnNodes
 Feature: kubelet stops and restarts
   What the kubelet does with a driver's calls when it is stopped and started
   again around them: it works through what it missed, and retries on start
   what failed before it stopped. Only the runner's real nodes can stop a
   kubelet (through the node's process 1), so these scenarios are skipped
-  elsewhere; @serial because a stopped kubelet is a node going away for
-  every scenario that uses it.
+  elsewhere; @OwnNodes because a stopped kubelet is a node going away for
+  every scenario that uses it: no other scenario uses the node meanwhile,
+  the others run on the other nodes.
   (upstream: the node suite, test/e2e_node/dra_test.go, [sig-node] [DRA] [Feature:DynamicResourceAllocation] Resource Kubelet Plugin, Two resource Kubelet Plugins and ResourceSlice, all [Serial])
 
   Rule: one plugin

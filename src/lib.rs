@@ -33,8 +33,8 @@ pub use dra_e2e_cluster::{host, images, proxy, real_node};
 pub use dra_e2e_conn as conn;
 pub use dra_e2e_conn::{later, node_files, node_host};
 pub use dra_e2e_harness::{
-    api_conformance, cgroup, device_metadata, driver, kubelet_metrics, pool_status, quantity,
-    under_test,
+    api_conformance, cgroup, device_metadata, driver, kubelet_metrics, node_lease, pool_status,
+    quantity, under_test,
 };
 pub use dra_e2e_kube::{discovery, node_ready, objects, wait};
 pub use dra_e2e_node_sim as node_sim;

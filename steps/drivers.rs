@@ -178,8 +178,14 @@ fn slices_from_doc(w: &World, step: &Step, phrase: &str) -> anyhow::Result<Vec<S
     Ok(slices)
 }
 
+/// Takes the scenario's nodes: the first ready ones other scenarios share
+/// (up to `max`), or, for an `@OwnNodes` scenario, `min` nodes of its own
+/// (tainted against other pods while it runs). Waits while other
+/// scenarios hold them; the wait is the run's queue, not the scenario's time.
 async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
-    let mut ready = crate::under_test::ready_nodes(&w.context()?.cluster.client())
+    let ctx = w.context()?.clone();
+    let client = ctx.cluster.client();
+    let ready = crate::under_test::ready_nodes(&client)
         .await
         .context("listing nodes")?;
     if ready.len() < min {
@@ -189,8 +195,42 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
             ready.join(", ")
         );
     }
-    ready.truncate(max);
-    w.nodes = ready;
+    if w.scenario.lease().is_some() {
+        bail!(
+            "the scenario has chosen its nodes already ({})",
+            w.nodes.join(", ")
+        );
+    }
+    let queued = std::time::Instant::now();
+    let lease = if w.owns_nodes {
+        ctx.node_leases.own(&ready, min, &w.namespace).await?
+    } else {
+        ctx.node_leases.shared(&ready, min, max).await
+    };
+    w.setup_timings.push((
+        crate::report::Phase::queue("wait for nodes other scenarios hold"),
+        queued.elapsed(),
+    ));
+    // An owner runs from here: it takes its slot now.
+    let queued = std::time::Instant::now();
+    w.take_slot().await;
+    if w.owns_nodes {
+        w.setup_timings.push((
+            crate::report::Phase::queue("wait for a free slot"),
+            queued.elapsed(),
+        ));
+    }
+    w.nodes = lease.nodes().to_vec();
+    let own = lease.how() == crate::node_lease::Use::Own;
+    w.scenario.hold_nodes(lease);
+    if own {
+        for n in w.nodes.clone() {
+            crate::node_lease::set_taint(&client, &n, Some(&w.namespace))
+                .await
+                .with_context(|| format!("tainting node {n}, the scenario's own"))?;
+            w.scenario.own_node_tainted(&n);
+        }
+    }
     Ok(())
 }
 

@@ -25,6 +25,21 @@ pub fn artifacts_dir(ctx: &Context, scenario: &gherkin::Scenario, namespace: &st
         .join(format!("{}-{namespace}", report::slug(&scenario.name)))
 }
 
+/// Whether `tag` is on the scenario, its rule or its feature.
+fn tagged(
+    feature: &gherkin::Feature,
+    rule: Option<&gherkin::Rule>,
+    scenario: &gherkin::Scenario,
+    tag: &str,
+) -> bool {
+    feature
+        .tags
+        .iter()
+        .chain(rule.iter().flat_map(|r| &r.tags))
+        .chain(&scenario.tags)
+        .any(|t| t == tag)
+}
+
 /// Whether the scenario runs alone (`@serial` on it, its rule or its
 /// feature); a scenario the runner skips never does.
 pub fn is_serial(
@@ -32,13 +47,17 @@ pub fn is_serial(
     rule: Option<&gherkin::Rule>,
     scenario: &gherkin::Scenario,
 ) -> bool {
-    !is_marked_skipped(scenario)
-        && feature
-            .tags
-            .iter()
-            .chain(rule.iter().flat_map(|r| &r.tags))
-            .chain(&scenario.tags)
-            .any(|t| t == "serial")
+    !is_marked_skipped(scenario) && tagged(feature, rule, scenario, "serial")
+}
+
+/// Whether the scenario has its nodes to itself (`@OwnNodes`): no other
+/// scenario uses them while it runs, and other pods are kept off them.
+pub fn owns_nodes(
+    feature: &gherkin::Feature,
+    rule: Option<&gherkin::Rule>,
+    scenario: &gherkin::Scenario,
+) -> bool {
+    tagged(feature, rule, scenario, "OwnNodes")
 }
 
 /// Hands the scenario's World the run's context, then (unless the runner
@@ -52,6 +71,7 @@ pub async fn before(
 ) {
     w.started = Some(Instant::now());
     w.run = Some(ctx.clone());
+    w.owns_nodes = owns_nodes(feature, rule, scenario);
     if is_marked_skipped(scenario) {
         return;
     }
@@ -59,6 +79,10 @@ pub async fn before(
         return;
     }
     let mut laps = Laps::start();
+    if !w.owns_nodes {
+        w.take_slot().await;
+        laps.lap(&mut w.setup_timings, Phase::queue("wait for a free slot"));
+    }
     if is_serial(feature, rule, scenario) && !ctx.teardowns.is_empty() {
         tracing::info!(
             scenario = %scenario.name,
@@ -68,7 +92,7 @@ pub async fn before(
         ctx.teardowns.idle().await;
         laps.lap(
             &mut w.setup_timings,
-            Phase::harness("wait for earlier scenarios' teardowns"),
+            Phase::queue("wait for earlier scenarios' teardowns"),
         );
     }
     let ns: Namespace = match serde_json::from_value(json!({
@@ -180,6 +204,17 @@ pub async fn after(
                     drivers.join(", "),
                     scenario.name
                 );
+                // Nodes of its own stay its own, tainted, for the rest of
+                // the run, as its objects stay; nodes it shared are free.
+                if w.scenario.owns_nodes()
+                    && let Some(lease) = w.scenario.lease().cloned()
+                {
+                    tracing::warn!(
+                        "kept node(s) {} out of the run's use",
+                        lease.nodes().join(", ")
+                    );
+                    std::mem::forget(lease);
+                }
             } else {
                 teardown = Some(Teardown {
                     client: w.client(),
@@ -285,6 +320,8 @@ impl Teardown {
             ctx.outcomes.teardown_failed();
         }
         ctx.outcomes.torn_down(&id, timings);
+        // The scenario's nodes are free once this ends: the waits after it
+        // hold none (see `node_lease`).
         for wait in self.stack.take_unfinished() {
             finish_later(ctx.clone(), id.clone(), wait);
         }

@@ -124,6 +124,13 @@ pub struct Context {
     pub after_scenarios: tokio_util::task::TaskTracker,
     /// The driver the run tests (the suite's own unless a profile says).
     pub under_test: Arc<crate::under_test::UnderTest>,
+    /// Which scenario uses which node (`@OwnNodes` ones have theirs alone).
+    pub node_leases: Arc<crate::node_lease::NodeLeases>,
+    /// How many scenarios run at once (`--concurrency`). Cucumber starts
+    /// more than that when some own nodes: one waiting for its nodes takes
+    /// a slot only once it has them, so a queue of node operations does
+    /// not hold up the other scenarios.
+    pub slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Context {
@@ -150,6 +157,11 @@ pub struct World {
     pub setup_error: Option<String>,
     /// Nodes the scenario uses, sorted (upstream's `Nodenames()`).
     pub nodes: Vec<String>,
+    /// Whether the scenario has its nodes to itself (`@OwnNodes`).
+    pub owns_nodes: bool,
+    /// The scenario's slot among those running at once ([`Context::slots`]),
+    /// from its start (its nodes, for one that owns them) to its end.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// What the scenario made, each with its cleanup.
     pub scenario: Scenario,
     /// Call counts remembered by "is called" for "has been called again".
@@ -247,6 +259,18 @@ impl World {
         self.run
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("steps run outside a dra-e2e run (no cluster context)"))
+    }
+
+    /// Waits for one of the run's slots ([`Context::slots`]) unless the
+    /// scenario has one.
+    pub async fn take_slot(&mut self) {
+        if self.slot.is_some() {
+            return;
+        }
+        if let Some(ctx) = &self.run {
+            // The semaphore is never closed.
+            self.slot = ctx.slots.clone().acquire_owned().await.ok();
+        }
     }
 
     /// What the next step runs within (see [`run`]).

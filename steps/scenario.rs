@@ -95,6 +95,10 @@ pub enum Created {
     /// started before the pods are deleted (a stopped kubelet would never
     /// let them go), as upstream's `DeferCleanup` restarts the kubelet.
     StoppedDaemon { node: String, daemon: &'static str },
+    /// The own-node taint on a node the scenario has to itself
+    /// (`@OwnNodes`), taken off last, once the scenario's pods, drivers and
+    /// stopped daemons are dealt with.
+    OwnNode(String),
     /// An object of a manifest. Namespaced ones (workloads among them) go
     /// before the pods, so no controller re-creates pods.
     Object {
@@ -151,9 +155,10 @@ impl Created {
             | Created::SlicesOf(_)
             | Created::UnderTest { .. }
             | Created::DeviceCount => Phase::Drivers,
-            Created::Namespace(_) | Created::Template(_) | Created::Object { .. } => {
-                Phase::Namespace
-            }
+            Created::Namespace(_)
+            | Created::Template(_)
+            | Created::Object { .. }
+            | Created::OwnNode(_) => Phase::Namespace,
         }
     }
 }
@@ -166,6 +171,8 @@ pub struct Scenario {
     /// The drivers' waits until their slices are wiped, left by teardown
     /// to run beside the scenarios that follow.
     unfinished: Vec<Unfinished>,
+    /// The scenario's nodes, shared or its own, held until teardown ends.
+    lease: Option<crate::node_lease::Lease>,
 }
 
 impl Scenario {
@@ -344,6 +351,29 @@ impl Scenario {
         });
     }
 
+    /// The scenario's nodes are `lease`'s until its teardown ends.
+    pub fn hold_nodes(&mut self, lease: crate::node_lease::Lease) {
+        self.lease = Some(lease);
+    }
+
+    /// A node of the scenario's own carries the own-node taint: teardown
+    /// takes it off.
+    pub fn own_node_tainted(&mut self, node: &str) {
+        self.push(Created::OwnNode(node.to_owned()));
+    }
+
+    pub fn lease(&self) -> Option<&crate::node_lease::Lease> {
+        self.lease.as_ref()
+    }
+
+    /// Whether the scenario has nodes of its own: its pods tolerate their
+    /// taint.
+    pub fn owns_nodes(&self) -> bool {
+        self.lease
+            .as_ref()
+            .is_some_and(|l| l.how() == crate::node_lease::Use::Own)
+    }
+
     /// The waits teardown left: until each driver's proxy pods are gone
     /// and its slices wiped. The scenario's outcome still depends on them.
     pub fn take_unfinished(&mut self) -> Vec<Unfinished> {
@@ -515,6 +545,9 @@ impl Scenario {
                     .await
                     .with_context(|| format!("deleting {} {name}", resource.kind))
             }
+            Created::OwnNode(node) => crate::node_lease::set_taint(client, node, None)
+                .await
+                .with_context(|| format!("taking the own-node taint off node {node}")),
             Created::AllClaims
             | Created::Claim { .. }
             | Created::Template(_)
@@ -722,10 +755,20 @@ impl World {
     }
 
     /// Creates `pod`; `pod_claims` are its pod-level claim names.
+    /// A scenario with nodes of its own gives the pod the toleration of
+    /// their taint.
     pub async fn create_pod(&mut self, pod: &Pod, pod_claims: Vec<String>) -> anyhow::Result<()> {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.client()?, &self.namespace);
-        api.create(&PostParams::default(), pod)
+        let mut pod = pod.clone();
+        if self.scenario.owns_nodes()
+            && let Some(spec) = pod.spec.as_mut()
+        {
+            spec.tolerations
+                .get_or_insert_default()
+                .push(crate::node_lease::toleration());
+        }
+        api.create(&PostParams::default(), &pod)
             .await
             .with_context(|| format!("creating pod {name}"))?;
         self.scenario
@@ -734,7 +777,8 @@ impl World {
     }
 
     /// Creates a manifest object through `api` (whoever's client it holds)
-    /// and returns its name.
+    /// and returns its name. A scenario with nodes of its own gives a
+    /// workload's pod template the toleration of their taint.
     pub async fn create_object(
         &mut self,
         api: &Api<DynamicObject>,
@@ -748,8 +792,12 @@ impl World {
             .clone()
             .or(obj.metadata.generate_name.clone())
             .unwrap_or_default();
+        let mut obj = obj.clone();
+        if self.scenario.owns_nodes() {
+            tolerate_own_nodes(&mut obj.data);
+        }
         let created = api
-            .create(&PostParams::default(), obj)
+            .create(&PostParams::default(), &obj)
             .await
             .with_context(|| format!("creating {} {wanted}", resource.kind))?;
         let name = created.metadata.name.unwrap_or_default();
@@ -762,9 +810,63 @@ impl World {
     }
 }
 
+/// Adds the own-node toleration to a manifest's pod spec: a pod's
+/// `spec`, a workload's `spec.template.spec` or a CronJob's
+/// `spec.jobTemplate.spec.template.spec`; other objects stay as they are.
+fn tolerate_own_nodes(data: &mut serde_json::Value) {
+    let toleration = match serde_json::to_value(crate::node_lease::toleration()) {
+        Ok(t) => t,
+        Err(_) => return,
+    };
+    let pod_spec = if data.pointer("/spec/containers").is_some() {
+        data.pointer_mut("/spec")
+    } else if data.pointer("/spec/template/spec").is_some() {
+        data.pointer_mut("/spec/template/spec")
+    } else {
+        data.pointer_mut("/spec/jobTemplate/spec/template/spec")
+    };
+    if let Some(serde_json::Value::Object(spec)) = pod_spec {
+        match spec
+            .entry("tolerations")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()))
+        {
+            serde_json::Value::Array(list) => list.push(toleration),
+            other => *other = serde_json::Value::Array(vec![toleration]),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_specs_of_manifests_get_the_own_node_toleration() {
+        let mut pod = serde_json::json!({ "spec": { "containers": [] } });
+        let mut job = serde_json::json!({ "spec": { "template": { "spec": {
+            "tolerations": [{ "key": "other", "operator": "Exists" }] } } } });
+        let mut cron = serde_json::json!({ "spec": { "jobTemplate": { "spec": {
+            "template": { "spec": {} } } } } });
+        let mut class = serde_json::json!({ "spec": { "selectors": [] } });
+        for v in [&mut pod, &mut job, &mut cron, &mut class] {
+            tolerate_own_nodes(v);
+        }
+        let key = crate::node_lease::OWN_NODE_TAINT;
+        assert_eq!(pod["spec"]["tolerations"][0]["key"], key);
+        assert_eq!(
+            job["spec"]["template"]["spec"]["tolerations"][0]["key"],
+            "other"
+        );
+        assert_eq!(
+            job["spec"]["template"]["spec"]["tolerations"][1]["key"],
+            key
+        );
+        assert_eq!(
+            cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["tolerations"][0]["key"],
+            key
+        );
+        assert!(class["spec"].get("tolerations").is_none());
+    }
 
     fn class(d: DriverRef, name: &str) -> Created {
         Created::DeviceClass {

@@ -682,3 +682,84 @@ async fn etcd_admits_only_clients_with_a_certificate_from_its_own_ca() {
     cluster.stop().await.expect("stopping the cluster");
     assert_all_gone(&components, &binaries_dir, &dir);
 }
+
+/// A node a scenario owns (`@OwnNodes`) against the real scheduler: its
+/// taint keeps pods without the toleration off it (those that must go there
+/// stay unschedulable saying why) while the node still counts as ready for
+/// the run, the owner's pods land on it, and the taint comes off again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
+    use dra_e2e::node_lease::{NodeLeases, OWN_NODE_TAINT, set_taint, toleration};
+    let cluster = LocalCluster::start(LocalClusterOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
+    let client = cluster.client();
+    create_ready_node(&client, "node-a").await;
+    create_ready_node(&client, "node-b").await;
+    let ready = ["node-a".to_owned(), "node-b".to_owned()];
+    let leases = std::sync::Arc::new(NodeLeases::default());
+    let owned = leases.own(&ready, 1, "dra-own").await.expect("a node");
+    assert_eq!(owned.nodes(), ["node-b"]);
+    set_taint(&client, "node-b", Some("dra-own"))
+        .await
+        .expect("tainting");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let b = nodes.get("node-b").await.unwrap();
+    let taints = b.spec.as_ref().and_then(|s| s.taints.clone()).unwrap();
+    assert_eq!(taints.len(), 1, "{taints:?}");
+    assert_eq!(taints[0].key, OWN_NODE_TAINT);
+    assert_eq!(taints[0].value.as_deref(), Some("dra-own"));
+    assert!(dra_e2e::node_ready::node_is_ready_and_schedulable(&b));
+
+    let ns = "dra-own";
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": ns}}),
+    )
+    .await;
+    create(
+        &Api::<ServiceAccount>::namespaced(client.clone(), ns),
+        json!({"metadata": {"name": "default"}}),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = |name: &str, node: Option<&str>, tolerate: bool| {
+        let mut spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
+        if let Some(n) = node {
+            spec["nodeSelector"] = json!({"kubernetes.io/hostname": n});
+        }
+        if tolerate {
+            spec["tolerations"] = json!([toleration()]);
+        }
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    for i in 0..4 {
+        create(&pods, pod(&format!("anywhere-{i}"), None, false)).await;
+    }
+    create(&pods, pod("on-b", Some("node-b"), false)).await;
+    create(&pods, pod("owners", Some("node-b"), true)).await;
+    let bound_to = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let scheduled = |p: Option<&Pod>| p.is_some_and(|p| bound_to(p).is_some());
+    for i in 0..4 {
+        let p = wait_for(&pods, &format!("anywhere-{i}"), "pod bound", scheduled).await;
+        assert_eq!(bound_to(&p).as_deref(), Some("node-a"));
+    }
+    let p = wait_for(&pods, "owners", "the owner's pod bound", scheduled).await;
+    assert_eq!(bound_to(&p).as_deref(), Some("node-b"));
+    let refused = |p: Option<&Pod>| {
+        p.and_then(dra_e2e::wait::pod_unschedulable_message)
+            .is_some_and(|m| m.contains("untolerated taint"))
+    };
+    let p = wait_for(&pods, "on-b", "refused for the taint", refused).await;
+    assert!(bound_to(&p).is_none());
+
+    set_taint(&client, "node-b", None)
+        .await
+        .expect("untainting");
+    let b = nodes.get("node-b").await.unwrap();
+    assert_eq!(b.spec.and_then(|s| s.taints).unwrap_or_default().len(), 0);
+    wait_for(&pods, "on-b", "bound once the taint is off", scheduled).await;
+    drop(owned);
+    assert_eq!(leases.shared(&ready, 2, 2).await.nodes(), ready);
+    cluster.stop().await.expect("stopping the cluster");
+}

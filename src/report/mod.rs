@@ -85,6 +85,18 @@ pub struct Record {
 }
 
 impl Record {
+    /// The scenario's own time: `duration` without its waits for other
+    /// scenarios to let go of its nodes (what a run alone would have taken).
+    pub fn own_duration(&self) -> Duration {
+        let queued: Duration = self
+            .setup
+            .iter()
+            .filter(|(p, _)| p.cost == Cost::Queue)
+            .map(|(_, d)| *d)
+            .sum();
+        self.duration.saturating_sub(queued)
+    }
+
     pub fn new(outcome: Outcome) -> Self {
         Record {
             outcome,
@@ -238,24 +250,24 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, run: &Timings) -> String 
     if ran.is_empty() {
         return out;
     }
-    ran.sort_by_key(|(_, r)| r.duration);
+    ran.sort_by_key(|(_, r)| r.own_duration());
     let start: Duration = run
         .iter()
         .filter(|(p, _)| *p == CLUSTER_START)
         .map(|(_, d)| *d)
         .sum();
-    let floor = start + ran[ran.len() - 1].1.duration;
+    let floor = start + ran[ran.len() - 1].1.own_duration();
     let _ = writeln!(
         out,
         "floor: {:.1}s (cluster start and the longest scenario); run/floor {:.2}",
         floor.as_secs_f64(),
         total.as_secs_f64() / floor.as_secs_f64().max(0.001)
     );
-    let median = ran[ran.len() / 2].1.duration;
+    let median = ran[ran.len() / 2].1.own_duration();
     let _ = writeln!(out, "per scenario: median {:.1}s", median.as_secs_f64());
     let _ = writeln!(out, "slowest:");
     for (id, r) in ran.iter().rev().take(5) {
-        let _ = writeln!(out, "  {:>6.1}s  {}", r.duration.as_secs_f64(), id);
+        let _ = writeln!(out, "  {:>6.1}s  {}", r.own_duration().as_secs_f64(), id);
     }
     let mut fixed: Vec<Duration> = ran
         .iter()
@@ -326,6 +338,7 @@ pub fn timings(records: &BTreeMap<ScenarioId, Record>, run: &Timings) -> String 
             let kind = match phase.cost {
                 Cost::Harness => "",
                 Cost::Wait => ", a wait upstream makes too",
+                Cost::Queue => ", waiting for other scenarios, not in its own time",
             };
             let _ = writeln!(
                 out,

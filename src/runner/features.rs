@@ -20,6 +20,7 @@ pub const KNOWN_TAGS: &[&str] = &[
     "DynamicResourceAllocation",
     "ContainerRuntime",
     "serial",
+    "OwnNodes",
     "slow",
     "conformance",
     "allow.skipped",

@@ -100,7 +100,7 @@ impl History {
             self.seconds
                 .entry(id.path.clone())
                 .or_default()
-                .insert(id.line, r.duration.as_secs_f64());
+                .insert(id.line, r.own_duration().as_secs_f64());
         }
         let Some(path) = &self.path else {
             return Ok(());

@@ -86,6 +86,8 @@ struct Selection {
     driver: Option<crate::profile::Profile>,
     /// Tagged gates the cluster's Kubernetes will not run with, and why.
     refused_gates: Vec<(String, String)>,
+    /// How many selected scenarios own their nodes (`@OwnNodes`).
+    own_nodes: usize,
 }
 
 /// Where the scenarios' output goes: stdout, or stdout under a live status
@@ -610,6 +612,10 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
         shared,
         history,
         refused_gates: refused,
+        own_nodes: selected
+            .iter()
+            .filter(|s| s.tags.iter().any(|t| t == "OwnNodes"))
+            .count(),
     };
     let mut run_timings = vec![(report::CLUSTER_START, connecting.elapsed())];
     let ended = run_on(
@@ -745,7 +751,7 @@ struct Ended {
 }
 
 async fn run_on(
-    opts: Opts,
+    mut opts: Opts,
     args: RunArgs,
     mut selection: Selection,
     cluster: Arc<Cluster>,
@@ -790,6 +796,10 @@ async fn run_on(
 
     let run_id = format!("{:x}", rand::random::<u32>());
     // Handed to every scenario's World by the before hook.
+    // Scenarios waiting for nodes of their own are started beside the
+    // running ones without taking a slot (`steps::Context::slots`).
+    let slots = opts.runner.concurrency.unwrap_or_else(default_concurrency);
+    opts.runner.concurrency = Some(slots + selection.own_nodes);
     let run_ctx = Arc::new(steps::Context {
         cluster: cluster.clone(),
         step_timeout: args.step_timeout,
@@ -801,6 +811,8 @@ async fn run_on(
         teardowns: steps::lifecycle::Teardowns::default(),
         after_scenarios: tokio_util::task::TaskTracker::new(),
         under_test: under_test.clone(),
+        node_leases: Arc::default(),
+        slots: Arc::new(tokio::sync::Semaphore::new(slots)),
     });
     let ctx: &steps::Context = &run_ctx;
 
@@ -838,7 +850,7 @@ async fn run_on(
             let shared = under_test.interposed.is_some();
             move |f, r, s| run_alone(f, r, s, shared)
         })
-        .max_concurrent_scenarios(default_concurrency())
+        .max_concurrent_scenarios(slots + selection.own_nodes)
         .before({
             let run_ctx = run_ctx.clone();
             move |f, r, sc, w| {

@@ -104,7 +104,8 @@ impl UpstreamTest {
     /// The node suite's `[Serial]` is not one of them: upstream runs it one
     /// spec at a time on a node of its own, and its specs share that node's
     /// only plugin names. A scenario has drivers and a namespace of its own;
-    /// those that stop a node's daemons are `@serial` by their own tags.
+    /// those that stop a node's daemons have their nodes to themselves
+    /// (`@OwnNodes`) by their own tags.
     pub fn tags(&self) -> Vec<String> {
         let node_suite = self.is_node_suite();
         let mut tags: Vec<String> = format!("{} {}", self.context, self.labels)

@@ -744,6 +744,29 @@ impl Cluster {
                 ns.metadata.name.unwrap_or_default()
             ));
         }
+        // An owned node's taint names its owner's namespace.
+        for node in Api::<k8s_openapi::api::core::v1::Node>::all(c.clone())
+            .list(&lp)
+            .await
+            .context("listing nodes")?
+            .items
+        {
+            let owned = node
+                .spec
+                .iter()
+                .flat_map(|s| s.taints.iter().flatten())
+                .any(|t| {
+                    t.key == dra_e2e_kube::node_ready::OWN_NODE_TAINT
+                        && t.value.as_deref().is_some_and(&ours)
+                });
+            if owned {
+                found.push(format!(
+                    "taint {} on Node {}",
+                    dra_e2e_kube::node_ready::OWN_NODE_TAINT,
+                    node.metadata.name.unwrap_or_default()
+                ));
+            }
+        }
         check!(DeviceClass, "DeviceClass", |o: &DeviceClass| o
             .metadata
             .name

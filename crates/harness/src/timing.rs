@@ -11,6 +11,11 @@ pub enum Cost {
     /// A wait upstream's test makes as well (pods gone, claims unprepared,
     /// slices wiped), set by the cluster's pace rather than ours.
     Wait,
+    /// Waiting for other scenarios to let go of what this one needs (the
+    /// nodes it owns, the cluster a `@serial` scenario has to itself): the
+    /// run's scheduling, neither the harness's cost nor the scenario's own
+    /// time.
+    Queue,
 }
 
 /// A timed phase of a scenario's setup or teardown.
@@ -32,6 +37,13 @@ impl Phase {
         Phase {
             name,
             cost: Cost::Wait,
+        }
+    }
+
+    pub const fn queue(name: &'static str) -> Self {
+        Phase {
+            name,
+            cost: Cost::Queue,
         }
     }
 }

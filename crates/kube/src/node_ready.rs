@@ -2,7 +2,14 @@
 //! it starts nodes and counts when it decides which scenarios can run.
 use k8s_openapi::api::core::v1::Node;
 
-/// A Node that is Ready and accepts pods.
+/// The taint the runner puts on a node one scenario has to itself while
+/// it runs (`@OwnNodes`): it keeps other scenarios' pods off the node, but
+/// the node is still one of the run's, so it does not make a node unusable
+/// here; the runner's leases decide who uses it.
+pub const OWN_NODE_TAINT: &str = "dra-e2e.k8s.io/own-node";
+
+/// A Node that is Ready and accepts pods (the runner's own-node taint
+/// aside).
 pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
     let schedulable = !n
         .spec
@@ -14,8 +21,9 @@ pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|t| {
-            t.iter()
-                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            t.iter().any(|t| {
+                (t.effect == "NoSchedule" || t.effect == "NoExecute") && t.key != OWN_NODE_TAINT
+            })
         });
     let ready = n
         .status
@@ -45,7 +53,37 @@ pub fn kubelet_version(n: &Node) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
-    use super::major_minor;
+    use super::{OWN_NODE_TAINT, major_minor, node_is_ready_and_schedulable};
+    use k8s_openapi::api::core::v1::Node;
+
+    fn node_with_taint(key: &str, effect: &str) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "n" },
+            "spec": { "taints": [{ "key": key, "effect": effect }] },
+            "status": { "conditions": [{ "type": "Ready", "status": "True" }] },
+        }))
+        .expect("a node")
+    }
+
+    #[test]
+    fn a_no_schedule_taint_makes_a_node_unusable_except_the_runners_own() {
+        assert!(!node_is_ready_and_schedulable(&node_with_taint(
+            "x",
+            "NoSchedule"
+        )));
+        assert!(!node_is_ready_and_schedulable(&node_with_taint(
+            "x",
+            "NoExecute"
+        )));
+        assert!(node_is_ready_and_schedulable(&node_with_taint(
+            "x",
+            "PreferNoSchedule"
+        )));
+        assert!(node_is_ready_and_schedulable(&node_with_taint(
+            OWN_NODE_TAINT,
+            "NoSchedule"
+        )));
+    }
 
     #[test]
     fn versions_read_as_major_and_minor() {

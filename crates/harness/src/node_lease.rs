@@ -1,0 +1,475 @@
+//! Which scenario may use which node while the run goes on.
+//!
+//! Most scenarios share nodes: their drivers, claims and pods live side by
+//! side on the same kubelets. A scenario that stops a node's kubelet or its
+//! container runtime, or counts everything a kubelet holds, needs its nodes
+//! to itself (`@OwnNodes`); it used to run alone on the whole cluster
+//! (`@serial`), and on real nodes those scenarios were most of a run's wall
+//! time while the other nodes sat idle. With leases the rest of the cluster
+//! goes on with other scenarios.
+//!
+//! The rules, kept here and unit-tested:
+//! - a shared lease takes the first ready nodes no scenario owns or waits to
+//!   own, between the scenario's minimum and maximum; it waits while fewer
+//!   than its minimum are free;
+//! - an own lease takes the last ready nodes no one else owns, reserves them
+//!   at once (no new shared lease lands there) and holds them once the
+//!   shared leases on them have ended;
+//! - own leases never hold more than all but [`SHARED_KEEP`] of the ready
+//!   nodes (all but one on two nodes, the only one on one), so scenarios
+//!   that need two nodes are never starved by a queue of node operations;
+//! - a lease ends when its last handle is dropped, once the scenario's
+//!   teardown has ended. The waits after it (until a kubelet wipes a gone
+//!   plugin's slices, 30 s later) hold none: an owner that stops that
+//!   kubelet meanwhile delays the wipe by the seconds it is stopped, and
+//!   one that restarts it makes it at once (a starting kubelet wipes every
+//!   slice of its node), well within the wait's two minutes. Holding the
+//!   nodes through those waits cost each owner 30 s on its node.
+//!
+//! Leases are the run's own bookkeeping; what keeps other scenarios' pods
+//! off an owned node in the cluster is a `NoSchedule` taint
+//! ([`OWN_NODE_TAINT`]) that the owner's pods tolerate ([`taint`],
+//! [`toleration`]).
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dra_e2e_kube::wait::note;
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+use kube::api::{Api, Patch, PatchParams};
+use tokio::sync::Notify;
+
+pub use dra_e2e_kube::node_ready::OWN_NODE_TAINT;
+
+/// How many ready nodes own leases leave to shared ones, at most: enough
+/// for the suite's two-node scenarios.
+pub const SHARED_KEEP: usize = 2;
+
+/// How a scenario uses its nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    Shared,
+    Own,
+}
+
+/// The run's leases.
+#[derive(Debug, Default)]
+pub struct NodeLeases {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Shared leases per node.
+    shared: BTreeMap<String, usize>,
+    /// Owned or reserved nodes and their owner.
+    own: BTreeMap<String, String>,
+}
+
+impl State {
+    fn shared_on(&self, node: &str) -> usize {
+        self.shared.get(node).copied().unwrap_or(0)
+    }
+
+    fn try_shared(&mut self, ready: &[String], min: usize, max: usize) -> Option<Vec<String>> {
+        let free: Vec<String> = ready
+            .iter()
+            .filter(|n| !self.own.contains_key(*n))
+            .take(max)
+            .cloned()
+            .collect();
+        if free.len() < min.max(1) {
+            return None;
+        }
+        for n in &free {
+            *self.shared.entry(n.clone()).or_default() += 1;
+        }
+        Some(free)
+    }
+
+    fn try_own(&mut self, ready: &[String], count: usize, owner: &str) -> Option<Vec<String>> {
+        let keep = SHARED_KEEP.min(ready.len().saturating_sub(1));
+        let owned_ready = ready.iter().filter(|n| self.own.contains_key(*n)).count();
+        if owned_ready + count > ready.len() - keep {
+            return None;
+        }
+        // From the end, where shared leases (which take the first free
+        // nodes) are fewest; the order of the scenario's nodes stays sorted.
+        let mut picked: Vec<String> = ready
+            .iter()
+            .rev()
+            .filter(|n| !self.own.contains_key(*n))
+            .take(count)
+            .cloned()
+            .collect();
+        if picked.len() < count {
+            return None;
+        }
+        picked.sort();
+        for n in &picked {
+            self.own.insert(n.clone(), owner.to_owned());
+        }
+        Some(picked)
+    }
+
+    fn release(&mut self, nodes: &[String], how: Use) {
+        for n in nodes {
+            match how {
+                Use::Shared => {
+                    if let Some(c) = self.shared.get_mut(n) {
+                        *c = c.saturating_sub(1);
+                        if *c == 0 {
+                            self.shared.remove(n);
+                        }
+                    }
+                }
+                Use::Own => {
+                    self.own.remove(n);
+                }
+            }
+        }
+    }
+
+    fn describe(&self, ready: &[String]) -> String {
+        let mut parts = Vec::new();
+        for n in ready {
+            match (self.own.get(n), self.shared_on(n)) {
+                (Some(owner), 0) => parts.push(format!("{n} owned by {owner:?}")),
+                (Some(owner), s) => parts.push(format!(
+                    "{n} reserved by {owner:?}, still used by {s} scenario(s)"
+                )),
+                (None, s) => parts.push(format!("{n} used by {s} scenario(s)")),
+            }
+        }
+        if parts.is_empty() {
+            "no ready node".to_owned()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// Why a lease could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error(
+        "the scenario needs {wanted} ready node(s) of its own, but the cluster has {ready}: owned \
+         nodes leave {keep} to the other scenarios (add nodes, e.g. --nodes {more})"
+    )]
+    TooFewNodes {
+        wanted: usize,
+        ready: usize,
+        keep: usize,
+        more: usize,
+    },
+}
+
+impl NodeLeases {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What holds the nodes of `ready` now, for a wait's error.
+    pub fn describe(&self, ready: &[String]) -> String {
+        self.lock().describe(ready)
+    }
+
+    /// Between `min` and `max` of `ready` (sorted), shared, once at least
+    /// `min` are free. Cancel-safe: dropped while waiting, it holds nothing.
+    pub async fn shared(self: &Arc<Self>, ready: &[String], min: usize, max: usize) -> Lease {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if let Some(nodes) = state.try_shared(ready, min, max) {
+                    drop(state);
+                    return Lease::new(self, nodes, Use::Shared);
+                }
+                note(
+                    &format!("{min} node(s) no scenario owns"),
+                    &state.describe(ready),
+                );
+            }
+            changed.await;
+        }
+    }
+
+    /// `count` of `ready` (sorted) to the scenario `owner` alone: reserved
+    /// as soon as they are free of other owners, held once every shared
+    /// lease on them has ended. Cancel-safe: dropped while waiting, it
+    /// reserves nothing.
+    pub async fn own(
+        self: &Arc<Self>,
+        ready: &[String],
+        count: usize,
+        owner: &str,
+    ) -> Result<Lease, LeaseError> {
+        let keep = SHARED_KEEP.min(ready.len().saturating_sub(1));
+        if count > ready.len() - keep {
+            return Err(LeaseError::TooFewNodes {
+                wanted: count,
+                ready: ready.len(),
+                keep,
+                more: count + SHARED_KEEP,
+            });
+        }
+        let lease = loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if let Some(nodes) = state.try_own(ready, count, owner) {
+                    drop(state);
+                    break Lease::new(self, nodes, Use::Own);
+                }
+                note(
+                    &format!("{count} node(s) no other scenario owns"),
+                    &state.describe(ready),
+                );
+            }
+            changed.await;
+        };
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let state = self.lock();
+                if lease.nodes().iter().all(|n| state.shared_on(n) == 0) {
+                    drop(state);
+                    return Ok(lease);
+                }
+                note(
+                    "the other scenarios on the nodes it owns to end",
+                    &state.describe(lease.nodes()),
+                );
+            }
+            changed.await;
+        }
+    }
+}
+
+/// Nodes a scenario holds; the lease ends when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct Lease(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
+    leases: Arc<NodeLeases>,
+    nodes: Vec<String>,
+    how: Use,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.leases.lock().release(&self.nodes, self.how);
+        self.leases.changed.notify_waiters();
+    }
+}
+
+impl Lease {
+    fn new(leases: &Arc<NodeLeases>, nodes: Vec<String>, how: Use) -> Self {
+        // A reservation is a change too: a shared lease waiting for nodes
+        // may now have fewer to wait for.
+        leases.changed.notify_waiters();
+        Lease(Arc::new(Held {
+            leases: leases.clone(),
+            nodes,
+            how,
+        }))
+    }
+
+    /// The nodes, sorted.
+    pub fn nodes(&self) -> &[String] {
+        &self.0.nodes
+    }
+
+    pub fn how(&self) -> Use {
+        self.0.how
+    }
+}
+
+/// The taint an owned node carries while its owner runs; `owner` is the
+/// owner's namespace, so a taint left behind says whose it was.
+pub fn taint(owner: &str) -> Taint {
+    Taint {
+        key: OWN_NODE_TAINT.to_owned(),
+        value: Some(owner.to_owned()),
+        effect: "NoSchedule".to_owned(),
+        time_added: None,
+    }
+}
+
+/// What the owner's pods carry to be scheduled on its own nodes.
+pub fn toleration() -> Toleration {
+    Toleration {
+        key: Some(OWN_NODE_TAINT.to_owned()),
+        operator: Some("Exists".to_owned()),
+        effect: Some("NoSchedule".to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Puts the own-node taint on `node` (`Some(owner)`) or takes it off
+/// (`None`), leaving every other taint as it is.
+pub async fn set_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let current = nodes.get(node).await?;
+    let mut taints: Vec<Taint> = current
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != OWN_NODE_TAINT)
+        .collect();
+    if let Some(owner) = owner {
+        taints.push(taint(owner));
+    }
+    // The resourceVersion makes a concurrent change of the node's taints
+    // (the node lifecycle controller's) a conflict rather than a loss.
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": current.metadata.resource_version },
+        "spec": { "taints": taints },
+    });
+    nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn nodes(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("node-{i}")).collect()
+    }
+
+    async fn soon<F: std::future::Future>(f: F) -> Option<F::Output> {
+        tokio::time::timeout(Duration::from_millis(50), f)
+            .await
+            .ok()
+    }
+
+    #[tokio::test]
+    async fn shared_leases_take_the_first_free_nodes_and_share_them() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(4);
+        let a = leases.shared(&ready, 1, 1).await;
+        let b = leases.shared(&ready, 2, 8).await;
+        assert_eq!(a.nodes(), ["node-0"]);
+        assert_eq!(b.nodes(), ready.as_slice());
+    }
+
+    #[tokio::test]
+    async fn an_owner_takes_the_last_nodes_and_waits_until_their_shared_leases_end() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(3);
+        let everywhere = leases.shared(&ready, 1, 3).await;
+        let owner = tokio::spawn({
+            let (leases, ready) = (leases.clone(), ready.clone());
+            async move { leases.own(&ready, 1, "kubelet restart").await }
+        });
+        // Reserved at once: a new shared lease no longer lands on node-2.
+        tokio::task::yield_now().await;
+        let mut describe = String::new();
+        for _ in 0..100 {
+            describe = leases.describe(&ready);
+            if describe.contains("reserved") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(
+            describe.contains("node-2 reserved by \"kubelet restart\""),
+            "{describe}"
+        );
+        let later = leases.shared(&ready, 1, 3).await;
+        assert_eq!(later.nodes(), ["node-0", "node-1"]);
+        assert!(!owner.is_finished());
+        drop(everywhere);
+        let own = owner.await.unwrap().unwrap();
+        assert_eq!(own.nodes(), ["node-2"]);
+        assert_eq!(own.how(), Use::Own);
+    }
+
+    #[tokio::test]
+    async fn a_shared_lease_waits_for_its_minimum_and_gets_it_when_an_owner_ends() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(3);
+        let own = leases.own(&ready, 1, "a").await.unwrap();
+        assert!(soon(leases.shared(&ready, 3, 3)).await.is_none());
+        let waiting = tokio::spawn({
+            let (leases, ready) = (leases.clone(), ready.clone());
+            async move { leases.shared(&ready, 3, 3).await }
+        });
+        let after = own.clone();
+        drop(own);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "a clone still holds the node");
+        drop(after);
+        assert_eq!(waiting.await.unwrap().nodes(), ready.as_slice());
+    }
+
+    #[tokio::test]
+    async fn owners_leave_two_nodes_to_shared_leases_and_queue_for_the_rest() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(4);
+        let first = leases.own(&ready, 1, "a").await.unwrap();
+        let second = leases.own(&ready, 1, "b").await.unwrap();
+        assert_eq!(first.nodes(), ["node-3"]);
+        assert_eq!(second.nodes(), ["node-2"]);
+        assert!(soon(leases.own(&ready, 1, "c")).await.is_none());
+        assert_eq!(
+            leases.shared(&ready, 2, 2).await.nodes(),
+            ["node-0", "node-1"]
+        );
+        drop(first);
+        let third = soon(leases.own(&ready, 1, "c")).await.unwrap().unwrap();
+        assert_eq!(third.nodes(), ["node-3"]);
+    }
+
+    #[tokio::test]
+    async fn one_node_is_owned_as_a_whole_cluster_and_two_leave_one() {
+        let leases = Arc::new(NodeLeases::default());
+        let one = nodes(1);
+        let own = leases.own(&one, 1, "a").await.unwrap();
+        assert!(soon(leases.shared(&one, 1, 1)).await.is_none());
+        drop(own);
+        let two = nodes(2);
+        let own = leases.own(&two, 1, "a").await.unwrap();
+        assert_eq!(own.nodes(), ["node-1"]);
+        assert!(matches!(
+            leases.own(&two, 2, "b").await,
+            Err(LeaseError::TooFewNodes { wanted: 2, .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_wait_given_up_reserves_nothing() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(3);
+        let shared = leases.shared(&ready, 3, 3).await;
+        assert!(soon(leases.own(&ready, 1, "a")).await.is_none());
+        assert!(
+            !leases.describe(&ready).contains("reserved"),
+            "{}",
+            leases.describe(&ready)
+        );
+        drop(shared);
+        assert_eq!(leases.shared(&ready, 3, 3).await.nodes().len(), 3);
+    }
+
+    #[test]
+    fn the_taint_is_tolerated_by_the_toleration_and_only_it() {
+        let t = taint("dra-e2e-abc");
+        let tol = toleration();
+        assert_eq!(tol.key.as_deref(), Some(t.key.as_str()));
+        assert_eq!(tol.effect.as_deref(), Some(t.effect.as_str()));
+        assert_eq!(t.value.as_deref(), Some("dra-e2e-abc"));
+    }
+}
