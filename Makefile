@@ -8,6 +8,10 @@ PROXY_IMAGE ?= registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
 BINARIES = $$(hack/build-controlplane.sh)
 NODE_BINARIES = $$(hack/build-node.sh)
 BENCH_FLAGS ?=
+# Real nodes of `make e2e-real` and `make bench`: two for the scenarios that
+# share nodes, four for the @OwnNodes ones (node operations) to run beside
+# them (docs/tags.md).
+REAL_NODES ?= 6
 # The Kubernetes version everything is built at.
 KUBE_VERSION := $(shell sed -n 's/^KUBE_VERSION=//p' hack/versions.env)
 # Upstream's DRA test driver image, as deploy/dra-test-driver/kubelet-plugin.yaml
@@ -75,8 +79,8 @@ check: ## check the feature files (undefined/ambiguous steps, unknown tags), no 
 e2e-local: controlplane ## run the whole suite on the local cluster, JUnit in target/junit.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --junit target/junit.xml $(ARGS)
 
-e2e-real: controlplane node ## run the whole suite on the local cluster with two real kubelet nodes (root), JUnit in target/junit-real.xml
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --junit target/junit-real.xml --tags @DynamicResourceAllocation $(ARGS)
+e2e-real: controlplane node ## run the whole suite on the local cluster with REAL_NODES (6) real kubelet nodes (root), JUnit in target/junit-real.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes $(REAL_NODES) --junit target/junit-real.xml --tags @DynamicResourceAllocation $(ARGS)
 
 # Kubelets older than the control plane for e2e-skew (n-1 and n-3 of the
 # pinned KUBE_VERSION), and the control plane of e2e-kube-version; a minor
@@ -131,7 +135,7 @@ bench: controlplane node ## benchmarks: local cluster and real node start-up; th
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) bench $(BENCH_FLAGS) --bench real_node_startup
 	$(CARGO) build
 	DRA_E2E_BINARIES_DIR=$(BINARIES) hack/bench-suite.sh "simulated nodes" --cluster local $(ARGS)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/bench-suite.sh "two real nodes" --cluster local --node-kind real --nodes 2 --tags @DynamicResourceAllocation $(ARGS)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/bench-suite.sh "$(REAL_NODES) real nodes" --cluster local --node-kind real --nodes $(REAL_NODES) --tags @DynamicResourceAllocation $(ARGS)
 
 SOAK_RUNS ?= 10
 soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once

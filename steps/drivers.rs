@@ -203,7 +203,13 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
     }
     let queued = std::time::Instant::now();
     let lease = if w.owns_nodes {
-        ctx.node_leases.own(&ready, min, &w.namespace).await?
+        let ticket = match w.own_ticket.take() {
+            Some(t) => t,
+            None => ctx.node_leases.ticket(),
+        };
+        ctx.node_leases
+            .own(&ready, min, &w.namespace, ticket)
+            .await?
     } else {
         ctx.node_leases.shared(&ready, min, max).await
     };
@@ -211,15 +217,7 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
         crate::report::Phase::queue("wait for nodes other scenarios hold"),
         queued.elapsed(),
     ));
-    // An owner runs from here: it takes its slot now.
-    let queued = std::time::Instant::now();
-    w.take_slot().await;
-    if w.owns_nodes {
-        w.setup_timings.push((
-            crate::report::Phase::queue("wait for a free slot"),
-            queued.elapsed(),
-        ));
-    }
+
     w.nodes = lease.nodes().to_vec();
     let own = lease.how() == crate::node_lease::Use::Own;
     w.scenario.hold_nodes(lease);

@@ -78,6 +78,10 @@ pub async fn before(
     if ctx.interrupt.is_cancelled() {
         return;
     }
+    if w.owns_nodes {
+        // In the order scenarios start: the longest first.
+        w.own_ticket = Some(ctx.node_leases.ticket());
+    }
     let mut laps = Laps::start();
     if !w.owns_nodes {
         w.take_slot().await;
@@ -222,6 +226,15 @@ pub async fn after(
                     namespace: w.namespace.clone(),
                     title: scenario.name.clone(),
                 });
+            }
+        }
+        if let Some(slot) = w.slot.take() {
+            let requeued = slot.requeued();
+            if !requeued.is_zero() {
+                w.setup_timings.push((
+                    Phase::queue("wait for a free slot after watching"),
+                    requeued,
+                ));
             }
         }
         record.setup = std::mem::take(&mut w.setup_timings);

@@ -126,10 +126,11 @@ pub struct Context {
     pub under_test: Arc<crate::under_test::UnderTest>,
     /// Which scenario uses which node (`@OwnNodes` ones have theirs alone).
     pub node_leases: Arc<crate::node_lease::NodeLeases>,
-    /// How many scenarios run at once (`--concurrency`). Cucumber starts
-    /// more than that when some own nodes: one waiting for its nodes takes
-    /// a slot only once it has them, so a queue of node operations does
-    /// not hold up the other scenarios.
+    /// How many scenarios that share nodes run at once (`--concurrency`).
+    /// Those that own nodes take no slot: the nodes they own bound how many
+    /// run at once, and they spend their time waiting on kubelets and
+    /// containerd. Cucumber starts them all beside the slots, so a queue of
+    /// node operations waiting for nodes does not hold up the others.
     pub slots: Arc<tokio::sync::Semaphore>,
 }
 
@@ -159,9 +160,11 @@ pub struct World {
     pub nodes: Vec<String>,
     /// Whether the scenario has its nodes to itself (`@OwnNodes`).
     pub owns_nodes: bool,
+    /// Its place among the owners, from its start until it has its nodes.
+    pub own_ticket: Option<crate::node_lease::Ticket>,
     /// The scenario's slot among those running at once ([`Context::slots`]),
-    /// from its start (its nodes, for one that owns them) to its end.
-    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// from its start to its end; none for one that owns its nodes.
+    pub slot: Option<Arc<crate::wait::Slot>>,
     /// What the scenario made, each with its cleanup.
     pub scenario: Scenario,
     /// Call counts remembered by "is called" for "has been called again".
@@ -251,6 +254,8 @@ pub struct StepBounds {
     pub step_timeout: Duration,
     pub interrupt: CancellationToken,
     pub broken: Watched,
+    /// The scenario's slot, which its watching waits give up meanwhile.
+    pub slot: Option<Arc<crate::wait::Slot>>,
 }
 
 impl World {
@@ -268,8 +273,7 @@ impl World {
             return;
         }
         if let Some(ctx) = &self.run {
-            // The semaphore is never closed.
-            self.slot = ctx.slots.clone().acquire_owned().await.ok();
+            self.slot = Some(Arc::new(crate::wait::Slot::take(ctx.slots.clone()).await));
         }
     }
 
@@ -280,6 +284,7 @@ impl World {
             step_timeout: ctx.step_timeout,
             interrupt: ctx.interrupt.clone(),
             broken: self.broken.clone(),
+            slot: self.slot.clone(),
         })
     }
 
@@ -490,12 +495,19 @@ pub async fn run<T>(
         step_timeout,
         interrupt,
         broken: watched,
+        slot,
     } = bounds;
     if interrupt.is_cancelled() {
         return Err("the run was interrupted; not starting this step".to_owned());
     }
     let progress = crate::wait::Progress::default();
     let fut = crate::wait::with_progress(progress.clone(), fut);
+    let fut = async move {
+        match slot {
+            Some(slot) => crate::wait::with_slot(slot, fut).await,
+            None => fut.await,
+        }
+    };
     tokio::select! {
         r = tokio::time::timeout(step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
@@ -525,7 +537,43 @@ mod tests {
             step_timeout: Duration::from_secs(10),
             interrupt: CancellationToken::new(),
             broken: Watched::default(),
+            slot: None,
         }
+    }
+
+    /// One slot, two scenarios: the one holding it gives it up while it
+    /// watches, the other runs meanwhile, and the first takes it back after
+    /// (the time it waited for it counted apart).
+    #[tokio::test(start_paused = true)]
+    async fn a_step_that_only_watches_gives_its_slot_up_meanwhile() {
+        let slots = Arc::new(tokio::sync::Semaphore::new(1));
+        let first = Arc::new(crate::wait::Slot::take(slots.clone()).await);
+        assert_eq!(slots.available_permits(), 0);
+        let b = StepBounds {
+            slot: Some(first.clone()),
+            ..bounds()
+        };
+        let watching = run(b, async {
+            crate::wait::consistently(
+                "nothing",
+                Duration::from_secs(5),
+                Duration::from_secs(1),
+                || async { Ok(()) },
+            )
+            .await?;
+            Ok(())
+        });
+        let other = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let second = crate::wait::Slot::take(slots.clone()).await;
+            assert!(second.is_held());
+            // Holds it past the end of the watch.
+            tokio::time::sleep(Duration::from_secs(7)).await;
+        };
+        let (watched, ()) = tokio::join!(watching, other);
+        assert_eq!(watched, Ok(()));
+        assert!(first.is_held());
+        assert_eq!(first.requeued(), Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]

@@ -698,7 +698,10 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
     create_ready_node(&client, "node-b").await;
     let ready = ["node-a".to_owned(), "node-b".to_owned()];
     let leases = std::sync::Arc::new(NodeLeases::default());
-    let owned = leases.own(&ready, 1, "dra-own").await.expect("a node");
+    let owned = leases
+        .own(&ready, 1, "dra-own", leases.ticket())
+        .await
+        .expect("a node");
     assert_eq!(owned.nodes(), ["node-b"]);
     set_taint(&client, "node-b", Some("dra-own"))
         .await

@@ -15,6 +15,9 @@
 //! - an own lease takes the last ready nodes no one else owns, reserves them
 //!   at once (no new shared lease lands there) and holds them once the
 //!   shared leases on them have ended;
+//! - owners are served in the order they started ([`Ticket`]), not in
+//!   the order their first steps happen to ask: the longest start first,
+//!   and a node going free goes to the next of them;
 //! - own leases never hold more than all but [`SHARED_KEEP`] of the ready
 //!   nodes (all but one on two nodes, the only one on one), so scenarios
 //!   that need two nodes are never starved by a queue of node operations;
@@ -30,7 +33,7 @@
 //! off an owned node in the cluster is a `NoSchedule` taint
 //! ([`OWN_NODE_TAINT`]) that the owner's pods tolerate ([`taint`],
 //! [`toleration`]).
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dra_e2e_kube::wait::note;
@@ -64,6 +67,9 @@ struct State {
     shared: BTreeMap<String, usize>,
     /// Owned or reserved nodes and their owner.
     own: BTreeMap<String, String>,
+    /// Tickets of owners not yet served, the first served first.
+    queue: BTreeSet<u64>,
+    next_ticket: u64,
 }
 
 impl State {
@@ -174,6 +180,18 @@ impl NodeLeases {
         self.lock().describe(ready)
     }
 
+    /// A place in the owners' queue, taken when an owner starts.
+    pub fn ticket(self: &Arc<Self>) -> Ticket {
+        let mut state = self.lock();
+        let id = state.next_ticket;
+        state.next_ticket += 1;
+        state.queue.insert(id);
+        Ticket {
+            leases: self.clone(),
+            id,
+        }
+    }
+
     /// Between `min` and `max` of `ready` (sorted), shared, once at least
     /// `min` are free. Cancel-safe: dropped while waiting, it holds nothing.
     pub async fn shared(self: &Arc<Self>, ready: &[String], min: usize, max: usize) -> Lease {
@@ -197,14 +215,15 @@ impl NodeLeases {
     }
 
     /// `count` of `ready` (sorted) to the scenario `owner` alone: reserved
-    /// as soon as they are free of other owners, held once every shared
-    /// lease on them has ended. Cancel-safe: dropped while waiting, it
-    /// reserves nothing.
+    /// once `ticket` is the first in the queue and they are free of other
+    /// owners, held once every shared lease on them has ended. Cancel-safe:
+    /// dropped while waiting, it reserves nothing and leaves the queue.
     pub async fn own(
         self: &Arc<Self>,
         ready: &[String],
         count: usize,
         owner: &str,
+        ticket: Ticket,
     ) -> Result<Lease, LeaseError> {
         let keep = SHARED_KEEP.min(ready.len().saturating_sub(1));
         if count > ready.len() - keep {
@@ -221,8 +240,10 @@ impl NodeLeases {
             changed.as_mut().enable();
             {
                 let mut state = self.lock();
-                if let Some(nodes) = state.try_own(ready, count, owner) {
+                let first = state.queue.first() == Some(&ticket.id);
+                if first && let Some(nodes) = state.try_own(ready, count, owner) {
                     drop(state);
+                    drop(ticket);
                     break Lease::new(self, nodes, Use::Own);
                 }
                 note(
@@ -249,6 +270,20 @@ impl NodeLeases {
             }
             changed.await;
         }
+    }
+}
+
+/// An owner's place in the queue; dropped, it leaves the queue.
+#[derive(Debug)]
+pub struct Ticket {
+    leases: Arc<NodeLeases>,
+    id: u64,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.leases.lock().queue.remove(&self.id);
+        self.leases.changed.notify_waiters();
     }
 }
 
@@ -372,7 +407,11 @@ mod tests {
         let everywhere = leases.shared(&ready, 1, 3).await;
         let owner = tokio::spawn({
             let (leases, ready) = (leases.clone(), ready.clone());
-            async move { leases.own(&ready, 1, "kubelet restart").await }
+            async move {
+                leases
+                    .own(&ready, 1, "kubelet restart", leases.ticket())
+                    .await
+            }
         });
         // Reserved at once: a new shared lease no longer lands on node-2.
         tokio::task::yield_now().await;
@@ -401,7 +440,7 @@ mod tests {
     async fn a_shared_lease_waits_for_its_minimum_and_gets_it_when_an_owner_ends() {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(3);
-        let own = leases.own(&ready, 1, "a").await.unwrap();
+        let own = leases.own(&ready, 1, "a", leases.ticket()).await.unwrap();
         assert!(soon(leases.shared(&ready, 3, 3)).await.is_none());
         let waiting = tokio::spawn({
             let (leases, ready) = (leases.clone(), ready.clone());
@@ -419,17 +458,24 @@ mod tests {
     async fn owners_leave_two_nodes_to_shared_leases_and_queue_for_the_rest() {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(4);
-        let first = leases.own(&ready, 1, "a").await.unwrap();
-        let second = leases.own(&ready, 1, "b").await.unwrap();
+        let first = leases.own(&ready, 1, "a", leases.ticket()).await.unwrap();
+        let second = leases.own(&ready, 1, "b", leases.ticket()).await.unwrap();
         assert_eq!(first.nodes(), ["node-3"]);
         assert_eq!(second.nodes(), ["node-2"]);
-        assert!(soon(leases.own(&ready, 1, "c")).await.is_none());
+        assert!(
+            soon(leases.own(&ready, 1, "c", leases.ticket()))
+                .await
+                .is_none()
+        );
         assert_eq!(
             leases.shared(&ready, 2, 2).await.nodes(),
             ["node-0", "node-1"]
         );
         drop(first);
-        let third = soon(leases.own(&ready, 1, "c")).await.unwrap().unwrap();
+        let third = soon(leases.own(&ready, 1, "c", leases.ticket()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(third.nodes(), ["node-3"]);
     }
 
@@ -437,16 +483,48 @@ mod tests {
     async fn one_node_is_owned_as_a_whole_cluster_and_two_leave_one() {
         let leases = Arc::new(NodeLeases::default());
         let one = nodes(1);
-        let own = leases.own(&one, 1, "a").await.unwrap();
+        let own = leases.own(&one, 1, "a", leases.ticket()).await.unwrap();
         assert!(soon(leases.shared(&one, 1, 1)).await.is_none());
         drop(own);
         let two = nodes(2);
-        let own = leases.own(&two, 1, "a").await.unwrap();
+        let own = leases.own(&two, 1, "a", leases.ticket()).await.unwrap();
         assert_eq!(own.nodes(), ["node-1"]);
         assert!(matches!(
-            leases.own(&two, 2, "b").await,
+            leases.own(&two, 2, "b", leases.ticket()).await,
             Err(LeaseError::TooFewNodes { wanted: 2, .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn owners_are_served_in_the_order_they_started() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(3);
+        let held = leases.own(&ready, 1, "a", leases.ticket()).await.unwrap();
+        let (first, second) = (leases.ticket(), leases.ticket());
+        // The second asks first, and waits behind the first all the same.
+        let later = tokio::spawn({
+            let (leases, ready) = (leases.clone(), ready.clone());
+            async move { leases.own(&ready, 1, "second", second).await }
+        });
+        let earlier = tokio::spawn({
+            let (leases, ready) = (leases.clone(), ready.clone());
+            async move { leases.own(&ready, 1, "first", first).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!later.is_finished() && !earlier.is_finished());
+        drop(held);
+        let got = earlier.await.unwrap().unwrap();
+        assert!(!later.is_finished(), "{}", leases.describe(&ready));
+        drop(got);
+        later.await.unwrap().unwrap();
+        // A ticket given up leaves the queue.
+        let gone = leases.ticket();
+        drop(gone);
+        assert!(
+            soon(leases.own(&ready, 1, "c", leases.ticket()))
+                .await
+                .is_some()
+        );
     }
 
     #[tokio::test]
@@ -454,7 +532,11 @@ mod tests {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(3);
         let shared = leases.shared(&ready, 3, 3).await;
-        assert!(soon(leases.own(&ready, 1, "a")).await.is_none());
+        assert!(
+            soon(leases.own(&ready, 1, "a", leases.ticket()))
+                .await
+                .is_none()
+        );
         assert!(
             !leases.describe(&ready).contains("reserved"),
             "{}",

@@ -3,6 +3,7 @@
 //! what was awaited and what was last seen.
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -34,6 +35,66 @@ tokio::task_local! {
     /// What the innermost wait of the current task last saw, for a caller
     /// whose own deadline (a step timeout) ends the wait before it can say.
     static PROGRESS: Progress;
+}
+
+tokio::task_local! {
+    /// The slot the current scenario holds among those running at once.
+    static SLOT: Arc<Slot>;
+}
+
+/// A scenario's place among those that run at once. A scenario that only
+/// watches that nothing changes for a while ([`consistently`]: a pod stays
+/// pending for 60 s, slices stay for a minute) uses neither the machine nor
+/// the cluster meanwhile, so it gives its slot to a waiting scenario and
+/// takes one again after; the time it waited for one is counted apart
+/// ([`Slot::requeued`]), as the run's queue rather than its own time.
+#[derive(Debug)]
+pub struct Slot {
+    slots: Arc<tokio::sync::Semaphore>,
+    held: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    requeued: Mutex<Duration>,
+}
+
+impl Slot {
+    /// Waits for a slot of `slots`.
+    pub async fn take(slots: Arc<tokio::sync::Semaphore>) -> Self {
+        // The run never closes its semaphore.
+        let permit = slots.clone().acquire_owned().await.ok();
+        Slot {
+            slots,
+            held: Mutex::new(permit),
+            requeued: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    fn release(&self) {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    async fn resume(&self) {
+        let started = Instant::now();
+        let permit = self.slots.clone().acquire_owned().await.ok();
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) = permit;
+        *self.requeued.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed();
+    }
+
+    /// How long the scenario waited to take a slot again after watching.
+    pub fn requeued(&self) -> Duration {
+        *self.requeued.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+}
+
+/// Runs `fut` as the scenario holding `slot`: its [`consistently`] waits
+/// give the slot up while they watch.
+pub async fn with_slot<F: Future>(slot: Arc<Slot>, fut: F) -> F::Output {
+    SLOT.scope(slot, fut).await
 }
 
 /// Shared with [`with_progress`]: the latest "waiting for X; last seen: Y".
@@ -213,19 +274,27 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,
 {
+    let slot = SLOT.try_with(Arc::clone).ok();
+    if let Some(s) = &slot {
+        s.release();
+    }
     let end = Instant::now() + duration;
-    loop {
+    let watched = loop {
         if let Err(message) = probe().await {
-            return Err(WaitError::Failed {
+            break Err(WaitError::Failed {
                 what: what.to_owned(),
                 message,
             });
         }
         if Instant::now() >= end {
-            return Ok(());
+            break Ok(());
         }
         tokio::time::sleep(interval.min(end - Instant::now())).await;
+    };
+    if let Some(s) = &slot {
+        s.resume().await;
     }
+    watched
 }
 
 /// What a pod wait waits for.
