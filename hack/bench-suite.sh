@@ -2,7 +2,7 @@
 # Runs the suite once with --timings and prints, besides the runner's own
 # figures, the process's wall time against the suite's floor (cluster start
 # and the longest scenario, as the run measured them), the ratio the project
-# tracks. Usage: hack/bench-suite.sh LABEL RUNNER-ARGS...
+# tracks. Usage: [BENCH_LOG=FILE] hack/bench-suite.sh LABEL RUNNER-ARGS...
 set -euo pipefail
 label=$1
 shift
@@ -13,6 +13,8 @@ start=$(date +%s.%N)
 status=0
 "$bin" --timings "$@" >"$out" 2>&1 || status=$?
 end=$(date +%s.%N)
+# The whole output, for a run that failed (BENCH_LOG=FILE keeps it).
+if [[ -n ${BENCH_LOG:-} ]]; then cp "$out" "$BENCH_LOG"; fi
 sed -n '/^run:/,$p' "$out"
 floor=$(sed -n 's/^floor: \([0-9.]*\)s.*/\1/p' "$out")
 if [[ -z $floor ]]; then

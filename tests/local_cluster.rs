@@ -703,6 +703,28 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
         .await
         .expect("a node");
     assert_eq!(owned.nodes(), ["node-b"]);
+    // The node is written meanwhile, as a kubelet writes its node: the taint
+    // is written all the same (a conflict is read again and retried).
+    let writer = tokio::spawn({
+        let nodes: Api<Node> = Api::all(client.clone());
+        async move {
+            for i in 0.. {
+                let label = json!({"metadata": {"labels": {"heartbeat": i.to_string()}}});
+                let _ = nodes
+                    .patch("node-b", &PatchParams::default(), &Patch::Merge(&label))
+                    .await;
+            }
+        }
+    });
+    for _ in 0..10 {
+        set_taint(&client, "node-b", Some("dra-own"))
+            .await
+            .expect("tainting");
+        set_taint(&client, "node-b", None)
+            .await
+            .expect("untainting");
+    }
+    writer.abort();
     set_taint(&client, "node-b", Some("dra-own"))
         .await
         .expect("tainting");

@@ -349,8 +349,23 @@ pub fn toleration() -> Toleration {
 }
 
 /// Puts the own-node taint on `node` (`Some(owner)`) or takes it off
-/// (`None`), leaving every other taint as it is.
+/// (`None`), leaving every other taint as it is. A node is written by its
+/// kubelet all the time, so a conflict is read again and retried.
 pub async fn set_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match write_taint(client, node, owner).await {
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < CONFLICT_ATTEMPTS => {}
+            other => return other,
+        }
+    }
+}
+
+/// How often a node's taints are written before a conflict is an error.
+const CONFLICT_ATTEMPTS: usize = 10;
+
+async fn write_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let current = nodes.get(node).await?;
     let mut taints: Vec<Taint> = current
