@@ -128,7 +128,6 @@ impl NodeHost for BothHosts {
 }
 
 struct Hosts {
-    client: kube::Client,
     sim: (String, PathBuf, PathBuf),
     real: String,
     remote: RemoteEnv,
@@ -142,8 +141,7 @@ impl HostProvider for Hosts {
             nodes: std::slice::from_ref(&self.real),
             ..hosted
         };
-        let remote: Arc<dyn NodeHost> =
-            Arc::new(self.remote.host(self.client.clone(), remote).await?);
+        let remote: Arc<dyn NodeHost> = Arc::new(self.remote.host(remote).await?);
         Ok(Arc::new(BothHosts {
             sim: self.sim.0.clone(),
             local,
@@ -758,7 +756,6 @@ async fn differential(
     }
 
     let hosts = Arc::new(Hosts {
-        client: client.clone(),
         sim: (
             sim_name.to_owned(),
             sim.root_dir().to_owned(),

@@ -572,7 +572,7 @@ impl HostProvider for Cluster {
             Kind::Local(l) if l.real.is_some() => {
                 let r = l.real.as_ref().map(|r| &r.remote);
                 let r = r.ok_or_else(|| anyhow::anyhow!("real nodes gone"))?;
-                Ok(Arc::new(r.host(self.client.clone(), hosted).await?))
+                Ok(Arc::new(r.host(hosted).await?))
             }
             Kind::Local(l) => Ok(Arc::new(local_host::LocalHost::new(
                 l.nodes
@@ -583,7 +583,7 @@ impl HostProvider for Cluster {
                     .map(|n| (n.name().to_owned(), n.root_dir().to_owned(), n.cdi_dir()))
                     .collect(),
             ))),
-            Kind::Remote(r) => Ok(Arc::new(r.host(self.client.clone(), hosted).await?)),
+            Kind::Remote(r) => Ok(Arc::new(r.host(hosted).await?)),
         }
     }
 }

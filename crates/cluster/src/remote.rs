@@ -116,7 +116,15 @@ impl RemoteEnv {
             image: self::proxy_image(&proxy_image),
             cdi_host_dir: cdi_dir.clone(),
         };
-        let node_pods = std::sync::Arc::new(crate::proxy::NodePods::new(client.clone(), layout));
+        // A client of their own: a port-forward or exec the API server
+        // refuses (its kubelet restarting) can leave the connection it came
+        // on closed yet pooled, and the next request that takes it fails
+        // with "connection closed before message completed". The node host
+        // pods' requests retry; a scenario's would fail its step. Building
+        // a client from a config that built one already cannot fail.
+        let hosts_client =
+            kube::Client::try_from(config.clone()).unwrap_or_else(|_| client.clone());
+        let node_pods = std::sync::Arc::new(crate::proxy::NodePods::new(hosts_client, layout));
         RemoteEnv {
             client,
             config,
@@ -437,19 +445,17 @@ fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
 impl RemoteEnv {
     /// A driver instance's nodes, reached through the run's node host
     /// pods (started on the first driver that needs them).
-    pub async fn host(
-        &self,
-        client: kube::Client,
-        hosted: HostedDriver<'_>,
-    ) -> anyhow::Result<RemoteHost> {
+    pub async fn host(&self, hosted: HostedDriver<'_>) -> anyhow::Result<RemoteHost> {
         let HostedDriver { driver, nodes, .. } = hosted;
         let pods = self
             .node_pods
             .on(nodes)
             .await
             .with_context(|| format!("reaching the nodes of driver {driver}"))?;
+        // The node host pods' own client: its exec and port-forward
+        // requests never share a connection pool with the scenarios'.
         Ok(RemoteHost {
-            client,
+            client: self.node_pods.client(),
             kubelet_root: self.kubelet_root.clone(),
             pods,
         })

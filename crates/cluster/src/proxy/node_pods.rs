@@ -199,6 +199,11 @@ impl NodePods {
         }
     }
 
+    /// The client the node host pods are reached with (exec, port-forward).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
     pub fn layout(&self) -> &NodeLayout {
         &self.layout
     }
