@@ -228,15 +228,6 @@ pub async fn after(
                 });
             }
         }
-        if let Some(slot) = w.slot.take() {
-            let requeued = slot.requeued();
-            if !requeued.is_zero() {
-                w.setup_timings.push((
-                    Phase::queue("wait for a free slot after watching"),
-                    requeued,
-                ));
-            }
-        }
         record.setup = std::mem::take(&mut w.setup_timings);
         record.teardown = std::mem::take(&mut w.teardown_timings);
         record.duration = w.started.map(|s| s.elapsed()).unwrap_or_default();

@@ -45,14 +45,15 @@ tokio::task_local! {
 /// A scenario's place among those that run at once. A scenario that only
 /// watches that nothing changes for a while ([`consistently`]: a pod stays
 /// pending for 60 s, slices stay for a minute) uses neither the machine nor
-/// the cluster meanwhile, so it gives its slot to a waiting scenario and
-/// takes one again after; the time it waited for one is counted apart
-/// ([`Slot::requeued`]), as the run's queue rather than its own time.
+/// the cluster meanwhile, so it lets a waiting scenario have its slot. It
+/// takes one back after only if one is free, and otherwise runs on without:
+/// its next step must not wait (a plugin stopped for 2 s must start again
+/// before the kubelet's wiping delay ends), so the run may have a few more
+/// scenarios going than slots for a moment.
 #[derive(Debug)]
 pub struct Slot {
     slots: Arc<tokio::sync::Semaphore>,
     held: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
-    requeued: Mutex<Duration>,
 }
 
 impl Slot {
@@ -63,7 +64,6 @@ impl Slot {
         Slot {
             slots,
             held: Mutex::new(permit),
-            requeued: Mutex::new(Duration::ZERO),
         }
     }
 
@@ -71,16 +71,11 @@ impl Slot {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
-    async fn resume(&self) {
-        let started = Instant::now();
-        let permit = self.slots.clone().acquire_owned().await.ok();
-        *self.held.lock().unwrap_or_else(|e| e.into_inner()) = permit;
-        *self.requeued.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed();
-    }
-
-    /// How long the scenario waited to take a slot again after watching.
-    pub fn requeued(&self) -> Duration {
-        *self.requeued.lock().unwrap_or_else(|e| e.into_inner())
+    fn take_back_if_free(&self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.is_none() {
+            *held = self.slots.clone().try_acquire_owned().ok();
+        }
     }
 
     pub fn is_held(&self) -> bool {
@@ -292,7 +287,7 @@ where
         tokio::time::sleep(interval.min(end - Instant::now())).await;
     };
     if let Some(s) = &slot {
-        s.resume().await;
+        s.take_back_if_free();
     }
     watched
 }
