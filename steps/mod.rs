@@ -164,7 +164,7 @@ pub struct World {
     pub own_ticket: Option<crate::node_lease::Ticket>,
     /// The scenario's slot among those running at once ([`Context::slots`]),
     /// from its start to its end; none for one that owns its nodes.
-    pub slot: Option<Arc<crate::wait::Slot>>,
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// What the scenario made, each with its cleanup.
     pub scenario: Scenario,
     /// Call counts remembered by "is called" for "has been called again".
@@ -254,8 +254,6 @@ pub struct StepBounds {
     pub step_timeout: Duration,
     pub interrupt: CancellationToken,
     pub broken: Watched,
-    /// The scenario's slot, which its watching waits give up meanwhile.
-    pub slot: Option<Arc<crate::wait::Slot>>,
 }
 
 impl World {
@@ -273,7 +271,8 @@ impl World {
             return;
         }
         if let Some(ctx) = &self.run {
-            self.slot = Some(Arc::new(crate::wait::Slot::take(ctx.slots.clone()).await));
+            // The run never closes its semaphore.
+            self.slot = ctx.slots.clone().acquire_owned().await.ok();
         }
     }
 
@@ -284,7 +283,6 @@ impl World {
             step_timeout: ctx.step_timeout,
             interrupt: ctx.interrupt.clone(),
             broken: self.broken.clone(),
-            slot: self.slot.clone(),
         })
     }
 
@@ -495,19 +493,12 @@ pub async fn run<T>(
         step_timeout,
         interrupt,
         broken: watched,
-        slot,
     } = bounds;
     if interrupt.is_cancelled() {
         return Err("the run was interrupted; not starting this step".to_owned());
     }
     let progress = crate::wait::Progress::default();
     let fut = crate::wait::with_progress(progress.clone(), fut);
-    let fut = async move {
-        match slot {
-            Some(slot) => crate::wait::with_slot(slot, fut).await,
-            None => fut.await,
-        }
-    };
     tokio::select! {
         r = tokio::time::timeout(step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
@@ -537,55 +528,7 @@ mod tests {
             step_timeout: Duration::from_secs(10),
             interrupt: CancellationToken::new(),
             broken: Watched::default(),
-            slot: None,
         }
-    }
-
-    /// One slot, two scenarios: the one holding it gives it up while it
-    /// watches, the other takes it meanwhile, and the first runs on after
-    /// its watch without waiting for it (its next step must not be late),
-    /// taking it back once it is free at the end of a later watch.
-    #[tokio::test(start_paused = true)]
-    async fn a_step_that_only_watches_lends_its_slot_and_never_waits_for_it() {
-        let slots = Arc::new(tokio::sync::Semaphore::new(1));
-        let first = Arc::new(crate::wait::Slot::take(slots.clone()).await);
-        assert_eq!(slots.available_permits(), 0);
-        let watch = |first: Arc<crate::wait::Slot>| {
-            let b = StepBounds {
-                slot: Some(first),
-                ..bounds()
-            };
-            run(b, async {
-                crate::wait::consistently(
-                    "nothing",
-                    Duration::from_secs(5),
-                    Duration::from_secs(1),
-                    || async { Ok(()) },
-                )
-                .await?;
-                Ok(())
-            })
-        };
-        let started = tokio::time::Instant::now();
-        let other = async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let second = crate::wait::Slot::take(slots.clone()).await;
-            assert!(second.is_held());
-            tokio::time::sleep(Duration::from_secs(7)).await;
-        };
-        let (watched, ()) = tokio::join!(
-            async {
-                let r = watch(first.clone()).await;
-                (r, started.elapsed())
-            },
-            other
-        );
-        assert_eq!(watched, (Ok(()), Duration::from_secs(5)));
-        assert!(!first.is_held());
-        // The other's slot is free again: the next watch takes it back.
-        assert_eq!(watch(first.clone()).await, Ok(()));
-        assert!(first.is_held());
-        assert_eq!(slots.available_permits(), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,7 +3,6 @@
 //! what was awaited and what was last seen.
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -35,61 +34,6 @@ tokio::task_local! {
     /// What the innermost wait of the current task last saw, for a caller
     /// whose own deadline (a step timeout) ends the wait before it can say.
     static PROGRESS: Progress;
-}
-
-tokio::task_local! {
-    /// The slot the current scenario holds among those running at once.
-    static SLOT: Arc<Slot>;
-}
-
-/// A scenario's place among those that run at once. A scenario that only
-/// watches that nothing changes for a while ([`consistently`]: a pod stays
-/// pending for 60 s, slices stay for a minute) uses neither the machine nor
-/// the cluster meanwhile, so it lets a waiting scenario have its slot. It
-/// takes one back after only if one is free, and otherwise runs on without:
-/// its next step must not wait (a plugin stopped for 2 s must start again
-/// before the kubelet's wiping delay ends), so the run may have a few more
-/// scenarios going than slots for a moment.
-#[derive(Debug)]
-pub struct Slot {
-    slots: Arc<tokio::sync::Semaphore>,
-    held: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
-}
-
-impl Slot {
-    /// Waits for a slot of `slots`.
-    pub async fn take(slots: Arc<tokio::sync::Semaphore>) -> Self {
-        // The run never closes its semaphore.
-        let permit = slots.clone().acquire_owned().await.ok();
-        Slot {
-            slots,
-            held: Mutex::new(permit),
-        }
-    }
-
-    fn release(&self) {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
-    }
-
-    fn take_back_if_free(&self) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.is_none() {
-            *held = self.slots.clone().try_acquire_owned().ok();
-        }
-    }
-
-    pub fn is_held(&self) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-    }
-}
-
-/// Runs `fut` as the scenario holding `slot`: its [`consistently`] waits
-/// give the slot up while they watch.
-pub async fn with_slot<F: Future>(slot: Arc<Slot>, fut: F) -> F::Output {
-    SLOT.scope(slot, fut).await
 }
 
 /// Shared with [`with_progress`]: the latest "waiting for X; last seen: Y".
@@ -269,27 +213,19 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,
 {
-    let slot = SLOT.try_with(Arc::clone).ok();
-    if let Some(s) = &slot {
-        s.release();
-    }
     let end = Instant::now() + duration;
-    let watched = loop {
+    loop {
         if let Err(message) = probe().await {
-            break Err(WaitError::Failed {
+            return Err(WaitError::Failed {
                 what: what.to_owned(),
                 message,
             });
         }
         if Instant::now() >= end {
-            break Ok(());
+            return Ok(());
         }
         tokio::time::sleep(interval.min(end - Instant::now())).await;
-    };
-    if let Some(s) = &slot {
-        s.take_back_if_free();
     }
-    watched
 }
 
 /// What a pod wait waits for.
