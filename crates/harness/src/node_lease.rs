@@ -195,23 +195,15 @@ impl NodeLeases {
     /// Between `min` and `max` of `ready` (sorted), shared, once at least
     /// `min` are free. Cancel-safe: dropped while waiting, it holds nothing.
     pub async fn shared(self: &Arc<Self>, ready: &[String], min: usize, max: usize) -> Lease {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            {
-                let mut state = self.lock();
-                if let Some(nodes) = state.try_shared(ready, min, max) {
-                    drop(state);
-                    return Lease::new(self, nodes, Use::Shared);
-                }
-                note(
-                    &format!("{min} node(s) no scenario owns"),
-                    &state.describe(ready),
-                );
-            }
-            changed.await;
-        }
+        let what = format!("{min} node(s) no scenario owns");
+        let nodes = self
+            .until(&what, |state| {
+                state
+                    .try_shared(ready, min, max)
+                    .ok_or_else(|| state.describe(ready))
+            })
+            .await;
+        Lease::new(self, nodes, Use::Shared)
     }
 
     /// `count` of `ready` (sorted) to the scenario `owner` alone: reserved
@@ -234,39 +226,44 @@ impl NodeLeases {
                 more: count + SHARED_KEEP,
             });
         }
-        let lease = loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            {
-                let mut state = self.lock();
+        let what = format!("{count} node(s) no other scenario owns");
+        let nodes = self
+            .until(&what, |state| {
                 let first = state.queue.first() == Some(&ticket.id);
-                if first && let Some(nodes) = state.try_own(ready, count, owner) {
-                    drop(state);
-                    drop(ticket);
-                    break Lease::new(self, nodes, Use::Own);
-                }
-                note(
-                    &format!("{count} node(s) no other scenario owns"),
-                    &state.describe(ready),
-                );
+                first
+                    .then(|| state.try_own(ready, count, owner))
+                    .flatten()
+                    .ok_or_else(|| state.describe(ready))
+            })
+            .await;
+        drop(ticket);
+        let lease = Lease::new(self, nodes, Use::Own);
+        self.until("the other scenarios on the nodes it owns to end", |state| {
+            let drained = lease.nodes().iter().all(|n| state.shared_on(n) == 0);
+            if drained {
+                Ok(())
+            } else {
+                Err(state.describe(lease.nodes()))
             }
-            changed.await;
-        };
+        })
+        .await;
+        Ok(lease)
+    }
+
+    /// Until `check` succeeds on the state, checked again on every change;
+    /// what it last saw otherwise is noted for the step's timeout message.
+    async fn until<T>(
+        &self,
+        what: &str,
+        mut check: impl FnMut(&mut State) -> Result<T, String>,
+    ) -> T {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            {
-                let state = self.lock();
-                if lease.nodes().iter().all(|n| state.shared_on(n) == 0) {
-                    drop(state);
-                    return Ok(lease);
-                }
-                note(
-                    "the other scenarios on the nodes it owns to end",
-                    &state.describe(lease.nodes()),
-                );
+            match check(&mut self.lock()) {
+                Ok(done) => return done,
+                Err(seen) => note(what, &seen),
             }
             changed.await;
         }
