@@ -713,6 +713,9 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
                 let _ = nodes
                     .patch("node-b", &PatchParams::default(), &Patch::Merge(&label))
                     .await;
+                // Busier than a kubelet (seconds between its writes), and
+                // leaving the taint's read and write a chance.
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
     });
@@ -742,9 +745,12 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
         json!({"metadata": {"name": ns}}),
     )
     .await;
-    create(
+    // The ServiceAccount admission plugin rejects pods until the account exists.
+    wait_for(
         &Api::<ServiceAccount>::namespaced(client.clone(), ns),
-        json!({"metadata": {"name": "default"}}),
+        "default",
+        "default service account created by kube-controller-manager",
+        conditions::is_created(),
     )
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);

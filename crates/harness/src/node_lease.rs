@@ -360,7 +360,7 @@ pub async fn set_taint(client: &kube::Client, node: &str, owner: Option<&str>) -
 }
 
 /// How often a node's taints are written before a conflict is an error.
-const CONFLICT_ATTEMPTS: usize = 10;
+const CONFLICT_ATTEMPTS: usize = 50;
 
 async fn write_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
