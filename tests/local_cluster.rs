@@ -94,6 +94,23 @@ where
         .unwrap_or_else(|e| panic!("creating {obj:?}: {e}"))
 }
 
+/// A namespace pods can be created in: the ServiceAccount admission plugin
+/// rejects them until the controller made the default account.
+async fn namespace_for_pods(client: &kube::Client, ns: &str) {
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": ns}}),
+    )
+    .await;
+    wait_for(
+        &Api::<ServiceAccount>::namespaced(client.clone(), ns),
+        "default",
+        "default service account created by kube-controller-manager",
+        conditions::is_created(),
+    )
+    .await;
+}
+
 /// A Node as a kubelet would register it, Ready and with room for pods.
 async fn create_ready_node(client: &kube::Client, name: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
@@ -175,19 +192,7 @@ async fn scheduler_allocates_a_device_from_a_slice_and_binds_the_pod() {
     create_ready_node(&client, "node-b").await;
 
     let ns = "dra-local";
-    create(
-        &Api::<Namespace>::all(client.clone()),
-        json!({"metadata": {"name": ns}}),
-    )
-    .await;
-    // The ServiceAccount admission plugin rejects pods until the account exists.
-    wait_for(
-        &Api::<ServiceAccount>::namespaced(client.clone(), ns),
-        "default",
-        "default service account created by kube-controller-manager",
-        conditions::is_created(),
-    )
-    .await;
+    namespace_for_pods(&client, ns).await;
 
     create(
         &Api::<DeviceClass>::all(client.clone()),
@@ -740,19 +745,7 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
     assert!(dra_e2e::node_ready::node_is_ready_and_schedulable(&b));
 
     let ns = "dra-own";
-    create(
-        &Api::<Namespace>::all(client.clone()),
-        json!({"metadata": {"name": ns}}),
-    )
-    .await;
-    // The ServiceAccount admission plugin rejects pods until the account exists.
-    wait_for(
-        &Api::<ServiceAccount>::namespaced(client.clone(), ns),
-        "default",
-        "default service account created by kube-controller-manager",
-        conditions::is_created(),
-    )
-    .await;
+    namespace_for_pods(&client, ns).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pod = |name: &str, node: Option<&str>, tolerate: bool| {
         let mut spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
