@@ -31,8 +31,7 @@ Feature: ResourceSlices and pods that finish
   Scenario: deletes generated claims when pod is done
     When pod "tester-1" with an inline claim is created
       | command | true |
-    Then the claim of pod "tester-1" is allocated
-    And pod "tester-1" is completed
+    Then pod "tester-1" is completed
     And the claim of pod "tester-1" is deleted
 
   Scenario: does not delete generated claims when pod is restarting
