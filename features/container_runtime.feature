@@ -1,10 +1,12 @@
 @DynamicResourceAllocation @NodeOperations @OwnNodes
 Feature: the container runtime stops and restarts
   A node's container runtime (containerd) goes away and comes back under
-  pods that hold claims. The kubelet syncs no pod while its runtime is down,
-  so no claim is prepared for a pod that cannot start; a pod already running
-  keeps its prepared claim across a runtime restart, and the next pod gets
-  its device through CDI from the restarted runtime. Only the runner's real
+  pods that hold claims. A pod made while the runtime is down waits, and
+  runs once it is back with its claim prepared (the kubelet may already ask
+  for the claim while the runtime is down: it prepares before it makes the
+  pod's sandbox); a pod already running keeps its prepared claim across a
+  runtime restart, and the next pod gets its device through CDI from the
+  restarted runtime. Only the runner's real
   nodes can stop their containerd (through the node's process 1); @OwnNodes
   because the node is away for every scenario on it: no other scenario uses
   it meanwhile, the others run on the other nodes.
@@ -23,7 +25,7 @@ Feature: the container runtime stops and restarts
     When containerd on node 0 is started
     Then pod "tester-1" is running
     And every container of pod "tester-1" has env "user_a=b"
-    And NodePrepareResources was called 1 time on node 0
+    And the plugin on node 0 has prepared claim "external-claim"
 
   Scenario: a running pod keeps its claim across a container runtime restart
     When pod "tester-1" using claim "external-claim" is created

@@ -122,8 +122,8 @@ async fn deployed(w: &mut World, on: NodeList) -> anyhow::Result<()> {
 /// The plugin's resource name is fixed, so upstream runs its scenarios one
 /// at a time. Here a scenario's teardown runs beside the next one: before a
 /// plugin is deployed, the plugin of an earlier scenario must be gone and
-/// the scenario's other nodes must no longer advertise its resource, or the
-/// scheduler would still send pods there.
+/// no node but the new plugin's may still advertise its resource, or the
+/// scheduler would send pods there.
 async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::all(w.client()?);
     let own = w.namespace.clone();
@@ -161,32 +161,69 @@ async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let others: Vec<String> = w
-        .nodes
-        .iter()
-        .filter(|n| !plugin_nodes.contains(n))
-        .cloned()
-        .collect();
+    // Every node the scheduler may pick for the scenario's pods, not only the
+    // scenario's own: a pod without a node selector goes wherever the
+    // resource is listed, and a node an earlier scenario's plugin ran on
+    // lists it as allocatable until its kubelet sees the plugin gone (seen
+    // on six real nodes: the pod landed there and was rejected, "no healthy
+    // devices"). Another scenario's own node is out of reach (its taint).
     let api: Api<Node> = Api::all(w.client()?);
-    for node in others {
-        let what = format!("node {node} to advertise no {RESOURCE} any more");
-        wait::object(&api, &node, &what, TIMEOUT, |n| {
-            let left = n
-                .and_then(|n| n.status.as_ref())
-                .and_then(|s| s.allocatable.as_ref())
-                .and_then(|a| a.get(RESOURCE))
-                .map(|q| q.0.clone());
-            // `0` however written (`0`, `0k`): the kubelet keeps listing it.
-            match left {
-                Some(q) if Quantity::parse(&q).ok() != Some(Quantity::ZERO) => {
-                    Check::Pending(format!("allocatable {q}"))
-                }
-                _ => Check::Done(()),
-            }
-        })
-        .await?;
-    }
+    let what = format!("the nodes without the plugin to advertise no {RESOURCE} any more");
+    wait::list(&api, watcher::Config::default(), &what, TIMEOUT, |nodes| {
+        let left: Vec<String> = nodes
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .name
+                    .as_ref()
+                    .is_some_and(|name| !plugin_nodes.contains(name))
+            })
+            .filter(|n| reachable_for(n, &own))
+            .filter_map(|n| {
+                let q = advertised(n)?;
+                Some(format!(
+                    "{} allocatable {q}",
+                    n.metadata.name.as_deref().unwrap_or_default()
+                ))
+            })
+            .collect();
+        if left.is_empty() {
+            Check::Done(())
+        } else {
+            Check::Pending(left.join(", "))
+        }
+    })
+    .await?;
     Ok(())
+}
+
+/// Whether the scheduler may put a pod of scenario `namespace` on the node.
+fn reachable_for(n: &Node, namespace: &str) -> bool {
+    let owned_by_other = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter().any(|t| {
+                t.key == crate::node_lease::OWN_NODE_TAINT && t.value.as_deref() != Some(namespace)
+            })
+        });
+    crate::node_ready::node_is_ready_and_schedulable(n) && !owned_by_other
+}
+
+/// The node's allocatable amount of the plugin's resource, unless none:
+/// the kubelet keeps listing a resource whose plugin went away, with `0`
+/// (however written: `0`, `0k`).
+fn advertised(n: &Node) -> Option<String> {
+    let q = n
+        .status
+        .as_ref()?
+        .allocatable
+        .as_ref()?
+        .get(RESOURCE)?
+        .0
+        .clone();
+    (Quantity::parse(&q).ok() != Some(Quantity::ZERO)).then_some(q)
 }
 
 /// Upstream reads the quantity of the resource in the Node's allocatable,

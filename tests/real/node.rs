@@ -453,14 +453,14 @@ fn checks_that_need_a_node_operation_fail_without_it() {
     // (the failing step's line in the fixture, what its message says)
     for (line, says) in [
         (
-            18,
+            23,
             "to be called again since it was counted (1 calls); last seen: 1 calls",
         ),
-        (24, "expected pod tester-1 to stay Pending, observed"),
-        (32, "waiting for pod tester-1 to be running"),
-        (39, "waiting for pod tester-1 to run again after the reboot"),
-        (45, "expected pod tester-1 to stay Pending, observed"),
-        (53, "waiting for pod tester-1 to be running"),
+        (30, "expected pod tester-1 to stay Pending, observed"),
+        (39, "waiting for pod tester-1 to be running"),
+        (47, "waiting for pod tester-1 to run again after the reboot"),
+        (54, "expected pod tester-1 to stay Pending, observed"),
+        (63, "waiting for pod tester-1 to be running"),
     ] {
         assert!(
             t.contains(&format!(

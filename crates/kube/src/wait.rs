@@ -66,6 +66,7 @@ pub fn note(what: &str, seen: &str) {
 }
 
 /// The outcome of checking an observed state.
+#[derive(Debug)]
 pub enum Check<T> {
     /// Done, with a value.
     Done(T),
@@ -310,8 +311,14 @@ pub fn describe_pod(p: Option<&Pod>) -> String {
             )
         })
         .collect();
+    // Set when the kubelet rejected or evicted the pod (conditions may be
+    // empty then): what says why.
+    let why = status
+        .and_then(|s| s.reason.as_ref().map(|r| (r, s.message.as_deref())))
+        .map(|(r, m)| format!(" reason={r:?} message={:?}", m.unwrap_or_default()))
+        .unwrap_or_default();
     format!(
-        "phase={phase:?} node={node:?} conditions=[{}]{}",
+        "phase={phase:?}{why} node={node:?} conditions=[{}]{}",
         conditions.join(", "),
         if p.metadata.deletion_timestamp.is_some() {
             " deleting"
@@ -326,7 +333,17 @@ pub fn pod_in_state(name: &str, state: PodState, p: Option<&Pod>) -> Check<()> {
     let done = match (state, p) {
         (PodState::Gone, None) => true,
         (_, None) => false,
-        (PodState::Running, Some(p)) => pod_phase(p) == "Running",
+        (PodState::Running, Some(p)) => {
+            // Both phases are final: such a pod never runs (again), and a
+            // wait for it would only time out.
+            if matches!(pod_phase(p), "Failed" | "Succeeded") {
+                return Check::Fail(format!(
+                    "pod {name} ended instead of running: {}",
+                    describe_pod(Some(p))
+                ));
+            }
+            pod_phase(p) == "Running"
+        }
         (PodState::Scheduled, Some(p)) => pod_scheduled(p),
         (PodState::Unschedulable, Some(p)) => {
             if pod_scheduled(p) {
@@ -529,5 +546,50 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("changed at 5"), "{err}");
+    }
+
+    /// A pod the kubelet rejected is Failed for good: a wait for it to run
+    /// fails at once and says why; one still pending or running does not.
+    #[test]
+    fn a_wait_for_running_ends_on_a_rejected_pod_with_its_reason() {
+        use super::*;
+        let pod = |phase: &str, reason: Option<&str>| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "tester-1" },
+                "spec": { "nodeName": "node-1", "containers": [] },
+                "status": {
+                    "phase": phase,
+                    "reason": reason,
+                    "message": reason.map(|_| "Pod was rejected: no healthy devices"),
+                },
+            }))
+            .unwrap()
+        };
+        let rejected = pod("Failed", Some("UnexpectedAdmissionError"));
+        match pod_in_state("tester-1", PodState::Running, Some(&rejected)) {
+            Check::Fail(m) => {
+                assert!(m.contains("ended instead of running"), "{m}");
+                assert!(m.contains("reason=\"UnexpectedAdmissionError\""), "{m}");
+                assert!(m.contains("no healthy devices"), "{m}");
+            }
+            other => panic!("expected a failure, got {other:?}"),
+        }
+        assert!(matches!(
+            pod_in_state("tester-1", PodState::Running, Some(&pod("Succeeded", None))),
+            Check::Fail(_)
+        ));
+        assert!(matches!(
+            pod_in_state("tester-1", PodState::Running, Some(&pod("Pending", None))),
+            Check::Pending(_)
+        ));
+        assert!(matches!(
+            pod_in_state("tester-1", PodState::Running, Some(&pod("Running", None))),
+            Check::Done(())
+        ));
+        // The Failed state itself is what a wait for failure waits for.
+        assert!(matches!(
+            pod_in_state("tester-1", PodState::Failed, Some(&rejected)),
+            Check::Done(())
+        ));
     }
 }
