@@ -323,3 +323,46 @@ async fn gets_request(
     )
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(allocatable: Option<&str>, own_taint: Option<&str>, ready: bool) -> Node {
+        let mut spec = serde_json::json!({});
+        if let Some(owner) = own_taint {
+            spec = json!({ "taints": [ {
+                "key": crate::node_lease::OWN_NODE_TAINT, "value": owner, "effect": "NoSchedule",
+            } ] });
+        }
+        let allocatable = allocatable.map_or(json!({}), |q| json!({ RESOURCE: q }));
+        serde_json::from_value(json!({
+            "metadata": { "name": "node-1" },
+            "spec": spec,
+            "status": {
+                "allocatable": allocatable,
+                "conditions": [ { "type": "Ready", "status": if ready { "True" } else { "False" } } ],
+            },
+        }))
+        .unwrap()
+    }
+
+    /// A node still listing the resource with a non-zero amount keeps a new
+    /// plugin waiting when the scenario's pods could land on it, and only
+    /// then.
+    #[test]
+    fn a_node_left_advertising_counts_only_where_pods_may_land() {
+        assert_eq!(
+            advertised(&node(Some("2"), None, true)).as_deref(),
+            Some("2")
+        );
+        assert_eq!(advertised(&node(Some("0"), None, true)), None);
+        assert_eq!(advertised(&node(Some("0k"), None, true)), None);
+        assert_eq!(advertised(&node(None, None, true)), None);
+
+        assert!(reachable_for(&node(Some("2"), None, true), "ns-a"));
+        assert!(reachable_for(&node(Some("2"), Some("ns-a"), true), "ns-a"));
+        assert!(!reachable_for(&node(Some("2"), Some("ns-b"), true), "ns-a"));
+        assert!(!reachable_for(&node(Some("2"), None, false), "ns-a"));
+    }
+}
