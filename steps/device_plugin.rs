@@ -199,15 +199,7 @@ async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
 
 /// Whether the scheduler may put a pod of scenario `namespace` on the node.
 fn reachable_for(n: &Node, namespace: &str) -> bool {
-    let owned_by_other = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| {
-            t.iter().any(|t| {
-                t.key == crate::node_lease::OWN_NODE_TAINT && t.value.as_deref() != Some(namespace)
-            })
-        });
+    let owned_by_other = crate::node_ready::owner(n).is_some_and(|o| o != namespace);
     crate::node_ready::node_is_ready_and_schedulable(n) && !owned_by_other
 }
 

@@ -751,15 +751,7 @@ impl Cluster {
             .context("listing nodes")?
             .items
         {
-            let owned = node
-                .spec
-                .iter()
-                .flat_map(|s| s.taints.iter().flatten())
-                .any(|t| {
-                    t.key == dra_e2e_kube::node_ready::OWN_NODE_TAINT
-                        && t.value.as_deref().is_some_and(&ours)
-                });
-            if owned {
+            if dra_e2e_kube::node_ready::owner(&node).is_some_and(&ours) {
                 found.push(format!(
                     "taint {} on Node {}",
                     dra_e2e_kube::node_ready::OWN_NODE_TAINT,

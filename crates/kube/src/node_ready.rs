@@ -8,6 +8,18 @@ use k8s_openapi::api::core::v1::Node;
 /// here; the runner's leases decide who uses it.
 pub const OWN_NODE_TAINT: &str = "dra-e2e.k8s.io/own-node";
 
+/// The namespace of the scenario that has the node to itself, from the
+/// node's own-node taint; `None` while the node is shared.
+pub fn owner(n: &Node) -> Option<&str> {
+    n.spec
+        .as_ref()?
+        .taints
+        .as_ref()?
+        .iter()
+        .find(|t| t.key == OWN_NODE_TAINT)
+        .map(|t| t.value.as_deref().unwrap_or_default())
+}
+
 /// A Node that is Ready and accepts pods (the runner's own-node taint
 /// aside).
 pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
@@ -53,7 +65,7 @@ pub fn kubelet_version(n: &Node) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{OWN_NODE_TAINT, major_minor, node_is_ready_and_schedulable};
+    use super::{OWN_NODE_TAINT, major_minor, node_is_ready_and_schedulable, owner};
     use k8s_openapi::api::core::v1::Node;
 
     fn node_with_taint(key: &str, effect: &str) -> Node {
@@ -83,6 +95,16 @@ mod tests {
             OWN_NODE_TAINT,
             "NoSchedule"
         )));
+    }
+
+    #[test]
+    fn an_owned_node_names_its_owner_and_a_shared_one_none() {
+        let mut owned = node_with_taint(OWN_NODE_TAINT, "NoSchedule");
+        if let Some(t) = owned.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+            t[0].value = Some("dra-e2e-abcde".into());
+        }
+        assert_eq!(owner(&owned), Some("dra-e2e-abcde"));
+        assert_eq!(owner(&node_with_taint("x", "NoSchedule")), None);
     }
 
     #[test]
