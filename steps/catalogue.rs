@@ -130,6 +130,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the driver is restarted with one device fewer on every node",
             },
             Entry {
+                pattern: "When the driver's DaemonSet is rolled out",
+                description: "Roll the driver under test's DaemonSet out again with nothing changed (a template annotation, as `kubectl rollout restart`), the way its update strategy says: with `maxSurge: 1` the new pod starts beside the old one, then the old one goes. Waits until every node runs the new pod alone. Only for a driver the runner deploys from manifests.",
+                example: "When the driver's DaemonSet is rolled out",
+            },
+            Entry {
                 pattern: "Then the driver publishes one device fewer than noted",
                 description: "Wait (2 minutes) until each of the scenario's nodes shows the devices noted but one, and no other.",
                 example: "Then the driver publishes one device fewer than noted",

@@ -82,11 +82,81 @@ async fn reports_with_message(
     health: Health,
     message: String,
 ) -> anyhow::Result<()> {
+    if let Some(name) = w.external_driver(&d) {
+        let name = name.to_owned();
+        for n in node.resolve(w).await? {
+            let pool = pool_of_device(w, &name, &n, &device).await?;
+            inject_health(w, &d, &n, pool, device.clone(), health, &message)?;
+        }
+        return Ok(());
+    }
     let driver = w.driver(&d)?;
     for n in node.resolve(w).await? {
         driver.set_device_health(&n, &device, health.0, &message)?;
     }
     Ok(())
+}
+
+/// The driver under test's health stream is the driver's own: the
+/// interposer lays the reported health over it.
+fn inject_health(
+    w: &World,
+    d: &DriverRef,
+    node: &str,
+    pool: String,
+    device: String,
+    health: Health,
+    message: &str,
+) -> anyhow::Result<()> {
+    let ctx = w.context()?;
+    let Some(interposed) = &ctx.under_test.interposed else {
+        bail!(
+            "{d} is the run's driver under test, whose device health only the driver decides: \
+             reporting it needs the interposer (--interpose)"
+        );
+    };
+    let injected = interposed
+        .health(node)
+        .with_context(|| format!("{d} has no interposer on node {node}"))?;
+    injected.report(crate::plugin::DeviceHealth {
+        pool,
+        device,
+        health: health.0,
+        message: message.to_owned(),
+    });
+    Ok(())
+}
+
+/// The pool of `device` among `driver`'s slices on `node`.
+async fn pool_of_device(
+    w: &World,
+    driver: &str,
+    node: &str,
+    device: &str,
+) -> anyhow::Result<String> {
+    use k8s_openapi::api::resource::v1::ResourceSlice;
+    let slices: kube::Api<ResourceSlice> = kube::Api::all(w.client()?);
+    let list = slices
+        .list(
+            &kube::api::ListParams::default()
+                .fields(&format!("spec.driver={driver},spec.nodeName={node}")),
+        )
+        .await
+        .with_context(|| format!("listing the slices of driver {driver} on node {node}"))?;
+    let mut pools: Vec<String> = list
+        .items
+        .iter()
+        .filter(|s| s.spec.devices.iter().flatten().any(|d| d.name == device))
+        .map(|s| s.spec.pool.name.clone())
+        .collect();
+    pools.dedup();
+    match pools.as_slice() {
+        [pool] => Ok(pool.clone()),
+        [] => bail!("driver {driver} publishes no device {device:?} on node {node}"),
+        _ => bail!(
+            "driver {driver} publishes device {device:?} on node {node} in several pools: {pools:?}"
+        ),
+    }
 }
 
 async fn reports_claim_device(
@@ -97,7 +167,7 @@ async fn reports_claim_device(
     health: Health,
     message: String,
 ) -> anyhow::Result<()> {
-    let driver_name = w.driver(&d)?.name.clone();
+    let driver_name = w.driver_name(&d)?;
     let current = w.claim(&claim).await?;
     let results = current
         .status
@@ -105,22 +175,32 @@ async fn reports_claim_device(
         .and_then(|a| a.devices)
         .and_then(|d| d.results)
         .unwrap_or_default();
-    let devices: Vec<String> = results
+    let devices: Vec<(String, String)> = results
         .into_iter()
         .filter(|r| r.driver == driver_name)
-        .map(|r| r.device)
+        .map(|r| (r.pool, r.device))
         .collect();
-    let [device] = devices.as_slice() else {
+    let [(pool, device)] = devices.as_slice() else {
         bail!(
             "claim {claim} must have exactly one device of driver {driver_name} allocated to report on, \
              it has {}",
             if devices.is_empty() {
                 "none".to_owned()
             } else {
-                devices.join(", ")
+                devices
+                    .iter()
+                    .map(|(_, d)| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         );
     };
+    if w.external_driver(&d).is_some() {
+        for n in node.resolve(w).await? {
+            inject_health(w, &d, &n, pool.clone(), device.clone(), health, &message)?;
+        }
+        return Ok(());
+    }
     reports_with_message(w, d, device.clone(), node, health, message).await
 }
 

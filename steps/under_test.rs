@@ -50,6 +50,11 @@ sentences! {
     #[when("the driver is restarted with all its devices")]
     fn restart_all_devices();
 
+    /// An update of the driver: its DaemonSet rolled out again, the way its
+    /// update strategy says (with maxSurge, new pod first).
+    #[when("the driver's DaemonSet is rolled out")]
+    fn rolled_out();
+
     #[then("the driver publishes one device fewer than noted")]
     fn one_fewer_than_noted();
 
@@ -115,7 +120,7 @@ async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()>
     // Behind the interposer, the counts and injections start with the
     // scenario (interposed scenarios run alone: @serial).
     if let Some(i) = &under.interposed {
-        i.calls.reset();
+        i.reset();
     }
     // An earlier scenario may have restarted the driver: its devices must
     // be back before this one counts on them.
@@ -354,6 +359,12 @@ async fn restart_one_fewer(w: &mut World) -> anyhow::Result<()> {
     }
     w.scenario.restores_device_count();
     under.restart_with_devices(&ctx.cluster, n - 1).await?;
+    Ok(())
+}
+
+async fn rolled_out(w: &World) -> anyhow::Result<()> {
+    let ctx = w.context()?;
+    ctx.under_test.roll_out(&ctx.cluster).await?;
     Ok(())
 }
 

@@ -62,6 +62,15 @@ pub struct RunArgs {
     #[arg(long, requires = "profile")]
     pub interpose: bool,
 
+    /// With --interpose: break the interposer on purpose, to see the
+    /// scenarios that must notice fail (docs/interposer.md#broken-variants):
+    /// `direct` (the kubelet reaches the driver directly),
+    /// `first-instance-only` (a driver's second instance, as in a surge
+    /// rollout, is never registered), `no-reregister` (a driver that binds
+    /// its socket again keeps its old registration).
+    #[arg(long, value_name = "FAULT", requires = "interpose", value_parser = parse_interposer_fault, default_value = "none")]
+    pub interposer_fault: crate::plugin::interposer::InterposerFault,
+
     /// Local cluster: number of nodes.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub nodes: usize,
@@ -605,4 +614,18 @@ mod tests {
             assert!(e.render().to_string().contains(names), "{args:?}: {e}");
         }
     }
+}
+
+/// `--interposer-fault`'s value, by the names the interposer gives its
+/// faults.
+fn parse_interposer_fault(s: &str) -> Result<crate::plugin::interposer::InterposerFault, String> {
+    use crate::plugin::interposer::InterposerFault;
+    InterposerFault::ALL
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            let names: Vec<&str> = InterposerFault::ALL.iter().map(|(n, _)| *n).collect();
+            format!("no interposer fault {s:?}; one of: {}", names.join(", "))
+        })
 }

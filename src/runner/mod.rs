@@ -782,7 +782,8 @@ async fn run_on(
                 p.deployment.mode()
             );
             let started = Instant::now();
-            let u = UnderTest::install(&cluster, p, args.interpose).await?;
+            let interpose = args.interpose.then_some(args.interposer_fault);
+            let u = UnderTest::install(&cluster, p, interpose).await?;
             run_timings.push((
                 report::Phase::harness("install the driver under test"),
                 started.elapsed(),

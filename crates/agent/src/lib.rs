@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod node_init;
 pub mod proxy_agent;
 pub mod relay;
+pub mod sockets;
 pub mod takeover;
 
 /// Logging of process 1 of a real node: its stderr is the node's

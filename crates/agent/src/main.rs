@@ -13,11 +13,15 @@ enum Cli {
     ProxyAgent(dra_e2e_agent::proxy_agent::Args),
     /// Process 1 of a real node's PID namespace; started by the runner.
     NodeInit(dra_e2e_agent::node_init::Args),
+    /// Lists the unix sockets of a directory (the interposer follows a
+    /// driver's registration sockets with it).
+    Sockets(dra_e2e_agent::sockets::Args),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse() {
         Cli::ProxyAgent(args) => dra_e2e_agent::proxy_agent::run(args).map(|()| 0),
+        Cli::Sockets(args) => dra_e2e_agent::sockets::run(args).map(|()| 0),
         Cli::NodeInit(args) => {
             dra_e2e_agent::init_node_init_tracing();
             dra_e2e_agent::node_init::main(&args)

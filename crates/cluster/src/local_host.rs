@@ -12,7 +12,7 @@ use futures::FutureExt as _;
 
 use crate::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
 use dra_e2e_conn::node_files::{LocalDir, NodeFiles};
-use dra_e2e_conn::node_host::{Dialled, NodeHost, Served, SocketError};
+use dra_e2e_conn::node_host::{Dialled, NodeHost, Served, SocketError, SocketFile};
 
 /// Node name -> (kubelet root dir, CDI dir).
 pub struct LocalHost {
@@ -96,5 +96,25 @@ impl NodeHost for LocalHost {
             .await
             .map_err(|e| SocketError::new(node, socket, format!("connecting: {e}")))?;
         Ok(Box::new(s))
+    }
+
+    /// A simulated node's directories are this machine's: listed directly.
+    async fn sockets(&self, node: &str, dir: &Path) -> Result<Vec<SocketFile>, SocketError> {
+        if !self.nodes.contains_key(node) {
+            return Err(SocketError::new(
+                node,
+                dir,
+                "not a simulated node of this cluster",
+            ));
+        }
+        let listed = dra_e2e_agent::sockets::list(dir)
+            .map_err(|e| SocketError::new(node, dir, format!("listing the directory: {e}")))?;
+        Ok(listed
+            .into_iter()
+            .map(|e| SocketFile {
+                name: e.name,
+                identity: e.identity,
+            })
+            .collect())
     }
 }

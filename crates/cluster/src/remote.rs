@@ -558,6 +558,44 @@ impl NodeHost for RemoteHost {
             .map_err(|e| err(e.to_string()))?;
         Ok(Box::new(conn))
     }
+
+    /// `dra-e2e-agent sockets <dir>` by exec in the node's host pod, which
+    /// mounts the plugin directories at their host paths.
+    async fn sockets(
+        &self,
+        node: &str,
+        dir: &Path,
+    ) -> Result<Vec<dra_e2e_conn::node_host::SocketFile>, SocketError> {
+        let err = |message: String| SocketError::new(node, dir, message);
+        let pod = self.proxy_pod(node, dir)?;
+        if pod.agent != crate::proxy::AgentKind::DraE2e {
+            return Err(err(
+                "the node host pod runs upstream's hostpathplugin, which cannot list a \
+                 directory: choose an image carrying dra-e2e-agent with --proxy-image"
+                    .to_owned(),
+            ));
+        }
+        let path = dir
+            .to_str()
+            .ok_or_else(|| err("the directory's path is not UTF-8".to_owned()))?;
+        let command = vec![
+            dra_e2e_agent::PROGRAM.to_owned(),
+            "sockets".to_owned(),
+            path.to_owned(),
+        ];
+        let out = crate::proxy::exec::exec_capture(&self.client, &pod.exec_target(), command)
+            .await
+            .map_err(|e| err(format!("listing the directory: {e}")))?;
+        Ok(out
+            .stdout
+            .lines()
+            .filter_map(dra_e2e_agent::sockets::parse_line)
+            .map(|e| dra_e2e_conn::node_host::SocketFile {
+                name: e.name,
+                identity: e.identity,
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -80,6 +80,16 @@ impl SocketError {
     }
 }
 
+/// A unix socket in a directory of a node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SocketFile {
+    /// The file name, without the directory.
+    pub name: String,
+    /// Tells a socket bound again under the same name (a restarted driver)
+    /// from the one before it.
+    pub identity: String,
+}
+
 /// The nodes of one driver instance, as the plugin sees them.
 #[async_trait]
 pub trait NodeHost: Send + Sync {
@@ -107,6 +117,17 @@ pub trait NodeHost: Send + Sync {
             node,
             socket,
             "this kind of node host cannot connect to sockets on its nodes",
+        ))
+    }
+    /// The unix sockets in the directory `dir` on `node` (a host path),
+    /// sorted by name; none when the directory does not exist: how the
+    /// interposer finds every instance of a driver, whatever it names its
+    /// sockets.
+    async fn sockets(&self, node: &str, dir: &Path) -> Result<Vec<SocketFile>, SocketError> {
+        Err(SocketError::new(
+            node,
+            dir,
+            "this kind of node host cannot list directories on its nodes",
         ))
     }
 }

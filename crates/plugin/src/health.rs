@@ -46,6 +46,17 @@ impl HealthState {
         self.changes.bump();
     }
 
+    /// Forgets every device's health.
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+        self.changes.bump();
+    }
+
+    /// A receiver that sees every change made after this call.
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     pub(crate) fn devices(&self) -> Vec<DeviceHealth> {
         self.lock()
             .iter()

@@ -97,24 +97,13 @@ impl Profile {
             // says how (the profile check requires one of them).
             Deployment::SimulatedNodes { .. } => Ok(()),
             // The runner rewrites the manifests' DaemonSet to register
-            // privately, told how by registrationDir.
-            Deployment::RealNodes { .. } | Deployment::Manifests { .. }
-                if self.registration_dir.is_some() =>
-            {
-                Ok(())
-            }
-            Deployment::RealNodes { .. } | Deployment::Manifests { .. } => Err(format!(
-                "the profile of driver {} (deployment.mode: {}) does not say how to point the \
-                 driver at another registration directory (registrationDir), so the runner \
-                 cannot put its interposer between the kubelet and the driver",
-                self.driver_name,
-                self.deployment.mode()
-            )),
+            // privately: through registrationDir's flag or variable, or
+            // by pointing its plugins_registry volume elsewhere.
+            Deployment::RealNodes { .. } | Deployment::Manifests { .. } => Ok(()),
             Deployment::Installed => Err(format!(
                 "driver {} is installed by someone else (deployment.mode: Installed); the runner \
                  interposes only a driver it deploys, pointed at a registration directory of \
-                 its own (deployment.mode RealNodes, Manifests or SimulatedNodes, with \
-                 registrationDir)",
+                 its own (deployment.mode RealNodes, Manifests or SimulatedNodes)",
                 self.driver_name
             )),
         }

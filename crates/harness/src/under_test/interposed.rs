@@ -8,9 +8,11 @@
 //! the kubelet watches only `plugins_registry`, so it never sees the driver's
 //! own registration socket, and a driver whose pods mount their plugin
 //! directory sees the private one without further mounts (the runner adds a
-//! mount when they do not). The interposer's sockets are the ones the
-//! kubelet sees: `plugins_registry/<driver>-reg.sock` and
-//! `plugins/<driver>/dra-e2e-interposer.sock`.
+//! mount when they do not), or whose `plugins_registry` volume the runner
+//! points there. For every instance of the driver it finds there (a
+//! rolling update runs two), the interposer registers with the kubelet in
+//! `plugins_registry` under the instance's socket name, and serves a DRA
+//! socket `plugins/<driver>/dra-e2e-interposer-<n>.sock` in front of it.
 //!
 //! On real nodes the driver's sockets are reached through the run's node
 //! host pods.
@@ -20,22 +22,18 @@ use std::time::Duration;
 
 use dra_e2e_cluster::Cluster;
 use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver};
-use dra_e2e_plugin::interposer::{InterposerConfig, NodeInterposer};
+use dra_e2e_plugin::interposer::{
+    InjectedHealth, InterposerConfig, InterposerFault, NodeInterposer,
+};
 use dra_e2e_plugin::{Calls, Prepared};
 
 /// The private registration directory's name, inside the driver's plugin
 /// directory.
 pub const PRIVATE_REGISTRY: &str = "dra-e2e";
-/// The interposer's DRA socket's name, inside the driver's plugin directory.
-pub const INTERPOSER_SOCKET: &str = "dra-e2e-interposer.sock";
 /// How long the driver may take to create its registration socket.
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the kubelet may take to register the interposer.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
-/// Breaks the interposer on purpose when set to `direct`: the kubelet is
-/// sent to the driver's own socket (tests/interposer.rs shows scenarios
-/// fail then).
-pub const FAULT_ENV: &str = "DRA_E2E_INTERPOSER_FAULT";
 
 /// Where the driver registers instead of the kubelet's directory.
 pub fn private_registry(kubelet_root: &Path, driver: &str) -> PathBuf {
@@ -45,10 +43,17 @@ pub fn private_registry(kubelet_root: &Path, driver: &str) -> PathBuf {
         .join(PRIVATE_REGISTRY)
 }
 
+/// What the interposer on one node keeps for the scenarios.
+#[derive(Debug, Clone, Default)]
+struct NodeState {
+    prepared: Prepared,
+    health: InjectedHealth,
+}
+
 /// The driver under test's calls, through the interposers on its nodes.
 pub struct Interposed {
     pub calls: Calls,
-    nodes: BTreeMap<String, Prepared>,
+    nodes: BTreeMap<String, NodeState>,
     running: tokio::sync::Mutex<Vec<NodeInterposer>>,
 }
 
@@ -61,23 +66,22 @@ impl std::fmt::Debug for Interposed {
 }
 
 impl Interposed {
-    /// Starts an interposer on every one of `nodes` once the driver's
-    /// registration socket there answers, and waits until the kubelet
-    /// registered each. Whatever started is stopped again on failure.
-    pub async fn start(cluster: &Cluster, driver: &str, nodes: &[String]) -> Result<Self, String> {
-        let bypass = match std::env::var(FAULT_ENV) {
-            Err(_) => false,
-            Ok(v) if v == "direct" => {
-                tracing::warn!("{FAULT_ENV}=direct: the kubelet reaches driver {driver} directly");
-                true
-            }
-            Ok(v) => {
-                return Err(format!(
-                    "{FAULT_ENV}={v:?}: the only fault is `direct` (unset it for a working \
-                     interposer)"
-                ));
-            }
-        };
+    /// Starts an interposer on every one of `nodes`, each following the
+    /// driver's private registration directory there, and waits until the
+    /// kubelet registered an instance on each. Whatever started is stopped
+    /// again on failure.
+    pub async fn start(
+        cluster: &Cluster,
+        driver: &str,
+        nodes: &[String],
+        fault: InterposerFault,
+    ) -> Result<Self, String> {
+        if fault != InterposerFault::None {
+            tracing::warn!(
+                "--interposer-fault {fault:?}: the interposer in front of driver {driver} is \
+                 broken on purpose"
+            );
+        }
         let host = cluster
             .node_host(HostedDriver { driver, nodes })
             .await
@@ -88,56 +92,32 @@ impl Interposed {
             running: Default::default(),
         };
         let started = futures::future::join_all(nodes.iter().map(|node| {
-            let prepared = Prepared::default();
             let root = host.kubelet_root(node);
-            let plugin_dir = root.join("plugins").join(driver);
+            let node_state = NodeState::default();
             let config = InterposerConfig {
                 driver: driver.to_owned(),
                 node: node.clone(),
-                driver_registration: private_registry(&root, driver)
-                    .join(format!("{driver}-reg.sock")),
-                registration: root
-                    .join("plugins_registry")
-                    .join(format!("{driver}-reg.sock")),
-                endpoint: plugin_dir.join(INTERPOSER_SOCKET),
+                private_dir: private_registry(&root, driver),
+                registry_dir: root.join("plugins_registry"),
+                endpoint_dir: root.join("plugins").join(driver),
                 calls: me.calls.clone(),
-                prepared: prepared.clone(),
+                prepared: node_state.prepared.clone(),
+                health: node_state.health.clone(),
                 driver_timeout: DRIVER_TIMEOUT,
-                bypass,
+                fault,
             };
             let host = host.clone();
             async move {
-                let too_long = [
-                    &config.driver_registration,
-                    &config.registration,
-                    &config.endpoint,
-                ]
-                .into_iter()
-                .find(|p| p.as_os_str().len() > dra_e2e_conn::node_host::MAX_SOCKET_PATH);
-                if let Some(p) = too_long {
-                    let e = dra_e2e_plugin::interposer::InterposerError {
-                        driver: config.driver.clone(),
-                        node: config.node.clone(),
-                        message: format!(
-                            "socket path {} is {} bytes, over the {} a unix socket path may \
-                             have (on simulated nodes: use a shorter TMPDIR)",
-                            p.display(),
-                            p.as_os_str().len(),
-                            dra_e2e_conn::node_host::MAX_SOCKET_PATH
-                        ),
-                    };
-                    return (node.clone(), prepared, Err(e));
-                }
                 let r = NodeInterposer::start(host, config).await;
-                (node.clone(), prepared, r)
+                (node.clone(), node_state, r)
             }
         }))
         .await;
         let mut problems = Vec::new();
-        for (node, prepared, result) in started {
+        for (node, state, result) in started {
             match result {
                 Ok(i) => {
-                    me.nodes.insert(node, prepared);
+                    me.nodes.insert(node, state);
                     me.running.get_mut().push(i);
                 }
                 Err(e) => problems.push(e.to_string()),
@@ -160,7 +140,21 @@ impl Interposed {
     /// The claims the driver prepared on `node`, as the interposer saw its
     /// answers.
     pub fn prepared(&self, node: &str) -> Option<&Prepared> {
-        self.nodes.get(node)
+        self.nodes.get(node).map(|n| &n.prepared)
+    }
+
+    /// The device health a scenario reports on the driver's behalf on
+    /// `node`, laid over the driver's own health stream.
+    pub fn health(&self, node: &str) -> Option<&InjectedHealth> {
+        self.nodes.get(node).map(|n| &n.health)
+    }
+
+    /// Forgets what a scenario injected: counts, faults, device health.
+    pub fn reset(&self) {
+        self.calls.reset();
+        for n in self.nodes.values() {
+            n.health.clear();
+        }
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = &str> {
@@ -171,6 +165,9 @@ impl Interposed {
     /// registration.
     pub async fn stop(&self) {
         self.calls.heal_all();
+        for n in self.nodes.values() {
+            n.health.clear();
+        }
         let running = std::mem::take(&mut *self.running.lock().await);
         for i in running {
             i.stop().await;

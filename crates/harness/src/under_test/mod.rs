@@ -37,6 +37,7 @@ use kube::runtime::watcher;
 
 use dra_e2e_cluster::Cluster;
 use dra_e2e_kube::wait::{self, Check};
+use dra_e2e_plugin::interposer::InterposerFault;
 use dra_e2e_profile::{self as profile, Deployment, Profile};
 
 /// How long a deployed driver may take to publish devices on every node.
@@ -151,8 +152,9 @@ pub struct UnderTest {
     /// The device count a scenario restarted the driver with; `None`: as
     /// deployed (the profile's devicesPerNode).
     devices_now: tokio::sync::Mutex<Option<u32>>,
-    /// Whether the run puts the interposer in front of the driver.
-    interpose: bool,
+    /// Whether the run puts the interposer in front of the driver (and
+    /// whether it is broken on purpose).
+    interpose: Option<InterposerFault>,
     /// The kubelet's root directory on the cluster's nodes, under which
     /// the driver behind the interposer registers privately.
     kubelet_root: std::path::PathBuf,
@@ -165,13 +167,17 @@ impl UnderTest {
     pub fn builtin() -> Self {
         Self::nothing_made(
             profile::builtin(),
-            false,
+            None,
             dra_e2e_cluster::real_node::kubelet::ROOT_DIR.into(),
         )
     }
 
     /// `profile`'s driver before anything of it exists.
-    fn nothing_made(profile: Profile, interpose: bool, kubelet_root: std::path::PathBuf) -> Self {
+    fn nothing_made(
+        profile: Profile,
+        interpose: Option<InterposerFault>,
+        kubelet_root: std::path::PathBuf,
+    ) -> Self {
         UnderTest {
             profile,
             class: None,
@@ -255,13 +261,15 @@ impl UnderTest {
     pub async fn install(
         cluster: &Cluster,
         profile: Profile,
-        interpose: bool,
+        interpose: Option<InterposerFault>,
     ) -> Result<Self, UnderTestError> {
         let mut under = Self::nothing_made(profile, interpose, cluster.kubelet_root());
         if under.is_builtin() {
             return Ok(under);
         }
-        if interpose && let Err(reason) = under.profile.interposable() {
+        if interpose.is_some()
+            && let Err(reason) = under.profile.interposable()
+        {
             return Err(UnderTestError::Deploy {
                 driver: under.profile.driver_name.clone(),
                 message: format!("--interpose: {reason}"),
@@ -297,14 +305,15 @@ impl UnderTest {
             }
         }
         self.class = Some(self.class_ready(client).await?);
-        if self.interpose {
+        if let Some(fault) = self.interpose {
             let nodes = ready_nodes(client)
                 .await
                 .map_err(|e| UnderTestError::Deploy {
                     driver: driver.clone(),
                     message: format!("listing nodes: {e}"),
                 })?;
-            let started = match interposed::Interposed::start(cluster, &driver, &nodes).await {
+            let started = match interposed::Interposed::start(cluster, &driver, &nodes, fault).await
+            {
                 Ok(i) => i,
                 Err(message) => {
                     return Err(UnderTestError::Interpose {
@@ -348,7 +357,7 @@ impl UnderTest {
             };
             // Behind the interposer, the driver registers where only the
             // interposer looks.
-            let registration = if self.interpose {
+            let registration = if self.interpose.is_some() {
                 interposed::private_registry(root, &driver)
             } else {
                 root.join("plugins_registry")
@@ -481,6 +490,37 @@ impl UnderTest {
         Ok(())
     }
 
+    /// Rolls the driver's DaemonSet(s) out again with nothing changed, as
+    /// an update of the driver would: returns once every node runs the
+    /// new pod alone.
+    pub async fn roll_out(&self, cluster: &Cluster) -> Result<(), UnderTestError> {
+        let driver = self.driver_name().to_owned();
+        let deploy = |message: String| UnderTestError::Deploy {
+            driver: driver.clone(),
+            message,
+        };
+        match &self.profile.deployment {
+            Deployment::RealNodes { .. } | Deployment::Manifests { .. } => {}
+            other => {
+                return Err(deploy(format!(
+                    "only a driver the runner deploys from manifests rolls out, not one in \
+                     mode {}",
+                    other.mode()
+                )));
+            }
+        }
+        if self.pods.is_empty() {
+            return Err(deploy(
+                "cannot roll it out: its manifests have no DaemonSet".to_owned(),
+            ));
+        }
+        let client = cluster.client();
+        for set in &self.pods {
+            roll_out_again(&client, set).await.map_err(deploy)?;
+        }
+        Ok(())
+    }
+
     /// Restarts the driver with the profile's devicesPerNode if a scenario
     /// left it with another count; nothing otherwise.
     pub async fn restore_devices(&self, cluster: &Cluster) -> Result<(), UnderTestError> {
@@ -569,14 +609,15 @@ impl UnderTest {
                     daemonset: name.clone(),
                     labels: labels.into_iter().collect(),
                 });
-                if self.interpose
-                    && let Some(setting) = &self.profile.registration_dir
-                {
+                if self.interpose.is_some() {
                     // Where the interposer looks for it: under the
                     // kubelet root of the cluster's nodes.
                     let dir = interposed::private_registry(&self.kubelet_root, &driver);
-                    let ds = register_privately(ds, setting, &dir)
-                        .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
+                    let ds = match &self.profile.registration_dir {
+                        Some(setting) => register_privately(ds, setting, &dir),
+                        None => register_privately_by_volume(ds, &self.kubelet_root, &dir),
+                    }
+                    .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
                     obj = serde_json::to_value(&ds)
                         .and_then(serde_json::from_value)
                         .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
@@ -984,16 +1025,79 @@ async fn roll_out_with(
             setting.describe()
         ));
     }
-    let updated = api
-        .replace(&set.daemonset, &PostParams::default(), &ds)
-        .await
-        .map_err(|e| format!("updating {name}: {e}"))?;
-    let generation = updated.metadata.generation.unwrap_or_default();
-    let what = format!("{name} to roll out with {devices} devices per node");
-    wait::object(
+    replace_and_roll_out(
         &api,
-        &set.daemonset,
-        &what,
+        &ds,
+        &format!("{name} to roll out with {devices} devices per node"),
+    )
+    .await
+}
+
+/// A new rollout of the driver's DaemonSet with nothing changed but a
+/// template annotation (as `kubectl rollout restart` does): every pod is
+/// replaced the way the DaemonSet's update strategy says (with
+/// `maxSurge`, the new pod starts beside the old one first).
+async fn roll_out_again(client: &kube::Client, set: &DriverPods) -> Result<(), String> {
+    let name = format!("DaemonSet {}/{}", set.namespace, set.daemonset);
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), &set.namespace);
+    let mut ds = api
+        .get(&set.daemonset)
+        .await
+        .map_err(|e| format!("reading {name}: {e}"))?;
+    ds.spec
+        .template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            "dra-e2e.k8s.io/rolled-out-at".to_owned(),
+            jiff::Timestamp::now().to_string(),
+        );
+    replace_and_roll_out(&api, &ds, &format!("{name} to roll out again")).await?;
+    // With maxSurge a node runs the old pod beside the new one for a while,
+    // and the DaemonSet's status says nothing of it: done once only one
+    // pod per node is left.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &set.namespace);
+    let config = watcher::Config::default().labels(&set.selector());
+    let what = format!("the old pods of {name} to go");
+    wait::list(&pods, config, &what, ROLLOUT_TIMEOUT, |items: &[Pod]| {
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        for p in items {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            *per_node.entry(node).or_default() += 1;
+        }
+        if per_node.values().all(|n| *n == 1) {
+            Check::Done(())
+        } else {
+            Check::Pending(format!("pods per node: {per_node:?}"))
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// Replaces the DaemonSet with `ds` and waits until every node runs an
+/// updated, available pod and no old one.
+async fn replace_and_roll_out(
+    api: &Api<DaemonSet>,
+    ds: &DaemonSet,
+    what: &str,
+) -> Result<(), String> {
+    let name = ds.metadata.name.clone().unwrap_or_default();
+    let updated = api
+        .replace(&name, &PostParams::default(), ds)
+        .await
+        .map_err(|e| format!("updating DaemonSet {name}: {e}"))?;
+    let generation = updated.metadata.generation.unwrap_or_default();
+    wait::object(
+        api,
+        &name,
+        what,
         ROLLOUT_TIMEOUT,
         |d: Option<&DaemonSet>| {
             let Some(status) = d.and_then(|d| d.status.as_ref()) else {
@@ -1025,6 +1129,44 @@ const PRIVATE_REGISTRY_VOLUME: &str = "dra-e2e-registry";
 
 /// `ds` with its driver container(s) told to register in `dir` (through
 /// `setting`), and `dir` mounted at its host path.
+/// Points the DaemonSet's host-path volume of the kubelet's
+/// `plugins_registry` at `dir`: the driver then registers where it always
+/// does inside its container, and the socket lands where only the
+/// interposer looks. For a driver with no flag or variable for its
+/// registration directory (a profile without `registrationDir`).
+fn register_privately_by_volume(
+    mut ds: DaemonSet,
+    kubelet_root: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<DaemonSet, String> {
+    let registry = kubelet_root.join("plugins_registry");
+    let Some(pod) = ds.spec.template.spec.as_mut() else {
+        return Err("it has no pod spec".to_owned());
+    };
+    let same = |p: &str| std::path::Path::new(p.trim_end_matches('/')) == registry;
+    let mut found = false;
+    for v in pod.volumes.iter_mut().flatten() {
+        if let Some(h) = v.host_path.as_mut()
+            && same(&h.path)
+        {
+            h.path = dir.display().to_string();
+            // The private directory is new on every node.
+            h.type_ = Some("DirectoryOrCreate".to_owned());
+            found = true;
+        }
+    }
+    if found {
+        Ok(ds)
+    } else {
+        Err(format!(
+            "the profile gives no registrationDir, and no hostPath volume of the DaemonSet is \
+             the kubelet's registration directory {}: the runner cannot tell where the driver \
+             registers (give registrationDir in the profile)",
+            registry.display()
+        ))
+    }
+}
+
 fn register_privately(
     mut ds: DaemonSet,
     setting: &profile::Setting,
