@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -47,6 +47,12 @@ test-driver: ## upstream's DRA test driver for real nodes (profiles/dra-test-dri
 	cp deploy/dra-test-driver/*.yaml $(TEST_DRIVER_DIR)/
 	$(CARGO) run --quiet -- profile check profiles/dra-test-driver.yaml
 	$(CARGO) run --quiet -- profile check profiles/dra-test-driver-simulated.yaml
+
+rolling-driver: ## the project's rolling-update DRA driver for real nodes (profiles/rolling-driver.yaml): build it (Go, kubeletplugin helper at KUBE_VERSION), write its image archive and manifests into target/rolling-driver/
+	dir=$$(hack/build-rolling-driver.sh) && \
+	  $(CARGO) run --quiet -- image --binary "$$dir/rolling-driver" --reference localhost/dra-e2e/rolling-driver:$(KUBE_VERSION) --out target/rolling-driver/rolling-driver.oci.tar
+	cp deploy/rolling-driver/*.yaml target/rolling-driver/
+	$(CARGO) run --quiet -- profile check profiles/rolling-driver.yaml
 
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh

@@ -1,0 +1,396 @@
+// Command rolling-driver is a small DRA kubelet plugin shaped like the
+// drivers vendors ship: it is built on the kubeletplugin helper of
+// k8s.io/dynamic-resource-allocation, always starts with
+// kubeletplugin.RollingUpdate(<its pod's UID>) and reads every setting from
+// environment variables. Its DaemonSet (deploy/rolling-driver/) updates with
+// maxSurge 1 and maxUnavailable 0, so during an update an old and a new pod
+// serve the same node side by side, each with its own
+// <driver>-<pod UID>-reg.sock and dra-<pod UID>.sock.
+//
+// dra-e2e uses it to check that the runner (its interposer in particular)
+// copes with such sockets, and as a second real driver for the conformance
+// pack (profiles/rolling-driver.yaml). hack/build-rolling-driver.sh builds it
+// at the control plane's Kubernetes version.
+//
+// What it does:
+//   - publishes one pool, named after the node, of NUM_DEVICES plain devices
+//     device-0 … device-N-1 in one node-local ResourceSlice;
+//   - prepares a claim by writing one CDI spec file for it into CDI_ROOT and
+//     returning one CDI device per allocated device;
+//   - unprepares a claim by removing that file;
+//   - stops the helper on SIGTERM (which removes its sockets) and exits 0.
+//
+// It keeps no state between calls: with rolling updates the kubelet may
+// prepare a claim through one pod and unprepare it through the other, and
+// after a node reboot the CDI directory (a tmpfs) is empty while the kubelet
+// still asks to prepare. Everything a call needs comes from the claim or
+// from its UID.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+)
+
+// The CDI spec version written. Specs that only set environment variables
+// need nothing newer, and every CDI-aware runtime reads it.
+const cdiVersion = "0.3.0"
+
+// A ResourceSlice holds at most this many devices (resource.k8s.io/v1); one
+// slice is all this driver publishes.
+const maxDevicesPerSlice = 128
+
+// config is everything the driver is told, from its environment only: that
+// is how charts of helper-based drivers configure them, and the runner
+// changes NUM_DEVICES (and, behind its interposer,
+// KUBELET_REGISTRAR_DIRECTORY_PATH) in the DaemonSet's env.
+type config struct {
+	driverName   string
+	nodeName     string
+	podUID       types.UID
+	numDevices   int
+	cdiRoot      string
+	registrarDir string
+	pluginsDir   string
+}
+
+func configFromEnv() (config, error) {
+	get := func(name, def string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	c := config{
+		driverName:   get("DRIVER_NAME", "rolling.dra-e2e.k8s.io"),
+		nodeName:     os.Getenv("NODE_NAME"),
+		podUID:       types.UID(os.Getenv("POD_UID")),
+		cdiRoot:      get("CDI_ROOT", "/var/run/cdi"),
+		registrarDir: get("KUBELET_REGISTRAR_DIRECTORY_PATH", kubeletplugin.KubeletRegistryDir),
+		pluginsDir:   get("KUBELET_PLUGINS_DIRECTORY_PATH", kubeletplugin.KubeletPluginsDir),
+	}
+	// Both are required rather than defaulted: without the node name the
+	// slice would belong to no node, and without the pod UID two pods of a
+	// surge update would fight over one pair of socket names.
+	if c.nodeName == "" {
+		return c, errors.New("NODE_NAME must be set (downward API: spec.nodeName)")
+	}
+	if c.podUID == "" {
+		return c, errors.New("POD_UID must be set (downward API: metadata.uid)")
+	}
+	n, err := strconv.Atoi(get("NUM_DEVICES", "4"))
+	if err != nil || n < 0 || n > maxDevicesPerSlice {
+		return c, fmt.Errorf("NUM_DEVICES=%q: want a whole number from 0 to %d", os.Getenv("NUM_DEVICES"), maxDevicesPerSlice)
+	}
+	c.numDevices = n
+	return c, nil
+}
+
+// driver implements kubeletplugin.DRAPlugin.
+type driver struct {
+	cfg config
+	// fatal ends the process: called for background errors the helper
+	// says cannot be retried.
+	fatal func(error)
+}
+
+var _ kubeletplugin.DRAPlugin = &driver{}
+
+// cdiSpec and its parts are the subset of the CDI spec format the driver
+// writes; its own types keep the CDI library (and its dependencies) out of
+// the build.
+type cdiSpec struct {
+	Version string      `json:"cdiVersion"`
+	Kind    string      `json:"kind"`
+	Devices []cdiDevice `json:"devices"`
+}
+
+type cdiDevice struct {
+	Name           string            `json:"name"`
+	ContainerEdits cdiContainerEdits `json:"containerEdits"`
+}
+
+type cdiContainerEdits struct {
+	Env []string `json:"env,omitempty"`
+}
+
+// The CDI kind: the driver name as vendor, one class for all its devices.
+func (d *driver) cdiKind() string { return d.cfg.driverName + "/device" }
+
+// One spec file per claim, named by its UID, so that unprepare (which gets
+// no more than the UID) finds it and two claims never share a file.
+func (d *driver) specPath(claimUID types.UID) string {
+	return filepath.Join(d.cfg.cdiRoot, fmt.Sprintf("%s-%s.json", d.cfg.driverName, claimUID))
+}
+
+var notAlnum = regexp.MustCompile(`[^a-zA-Z0-9]`)
+
+// envName makes a valid variable name out of names that may hold `-` or
+// `.`: upstream's test driver does the same to claim_<claim>_<request>, so
+// a profile's `claim_*=true` finds either driver's variables.
+func envName(s string) string { return notAlnum.ReplaceAllString(s, "_") }
+
+// PrepareResourceClaims writes each claim's CDI spec, then answers with its
+// devices. It computes everything from the claim, so a repeated call (after
+// a kubelet restart, through the other pod of a rolling update, after a
+// reboot emptied CDI_ROOT) writes the spec again and returns the same answer.
+func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	result := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, claim := range claims {
+		devices, err := d.prepareClaim(claim)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Preparing claim failed", "claim", klog.KObj(claim), "uid", claim.UID)
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		names := make([]string, 0, len(devices))
+		for _, dev := range devices {
+			names = append(names, dev.DeviceName)
+		}
+		klog.FromContext(ctx).Info("Prepared claim", "claim", klog.KObj(claim), "uid", claim.UID, "devices", names)
+		result[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
+	}
+	return result, nil
+}
+
+func (d *driver) prepareClaim(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	// The helper passes only allocated claims; checked again so that a
+	// change there cannot turn into a nil dereference here.
+	if claim.Status.Allocation == nil {
+		return nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
+	}
+	spec := cdiSpec{Version: cdiVersion, Kind: d.cdiKind()}
+	var devices []kubeletplugin.Device
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		// A claim may hold devices of several drivers; the others are
+		// prepared by their own plugins.
+		if r.Driver != d.cfg.driverName {
+			continue
+		}
+		// A request's subrequest (`req/sub`) is not part of the variable:
+		// a container refers to the request.
+		request := resourceclaim.BaseRequestRef(r.Request)
+		// The claim UID makes the CDI name unique over time too, so a
+		// runtime's cached spec of an earlier claim never answers for it.
+		name := string(claim.UID) + "-" + r.Device
+		spec.Devices = append(spec.Devices, cdiDevice{
+			Name: name,
+			ContainerEdits: cdiContainerEdits{Env: []string{
+				envName("claim_"+claim.Name+"_"+request) + "=true",
+				"ROLLING_DEVICE_" + envName(r.Device) + "=" + r.Device,
+			}},
+		})
+		devices = append(devices, kubeletplugin.Device{
+			Requests:     []string{r.Request},
+			PoolName:     r.Pool,
+			DeviceName:   r.Device,
+			CDIDeviceIDs: []string{d.cdiKind() + "=" + name},
+			ShareID:      r.ShareID,
+		})
+	}
+	if len(spec.Devices) == 0 {
+		// CDI rejects a spec without devices; nothing of this driver's
+		// is in the claim, so nothing is injected. A file left from an
+		// earlier allocation with the same UID cannot exist, but removing
+		// it costs nothing.
+		return nil, removeIfExists(d.specPath(claim.UID))
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode CDI spec: %w", err)
+	}
+	if err := writeAtomically(d.specPath(claim.UID), data); err != nil {
+		return nil, fmt.Errorf("write CDI spec: %w", err)
+	}
+	return devices, nil
+}
+
+// writeAtomically replaces path with data so that a runtime reading the CDI
+// directory sees the old file or the new one, never half of one: a temporary
+// file in the same directory (a dot name without .json, which CDI ignores),
+// flushed, then renamed over path.
+func writeAtomically(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	// Removing after a successful rename fails harmlessly.
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; runtimes read specs as root anyway,
+	// but other tools on the node may not.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// UnprepareResourceClaims removes each claim's spec file. A claim with no
+// file (never prepared here, unprepared already, or a reboot emptied the
+// directory) is done as well: the kubelet repeats unprepares too.
+func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	result := make(map[types.UID]error, len(claims))
+	for _, claim := range claims {
+		err := removeIfExists(d.specPath(claim.UID))
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Unpreparing claim failed", "claim", claim.NamespacedName, "uid", claim.UID)
+		} else {
+			klog.FromContext(ctx).Info("Unprepared claim", "claim", claim.NamespacedName, "uid", claim.UID)
+		}
+		result[claim.UID] = err
+	}
+	return result, nil
+}
+
+// HandleError logs background errors (publishing slices, the gRPC
+// servers). Those the helper does not mark recoverable end the process, so
+// the DaemonSet restarts it rather than leaving it half-working.
+func (d *driver) HandleError(ctx context.Context, err error, msg string) {
+	runtime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.fatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}
+
+// WatchHealthStatus is part of the helper's interface. The driver reports
+// no device health (and turns the service off with HealthService(false), so
+// the kubelet is never told about it); the sentinel error is the documented
+// answer should it be called anyway.
+func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
+// resources is the one pool the driver publishes: named after the node, as
+// node-local pools usually are, with plain devices (no attributes, counters
+// or capacity) that any claim of the DeviceClass may get.
+func (d *driver) resources() resourceslice.DriverResources {
+	devices := make([]resourceapi.Device, 0, d.cfg.numDevices)
+	for i := 0; i < d.cfg.numDevices; i++ {
+		devices = append(devices, resourceapi.Device{Name: fmt.Sprintf("device-%d", i)})
+	}
+	return resourceslice.DriverResources{
+		Pools: map[string]resourceslice.Pool{
+			d.cfg.nodeName: {Slices: []resourceslice.Slice{{Devices: devices}}},
+		},
+	}
+}
+
+// errStopped is the cancellation cause of a SIGTERM or SIGINT: an orderly
+// stop, exit status 0.
+var errStopped = errors.New("stopped by a signal")
+
+func run() error {
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+
+	// The kubelet sends SIGTERM when the pod is deleted (also when a surge
+	// update replaces it). Stopping the helper then removes both sockets;
+	// the next pod cannot remove sockets named after another pod's UID, and
+	// stale ones would keep the kubelet trying to reach this one.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		s := <-signals
+		klog.InfoS("Stopping", "signal", s.String())
+		cancel(errStopped)
+	}()
+
+	restConfig, err := rest.InClusterConfig()
+	if err != nil {
+		return fmt.Errorf("in-cluster config: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+
+	// The helper wants both directories to exist. The DaemonSet mounts
+	// them, but when run by hand the driver makes its own.
+	pluginDataDir := filepath.Join(cfg.pluginsDir, cfg.driverName)
+	for _, dir := range []string{cfg.cdiRoot, pluginDataDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+
+	d := &driver{cfg: cfg, fatal: func(err error) { cancel(err) }}
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(cfg.driverName),
+		kubeletplugin.NodeName(cfg.nodeName),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.RegistrarDirectoryPath(cfg.registrarDir),
+		kubeletplugin.PluginDataDirectoryPath(pluginDataDir),
+		// The point of this driver: socket names carry the pod UID, and
+		// prepare/unprepare are serialized across both pods of an
+		// update through a lock file in the plugin data directory.
+		kubeletplugin.RollingUpdate(cfg.podUID),
+		kubeletplugin.HealthService(false),
+	)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	// Stop waits until the sockets are gone, before the process exits.
+	defer helper.Stop()
+	klog.InfoS("Started", "driver", cfg.driverName, "node", cfg.nodeName, "podUID", cfg.podUID,
+		"devices", cfg.numDevices, "registrarDir", cfg.registrarDir, "pluginDataDir", pluginDataDir, "cdiRoot", cfg.cdiRoot)
+
+	if err := helper.PublishResources(ctx, d.resources()); err != nil {
+		return fmt.Errorf("publish ResourceSlice: %w", err)
+	}
+
+	<-ctx.Done()
+	if cause := context.Cause(ctx); !errors.Is(cause, errStopped) {
+		return cause
+	}
+	return nil
+}
+
+func main() {
+	err := run()
+	if err != nil {
+		klog.ErrorS(err, "rolling-driver failed")
+	}
+	klog.Flush()
+	if err != nil {
+		os.Exit(1)
+	}
+}
