@@ -10,6 +10,11 @@
 //! no claims, and the plugin goes on), and `GetInfo` on the registration
 //! socket, which the interposer passes on to the driver's.
 //!
+//! Then a second instance of the driver registers beside the first (as a
+//! surge rollout's new pod does), and the same unprepare goes through the
+//! interposer to each of the two instances in turn: the interposer then
+//! follows two instances on the node.
+//!
 //! `make bench`, or `cargo bench --bench interposer_latency`. Calls per kind:
 //! `DRA_E2E_BENCH_CALLS` (default 2000), after 200 warm-up calls. Direct and
 //! interposed calls alternate, so that whatever else the machine does weighs
@@ -28,8 +33,10 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use dra_e2e::conn::authority::{CLIENT_URI, KubeletSocket};
 use dra_e2e::conn::unix_incoming;
 use dra_e2e::node_files::{LocalDir, NodeFiles};
-use dra_e2e::node_host::{Dialled, NodeHost, Served, SocketError};
-use dra_e2e::plugin::interposer::{InterposerConfig, NodeInterposer};
+use dra_e2e::node_host::{Dialled, NodeHost, Served, SocketError, SocketFile};
+use dra_e2e::plugin::interposer::{
+    InjectedHealth, InterposerConfig, InterposerFault, NodeInterposer,
+};
 use dra_e2e::plugin::{
     Calls, ClaimRef, ClaimSource, ClaimSourceError, NodeApi, NodePlugin, PluginConfig, Prepared,
 };
@@ -88,7 +95,6 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
         .unwrap_or_else(|e| fail(format!("starting the driver's plugin: {e}")));
 
     // The interposer in front of it.
-    let interposer_dra = root.join("interposer/dra.sock");
     let interposer_registration = root.join(format!("plugins_registry/{DRIVER}-reg.sock"));
     let interposer_calls = Calls::new(DRIVER);
     let host: Arc<dyn NodeHost> = Arc::new(LocalNode { root: root.clone() });
@@ -97,17 +103,19 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
         InterposerConfig {
             driver: DRIVER.to_owned(),
             node: NODE.to_owned(),
-            driver_registration: driver_registration.clone(),
-            registration: interposer_registration.clone(),
-            endpoint: interposer_dra.clone(),
+            private_dir: root.join("private"),
+            registry_dir: root.join("plugins_registry"),
+            endpoint_dir: root.join("interposer"),
             calls: interposer_calls.clone(),
             prepared: Prepared::default(),
+            health: InjectedHealth::default(),
             driver_timeout: Duration::from_secs(10),
-            bypass: false,
+            fault: InterposerFault::None,
         },
     )
     .await
     .unwrap_or_else(|e| fail(e.to_string()));
+    let interposer_dra = endpoint_of(&interposer_registration).await;
 
     // The kubelet's side: one connection per socket, as the kubelet keeps.
     let direct_dra = NodeClient::new(NodeApi::V1, connect(KubeletSocket::Dra, &driver_dra).await);
@@ -180,9 +188,10 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
     let total = u64::try_from(WARM_UP + calls).expect("call count");
     let expected = [
         ("interposer", &interposer_calls, method::V1_UNPREPARE, total),
-        ("interposer", &interposer_calls, method::GET_INFO, total),
+        // The bench's own GetInfo for the interposer's endpoint, too.
+        ("interposer", &interposer_calls, method::GET_INFO, total + 1),
         ("driver", &driver_calls, method::V1_UNPREPARE, 2 * total),
-        ("driver", &driver_calls, method::GET_INFO, 2 * total + 1),
+        ("driver", &driver_calls, method::GET_INFO, 2 * total + 2),
     ];
     for (which, counter, method, want) in expected {
         let got = counter.count(NODE, method);
@@ -192,6 +201,58 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
             ));
         }
     }
+    // A second instance beside the first, with rolling-update names.
+    let second_dra = root.join("driver/dra-second.sock");
+    let second_registration = root.join(format!("private/{DRIVER}-second-reg.sock"));
+    let second_calls = Calls::new(DRIVER);
+    let second = NodePlugin::start_unix(
+        PluginConfig::new(
+            DRIVER,
+            NODE,
+            second_dra.display().to_string(),
+            lookups.clone(),
+            Arc::new(LocalDir::new(root.join("driver-cdi"))),
+            second_calls.clone(),
+        ),
+        &second_dra,
+        &second_registration,
+    )
+    .await
+    .unwrap_or_else(|e| fail(format!("starting the driver's second instance: {e}")));
+    let second_interposed = root.join(format!("plugins_registry/{DRIVER}-second-reg.sock"));
+    let second_endpoint = endpoint_of(&second_interposed).await;
+    if second_endpoint == interposer_dra {
+        fail("the second instance got the first one's endpoint".to_owned());
+    }
+    let second_client = NodeClient::new(
+        NodeApi::V1,
+        connect(KubeletSocket::Dra, &second_endpoint).await,
+    );
+    // Through the interposer to each instance in turn, against the first
+    // instance directly.
+    let turn = AtomicU64::new(0);
+    let two = measure(
+        calls,
+        || unprepare(&direct_dra),
+        || {
+            let client = if turn.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                &interposed_dra
+            } else {
+                &second_client
+            };
+            unprepare(client)
+        },
+    )
+    .await;
+    let half = total / 2;
+    let got = second_calls.count(NODE, method::V1_UNPREPARE);
+    if got < half {
+        fail(format!(
+            "the second instance answered {got} NodeUnprepareResources, not the {half} sent \
+             through the interposer"
+        ));
+    }
+
     let checked = format!(
         "the interposer counted {total} NodeUnprepareResources and {total} GetInfo (warm-up \
          included), as sent through it; the driver asked its claim source {} times (it has no \
@@ -200,10 +261,11 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
     );
 
     interposer.stop().await;
-    plugin
-        .stop()
-        .await
-        .unwrap_or_else(|e| fail(format!("stopping the driver's plugin: {e}")));
+    for p in [plugin, second] {
+        p.stop()
+            .await
+            .unwrap_or_else(|e| fail(format!("stopping the driver's plugin: {e}")));
+    }
     let rows = vec![
         Row {
             call: "NodeUnprepareResources v1",
@@ -215,8 +277,35 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
             direct: get_infos.0,
             interposed: get_infos.1,
         },
+        Row {
+            call: "NodeUnprepareResources v1, two instances",
+            direct: two.0,
+            interposed: two.1,
+        },
     ];
     (rows, checked)
+}
+
+/// The DRA endpoint the interposer's registration socket `path` names,
+/// once the interposer has made it (it follows the private directory).
+async fn endpoint_of(path: &Path) -> PathBuf {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        if Instant::now() > deadline {
+            fail(format!(
+                "the interposer made no {} within 10s",
+                path.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut client = RegistrationClient::new(connect(KubeletSocket::Registration, path).await);
+    let info = client
+        .get_info(InfoRequest {})
+        .await
+        .unwrap_or_else(|s| fail(format!("GetInfo on {}: {s}", path.display())))
+        .into_inner();
+    PathBuf::from(info.endpoint)
 }
 
 /// `calls` latencies of each of two calls after the warm-up, alternating
@@ -306,6 +395,21 @@ impl NodeHost for LocalNode {
                 let _ = std::fs::remove_file(path);
             }),
         ))
+    }
+
+    async fn sockets(&self, node: &str, dir: &Path) -> Result<Vec<SocketFile>, SocketError> {
+        let listed = dra_e2e::agent::sockets::list(dir).map_err(|e| SocketError {
+            node: node.to_owned(),
+            socket: dir.to_owned(),
+            message: format!("listing: {e}"),
+        })?;
+        Ok(listed
+            .into_iter()
+            .map(|e| SocketFile {
+                name: e.name,
+                identity: e.identity,
+            })
+            .collect())
     }
 
     async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {

@@ -28,6 +28,7 @@
 //!
 //! The names below keep every floor reachable as `dra_e2e::<module>`, the
 //! paths the steps, the tests and the benchmarks use.
+pub use dra_e2e_agent as agent;
 pub use dra_e2e_cluster as cluster;
 pub use dra_e2e_cluster::{host, images, proxy, real_node};
 pub use dra_e2e_conn as conn;

@@ -23,7 +23,7 @@ use std::time::Duration;
 use dra_e2e_cluster::Cluster;
 use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver};
 use dra_e2e_plugin::interposer::{
-    InjectedHealth, InterposerConfig, InterposerFault, NodeInterposer,
+    InjectedHealth, InstanceView, InterposerConfig, InterposerFault, NodeInterposer,
 };
 use dra_e2e_plugin::{Calls, Prepared};
 
@@ -147,6 +147,71 @@ impl Interposed {
     /// `node`, laid over the driver's own health stream.
     pub fn health(&self, node: &str) -> Option<&InjectedHealth> {
         self.nodes.get(node).map(|n| &n.health)
+    }
+
+    /// The driver's instances each node's interposer fronts now, by node.
+    pub async fn instances(&self) -> BTreeMap<String, Vec<InstanceView>> {
+        self.running
+            .lock()
+            .await
+            .iter()
+            .map(|i| (i.node().to_owned(), i.instances()))
+            .collect()
+    }
+
+    /// Waits until, on every node, none of the instances of `before` is
+    /// left and a new one is registered with the kubelet: an update of the
+    /// driver is over for the kubelet only then, some time after its new
+    /// pods run (a pod is ready before its driver registers).
+    pub async fn wait_replaced(
+        &self,
+        before: &BTreeMap<String, Vec<InstanceView>>,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let now = self.instances().await;
+            let pending: Vec<String> = now
+                .iter()
+                .filter_map(|(node, instances)| {
+                    let old: Vec<&str> = before
+                        .get(node)
+                        .into_iter()
+                        .flatten()
+                        .map(|v| v.identity.as_str())
+                        .collect();
+                    let left: Vec<&str> = instances
+                        .iter()
+                        .filter(|v| old.contains(&v.identity.as_str()))
+                        .map(|v| v.socket.as_str())
+                        .collect();
+                    let new: Vec<String> = instances
+                        .iter()
+                        .filter(|v| !old.contains(&v.identity.as_str()))
+                        .map(|v| format!("{} ({})", v.socket, v.status))
+                        .collect();
+                    let registered = instances.iter().any(|v| {
+                        !old.contains(&v.identity.as_str())
+                            && v.status == dra_e2e_plugin::RegistrationStatus::Registered
+                    });
+                    (!left.is_empty() || !registered)
+                        .then(|| format!("{node}: old {left:?}, new {new:?}"))
+                })
+                .collect();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "timed out after {timeout:?} waiting for the driver's new instances to \
+                     register with the kubelet in place of the old; last seen: {}",
+                    pending.join("; ")
+                ));
+            }
+            // No watch reaches the interposers' findings; they look twice a
+            // second themselves.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// Forgets what a scenario injected: counts, faults, device health.

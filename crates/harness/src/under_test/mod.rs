@@ -514,9 +514,20 @@ impl UnderTest {
                 "cannot roll it out: its manifests have no DaemonSet".to_owned(),
             ));
         }
+        let before = match &self.interposed {
+            Some(i) => Some(i.instances().await),
+            None => None,
+        };
         let client = cluster.client();
         for set in &self.pods {
             roll_out_again(&client, set).await.map_err(deploy)?;
+        }
+        // Behind the interposer the kubelet's side is known too: done once
+        // the new instances are registered.
+        if let (Some(i), Some(before)) = (&self.interposed, before) {
+            i.wait_replaced(&before, ROLLOUT_TIMEOUT)
+                .await
+                .map_err(deploy)?;
         }
         Ok(())
     }

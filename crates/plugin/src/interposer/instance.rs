@@ -88,7 +88,7 @@ impl Instance {
         file: &SocketFile,
         info: PluginInfo,
         n: u64,
-        registration: Arc<RegistrationState>,
+        registration: [Arc<RegistrationState>; 2],
     ) -> Result<Self, String> {
         let driver_socket = config.private_dir.join(&file.name);
         let kubelet_socket = config.registry_dir.join(&file.name);
@@ -232,7 +232,8 @@ struct InterposedRegistration {
     endpoint: Option<String>,
     upstream: RegistrationClient<Channel>,
     forward: Forward,
-    state: Arc<RegistrationState>,
+    /// The node's (any instance) and this instance's own.
+    state: [Arc<RegistrationState>; 2],
 }
 
 #[tonic::async_trait]
@@ -257,11 +258,13 @@ impl Registration for InterposedRegistration {
         req: Request<PbRegistrationStatus>,
     ) -> Result<Response<RegistrationStatusResponse>, Status> {
         let status = req.into_inner();
-        self.state.set(if status.plugin_registered {
-            RegistrationStatus::Registered
-        } else {
-            RegistrationStatus::Rejected(status.error.clone())
-        });
+        for state in &self.state {
+            state.set(if status.plugin_registered {
+                RegistrationStatus::Registered
+            } else {
+                RegistrationStatus::Rejected(status.error.clone())
+            });
+        }
         info!(driver = %self.driver, node = %self.node, instance = %self.socket,
             registered = status.plugin_registered, error = %status.error,
             "kubelet's registration status passed on to the driver");

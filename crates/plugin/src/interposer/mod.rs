@@ -111,11 +111,25 @@ pub struct InterposerError {
 struct Shared {
     /// What the kubelet last said to any instance.
     registration: Arc<RegistrationState>,
-    /// The instances interposed now, by socket name, and what each driver
-    /// socket said about itself.
-    infos: std::sync::Mutex<BTreeMap<String, PluginInfo>>,
+    /// The instances interposed now, by socket name.
+    infos: std::sync::Mutex<BTreeMap<String, InstanceView>>,
     /// Instances interposed so far (a name for each endpoint).
     started: std::sync::atomic::AtomicU64,
+}
+
+/// One interposed instance of the driver, as the scenarios may see it.
+#[derive(Debug, Clone)]
+pub struct InstanceView {
+    /// Its registration socket's name (in the private directory, and the
+    /// interposer's in `plugins_registry`).
+    pub socket: String,
+    /// Tells it from an earlier instance bound under the same name.
+    pub identity: String,
+    /// What it said about itself (name, DRA endpoint, versions).
+    pub info: PluginInfo,
+    /// What the kubelet last said to it.
+    pub status: RegistrationStatus,
+    registration: Arc<RegistrationState>,
 }
 
 /// A running interposer on one node; stop it with [`NodeInterposer::stop`].
@@ -186,14 +200,23 @@ impl NodeInterposer {
         }
     }
 
-    /// What the driver's instances said about themselves (name, DRA
-    /// endpoint, versions), by socket name.
-    pub fn instances(&self) -> BTreeMap<String, PluginInfo> {
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The instances interposed now, by socket name, with what the kubelet
+    /// last said to each.
+    pub fn instances(&self) -> Vec<InstanceView> {
         self.shared
             .infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .values()
+            .map(|v| InstanceView {
+                status: v.registration.status(),
+                ..v.clone()
+            })
+            .collect()
     }
 
     pub fn registration_status(&self) -> RegistrationStatus {
@@ -337,6 +360,14 @@ async fn reconcile(
             warn!(socket = %name, "--interposer-fault no-reregister: the driver's socket was \
                 bound again; its old registration stays");
             i.set_identity(now[name.as_str()]);
+            if let Some(v) = shared
+                .infos
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(&name)
+            {
+                now[name.as_str()].clone_into(&mut v.identity);
+            }
             continue;
         }
         if let Some(Seen::Interposed(i)) = seen.remove(&name) {
@@ -372,13 +403,14 @@ async fn reconcile(
                 let n = shared
                     .started
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let own = Arc::new(RegistrationState::default());
                 match Instance::start(
                     host.clone(),
                     config,
                     file,
                     info.clone(),
                     n,
-                    shared.registration.clone(),
+                    [shared.registration.clone(), own.clone()],
                 )
                 .await
                 {
@@ -390,7 +422,16 @@ async fn reconcile(
                             .infos
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .insert(file.name.clone(), info);
+                            .insert(
+                                file.name.clone(),
+                                InstanceView {
+                                    socket: file.name.clone(),
+                                    identity: file.identity.clone(),
+                                    info,
+                                    status: RegistrationStatus::Pending,
+                                    registration: own,
+                                },
+                            );
                         seen.insert(file.name.clone(), Seen::Interposed(i));
                     }
                     Err(e) => found.push(format!("{}: {e}", file.name)),
