@@ -57,7 +57,7 @@ rolling-driver: ## the project's rolling-update DRA driver for real nodes (profi
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh
 
-test: controlplane node test-driver test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes; upstream's test driver for the conformance pack on real nodes)
+test: controlplane node test-driver rolling-driver test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes; upstream's test driver for the conformance pack on real nodes, the rolling-update driver behind the interposer)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests -- --test-threads=2
 
 test-fast: ## the fast tier alone: what needs no root, Go or control plane (plain `cargo test`); says what it left to `make test`
@@ -112,8 +112,16 @@ conformance-simulated: controlplane test-driver ## the driver conformance pack a
 conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)
 
-interposer-real: controlplane node test-driver ## the @Interposed scenarios against upstream's dra-test-driver behind the interposer on two real nodes (root), JUnit in target/junit-interposer-real.xml
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --interpose --tags @Interposed --junit target/junit-interposer-real.xml $(ARGS)
+# The drivers `make interposer-real` puts behind the interposer: upstream's
+# test driver (plain socket names) and the project's rolling-update driver
+# (kubeletplugin.RollingUpdate, a DaemonSet with maxSurge: 1).
+INTERPOSER_PROFILES ?= profiles/dra-test-driver.yaml profiles/rolling-driver.yaml
+
+interposer-real: controlplane node test-driver rolling-driver ## the @Interposed scenarios against each of INTERPOSER_PROFILES (upstream's test driver, the rolling-update driver) behind the interposer on two real nodes (root), JUnit in target/junit-interposer-real-NAME.xml
+	@rc=0; for p in $(INTERPOSER_PROFILES); do \
+	  echo "== interposed: $$p"; \
+	  DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile $$p --interpose --tags @Interposed --junit target/junit-interposer-real-$$(basename $$p .yaml).xml $(ARGS) || rc=1; \
+	done; exit $$rc
 
 interposer-simulated: controlplane test-driver ## the same on simulated nodes (no root)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --profile profiles/dra-test-driver-simulated.yaml --interpose --tags @Interposed $(ARGS)

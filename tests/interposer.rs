@@ -56,7 +56,7 @@ fn a_driver_the_kubelet_reaches_directly_fails_the_scenario_counting_its_calls()
         true,
         Some("a slow prepare delays the pod without failing it"),
     );
-    direct.env("DRA_E2E_INTERPOSER_FAULT", "direct");
+    direct.args(["--interposer-fault", "direct"]);
     let direct = std::thread::spawn(move || direct.output().unwrap());
     let plain = run(without.path(), false, None).output().unwrap();
     let direct = direct.join().unwrap();

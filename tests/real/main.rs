@@ -7,6 +7,7 @@ mod common;
 mod differential;
 mod images;
 mod installed;
+mod interposer;
 mod kubeconfig;
 mod manifests;
 mod node;

@@ -4,7 +4,10 @@
 //! interposer and removed again at the end. The cluster is `dra-e2e cluster
 //! up` with two real nodes that imported the driver's image, reached only
 //! through its kubeconfig, as kind would be; the interposer's proxy pods run
-//! the runner's own image, which those nodes import too.
+//! the runner's own image, which those nodes import too. The profile gives
+//! no `registrationDir`: the runner points the DaemonSet's
+//! `plugins_registry` volume at the interposer's private directory, as for
+//! a driver that has no flag or variable for it.
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -69,9 +72,36 @@ async fn interposer_namespaces_gone(client: &kube::Client) -> Result<(), String>
     .map_err(|e| e.to_string())
 }
 
+/// The kubeconfig profile of the test driver with its `registrationDir`
+/// taken out, written into `dir` (its manifests named by absolute paths).
+fn profile_without_registration_dir(dir: &std::path::Path) -> PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(PROFILE)).unwrap();
+    let mut kept = Vec::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        if line.starts_with("registrationDir:") {
+            skipping = true;
+            continue;
+        }
+        if skipping && line.starts_with(' ') {
+            continue;
+        }
+        skipping = false;
+        kept.push(line.replace("../target/", &format!("{}/target/", root.display())));
+    }
+    let without = kept.join("\n");
+    assert!(!without.contains("registrationDir:"), "{without}");
+    assert!(!without.contains("--plugin-registration-path"), "{without}");
+    let path = dir.join("test-driver-without-registration-dir.yaml");
+    std::fs::write(&path, without).unwrap();
+    path
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runner_deploys_a_driver_on_a_kubeconfig_cluster_and_interposes_it() {
     let cluster = KubeconfigCluster::up();
+    let profile = profile_without_registration_dir(cluster.home.path());
 
     // The runner's own image, which has the interposer's `proxy-agent
     // --connect`; the real nodes imported it.
@@ -81,7 +111,7 @@ async fn the_runner_deploys_a_driver_on_a_kubeconfig_cluster_and_interposes_it()
                 "--proxy-image",
                 &dra_e2e::real_node::proxy_image(),
                 "--profile",
-                PROFILE,
+                &profile.display().to_string(),
                 "--interpose",
                 "--tags",
                 "@Interposed",
@@ -105,7 +135,9 @@ async fn the_runner_deploys_a_driver_on_a_kubeconfig_cluster_and_interposes_it()
 
     let (code, t, home) = cluster.stop();
     assert_eq!(run.status.code(), Some(0), "{out}");
-    assert!(out.contains("10 passed, 0 failed"), "{out}");
+    // kubelet_calls.feature's 10 and driver_instances.feature's 3: a
+    // rollout, a restart and device health, all behind the interposer.
+    assert!(out.contains("13 passed, 0 failed"), "{out}");
     assert!(
         out.contains("test-driver.cdi.k8s.io (Manifests)"),
         "the run names the deployment mode\n{out}"

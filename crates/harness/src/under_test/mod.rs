@@ -525,7 +525,7 @@ impl UnderTest {
         // Behind the interposer the kubelet's side is known too: done once
         // the new instances are registered.
         if let (Some(i), Some(before)) = (&self.interposed, before) {
-            i.wait_replaced(&before, ROLLOUT_TIMEOUT)
+            i.wait_replaced(&before, REGISTER_AGAIN_TIMEOUT)
                 .await
                 .map_err(deploy)?;
         }
@@ -983,6 +983,9 @@ impl UnderTest {
 
 /// How long a DaemonSet's new rollout may take.
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long the kubelet may take, after a rollout, to register the
+/// driver's new instances (it does within seconds of their sockets).
+const REGISTER_AGAIN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Gives the DaemonSet's containers that carry `setting` the value
 /// `devices` and waits until the rollout is complete: every node's pod
