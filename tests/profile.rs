@@ -42,7 +42,7 @@ fn the_shipped_profiles_and_good_fixtures_pass() {
             // Its files are produced by a build; `--no-files` is what says so.
             vec!["--no-files", "profiles/dra-test-driver.yaml"],
             "profiles/dra-test-driver.yaml: no mistakes: driver test-driver.cdi.k8s.io, \
-             deployment mode RealNodes, 4 optional capabilities claimed (the files it names \
+             deployment mode RealNodes, 5 optional capabilities claimed (the files it names \
              were not checked)\n",
         ),
         (

@@ -66,8 +66,8 @@ pub struct RunArgs {
     /// scenarios that must notice fail (docs/interposer.md#broken-variants):
     /// `direct` (the kubelet reaches the driver directly),
     /// `first-instance-only` (a driver's second instance, as in a surge
-    /// rollout, is never registered), `no-reregister` (a driver that binds
-    /// its socket again keeps its old registration).
+    /// rollout, is never registered), `no-reregister` (a driver pod that
+    /// restarts keeps its old registration: the kubelet never sees it).
     #[arg(long, value_name = "FAULT", requires = "interpose", value_parser = parse_interposer_fault, default_value = "none")]
     pub interposer_fault: crate::plugin::interposer::InterposerFault,
 

@@ -92,7 +92,6 @@ fn profile_without_registration_dir(dir: &std::path::Path) -> PathBuf {
     }
     let without = kept.join("\n");
     assert!(!without.contains("registrationDir:"), "{without}");
-    assert!(!without.contains("--plugin-registration-path"), "{without}");
     let path = dir.join("test-driver-without-registration-dir.yaml");
     std::fs::write(&path, without).unwrap();
     path

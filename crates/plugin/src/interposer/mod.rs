@@ -61,8 +61,9 @@ pub enum InterposerFault {
     /// Only the first instance found on a node is interposed; a second
     /// (a surge rollout's new pod) is never registered with the kubelet.
     FirstInstanceOnly,
-    /// A driver whose socket is bound again in place keeps its old
-    /// registration: the kubelet never validates the restarted process.
+    /// An instance's registration stays as it was when its socket goes
+    /// and when it is bound again: the kubelet never sees a driver
+    /// restart, and never validates the restarted process.
     NoReregister,
 }
 
@@ -353,20 +354,23 @@ async fn reconcile(
         .collect();
     for name in stale {
         let rebound = now.contains_key(name.as_str());
-        if rebound
-            && config.fault == InterposerFault::NoReregister
+        if config.fault == InterposerFault::NoReregister
             && let Some(Seen::Interposed(i)) = seen.get_mut(&name)
         {
-            warn!(socket = %name, "--interposer-fault no-reregister: the driver's socket was \
-                bound again; its old registration stays");
-            i.set_identity(now[name.as_str()]);
-            if let Some(v) = shared
-                .infos
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_mut(&name)
-            {
-                now[name.as_str()].clone_into(&mut v.identity);
+            // The broken interposer keeps the registration of an instance
+            // it has seen, whatever becomes of its socket.
+            if let Some(identity) = now.get(name.as_str()) {
+                warn!(socket = %name, "--interposer-fault no-reregister: the driver's socket \
+                    was bound again; its old registration stays");
+                i.set_identity(identity);
+                if let Some(v) = shared
+                    .infos
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(&name)
+                {
+                    (*identity).clone_into(&mut v.identity);
+                }
             }
             continue;
         }
