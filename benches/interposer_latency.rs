@@ -235,7 +235,7 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
         calls,
         || unprepare(&direct_dra),
         || {
-            let client = if turn.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+            let client = if turn.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
                 &interposed_dra
             } else {
                 &second_client

@@ -390,6 +390,20 @@ pub fn completions(args: &CompletionsArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `--interposer-fault`'s value, by the names the interposer gives its
+/// faults.
+fn parse_interposer_fault(s: &str) -> Result<crate::plugin::interposer::InterposerFault, String> {
+    use crate::plugin::interposer::InterposerFault;
+    InterposerFault::ALL
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            let names: Vec<&str> = InterposerFault::ALL.iter().map(|(n, _)| *n).collect();
+            format!("no interposer fault {s:?}; one of: {}", names.join(", "))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,18 +628,4 @@ mod tests {
             assert!(e.render().to_string().contains(names), "{args:?}: {e}");
         }
     }
-}
-
-/// `--interposer-fault`'s value, by the names the interposer gives its
-/// faults.
-fn parse_interposer_fault(s: &str) -> Result<crate::plugin::interposer::InterposerFault, String> {
-    use crate::plugin::interposer::InterposerFault;
-    InterposerFault::ALL
-        .iter()
-        .find(|(name, _)| *name == s)
-        .map(|(_, f)| *f)
-        .ok_or_else(|| {
-            let names: Vec<&str> = InterposerFault::ALL.iter().map(|(n, _)| *n).collect();
-            format!("no interposer fault {s:?}; one of: {}", names.join(", "))
-        })
 }

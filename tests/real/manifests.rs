@@ -142,6 +142,9 @@ async fn the_runner_deploys_a_driver_on_a_kubeconfig_cluster_and_interposes_it()
         "the run names the deployment mode\n{out}"
     );
     assert!(out.contains("leak check: nothing left behind"), "{out}");
+    // Nor did the interposer leave a socket in a kubelet's registration
+    // directory (the runner says what it found there).
+    assert!(!out.contains("removing the driver under test"), "{out}");
     // The runner removed every object it applied: the driver's namespace
     // and DaemonSet, its cluster-wide RBAC, its DeviceClass.
     assert!(left.is_empty(), "left in the cluster: {left:?}\n{out}");

@@ -227,15 +227,18 @@ impl Interposed {
     }
 
     /// Stops the interposers: their sockets go, and with them the kubelet's
-    /// registration.
-    pub async fn stop(&self) {
+    /// registration. Returns what of theirs is still in the kubelet's
+    /// registration directories.
+    pub async fn stop(&self) -> Vec<String> {
         self.calls.heal_all();
         for n in self.nodes.values() {
             n.health.clear();
         }
         let running = std::mem::take(&mut *self.running.lock().await);
+        let mut left = Vec::new();
         for i in running {
-            i.stop().await;
+            left.extend(i.stop().await);
         }
+        left
     }
 }

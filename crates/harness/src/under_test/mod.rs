@@ -851,10 +851,10 @@ impl UnderTest {
     pub async fn uninstall(&self, client: &kube::Client) -> Vec<String> {
         // The interposer goes first: the kubelet's registration of it goes
         // with its socket, before the driver behind it stops.
-        if let Some(i) = &self.interposed {
-            i.stop().await;
-        }
         let mut problems = Vec::new();
+        if let Some(i) = &self.interposed {
+            problems.extend(i.stop().await);
+        }
         problems.extend(
             self.stop_processes()
                 .into_iter()

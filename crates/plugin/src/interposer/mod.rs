@@ -116,6 +116,9 @@ struct Shared {
     infos: std::sync::Mutex<BTreeMap<String, InstanceView>>,
     /// Instances interposed so far (a name for each endpoint).
     started: std::sync::atomic::AtomicU64,
+    /// What the follower found of its own in the kubelet's registration
+    /// directory after it stopped every instance.
+    left: std::sync::Mutex<Vec<String>>,
 }
 
 /// One interposed instance of the driver, as the scenarios may see it.
@@ -238,11 +241,14 @@ impl NodeInterposer {
 
     /// Stops following and every instance: their sockets go first (the
     /// kubelet deregisters them), then calls still running end with
-    /// UNAVAILABLE.
-    pub async fn stop(self) {
+    /// UNAVAILABLE. Returns what of the interposer's is still in the
+    /// kubelet's registration directory after that (nothing, unless its
+    /// sockets could not be removed).
+    pub async fn stop(self) -> Vec<String> {
         self.shutdown.cancel();
         let _ = self.follower.await;
         info!(driver = %self.driver, node = %self.node, "interposer stopped");
+        std::mem::take(&mut *self.shared.left.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -282,6 +288,8 @@ async fn follow(
     let mut first = Some(first);
     let deadline = tokio::time::Instant::now() + config.driver_timeout;
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    // Every name registered with the kubelet, to check at the end.
+    let mut registered: std::collections::BTreeSet<String> = Default::default();
     // What the last look found, for the message when nothing turns up.
     let mut last: String;
     let mut listing_error: Option<String> = None;
@@ -290,6 +298,11 @@ async fn follow(
             Ok(files) => {
                 listing_error = None;
                 last = reconcile(&host, &config, &shared, &mut seen, &files).await;
+                registered.extend(
+                    seen.iter()
+                        .filter(|(_, s)| matches!(s, Seen::Interposed(_)))
+                        .map(|(name, _)| name.clone()),
+                );
             }
             Err(e) => {
                 let e = e.to_string();
@@ -325,6 +338,30 @@ async fn follow(
         if let Seen::Interposed(i) = s {
             i.stop().await;
         }
+    }
+    // The kubelet's directory is shared with every other plugin of the
+    // node: only names the interposer registered count.
+    let ours = std::mem::take(&mut registered);
+    if !ours.is_empty() {
+        let left = match host.sockets(&config.node, &config.registry_dir).await {
+            Ok(files) => files
+                .into_iter()
+                .filter(|f| ours.contains(&f.name))
+                .map(|f| {
+                    format!(
+                        "the interposer's socket {} is still in the kubelet's registration \
+                         directory on node {}",
+                        config.registry_dir.join(&f.name).display(),
+                        config.node
+                    )
+                })
+                .collect(),
+            Err(e) => vec![format!(
+                "checking that the interposer left nothing in the kubelet's registration \
+                 directory: {e}"
+            )],
+        };
+        *shared.left.lock().unwrap_or_else(|e| e.into_inner()) = left;
     }
     shared
         .infos
