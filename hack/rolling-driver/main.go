@@ -50,9 +50,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// The CDI spec version written. Specs that only set environment variables
-// need nothing newer, and every CDI-aware runtime reads it.
-const cdiVersion = "0.3.0"
+// The CDI spec version written. Environment variables alone would do with
+// 0.3.0, but CDI device names start with the claim UID, which may start
+// with a digit, and such names need 0.5.0: a runtime rejects the whole
+// spec file of an older version ("the spec version must be at least
+// v0.5.0") and the container fails with an unresolvable CDI device, for
+// about half of all claims. containerd 2.x and CRI-O read 0.5.0.
+const cdiVersion = "0.5.0"
 
 // A ResourceSlice holds at most this many devices (resource.k8s.io/v1); one
 // slice is all this driver publishes.
