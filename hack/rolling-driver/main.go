@@ -38,6 +38,7 @@ import (
 	"regexp"
 	"strconv"
 	"syscall"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -381,6 +382,30 @@ func run() error {
 		return fmt.Errorf("publish ResourceSlice: %w", err)
 	}
 
+	// Ready once the kubelet said it registered this instance: a surge
+	// rollout removes the old pod only when the new one is ready, so the
+	// two overlap for the kubelet as they do for vendors' drivers, whose
+	// readiness checks their registration too.
+	mark := readyMark(cfg)
+	defer os.Remove(mark)
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if s := helper.RegistrationStatus(); s != nil && s.PluginRegistered {
+				if err := os.WriteFile(mark, nil, 0o644); err != nil {
+					klog.ErrorS(err, "Writing the readiness mark", "path", mark)
+				}
+				return
+			}
+		}
+	}()
+
 	<-ctx.Done()
 	if cause := context.Cause(ctx); !errors.Is(cause, errStopped) {
 		return cause
@@ -388,7 +413,27 @@ func run() error {
 	return nil
 }
 
+// readyMark is the file whose existence says the kubelet registered the
+// instance of this pod (in the driver's plugin data directory, which the
+// DaemonSet mounts).
+func readyMark(cfg config) string {
+	return filepath.Join(cfg.pluginsDir, cfg.driverName, "ready-"+string(cfg.podUID))
+}
+
 func main() {
+	// `rolling-driver ready`: the pod's readiness probe (the image has no
+	// shell to test for the file).
+	if len(os.Args) == 2 && os.Args[1] == "ready" {
+		cfg, err := configFromEnv()
+		if err == nil {
+			_, err = os.Stat(readyMark(cfg))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "not ready:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	err := run()
 	if err != nil {
 		klog.ErrorS(err, "rolling-driver failed")

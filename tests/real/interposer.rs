@@ -7,8 +7,9 @@
 //!   never validates the new process;
 //! - one that ignores a second instance (the project's rolling-update
 //!   driver, whose surge rollout starts the new pod beside the old) fails
-//!   "a rollout of the driver's DaemonSet in the middle of a scenario": once
-//!   the old pod goes, the kubelet has no instance of the driver left.
+//!   "a rollout of the driver's DaemonSet in the middle of a scenario": the
+//!   kubelet never registers the new instance, so the new pod never gets
+//!   ready (its readiness is its registration) and the rollout never ends.
 //!
 //! The working interposer passes both (`make interposer-real`, in CI).
 use std::path::Path;
@@ -33,7 +34,7 @@ fn broken(home: &Path, profile: &str, fault: &str, scenario: &str) -> Command {
         ])
         .args(["--features", FEATURE, "--name", scenario])
         // The waits that must fail give up within this.
-        .args(["--step-timeout", "200s"])
+        .args(["--step-timeout", "240s"])
         .arg("--junit")
         .arg(home.join("junit.xml"))
         .arg("--artifacts")
@@ -109,7 +110,7 @@ fn an_interposer_that_misses_a_restart_or_a_second_instance_fails_the_scenarios_
         &[(
             rollout,
             "When the driver's DaemonSet is rolled out",
-            &["waiting for the driver's new instances to register with the kubelet"],
+            &["DaemonSet dra-rolling-driver/rolling-driver"],
         )],
     );
     assert!(out.contains("leak check: nothing left behind"), "{out}");
