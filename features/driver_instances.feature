@@ -45,3 +45,18 @@ Feature: a driver's instances, updates and device health behind the interposer
     Then the devices of pod "tester-1" are reported Unhealthy with message "injected by the scenario"
     When the driver reports the device of claim "health-claim" on node 0 as Healthy with message ""
     Then the devices of pod "tester-1" are reported Healthy
+
+  # The kubelet opens the stream when the driver registers, and opens it
+  # again every few seconds while it fails.
+  @FeatureGate:ResourceHealthStatus @KubeletMinVersion:1.36 @DriverCapability:DeviceHealth @DriverPods
+  Scenario: a health stream that fails as it opens is opened again once it no longer fails
+    When NodeWatchResources is made to fail on node 0
+    And the driver's pod on node 0 is restarted
+    Then NodeWatchResources is called on node 0
+    Given an external claim "health-claim"
+    When pod "tester-1" using claim "health-claim" is created
+    Then pod "tester-1" is running
+    When the driver reports the device of claim "health-claim" on node 0 as Unhealthy with message "after the failure"
+    And NodeWatchResources no longer fails on node 0
+    Then NodeWatchResources has been called again on node 0
+    And the devices of pod "tester-1" are reported Unhealthy with message "after the failure"

@@ -87,13 +87,23 @@ sentences! {
     fn only_current(node: NodeSel, claim: String);
 }
 
-/// The methods whose failures the plugin can inject; the health stream is
-/// not one of them.
+/// The methods whose failures the plugin can inject (failed, failed after
+/// the answer, delayed, cut).
 const FAILABLE: [Method; 4] = [
     Method::NodePrepareResources,
     Method::NodeUnprepareResources,
     Method::GetInfo,
     Method::NotifyRegistrationStatus,
+];
+
+/// The health stream can be failed as it opens, and nothing else: an
+/// answer it never finishes cannot be replaced, delayed or cut.
+const FAILABLE_AS_OPENED: [Method; 5] = [
+    Method::NodePrepareResources,
+    Method::NodeUnprepareResources,
+    Method::GetInfo,
+    Method::NotifyRegistrationStatus,
+    Method::NodeWatchResources,
 ];
 
 /// How long the kubelet may take to call again (upstream's retry timeout).
@@ -133,7 +143,10 @@ async fn inject(
     node: NodeSel,
     injection: Option<Injection>,
 ) -> anyhow::Result<()> {
-    let method = m.one_of(&FAILABLE)?;
+    let method = match injection {
+        None | Some(Injection::Fail) => m.one_of(&FAILABLE_AS_OPENED)?,
+        Some(_) => m.one_of(&FAILABLE)?,
+    };
     let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
         for p in method.paths() {

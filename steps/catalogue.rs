@@ -321,7 +321,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When <method> [of <driver>] is made to fail|no longer fails on <node>",
-                description: "Inject gRPC UNKNOWN \"injected error\" into the method (all API versions) or stop. <method>: NodePrepareResources, NodeUnprepareResources, GetInfo, NotifyRegistrationStatus. <node>: `node N`, `every node`, `the node of pod \"p\"`.",
+                description: "Inject gRPC UNKNOWN \"injected error\" into the method (all API versions) or stop. <method>: NodePrepareResources, NodeUnprepareResources, GetInfo, NotifyRegistrationStatus, or NodeWatchResources (the health stream fails as it opens; one already open goes on). <node>: `node N`, `every node`, `the node of pod \"p\"`.",
                 example: "When NodePrepareResources is made to fail on node 0",
             },
             Entry {

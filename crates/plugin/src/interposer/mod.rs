@@ -41,12 +41,16 @@ use dra_e2e_proto::pluginregistration::PluginInfo;
 mod forward;
 pub mod health;
 mod instance;
+#[cfg(test)]
+mod tests;
 
 pub use health::InjectedHealth;
 use instance::{Instance, Probe};
 
 /// How often the private directory is listed again.
 const POLL: Duration = Duration::from_millis(500);
+/// The longest pause before a socket that did not answer is asked again.
+const SILENT_PAUSE_MAX: Duration = Duration::from_secs(30);
 
 /// A broken interposer, to show that the scenarios notice one. Each is the
 /// interposer with one of its duties left out.
@@ -119,6 +123,8 @@ struct Shared {
     /// What the follower found of its own in the kubelet's registration
     /// directory after it stopped every instance.
     left: std::sync::Mutex<Vec<String>>,
+    /// Looks at the private directory so far.
+    looks: std::sync::atomic::AtomicU64,
 }
 
 /// One interposed instance of the driver, as the scenarios may see it.
@@ -223,6 +229,22 @@ impl NodeInterposer {
             .collect()
     }
 
+    /// Waits until the follower has looked at the private directory `n`
+    /// more times (so that it has seen what is there now).
+    #[cfg(test)]
+    async fn looked(&self, n: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let until = self.shared.looks.load(Relaxed) + n;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.shared.looks.load(Relaxed) < until {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the follower stopped looking"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn registration_status(&self) -> RegistrationStatus {
         self.shared.registration.status()
     }
@@ -264,13 +286,25 @@ enum Seen {
     Ignored {
         identity: String,
     },
+    /// Did not answer: a driver still starting, or the socket a killed
+    /// driver left behind. Asked again later, less often each time (each
+    /// question is an exec on a remote node), and at once if it is bound
+    /// anew.
+    Silent {
+        identity: String,
+        next: tokio::time::Instant,
+        pause: Duration,
+        why: String,
+    },
 }
 
 impl Seen {
     fn identity(&self) -> &str {
         match self {
             Seen::Interposed(i) => i.identity(),
-            Seen::Other { identity } | Seen::Ignored { identity } => identity,
+            Seen::Other { identity }
+            | Seen::Ignored { identity }
+            | Seen::Silent { identity, .. } => identity,
         }
     }
 }
@@ -294,7 +328,11 @@ async fn follow(
     let mut last: String;
     let mut listing_error: Option<String> = None;
     loop {
-        match host.sockets(&config.node, &config.private_dir).await {
+        let listed = host.sockets(&config.node, &config.private_dir).await;
+        shared
+            .looks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match listed {
             Ok(files) => {
                 listing_error = None;
                 last = reconcile(&host, &config, &shared, &mut seen, &files).await;
@@ -422,10 +460,22 @@ async fn reconcile(
         }
     }
     let mut found = Vec::new();
+    let now_instant = tokio::time::Instant::now();
     for file in files {
-        if seen.contains_key(&file.name) {
-            continue;
-        }
+        // A silent socket's pause grows from one look to half a minute.
+        let pause = match seen.get(&file.name) {
+            Some(Seen::Silent {
+                next, pause, why, ..
+            }) => {
+                if now_instant < *next {
+                    found.push(format!("{}: {why}", file.name));
+                    continue;
+                }
+                (*pause * 2).min(SILENT_PAUSE_MAX)
+            }
+            Some(_) => continue,
+            None => POLL,
+        };
         let socket = config.private_dir.join(&file.name);
         match instance::probe(host, config, &socket).await {
             Probe::Driver(info) => {
@@ -488,8 +538,18 @@ async fn reconcile(
                     },
                 );
             }
-            // Not serving yet: asked again at the next look.
-            Probe::NotYet(why) => found.push(format!("{}: {why}", file.name)),
+            Probe::NotYet(why) => {
+                found.push(format!("{}: {why}", file.name));
+                seen.insert(
+                    file.name.clone(),
+                    Seen::Silent {
+                        identity: file.identity.clone(),
+                        next: now_instant + pause,
+                        pause,
+                        why,
+                    },
+                );
+            }
         }
     }
     if files.is_empty() {
