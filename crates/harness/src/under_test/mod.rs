@@ -1360,6 +1360,52 @@ mod tests {
     }
 
     #[test]
+    fn without_a_setting_the_registry_volume_is_pointed_at_the_private_directory() {
+        let mut ds = daemonset(serde_json::json!([
+            { "name": "plugin", "image": "p", "volumeMounts": [
+                { "name": "reg", "mountPath": "/var/lib/kubelet/plugins_registry" },
+                { "name": "data", "mountPath": "/var/lib/kubelet/plugins/d.example.com" }] }
+        ]));
+        let volume = |name: &str, path: &str| {
+            serde_json::from_value::<k8s_openapi::api::core::v1::Volume>(serde_json::json!(
+                { "name": name, "hostPath": { "path": path, "type": "Directory" } }
+            ))
+            .unwrap()
+        };
+        ds.spec.template.spec.as_mut().unwrap().volumes = Some(vec![
+            volume("reg", "/var/lib/kubelet/plugins_registry/"),
+            volume("data", "/var/lib/kubelet/plugins/d.example.com"),
+        ]);
+        let root = std::path::Path::new("/var/lib/kubelet");
+        let moved =
+            register_privately_by_volume(ds.clone(), root, std::path::Path::new(DIR)).unwrap();
+        let p = pod(&moved);
+        let volumes = p.volumes.as_ref().unwrap();
+        let reg = volumes[0].host_path.as_ref().unwrap();
+        assert_eq!(
+            (reg.path.as_str(), reg.type_.as_deref()),
+            (DIR, Some("DirectoryOrCreate"))
+        );
+        // The driver still writes where it always does in its container;
+        // other volumes stay.
+        assert_eq!(
+            p.containers[0].volume_mounts.as_ref().unwrap()[0].mount_path,
+            "/var/lib/kubelet/plugins_registry"
+        );
+        assert_eq!(
+            volumes[1].host_path.as_ref().unwrap().path,
+            "/var/lib/kubelet/plugins/d.example.com"
+        );
+        // Another kubelet root: no volume is the registry, and the error
+        // says what to give instead.
+        let e =
+            register_privately_by_volume(ds, std::path::Path::new("/k"), std::path::Path::new(DIR))
+                .unwrap_err();
+        assert!(e.contains("/k/plugins_registry"), "{e}");
+        assert!(e.contains("give registrationDir"), "{e}");
+    }
+
+    #[test]
     fn a_lone_container_gets_the_flag_or_variable_added() {
         let flag = profile::Setting::Flag("--reg".into());
         let ds = daemonset(serde_json::json!([{ "name": "c", "image": "i", "args": ["run"] }]));
