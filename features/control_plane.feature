@@ -73,7 +73,10 @@ Feature: control plane
       spec:
         hard: { count/resourceclaims.resource.k8s.io: "1" }
       """
-    Then resource quota "object-count" reports 1 used for "count/resourceclaims.resource.k8s.io"
+    # Upstream compares the whole status, hard as well as used.
+    Then resource quota "object-count" has status:
+      | resource                             | hard | used |
+      | count/resourceclaims.resource.k8s.io | 1    | 1    |
     And creating the following objects as the admin fails with "exceeded quota: object-count, requested: count/resourceclaims.resource.k8s.io=1, used: count/resourceclaims.resource.k8s.io=1, limited: count/resourceclaims.resource.k8s.io=1":
       """
       apiVersion: resource.k8s.io/v1
