@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -77,7 +77,10 @@ steps-doc: ## regenerate the step catalogue docs/steps.md (from steps/catalogue.
 	$(CARGO) run --quiet -- steps --markdown > docs/steps.md.tmp
 	mv docs/steps.md.tmp docs/steps.md
 
-docs: upstream-table steps-doc ## regenerate the generated documents (docs/upstream-tests.md, docs/steps.md)
+cli-doc: ## regenerate docs/cli.md's option reference (from the options table, src/runner/options.rs), no cluster needed
+	$(CARGO) run --quiet -- options --write docs/cli.md
+
+docs: upstream-table steps-doc cli-doc ## regenerate the generated documents (docs/upstream-tests.md, docs/steps.md, docs/cli.md's option reference)
 
 check: ## check the feature files (undefined/ambiguous steps, unknown tags), no cluster needed
 	$(CARGO) run --quiet -- check features

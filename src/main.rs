@@ -17,6 +17,14 @@ fn main() -> ExitCode {
     use dra_e2e::runner::{self, cli::Command};
     let (cli, matches) =
         runner::cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    // A command's option given where it does nothing is refused before the
+    // command starts anything (the run checks its own, knowing its cluster).
+    if cli.command.is_some()
+        && let Err(r) = runner::options::check_command(&matches)
+    {
+        eprintln!("error: {r}");
+        return ExitCode::from(runner::options::REFUSAL_EXIT);
+    }
     let result: anyhow::Result<i32> = match cli.command {
         Some(Command::ProxyAgent(a)) => {
             init_tracing("info");
@@ -41,6 +49,7 @@ fn main() -> ExitCode {
         Some(Command::Upstream(a)) => runner::upstream::cli_main(a),
         Some(Command::Profile(a)) => runner::profile_cli::cli_main(a),
         Some(Command::Image(a)) => dra_e2e::images::cli::cli_main(a),
+        Some(Command::Options(a)) => runner::options::cli_main(&a).map(|()| 0),
         Some(Command::Completions(a)) => runner::cli::completions(&a).map(|()| 0),
         None => match tokio::runtime::Runtime::new() {
             Ok(rt) => {
@@ -57,7 +66,11 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
             eprintln!("error: {}", dra_e2e::report::error_message(&e));
-            ExitCode::FAILURE
+            // An option refused is a usage error, as clap's are.
+            match e.downcast_ref::<runner::options::Refusal>() {
+                Some(_) => ExitCode::from(runner::options::REFUSAL_EXIT),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

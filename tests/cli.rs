@@ -227,8 +227,14 @@ fn a_gherkin_syntax_error_says_where_and_why_once() {
 #[test]
 fn a_missing_kubeconfig_says_its_cause_once() {
     let home = tempfile::tempdir().unwrap();
-    run_off_cluster(home.path(), &[]).fails_with_only(
-        "error: reading kubeconfig /nonexistent: No such file or directory (os error 2)",
+    // Refused before anything starts, as a usage error (exit status 2).
+    let ran = run_off_cluster(home.path(), &[]);
+    ran.exits(2);
+    assert_eq!(
+        ran.stderr.trim(),
+        "error: --kubeconfig /nonexistent: cannot read it: No such file or directory (os error 2)",
+        "{}",
+        ran.text
     );
 }
 
@@ -398,15 +404,17 @@ fn kubernetes_versions_the_run_cannot_honour_are_refused_up_front() {
     ])
     .fails()
     .error_says("kubelet v1.36.3 is newer than the control plane v1.35.4");
-    local(&["--kubelet-version", "1.36"])
-        .fails()
-        .error_says("--kubelet-version v1.36.3 needs real nodes (--node-kind real)");
+    local(&["--kubelet-version", "1.36"]).exits(2).error_says(
+        "--kubelet-version 1.36: does nothing here: this run is on cluster local, nodes simulated, \
+         and simulated nodes are the runner's own kubelet, not a built one",
+    );
     local(&["--kube-version", "latest"])
         .fails()
         .error_says("\"latest\" is not a Kubernetes version");
     run_off_cluster(home.path(), &["--kube-version", "1.36"])
         .fails()
-        .error_says("--kube-version v1.36.3: versions are chosen for the local cluster only");
+        .error_says("--kube-version 1.36: does nothing here: this run is on cluster kubeconfig")
+        .error_says("versions are chosen for the local cluster only");
 }
 
 /// A directory the user named that holds another release than the one

@@ -208,25 +208,10 @@ impl VersionArgs {
         }
     }
 
-    /// Refuses versions that the chosen cluster cannot honour, before
-    /// anything is built or started.
-    pub fn check(&self, local: bool, real_nodes: bool) -> anyhow::Result<()> {
-        let given = |v: Option<KubeVersion>, flag: &str| v.map(|v| format!("{flag} {v}"));
-        if !local
-            && let Some(flag) = given(self.kube_version, "--kube-version")
-                .or_else(|| given(self.kubelet_version, "--kubelet-version"))
-        {
-            anyhow::bail!(
-                "{flag}: versions are chosen for the local cluster only; a kubeconfig cluster \
-                 runs the Kubernetes it was made with (drop the option, or add --cluster local)"
-            );
-        }
-        if !real_nodes && let Some(v) = self.kubelet_version {
-            anyhow::bail!(
-                "--kubelet-version {v} needs real nodes (--node-kind real): simulated nodes are \
-                 the runner's own kubelet, not a built one"
-            );
-        }
+    /// Refuses a kubelet the control plane cannot have (the version skew
+    /// policy), before anything is built or started. Where the versions
+    /// apply at all is the options table's to say ([`super::options`]).
+    pub fn check(&self) -> anyhow::Result<()> {
         let control_plane = self.kube_version.unwrap_or_else(KubeVersion::pinned);
         if let Some(kubelet) = self.kubelet_version {
             KubeVersion::check_kubelet_skew(control_plane, kubelet)
@@ -292,6 +277,8 @@ pub enum Command {
     Clean(super::clean::CleanArgs),
     Profile(super::profile_cli::ProfileArgs),
     Image(crate::images::cli::ImageArgs),
+    /// Print where each option applies: on which cluster, nodes and driver.
+    Options(super::options::OptionsArgs),
     /// Print a shell completion script, e.g. `dra-e2e completions bash > ~/.local/share/bash-completion/completions/dra-e2e`.
     Completions(CompletionsArgs),
     /// The socket proxy agent of proxy pods and local nodes (run by the runner).
@@ -488,6 +475,10 @@ mod tests {
             (
                 &["image", "--help"],
                 &["--binary", "--reference", "--out", "--gzip"],
+            ),
+            (
+                &["options", "--help"],
+                &["dra-e2e options", "--markdown", "--write"],
             ),
             (
                 &["completions", "--help"],

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cluster_up;
 pub mod features;
 pub mod history;
+pub mod options;
 pub mod preflight;
 pub mod profile_cli;
 pub mod setup;
@@ -293,7 +294,7 @@ async fn check_outputs_and_host(args: &RunArgs, typed: &Typed) -> anyhow::Result
     preflight::check_output_dir("--artifacts", &args.artifacts)?;
     let local = args.cluster.is_local(args.kubeconfig.as_deref());
     let real = args.node_kind == crate::cluster::NodeKind::Real;
-    args.versions.check(local, real)?;
+    args.versions.check()?;
     if !local {
         return Ok(Built::default());
     }
@@ -447,6 +448,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
     let typed = Typed::from_matches(matches);
     // Fail on malformed feature files and empty selections before starting
     // anything expensive.
+    options::check_features(&opts.custom.features)?;
     let parsed = load_features(&opts, &typed)?;
     let mut selected = check_selection(&opts, &parsed)?;
     let all_scenarios = features::scenarios(&parsed);
@@ -491,6 +493,11 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
         return Ok(0);
     }
     let args = opts.custom.clone();
+    // Options given where they do nothing, and files that are not there,
+    // are refused before anything is built or started.
+    for note in options::check_run(&args, matches)? {
+        crate::note!("dra-e2e: {note}");
+    }
     let built = check_outputs_and_host(&args, &typed).await?;
     let mut connect = args.connect_options();
     if built.control_plane.is_some() {

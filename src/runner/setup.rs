@@ -645,7 +645,7 @@ pub struct SetupArgs {
 /// (and real nodes, when asked), then exits.
 pub fn cli_main(args: SetupArgs) -> anyhow::Result<i32> {
     let real = args.node_kind == crate::cluster::NodeKind::Real;
-    args.versions.check(true, real)?;
+    args.versions.check()?;
     let dir = ensure(
         Part::ControlPlane,
         None,
