@@ -111,6 +111,8 @@ async fn run(calls: usize) -> (Vec<Row>, String) {
             health: InjectedHealth::default(),
             driver_timeout: Duration::from_secs(10),
             fault: InterposerFault::None,
+            faults: Default::default(),
+            disagreements: Default::default(),
         },
     )
     .await

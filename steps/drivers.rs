@@ -245,7 +245,7 @@ async fn ready_nodes(w: &mut World, range: NodeRange) -> anyhow::Result<()> {
     select_nodes(w, range.min, range.max).await
 }
 
-fn options_from(
+pub(crate) fn options_from(
     w: &World,
     phrase: &DriverPhrase,
     step: &Step,

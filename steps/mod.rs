@@ -347,6 +347,27 @@ impl World {
             .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))
     }
 
+    /// The CDI spec directory driver `d` writes on `node`: a hosted
+    /// driver's, or the interposed driver under test's.
+    pub fn cdi_of(
+        &self,
+        d: &DriverRef,
+        node: &str,
+    ) -> anyhow::Result<std::sync::Arc<dyn crate::node_files::NodeFiles>> {
+        if let Some(name) = self.external_driver(d) {
+            return match &self.context()?.under_test.interposed {
+                Some(i) => Ok(i.cdi_files(node)),
+                None => Err(anyhow::anyhow!(
+                    "the runner does not reach driver {name}'s nodes (only behind the interposer)"
+                )),
+            };
+        }
+        let driver = self.driver(d)?;
+        driver
+            .cdi_files(node)
+            .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))
+    }
+
     /// The name of `d` when it is the run's driver under test, which the
     /// scenario does not host (so it has no call counts nor faults).
     pub fn external_driver(&self, d: &DriverRef) -> Option<&str> {

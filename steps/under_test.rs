@@ -12,16 +12,17 @@ use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::watcher;
 
 use super::World;
 use super::drivers::default_nodes;
-use super::params::{Containers, DriverPhrase, DriverRef, Method, NodeSel};
+use super::params::{Containers, DriverPhrase, DriverRef, NodeSel};
 use crate::objects::{PodClaims, PodShape};
+use crate::plugin::fault::Faults;
 use crate::profile::{Deployment, Fault};
-use crate::under_test::devices_per_node;
+use crate::under_test::{device_check, devices_per_node};
 use crate::wait::{self, Check, PodState};
 
 sentences! {
@@ -86,7 +87,8 @@ async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()>
     let ctx = w.context()?.clone();
     let under = &ctx.under_test;
     default_nodes(w).await?;
-    if let Deployment::Builtin { faults } = &under.profile.deployment {
+    if under.profile.deployment == Deployment::Builtin {
+        let faults = &under.profile.faults;
         let n = under.profile.devices_per_node.unwrap_or(4);
         let resources = if faults.contains(&Fault::NoDevices) {
             "no devices".to_owned()
@@ -94,21 +96,10 @@ async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()>
             format!("{n} devices per node")
         };
         let phrase: DriverPhrase = resources.parse().map_err(anyhow::Error::msg)?;
-        super::drivers::add_driver(w, DriverRef::The, phrase, step, String::new()).await?;
-        let broken = [
-            (Fault::FailPrepare, Method::NodePrepareResources),
-            (Fault::FailUnprepare, Method::NodeUnprepareResources),
-        ];
-        let driver = w.driver(&DriverRef::The)?;
-        for (fault, method) in broken {
-            if faults.contains(&fault) {
-                for node in driver.nodenames() {
-                    for path in method.paths() {
-                        driver.fail(node, path, true);
-                    }
-                }
-            }
-        }
+        let mut options = super::drivers::options_from(w, &phrase, step, String::new())?;
+        options.faults = Faults::new(faults.iter().copied());
+        w.add_driver_on(DriverRef::The, options, !phrase.start_later, None)
+            .await?;
         return super::drivers::device_class(w, Default::default()).await;
     }
     let class = under
@@ -189,6 +180,7 @@ async fn deleted_and_let_go(w: &mut World, pod: String) -> anyhow::Result<()> {
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
+    let claims = claim_uids(w, &before).await?;
     super::pods::delete_pod(w, &pod, false).await?;
     let gone = wait::object(
         &api,
@@ -206,6 +198,109 @@ async fn deleted_and_let_go(w: &mut World, pod: String) -> anyhow::Result<()> {
             UNPREPARE_TIMEOUT.as_secs(),
             w.driver_name(&DriverRef::The)?
         );
+    }
+    spec_left_after_unprepare(w, &node, &claims).await?;
+    unprepare_asked_again(w, &node, &claims)
+}
+
+/// Behind the interposer: each unprepare was asked a second time, and
+/// must have been answered the same (the kubelet repeats unprepare until
+/// it succeeds, and after its own restart).
+fn unprepare_asked_again(w: &World, node: &str, claims: &[(String, String)]) -> anyhow::Result<()> {
+    let ctx = w.context()?;
+    let Some(d) = ctx
+        .under_test
+        .interposed
+        .as_ref()
+        .and_then(|i| i.disagreements(node))
+    else {
+        return Ok(());
+    };
+    let found: Vec<String> = claims.iter().flat_map(|(_, uid)| d.of_claim(uid)).collect();
+    if !found.is_empty() {
+        bail!("{}", found.join("; "));
+    }
+    Ok(())
+}
+
+/// The UIDs of the claims of `pod`, by name.
+async fn claim_uids(w: &World, pod: &Pod) -> anyhow::Result<Vec<(String, String)>> {
+    let claims = Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
+        .list(&ListParams::default())
+        .await
+        .context("listing the scenario's ResourceClaims")?
+        .items;
+    let names: BTreeSet<String> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+        .filter_map(|c| c.resource_claim_name.clone())
+        .chain(
+            pod.status
+                .iter()
+                .flat_map(|s| s.resource_claim_statuses.iter().flatten())
+                .filter_map(|c| c.resource_claim_name.clone()),
+        )
+        .collect();
+    Ok(claims
+        .into_iter()
+        .filter_map(|c| {
+            let name = c.metadata.name?;
+            names
+                .contains(&name)
+                .then(|| (name, c.metadata.uid.unwrap_or_default()))
+        })
+        .collect())
+}
+
+/// Where the runner sees the driver's answers and reaches the node's CDI
+/// directory: once the driver unprepared a claim, no spec there may still
+/// define the CDI devices it answered for it. A spec left behind is a
+/// device the next container of any claim could still be given.
+async fn spec_left_after_unprepare(
+    w: &World,
+    node: &str,
+    claims: &[(String, String)],
+) -> anyhow::Result<()> {
+    let (Ok(prepared), Ok(cdi)) = (
+        w.prepared_of(&DriverRef::The, node),
+        w.cdi_of(&DriverRef::The, node),
+    ) else {
+        return Ok(());
+    };
+    let still_prepared: BTreeSet<String> = prepared.claims().into_iter().map(|c| c.uid).collect();
+    let ids: Vec<(String, Vec<String>)> = claims
+        .iter()
+        .filter(|(_, uid)| !still_prepared.contains(uid))
+        .filter_map(|(name, uid)| {
+            let ids = prepared
+                .answered(uid)?
+                .into_iter()
+                .flat_map(|d| d.cdi_device_ids)
+                .collect();
+            Some((name.clone(), ids))
+        })
+        .collect();
+    if ids
+        .iter()
+        .all(|(_, i): &(String, Vec<String>)| i.is_empty())
+    {
+        return Ok(());
+    }
+    let specs = cdi
+        .specs()
+        .await
+        .with_context(|| format!("reading the CDI specs on node {node}"))?;
+    for (claim, ids) in ids {
+        let left = device_check::still_defined(&specs, &ids);
+        if !left.is_empty() {
+            bail!(
+                "driver {} unprepared claim {claim} on node {node}, yet its CDI spec is still \
+                 there: {}",
+                w.driver_name(&DriverRef::The)?,
+                left.join(", ")
+            );
+        }
     }
     Ok(())
 }
@@ -441,25 +536,60 @@ async fn injected_env(
         .collect())
 }
 
-/// The profile's container check, as a failure message when it does not hold.
+/// The profile's container check, claim by claim, and the driver's
+/// answers for the container's claims where the runner sees them, as a
+/// failure message when they do not hold.
 async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result<Option<String>> {
-    let check = &w.context()?.under_test.profile.container_check;
+    let ctx = w.context()?;
+    let check = &ctx.under_test.profile.container_check;
+    let driver = w.driver_name(&DriverRef::The)?;
+    let claims = Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
+        .list(&ListParams::default())
+        .await
+        .context("listing the scenario's ResourceClaims")?
+        .items;
+    let (used, unused) = device_check::claims_of_container(pod, container, &claims, &driver);
     let injected = injected_env(w, pod, container).await?;
-    let missing: Vec<&str> = check
-        .env
-        .iter()
-        .filter(|p| !injected.iter().any(|(k, v)| p.matches(k, v)))
-        .map(|p| p.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Ok(Some(format!(
-            "its environment has no variable matching {missing:?} (the profile's containerCheck.env); \
-             variables the driver injected: {:?}",
+    let mut problems = device_check::env_problems(check, &used, &unused, &injected);
+    if !problems.is_empty() {
+        problems.push(format!(
+            "variables the driver injected: {:?}",
             injected
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
+        ));
+        return Ok(Some(format!(
+            "by the profile's containerCheck.env, {}",
+            problems.join("; ")
         )));
+    }
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    // The answers are seen for the suite's own driver and behind the
+    // interposer; elsewhere the environment is all there is.
+    if let Ok(prepared) = w.prepared_of(&DriverRef::The, &node) {
+        let problems = device_check::answer_problems(&used, |uid| prepared.answered(uid));
+        if !problems.is_empty() {
+            return Ok(Some(problems.join("; ")));
+        }
+    }
+    if let Some(disagreements) = ctx
+        .under_test
+        .interposed
+        .as_ref()
+        .and_then(|i| i.disagreements(&node))
+    {
+        let repeated: Vec<String> = used
+            .iter()
+            .flat_map(|c| disagreements.of_claim(&c.uid))
+            .collect();
+        if !repeated.is_empty() {
+            return Ok(Some(repeated.join("; ")));
+        }
     }
     if !check.command.is_empty() {
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -515,15 +645,18 @@ async fn has_no_device(w: &World, container: String, pod: String) -> anyhow::Res
     super::pods::wait_pod(w, &pod, PodState::Running).await?;
     let current = w.pod(&pod).await?;
     let check = &w.context()?.under_test.profile.container_check;
+    let driver = w.driver_name(&DriverRef::The)?;
+    let claims = Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
+        .list(&ListParams::default())
+        .await
+        .context("listing the scenario's ResourceClaims")?
+        .items;
+    let (_, unused) = device_check::claims_of_container(&current, &container, &claims, &driver);
     let injected = injected_env(w, &current, &container).await?;
-    let matching: Vec<String> = injected
-        .iter()
-        .filter(|(k, v)| check.env.iter().any(|p| p.matches(k, v)))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    if !matching.is_empty() {
+    let foreign = device_check::foreign_variables(check, &unused, &injected);
+    if !foreign.is_empty() {
         bail!(
-            "container {container} of pod {pod} uses no claim, yet has the driver's variables {matching:?}"
+            "container {container} of pod {pod} uses no claim, yet has the driver's variables {foreign:?}"
         );
     }
     Ok(())

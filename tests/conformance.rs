@@ -194,7 +194,7 @@ const BROKEN: &[Broken] = &[
         parts: &[
             "got a FailedPrepareDynamicResources event before it ran (driver dra-e2e-",
             "NodePrepareResources",
-            "injected error",
+            "planted fault FailPrepare",
         ],
     },
     Broken {

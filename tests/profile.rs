@@ -172,7 +172,7 @@ fn each_check_fails_its_broken_profile_with_line_and_field() {
         ),
         (
             "builtin-unknown-fault",
-            vec!["line 7: field `deployment.faults[0]`: unknown fault `FailEverything` (known: FailPrepare, FailUnprepare, NoDevices)".into()],
+            vec!["line 7: field `deployment.faults[0]`: unknown fault `FailEverything` (known: FailPrepare, FailUnprepare, NoDevices, FirstClaimOnly, FirstDeviceOnly, FirstRequestOnly, OtherClaimsDevices, WrongDeviceAnswered, CdiNameMismatch, NoDevicesAnswered, NoCdiSpec, CdiSpecElsewhere, CdiSpecKept, CheckpointKeepsClaim, SharedSpecEdits, DeviceBrokenAfterUse, RefusesAdminAccess, ServesLate, SlicesWrongNode, UnprepareUnknownFails, PrepareRepeatFails, PrepareRepeatOtherDevices, ReplayPrepared, SwallowUnprepare)".into()],
         ),
         (
             "three-mistakes",

@@ -51,6 +51,19 @@ Feature: driver conformance: claims, pods and containers
     And claim "first" is reserved for pod "tester-1"
     And claim "second" is reserved for pod "tester-1"
 
+  Scenario: two containers with a claim each
+    Each container gets its own claim's device and nothing of the other's:
+    a driver that keeps one set of container edits for all the claims of a
+    call gives every container every claim.
+    Given an external claim "first"
+    And an external claim "second"
+    When pod "tester-1" using claims "first" and "second" is created
+      | containers                | 2      |
+      | containers use the claims | no     |
+      | container 0 claims        | first  |
+      | container 1 claims        | second |
+    Then every container of pod "tester-1" has its device
+
   @DriverCapability:MultipleDevicesPerClaim
   Scenario: a request for two devices
     A request with a count gets that many devices, and the driver prepares

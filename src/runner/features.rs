@@ -194,10 +194,7 @@ pub fn skip_reason(
         .any(|s| s.value.ends_with(" is rebooted"));
     if names.clone().any(|t| t == "NodeOperations")
         && reboots
-        && matches!(
-            profile.deployment,
-            crate::profile::Deployment::Builtin { .. }
-        )
+        && matches!(profile.deployment, crate::profile::Deployment::Builtin)
         && env.container_runtime()
     {
         // Known gap (2026-12-05): the suite's own plugin registers again

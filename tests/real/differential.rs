@@ -90,6 +90,10 @@ impl NodeFiles for DropMarked {
     async fn exists(&self, name: &str) -> Result<bool, NodeFilesError> {
         self.0.exists(name).await
     }
+
+    async fn specs(&self) -> Result<Vec<(String, String)>, NodeFilesError> {
+        self.0.specs().await
+    }
 }
 
 struct BothHosts {

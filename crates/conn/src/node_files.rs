@@ -35,6 +35,14 @@ pub trait NodeFiles: Send + Sync + std::fmt::Debug {
     /// Removes `name`; a missing file is not an error.
     async fn remove(&self, name: &str) -> Result<(), NodeFilesError>;
     async fn exists(&self, name: &str) -> Result<bool, NodeFilesError>;
+    /// The name and text of every file a CDI reader reads (`*.json`,
+    /// `*.yaml`, `*.yml`), sorted by name.
+    async fn specs(&self) -> Result<Vec<(String, String)>, NodeFilesError>;
+}
+
+/// Whether a CDI reader reads a file of this name.
+pub fn is_spec_name(name: &str) -> bool {
+    name.ends_with(".json") || name.ends_with(".yaml") || name.ends_with(".yml")
 }
 
 pub fn check_name(name: &str) -> Result<(), NodeFilesError> {
@@ -96,6 +104,34 @@ impl NodeFiles for LocalDir {
                 source,
             }),
         }
+    }
+
+    async fn specs(&self) -> Result<Vec<(String, String)>, NodeFilesError> {
+        let io = |name: &str, source| NodeFilesError::Io {
+            op: "read",
+            name: name.to_owned(),
+            source,
+        };
+        let mut entries = match tokio::fs::read_dir(&self.dir).await {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(".", e)),
+        };
+        let mut out = Vec::new();
+        while let Some(entry) = entries.next_entry().await.map_err(|e| io(".", e))? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_spec_name(&name) {
+                continue;
+            }
+            match tokio::fs::read_to_string(entry.path()).await {
+                Ok(text) => out.push((name, text)),
+                // Removed between the listing and the read.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&name, e)),
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     async fn exists(&self, name: &str) -> Result<bool, NodeFilesError> {

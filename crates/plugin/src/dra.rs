@@ -1,7 +1,9 @@
 //! The DRA node service (served in every version through
 //! [`dra_e2e_proto::dra`]) behaving like upstream's test driver behind the
 //! kubeletplugin helper.
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tonic::{Request, Status};
 use tracing::{debug, info, warn};
@@ -9,6 +11,7 @@ use tracing::{debug, info, warn};
 use super::calls::CallNote;
 use super::claims::{ClaimSource, ClaimSourceError};
 use super::driver_logic::{self, DriverLogicError};
+use super::fault::{Fault, Faults};
 use super::metadata::{self, MetadataConfig};
 use super::prepared::{ClaimId, Prepared, PreparedClaim};
 use dra_e2e_conn::node_files::{NodeFiles, NodeFilesError};
@@ -46,7 +49,20 @@ pub enum ClaimError {
     WriteMetadata(#[source] NodeFilesError),
     #[error("error removing device metadata file: {0}")]
     RemoveMetadata(#[source] NodeFilesError),
+    /// What a driver with a planted fault says when it refuses a claim.
+    #[error("device {pool}/{device} {why} (planted fault {fault})")]
+    Planted {
+        pool: String,
+        device: String,
+        why: &'static str,
+        fault: &'static str,
+    },
 }
+
+/// How long a driver with [`Fault::ServesLate`] fails calls after it
+/// started: longer than a scenario takes from registration to its first
+/// prepare.
+const SERVES_LATE_FOR: Duration = Duration::from_secs(15);
 
 /// One node's test-driver logic, shared by all API versions.
 pub(crate) struct NodeDriver {
@@ -56,6 +72,10 @@ pub(crate) struct NodeDriver {
     pub(crate) cdi: Arc<dyn NodeFiles>,
     pub(crate) prepared: Prepared,
     pub(crate) metadata: Option<MetadataConfig>,
+    pub(crate) faults: Faults,
+    pub(crate) started: Instant,
+    /// Devices of claims unprepared so far (for [`Fault::DeviceBrokenAfterUse`]).
+    pub(crate) used: Mutex<BTreeSet<(String, String)>>,
 }
 
 type PrepareResults = Vec<(String, Result<Vec<PreparedDevice>, String>)>;
@@ -101,6 +121,7 @@ impl NodeDriver {
         &self,
         claim: &ClaimRef,
         object: &k8s_openapi::api::resource::v1::ResourceClaim,
+        shared_env: &[String],
     ) -> Result<Vec<PreparedDevice>, ClaimError> {
         let id = ClaimId {
             name: claim.name.clone(),
@@ -110,6 +131,7 @@ impl NodeDriver {
             debug!(driver = %self.driver, node = %self.node, %claim, "claim already prepared");
             return Ok(done.devices);
         }
+        self.refuse_planted(object)?;
         let mut plan = driver_logic::plan_claim(&self.driver, object)?;
         if let Some(m) = &self.metadata {
             // The data files exist before the specs that mount them.
@@ -132,9 +154,21 @@ impl NodeDriver {
                     content: f.content,
                 }));
         }
+        for file in &mut plan.cdi_files {
+            file.content = with_env(&file.content, shared_env);
+        }
         for file in &plan.cdi_files {
+            if self.faults.has(Fault::NoCdiSpec) {
+                continue;
+            }
+            // A runtime reads only *.json and *.yaml specs.
+            let name = if self.faults.has(Fault::CdiSpecElsewhere) {
+                format!("{}.disabled", file.name)
+            } else {
+                file.name.clone()
+            };
             self.cdi
-                .create(&file.name, file.content.as_bytes())
+                .create(&name, file.content.as_bytes())
                 .await
                 .map_err(ClaimError::WriteCdi)?;
         }
@@ -154,6 +188,58 @@ impl NodeDriver {
             },
         );
         Ok(plan.devices)
+    }
+
+    /// Claims a driver with a planted fault refuses.
+    fn refuse_planted(
+        &self,
+        object: &k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> Result<(), ClaimError> {
+        let results = object
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone())
+            .unwrap_or_default();
+        for r in results.iter().filter(|r| r.driver == self.driver) {
+            let refuse = |why, fault: Fault| ClaimError::Planted {
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+                why,
+                fault: fault.name(),
+            };
+            if self.faults.has(Fault::RefusesAdminAccess) && r.admin_access == Some(true) {
+                return Err(refuse("is in use", Fault::RefusesAdminAccess));
+            }
+            if self.faults.has(Fault::DeviceBrokenAfterUse)
+                && self
+                    .used
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&(r.pool.clone(), r.device.clone()))
+            {
+                return Err(refuse(
+                    "does not answer since its last use",
+                    Fault::DeviceBrokenAfterUse,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a driver that serves late still refuses calls.
+    fn not_serving_yet(&self) -> Option<Status> {
+        (self.faults.has(Fault::ServesLate) && self.started.elapsed() < SERVES_LATE_FOR).then(
+            || {
+                Status::unavailable(format!(
+                    "driver {} on {} is not serving yet (planted fault {})",
+                    self.driver,
+                    self.node,
+                    Fault::ServesLate.name()
+                ))
+            },
+        )
     }
 
     /// One entry per distinct claim UID in the request.
@@ -177,12 +263,22 @@ impl NodeDriver {
                 }
             }
         }
+        // A driver that keeps one set of variables for all claims gives
+        // each container every claim's.
+        let shared_env: Vec<String> = if self.faults.has(Fault::SharedSpecEdits) {
+            objects
+                .iter()
+                .flat_map(|o| driver_logic::marker_env(&self.driver, o))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut results: PrepareResults = Vec::with_capacity(claims.len());
         for (claim, object) in claims.iter().zip(&objects) {
             if results.iter().any(|(uid, _)| *uid == claim.uid) {
                 continue;
             }
-            let result = self.prepare_one(claim, object).await.map_err(|e| {
+            let result = self.prepare_one(claim, object, &shared_env).await.map_err(|e| {
                 warn!(driver = %self.driver, node = %self.node, %claim, error = %e, "claim not prepared");
                 let message = e.to_string();
                 if let Some(note) = note {
@@ -220,9 +316,25 @@ impl NodeDriver {
             name: claim.name.clone(),
             uid: claim.uid.clone(),
         };
-        let files = match self.prepared.get(&id) {
+        let known = self.prepared.get(&id);
+        if self.faults.has(Fault::DeviceBrokenAfterUse)
+            && let Some(k) = &known
+        {
+            let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            used.extend(
+                k.devices
+                    .iter()
+                    .map(|d| (d.pool_name.clone(), d.device_name.clone())),
+            );
+        }
+        let files = match known {
             Some(prepared) => prepared.cdi_files,
             None => self.files_of_unknown(claim).await,
+        };
+        let files = if self.faults.has(Fault::CdiSpecKept) {
+            Vec::new()
+        } else {
+            files
         };
         for file in &files {
             self.cdi.remove(file).await.map_err(ClaimError::RemoveCdi)?;
@@ -235,7 +347,9 @@ impl NodeDriver {
                     .map_err(ClaimError::RemoveMetadata)?;
             }
         }
-        if self.prepared.remove(&id).is_some() {
+        if self.faults.has(Fault::CheckpointKeepsClaim) {
+            debug!(driver = %self.driver, node = %self.node, %claim, "claim kept (planted fault)");
+        } else if self.prepared.remove(&id).is_some() {
             info!(driver = %self.driver, node = %self.node, %claim, "claim unprepared");
         } else {
             debug!(driver = %self.driver, node = %self.node, %claim, "unprepare of unknown claim");
@@ -270,6 +384,28 @@ impl NodeDriver {
     }
 }
 
+/// A CDI spec with `env` added to every device's edits (as it is when
+/// `env` is empty or the spec is not this driver's JSON).
+fn with_env(spec: &str, env: &[String]) -> String {
+    if env.is_empty() {
+        return spec.to_owned();
+    }
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(spec) else {
+        return spec.to_owned();
+    };
+    for device in value["devices"].as_array_mut().into_iter().flatten() {
+        if let Some(list) = device["containerEdits"]["env"].as_array_mut() {
+            for e in env {
+                let e = serde_json::Value::String(e.clone());
+                if !list.contains(&e) {
+                    list.push(e);
+                }
+            }
+        }
+    }
+    value.to_string()
+}
+
 fn to_status(e: PrepareError) -> Status {
     // The helper returns plain Go errors, which gRPC sends as UNKNOWN.
     Status::unknown(e.to_string())
@@ -280,11 +416,25 @@ fn to_status(e: PrepareError) -> Status {
 #[tonic::async_trait]
 impl NodeService for NodeDriver {
     async fn prepare(&self, request: Request<Vec<ClaimRef>>) -> Result<PrepareResponse, Status> {
+        if let Some(status) = self.not_serving_yet() {
+            return Err(status);
+        }
+        if let Some(message) = self.faults.failed_call(true) {
+            return Err(Status::unknown(message));
+        }
         let note = request.extensions().get::<CallNote>().cloned();
-        let results = self
+        let mut results = self
             .prepare_claims(request.into_inner(), note.as_ref())
             .await
             .map_err(to_status)?;
+        if !self.faults.is_empty() {
+            self.faults.alter_prepare(&mut results);
+            for (uid, result) in &results {
+                if let Ok(devices) = result {
+                    self.prepared.answer(uid, devices.clone());
+                }
+            }
+        }
         Ok(results
             .into_iter()
             .map(|(uid, result)| (uid, result.into()))
@@ -295,6 +445,12 @@ impl NodeService for NodeDriver {
         &self,
         request: Request<Vec<ClaimRef>>,
     ) -> Result<UnprepareResponse, Status> {
+        if let Some(status) = self.not_serving_yet() {
+            return Err(status);
+        }
+        if let Some(message) = self.faults.failed_call(false) {
+            return Err(Status::unknown(message));
+        }
         let note = request.extensions().get::<CallNote>().cloned();
         let results = self
             .unprepare_claims(request.into_inner(), note.as_ref())

@@ -242,6 +242,23 @@ fn plan_result(
 }
 
 /// Devices and CDI files for `claim`'s results that belong to `driver`.
+/// The marker variables (`K=true`) of the claim's requests with devices of
+/// `driver`.
+pub fn marker_env(driver: &str, claim: &ResourceClaim) -> Vec<String> {
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let mut env: Vec<String> = claim
+        .status
+        .iter()
+        .flat_map(|s| s.allocation.iter())
+        .flat_map(|a| a.devices.iter())
+        .flat_map(|d| d.results.iter().flatten())
+        .filter(|r| r.driver == driver)
+        .map(|r| format!("{}=true", marker_env_key(name, base_request(&r.request))))
+        .collect();
+    env.dedup();
+    env
+}
+
 pub fn plan_claim(driver: &str, claim: &ResourceClaim) -> Result<ClaimPlan, DriverLogicError> {
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();

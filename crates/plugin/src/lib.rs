@@ -46,6 +46,7 @@ pub mod calls;
 pub mod claims;
 pub mod dra;
 pub mod driver_logic;
+pub mod fault;
 pub mod health;
 pub mod interposer;
 pub mod metadata;
@@ -94,6 +95,8 @@ pub struct PluginConfig {
     pub stop_timeout: Duration,
     /// Device metadata files to write at prepare, if the driver enables them.
     pub metadata: Option<metadata::MetadataConfig>,
+    /// Bugs the driver plants in itself (none normally).
+    pub faults: fault::Faults,
 }
 
 impl PluginConfig {
@@ -120,7 +123,13 @@ impl PluginConfig {
             prepared: Prepared::default(),
             stop_timeout: Duration::from_secs(10),
             metadata: None,
+            faults: fault::Faults::default(),
         }
+    }
+
+    pub fn with_faults(mut self, faults: fault::Faults) -> Self {
+        self.faults = faults;
+        self
     }
 
     pub fn with_node_apis(mut self, apis: impl IntoIterator<Item = NodeApi>) -> Self {

@@ -230,6 +230,9 @@ impl NodePlugin {
             cdi: config.cdi.clone(),
             prepared: config.prepared.clone(),
             metadata: config.metadata.clone(),
+            faults: config.faults.clone(),
+            started: std::time::Instant::now(),
+            used: Default::default(),
         });
         let idle = |kind| RunningServer {
             kind,

@@ -32,6 +32,9 @@ pub struct PreparedClaim {
 #[derive(Debug, Default)]
 struct Inner {
     claims: Mutex<BTreeMap<ClaimId, PreparedClaim>>,
+    /// The devices last answered for each claim UID, kept after unprepare:
+    /// what a check of the node (a CDI spec gone) looks for afterwards.
+    answered: Mutex<BTreeMap<String, Vec<PreparedDevice>>>,
     changes: Changes,
 }
 
@@ -63,6 +66,7 @@ impl Prepared {
     }
 
     pub(crate) fn insert(&self, id: ClaimId, claim: PreparedClaim) {
+        self.answer(&id.uid, claim.devices.clone());
         self.lock().insert(id, claim);
         self.inner.changes.bump();
     }
@@ -71,6 +75,26 @@ impl Prepared {
         let removed = self.lock().remove(id);
         self.inner.changes.bump();
         removed
+    }
+
+    /// Records what the kubelet was told for a claim: the devices of a
+    /// prepared claim unless a planted fault answered others.
+    pub(crate) fn answer(&self, uid: &str, devices: Vec<PreparedDevice>) {
+        self.inner
+            .answered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(uid.to_owned(), devices);
+    }
+
+    /// The devices last answered for claim `uid`, prepared or not since.
+    pub fn answered(&self, uid: &str) -> Option<Vec<PreparedDevice>> {
+        self.inner
+            .answered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(uid)
+            .cloned()
     }
 
     fn describe(&self) -> String {

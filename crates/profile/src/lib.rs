@@ -17,6 +17,7 @@
 //!
 //! Ground floor: this module uses nothing of the harness.
 pub mod capability;
+mod fault;
 mod names;
 mod parse;
 mod yaml;
@@ -26,6 +27,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use capability::{Capability, TAG_PREFIX, UnknownCapability, skip_reason};
+pub use fault::{Fault, Planter};
 pub use parse::{Options, parse_str};
 
 /// Stands for the scenario's namespace in a [`Deployment::Builtin`]
@@ -78,6 +80,10 @@ pub struct Profile {
     pub device_count: Option<Setting>,
     pub capabilities: BTreeSet<Capability>,
     pub container_check: ContainerCheck,
+    /// Bugs planted on purpose (`deployment.faults`, none normally), to
+    /// see the pack fail a driver that has them: planted in the suite's
+    /// own driver, or by the interposer in front of any other.
+    pub faults: BTreeSet<Fault>,
     /// How many devices each node offers; unknown when `None`, and then
     /// scenarios that use every device of a node cannot run.
     pub devices_per_node: Option<u32>,
@@ -92,7 +98,7 @@ impl Profile {
     /// none.
     pub fn interposable(&self) -> Result<(), String> {
         match &self.deployment {
-            Deployment::Builtin { .. } => Ok(()),
+            Deployment::Builtin => Ok(()),
             // The command passes the directory itself, or registrationDir
             // says how (the profile check requires one of them).
             Deployment::SimulatedNodes { .. } => Ok(()),
@@ -123,9 +129,8 @@ pub enum DeviceClass {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deployment {
     /// The suite's own test driver, hosted by the runner (on the local
-    /// cluster's simulated nodes unless the run chooses others), broken on
-    /// purpose by `faults` (none normally).
-    Builtin { faults: BTreeSet<Fault> },
+    /// cluster's simulated nodes unless the run chooses others).
+    Builtin,
     /// Already installed in the kubeconfig cluster; the suite installs
     /// nothing (KEP-5970's setting).
     Installed,
@@ -145,30 +150,6 @@ pub enum Deployment {
     /// On the local cluster's simulated nodes: the runner starts `command`
     /// once per node, with [`COMMAND_PLACEHOLDERS`] filled in.
     SimulatedNodes { command: Vec<String> },
-}
-
-/// A way to break the suite's own driver on purpose, to see what the
-/// conformance pack reports for a driver that does it (`deployment.faults`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Fault {
-    /// Every NodePrepareResources call fails.
-    FailPrepare,
-    /// Every NodeUnprepareResources call fails: the driver never unprepares.
-    FailUnprepare,
-    /// The driver publishes no devices.
-    NoDevices,
-}
-
-impl Fault {
-    pub const ALL: [Fault; 3] = [Fault::FailPrepare, Fault::FailUnprepare, Fault::NoDevices];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Fault::FailPrepare => "FailPrepare",
-            Fault::FailUnprepare => "FailUnprepare",
-            Fault::NoDevices => "NoDevices",
-        }
-    }
 }
 
 /// [`Deployment`] without its settings: the `deployment.mode` values.
@@ -210,7 +191,7 @@ impl fmt::Display for Mode {
 impl Deployment {
     pub fn mode(&self) -> Mode {
         match self {
-            Deployment::Builtin { .. } => Mode::Builtin,
+            Deployment::Builtin => Mode::Builtin,
             Deployment::Installed => Mode::Installed,
             Deployment::RealNodes { .. } => Mode::RealNodes,
             Deployment::Manifests { .. } => Mode::Manifests,
@@ -285,7 +266,18 @@ impl ContainerCheck {
     }
 }
 
-/// `NAME` or `NAME=VALUE`, where `*` in either stands for any text.
+/// What a `containerCheck.env` pattern may name, filled in per claim and
+/// request of the container checked.
+pub const ENV_PLACEHOLDERS: &[(&str, &str)] = &[
+    ("${claim}", "the name of a ResourceClaim the container uses"),
+    (
+        "${request}",
+        "a request of that claim the container uses (without a subrequest)",
+    ),
+];
+
+/// `NAME` or `NAME=VALUE`, where `*` in either stands for any text and
+/// [`ENV_PLACEHOLDERS`] for a claim's and a request's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvPattern(String);
 
@@ -296,6 +288,45 @@ impl EnvPattern {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether it names the claim or request it is about
+    /// ([`ENV_PLACEHOLDERS`]): then it must hold for every claim and
+    /// request a container uses, and for none it does not.
+    pub fn per_claim(&self) -> bool {
+        ENV_PLACEHOLDERS.iter().any(|(p, _)| self.0.contains(p))
+    }
+
+    /// The pattern for one claim and request of a container. In the
+    /// variable's name every character of the names that a variable name
+    /// cannot hold portably (outside `[A-Za-z0-9_]`) becomes `_`, as
+    /// drivers write them; in the value the names stay as they are.
+    pub fn expand(&self, claim: &str, request: &str) -> EnvPattern {
+        let (name, value) = match self.0.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (self.0.as_str(), None),
+        };
+        let portable = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        let fill = |text: &str, claim: &str, request: &str| {
+            text.replace("${claim}", claim)
+                .replace("${request}", request)
+        };
+        let mut out = fill(name, &portable(claim), &portable(request));
+        if let Some(v) = value {
+            out.push('=');
+            out.push_str(&fill(v, claim, request));
+        }
+        EnvPattern(out)
     }
 
     /// Whether variable `name` with `value` matches: a pattern without
@@ -456,6 +487,7 @@ impl Profile {
             device_count: None,
             capabilities: BTreeSet::new(),
             container_check: ContainerCheck::any_injected_env(),
+            faults: BTreeSet::new(),
             devices_per_node: None,
             file: None,
         };
@@ -502,7 +534,7 @@ impl Profile {
         line(&mut out, 0, "deployment:");
         line(&mut out, 2, &format!("mode: {}", self.deployment.mode()));
         match &self.deployment {
-            Deployment::Builtin { .. } | Deployment::Installed => {}
+            Deployment::Builtin | Deployment::Installed => {}
             Deployment::RealNodes {
                 manifests,
                 image_archives,
@@ -534,6 +566,14 @@ impl Profile {
                 line(&mut out, 2, "command:");
                 list(&mut out, 4, &mut command.iter().cloned());
             }
+        }
+        if !self.faults.is_empty() {
+            line(&mut out, 2, "faults:");
+            list(
+                &mut out,
+                4,
+                &mut self.faults.iter().map(|f| f.name().to_owned()),
+            );
         }
         for (field, setting) in [
             ("registrationDir", &self.registration_dir),
@@ -618,14 +658,23 @@ mod tests {
     #[test]
     fn the_builtin_profile_parses_and_offers_the_packs_devices() {
         let p = builtin();
-        assert_eq!(
-            p.deployment,
-            Deployment::Builtin {
-                faults: BTreeSet::new()
-            }
-        );
+        assert_eq!(p.deployment, Deployment::Builtin);
+        assert!(p.faults.is_empty());
         assert_eq!(p.devices_per_node, Some(4));
         assert!(p.capabilities.contains(&Capability::DeviceHealth));
+    }
+
+    #[test]
+    fn env_patterns_per_claim() {
+        let p = EnvPattern::new("claim_${claim}_${request}=true");
+        assert!(p.per_claim());
+        assert!(!EnvPattern::new("claim_*=true").per_claim());
+        let e = p.expand("tester-1-my.claim", "req-0");
+        assert_eq!(e.as_str(), "claim_tester_1_my_claim_req_0=true");
+        assert!(e.matches("claim_tester_1_my_claim_req_0", "true"));
+        assert!(!e.matches("claim_other_req_0", "true"));
+        let v = EnvPattern::new("DEVICE_${request}=${claim}").expand("c-1", "r");
+        assert_eq!(v.as_str(), "DEVICE_r=c-1");
     }
 
     #[test]
@@ -693,6 +742,7 @@ mod tests {
                 env: vec![EnvPattern::new("*"), EnvPattern::new("user_*=yes")],
                 command: Vec::new(),
             },
+            faults: [Fault::FirstClaimOnly].into(),
             devices_per_node: Some(4),
             file: Some("/p/x.yaml".into()),
         };

@@ -10,8 +10,8 @@ use regex::Regex;
 use super::names::{closest, dns_subdomain_problem, is_env_name};
 use super::yaml::{self, Node, Value, describe, line};
 use super::{
-    COMMAND_PLACEHOLDERS, Capability, ContainerCheck, Deployment, DeviceClass, EnvPattern, Fault,
-    Mistake, Mode, NAMESPACE_PLACEHOLDER, Profile, Setting,
+    COMMAND_PLACEHOLDERS, Capability, ContainerCheck, Deployment, DeviceClass, ENV_PLACEHOLDERS,
+    EnvPattern, Fault, Mistake, Mode, NAMESPACE_PLACEHOLDER, Planter, Profile, Setting,
 };
 
 /// How thoroughly to check.
@@ -392,7 +392,7 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
 
     // What parses but does not fit together. Each rule needs the mode; a
     // mode that did not parse was reported already.
-    let mode = deployment.as_ref().map(|(d, _)| d.mode());
+    let mode = deployment.as_ref().map(|(d, _, _)| d.mode());
     let builtin_only = |ctx: &mut Ctx, value: &str, l: u64, path: &str| {
         if value.contains(NAMESPACE_PLACEHOLDER) && mode.is_some_and(|m| m != Mode::Builtin) {
             ctx.mistake(
@@ -454,7 +454,7 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
              containerCheck.env",
         );
     }
-    if let Some((Deployment::SimulatedNodes { command }, command_at)) = &deployment {
+    if let Some((Deployment::SimulatedNodes { command }, _, command_at)) = &deployment {
         let passes_dir = command.iter().any(|a| a.contains("${registrationDir}"));
         match (passes_dir, &registration) {
             (false, None) => ctx.mistake(
@@ -503,6 +503,7 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
     Some(Profile {
         driver_name: driver?.0,
         device_class: class?.0,
+        faults: deployment.as_ref()?.1.clone(),
         deployment: deployment?.0,
         registration_dir: registration.map(|r| r.0),
         device_count: device_count.map(|r| r.0),
@@ -603,7 +604,7 @@ fn modes_text() -> String {
 }
 
 /// The deployment, and where its `command` is (for the rules about it).
-fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
+fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, BTreeSet<Fault>, (u64, String))> {
     let mut m = ctx.map(f.node, &f.path, f.line)?;
     let known_modes = || Mode::ALL.map(Mode::name).join(", ");
     let mode = match m.take("mode") {
@@ -672,24 +673,57 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
     );
     let faults_field = m.take("faults");
     let faults = faults_field.as_ref().and_then(|field| {
-        only(ctx, field, &[Mode::Builtin]);
         let items = ctx.strings(field.node, &field.path)?;
-        let mut set = std::collections::BTreeSet::new();
+        let mut set = BTreeSet::new();
         for i in items {
-            match Fault::ALL.into_iter().find(|f| f.name() == i.value) {
-                Some(f) => {
-                    set.insert(f);
-                }
-                None => ctx.mistake(
+            let Some(fault) = Fault::from_name(&i.value) else {
+                ctx.mistake(
                     i.line,
                     &i.field,
                     format!(
                         "unknown fault `{}` (known: {})",
                         i.value,
-                        Fault::ALL.map(Fault::name).join(", ")
+                        Fault::ALL
+                            .iter()
+                            .map(|f| f.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
-                ),
+                );
+                continue;
+            };
+            // Only the suite's own driver breaks itself; in front of any
+            // other the interposer plants what shows in the answers.
+            let planter = match mode {
+                Some(Mode::Builtin) => Planter::Builtin,
+                Some(Mode::Installed) => {
+                    ctx.mistake(
+                        i.line,
+                        &i.field,
+                        "mode Installed cannot have faults planted: the runner interposes only \
+                         a driver it deploys (mode RealNodes, Manifests or SimulatedNodes)",
+                    );
+                    continue;
+                }
+                _ => Planter::Interposer,
+            };
+            if !fault.planted_by(planter) {
+                let who = match planter {
+                    Planter::Builtin => {
+                        "the suite's own driver cannot plant it (the interposer \
+                                         can, in front of a driver of mode RealNodes, Manifests \
+                                         or SimulatedNodes)"
+                    }
+                    Planter::Interposer => {
+                        "the interposer cannot plant it in front of another \
+                                            driver (only the suite's own driver, mode Builtin, \
+                                            breaks itself this way)"
+                    }
+                };
+                ctx.mistake(i.line, &i.field, format!("fault `{}`: {who}", i.value));
+                continue;
             }
+            set.insert(fault);
         }
         Some(set)
     });
@@ -709,9 +743,7 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
         &["mode", "manifests", "imageArchives", "command", "faults"],
     );
     let deployment = match mode? {
-        Mode::Builtin => Deployment::Builtin {
-            faults: faults.unwrap_or_default(),
-        },
+        Mode::Builtin => Deployment::Builtin,
         Mode::Installed => Deployment::Installed,
         mode @ (Mode::RealNodes | Mode::Manifests) => {
             let manifests = match manifests {
@@ -767,7 +799,7 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, (u64, String))> {
             }
         },
     };
-    Some((deployment, command_at))
+    Some((deployment, faults.unwrap_or_default(), command_at))
 }
 
 fn m_path(f: &Field, key: &str) -> String {
@@ -921,6 +953,23 @@ fn container_check(ctx: &mut Ctx, f: &Field) -> Option<(ContainerCheck, Option<(
                     item.line,
                     &item.field,
                     format!("variable name `{name}` contains a space"),
+                );
+            } else if let Some(unknown) = placeholders()
+                .find_iter(&item.value)
+                .map(|m| m.as_str())
+                .find(|p| !ENV_PLACEHOLDERS.iter().any(|(k, _)| k == p))
+            {
+                ctx.mistake(
+                    item.line,
+                    &item.field,
+                    format!(
+                        "`{unknown}` is no placeholder of containerCheck.env (known: {})",
+                        ENV_PLACEHOLDERS
+                            .iter()
+                            .map(|(k, _)| *k)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 );
             } else {
                 out.push(EnvPattern::new(item.value));

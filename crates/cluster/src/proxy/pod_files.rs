@@ -97,6 +97,46 @@ pub fn exists_command(path: &str) -> Vec<String> {
     ]
 }
 
+/// Prints `==> <name>` then the file in base64, for every spec file of
+/// `dir`.
+pub fn specs_command(dir: &str) -> Vec<String> {
+    let d = shell_quote(dir.trim_end_matches('/'));
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "for f in {d}/*.json {d}/*.yaml {d}/*.yml; do \
+             if test -f \"$f\"; then echo \"==> ${{f##*/}}\"; base64 <\"$f\" || exit 1; fi; done"
+        ),
+    ]
+}
+
+/// Reads what [`specs_command`] printed.
+pub fn parse_specs(stdout: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    let mut finish = |c: Option<(String, String)>| -> Result<(), String> {
+        if let Some((name, b64)) = c {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.as_bytes())
+                .map_err(|e| format!("{name}: {e}"))?;
+            out.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+        Ok(())
+    };
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("==> ") {
+            finish(current.take())?;
+            current = Some((name.to_owned(), String::new()));
+        } else if let Some((_, b64)) = &mut current {
+            b64.push_str(line.trim());
+        }
+    }
+    finish(current)?;
+    out.sort();
+    Ok(out)
+}
+
 /// Reads the marker printed by [`exists_command`].
 pub fn parse_exists(stdout: &str) -> Option<bool> {
     match stdout.trim() {
@@ -120,6 +160,15 @@ impl NodeFiles for PodFiles {
         self.run("remove", name, remove_command(&self.path(name)))
             .await
             .map(drop)
+    }
+
+    async fn specs(&self) -> Result<Vec<(String, String)>, NodeFilesError> {
+        let out = self.run("read", ".", specs_command(&self.dir)).await?;
+        parse_specs(&out).map_err(|message| NodeFilesError::Remote {
+            op: "read",
+            name: ".".to_owned(),
+            message,
+        })
     }
 
     async fn exists(&self, name: &str) -> Result<bool, NodeFilesError> {
@@ -164,6 +213,30 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".tmp"))
             .collect()
+    }
+
+    #[test]
+    fn spec_files_are_read_back_through_the_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.json"), "{\"kind\":\"v/c\"}\n").unwrap();
+        std::fs::write(dir.path().join("b.yaml"), "kind: v/c\n".repeat(40)).unwrap();
+        std::fs::write(dir.path().join("c.json.tmp"), "partial").unwrap();
+        let out = run_ok(&specs_command(&dir.path().display().to_string()));
+        let specs = parse_specs(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        assert_eq!(
+            specs,
+            [
+                ("a.json".to_owned(), "{\"kind\":\"v/c\"}\n".to_owned()),
+                ("b.yaml".to_owned(), "kind: v/c\n".repeat(40)),
+            ]
+        );
+        let empty = tempfile::tempdir().unwrap();
+        let out = run_ok(&specs_command(&empty.path().display().to_string()));
+        assert!(
+            parse_specs(&String::from_utf8_lossy(&out.stdout))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use kube::runtime::watcher;
 use crate::timing::{Laps, Phase, Timings};
 use dra_e2e_conn::node_host::{HostProvider, HostedDriver, NodeHost, Served, SocketError, Stopper};
 use dra_e2e_kube::wait::{self, Check};
+use dra_e2e_plugin::fault::Fault;
 use dra_e2e_plugin::{
     Calls, DeviceHealth, HealthApi, HealthStatus, NodeApi, NodePlugin, PluginConfig, Prepared,
 };
@@ -108,6 +109,9 @@ pub struct DriverOptions {
     /// (`*`, `NodeUnprepareResources`, ...; upstream's
     /// `DriverResourcesWithSkipNodeOperations`); empty for none.
     pub skip_node_operations: Vec<String>,
+    /// Bugs its plugins plant in themselves (the conformance pack's
+    /// mutants; none normally).
+    pub faults: dra_e2e_plugin::fault::Faults,
 }
 
 /// When a node's DRA service starts: its socket, its server and the slices
@@ -149,6 +153,7 @@ impl Default for DriverOptions {
             expect_slice_removal: true,
             device_metadata: Vec::new(),
             skip_node_operations: Vec::new(),
+            faults: Default::default(),
         }
     }
 }
@@ -376,6 +381,11 @@ impl Driver {
     }
 
     /// Sorted node names of the driver (`Nodenames()`).
+    /// The CDI spec directory of `node` as this driver's plugins write it.
+    pub fn cdi_files(&self, node: &str) -> Option<Arc<dyn dra_e2e_conn::node_files::NodeFiles>> {
+        self.host.as_ref().map(|h| h.cdi_files(node))
+    }
+
     pub fn nodenames(&self) -> &[String] {
         &self.nodes
     }
@@ -731,7 +741,8 @@ impl Driver {
         )
         .with_node_apis(self.options.node_apis.clone())
         .with_health_apis(self.options.health_apis.clone())
-        .with_prepared(prepared.clone());
+        .with_prepared(prepared.clone())
+        .with_faults(self.options.faults.clone());
         let config = self.with_device_metadata(config, host.as_ref(), node)?;
 
         if !self.options.with_kubelet {
@@ -978,10 +989,16 @@ impl Driver {
             Resources::NodePool { slices } => slices.clone(),
             _ => return Ok(Vec::new()),
         };
+        // A driver that names the wrong node (its first, say) publishes
+        // there what this node offers.
+        let named = match self.nodenames().first() {
+            Some(first) if self.options.faults.has(Fault::SlicesWrongNode) => first.clone(),
+            _ => node.to_owned(),
+        };
         let node_obj: Node = Api::all(self.ctx.admin.clone())
-            .get(node)
+            .get(&named)
             .await
-            .map_err(self.kube_err(format!("reading node {node}")))?;
+            .map_err(self.kube_err(format!("reading node {named}")))?;
         let slices =
             slices::node_pool_slices(&self.name, &node_obj, &contents).map_err(self.build_err())?;
         Ok(slices

@@ -18,12 +18,15 @@
 //! host pods.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dra_e2e_cluster::Cluster;
-use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver};
+use dra_e2e_conn::node_files::NodeFiles;
+use dra_e2e_conn::node_host::{HostProvider as _, HostedDriver, NodeHost};
+use dra_e2e_plugin::fault::Faults;
 use dra_e2e_plugin::interposer::{
-    InjectedHealth, InstanceView, InterposerConfig, InterposerFault, NodeInterposer,
+    Disagreements, InjectedHealth, InstanceView, InterposerConfig, InterposerFault, NodeInterposer,
 };
 use dra_e2e_plugin::{Calls, Prepared};
 
@@ -48,11 +51,14 @@ pub fn private_registry(kubelet_root: &Path, driver: &str) -> PathBuf {
 struct NodeState {
     prepared: Prepared,
     health: InjectedHealth,
+    disagreements: Disagreements,
 }
 
 /// The driver under test's calls, through the interposers on its nodes.
 pub struct Interposed {
     pub calls: Calls,
+    /// How the runner reaches the driver's nodes (their CDI directories).
+    host: Arc<dyn NodeHost>,
     nodes: BTreeMap<String, NodeState>,
     running: tokio::sync::Mutex<Vec<NodeInterposer>>,
 }
@@ -75,6 +81,7 @@ impl Interposed {
         driver: &str,
         nodes: &[String],
         fault: InterposerFault,
+        faults: Faults,
     ) -> Result<Self, String> {
         if fault != InterposerFault::None {
             tracing::warn!(
@@ -88,6 +95,7 @@ impl Interposed {
             .map_err(|e| format!("reaching the nodes: {e:#}"))?;
         let mut me = Interposed {
             calls: Calls::new(driver),
+            host: host.clone(),
             nodes: BTreeMap::new(),
             running: Default::default(),
         };
@@ -105,6 +113,8 @@ impl Interposed {
                 health: node_state.health.clone(),
                 driver_timeout: DRIVER_TIMEOUT,
                 fault,
+                faults: faults.clone(),
+                disagreements: node_state.disagreements.clone(),
             };
             let host = host.clone();
             async move {
@@ -139,6 +149,17 @@ impl Interposed {
 
     /// The claims the driver prepared on `node`, as the interposer saw its
     /// answers.
+    /// Where the driver on `node` answered a call asked again otherwise
+    /// than the first time.
+    pub fn disagreements(&self, node: &str) -> Option<&Disagreements> {
+        self.nodes.get(node).map(|n| &n.disagreements)
+    }
+
+    /// The CDI spec directory of `node`.
+    pub fn cdi_files(&self, node: &str) -> Arc<dyn NodeFiles> {
+        self.host.cdi_files(node)
+    }
+
     pub fn prepared(&self, node: &str) -> Option<&Prepared> {
         self.nodes.get(node).map(|n| &n.prepared)
     }
@@ -219,6 +240,7 @@ impl Interposed {
         self.calls.reset();
         for n in self.nodes.values() {
             n.health.clear();
+            n.disagreements.clear();
         }
     }
 

@@ -22,6 +22,7 @@
 //! ([`interposed`]), so scenarios count, fail and stall its calls.
 //!
 //! Floor 3: uses `cluster`, `plugin` and the ground.
+pub mod device_check;
 pub mod interposed;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -193,7 +194,7 @@ impl UnderTest {
     }
 
     pub fn is_builtin(&self) -> bool {
-        matches!(self.profile.deployment, Deployment::Builtin { .. })
+        matches!(self.profile.deployment, Deployment::Builtin)
     }
 
     pub fn driver_name(&self) -> &str {
@@ -229,7 +230,7 @@ impl UnderTest {
         };
         let driver = profile.driver_name.clone();
         match &profile.deployment {
-            Deployment::Builtin { .. } => Ok(()),
+            Deployment::Builtin => Ok(()),
             Deployment::Installed if local => Err(UnderTestError::NeedsInstalled {
                 profile: name,
                 driver,
@@ -266,6 +267,18 @@ impl UnderTest {
         let mut under = Self::nothing_made(profile, interpose, cluster.kubelet_root());
         if under.is_builtin() {
             return Ok(under);
+        }
+        if !under.profile.faults.is_empty() && interpose.is_none() {
+            let names: Vec<&str> = under.profile.faults.iter().map(|f| f.name()).collect();
+            return Err(UnderTestError::Deploy {
+                driver: under.profile.driver_name.clone(),
+                message: format!(
+                    "the profile plants faults ({}) in the driver's answers, which only the \
+                     interposer can do in front of a driver the runner did not build: run with \
+                     --interpose",
+                    names.join(", ")
+                ),
+            });
         }
         if interpose.is_some()
             && let Err(reason) = under.profile.interposable()
@@ -312,7 +325,11 @@ impl UnderTest {
                     driver: driver.clone(),
                     message: format!("listing nodes: {e}"),
                 })?;
-            let started = match interposed::Interposed::start(cluster, &driver, &nodes, fault).await
+            let faults = dra_e2e_plugin::fault::Faults::new(self.profile.faults.iter().copied());
+            let started = match interposed::Interposed::start(
+                cluster, &driver, &nodes, fault, faults,
+            )
+            .await
             {
                 Ok(i) => i,
                 Err(message) => {

@@ -19,8 +19,11 @@ use tonic::Status;
 use tonic::transport::{Channel, Endpoint};
 use tracing::info;
 
+use super::InterposerConfig;
 use super::health::InjectedHealth;
+use super::planted::{self, Answer, Call, Disagreements};
 use crate::calls::CallNote;
+use crate::fault::{Fault, Faults};
 use crate::prepared::{ClaimId, Prepared, PreparedClaim};
 use dra_e2e_conn::node_host::NodeHost;
 use dra_e2e_proto::dra::{ClaimRef, PreparedDevice, v1};
@@ -52,27 +55,24 @@ pub(super) struct Forward {
     target: Arc<RwLock<(String, Channel)>>,
     prepared: Prepared,
     health: InjectedHealth,
+    faults: Faults,
+    disagreements: Disagreements,
 }
 
 impl Forward {
-    pub(super) fn new(
-        driver: &str,
-        node: &str,
-        host: Arc<dyn NodeHost>,
-        endpoint: &str,
-        prepared: Prepared,
-        health: InjectedHealth,
-    ) -> Self {
+    pub(super) fn new(config: &InterposerConfig, host: Arc<dyn NodeHost>, endpoint: &str) -> Self {
         Forward {
-            driver: driver.to_owned(),
-            node: node.to_owned(),
+            driver: config.driver.clone(),
+            node: config.node.clone(),
             target: Arc::new(RwLock::new((
                 endpoint.to_owned(),
-                channel_to(host.clone(), node, Path::new(endpoint)),
+                channel_to(host.clone(), &config.node, Path::new(endpoint)),
             ))),
             host,
-            prepared,
-            health,
+            prepared: config.prepared.clone(),
+            health: config.health.clone(),
+            faults: config.faults.clone(),
+            disagreements: config.disagreements.clone(),
         }
     }
 
@@ -164,6 +164,11 @@ impl Forward {
                 Err(e) => unreachable(&e),
             };
         }
+        let call = if kind == Kind::Prepare {
+            Call::Prepare
+        } else {
+            Call::Unprepare
+        };
         let note = req.extensions().get::<CallNote>().cloned();
         let (parts, body) = req.into_parts();
         let body = match body.collect().await {
@@ -176,34 +181,105 @@ impl Forward {
         if let Some(note) = &note {
             note.set_claims(claims.clone());
         }
-        let req = http::Request::from_parts(
-            parts,
-            tonic::body::Body::new(http_body_util::Full::new(body)),
-        );
-        let resp = match tower::ServiceExt::oneshot(channel, req).await {
-            Ok(resp) => resp,
+        let head = Head {
+            method: parts.method,
+            uri: parts.uri,
+            version: parts.version,
+            headers: parts.headers,
+        };
+        let first = match self
+            .exchange(call, &claims, &channel, &head, body.clone())
+            .await
+        {
+            Ok(reply) => reply,
             Err(e) => return unreachable(&e),
         };
+        if first.ok() {
+            self.record(kind, &claims, &first.data, note.as_ref());
+            // The kubelet asks again after its own restart or a lost
+            // answer; a driver must answer the same.
+            if let Ok(again) = self.exchange(call, &claims, &channel, &head, body).await
+                && let (Some(a), Some(b)) = (first.answer(call), again.answer(call))
+            {
+                self.disagreements
+                    .compare(&self.node, call, &claims, &a, &b);
+            }
+        }
+        first.into_response()
+    }
+
+    /// One asking of the driver, with the planted faults in its answer
+    /// (some answer without asking the driver at all).
+    async fn exchange(
+        &self,
+        call: Call,
+        claims: &[ClaimRef],
+        channel: &Channel,
+        head: &Head,
+        body: Bytes,
+    ) -> Result<Reply, String> {
+        let known: Vec<bool> = claims
+            .iter()
+            .map(|c| {
+                self.prepared
+                    .get(&ClaimId {
+                        name: c.name.clone(),
+                        uid: c.uid.clone(),
+                    })
+                    .is_some()
+            })
+            .collect();
+        if let Some(reply) = self.answer_alone(call, claims, &known) {
+            return Ok(reply);
+        }
+        let mut req = http::Request::new(tonic::body::Body::new(http_body_util::Full::new(body)));
+        *req.method_mut() = head.method.clone();
+        *req.uri_mut() = head.uri.clone();
+        *req.version_mut() = head.version;
+        *req.headers_mut() = head.headers.clone();
+        let resp = tower::ServiceExt::oneshot(channel.clone(), req)
+            .await
+            .map_err(|e| e.to_string())?;
         let (parts, body) = resp.into_parts();
-        let collected = match body.collect().await {
-            Ok(c) => c,
-            Err(e) => return unreachable(&e),
+        let collected = body.collect().await.map_err(|e| e.to_string())?;
+        let mut reply = Reply {
+            trailers: collected.trailers().cloned(),
+            data: collected.to_bytes(),
+            parts,
         };
-        let trailers = collected.trailers().cloned();
-        let data = collected.to_bytes();
-        let status = trailers
-            .as_ref()
-            .and_then(Status::from_header_map)
-            .or_else(|| Status::from_header_map(&parts.headers));
-        if status.as_ref().is_none_or(|s| s.code() == tonic::Code::Ok) {
-            self.record(kind, &claims, &data, note.as_ref());
+        if reply.ok()
+            && !self.faults.is_empty()
+            && let Some(mut answer) = reply.answer(call)
+        {
+            planted::plant(&self.faults, claims, &known, &mut answer);
+            reply.data = frame(&answer.encode());
         }
-        let mut frames = vec![Ok::<_, Infallible>(http_body::Frame::data(data))];
-        if let Some(t) = trailers {
-            frames.push(Ok(http_body::Frame::trailers(t)));
+        Ok(reply)
+    }
+
+    /// The answer of a planted fault that never asks the driver.
+    fn answer_alone(&self, call: Call, claims: &[ClaimRef], known: &[bool]) -> Option<Reply> {
+        if let Some(message) = self.faults.failed_call(call == Call::Prepare) {
+            return Some(Reply::failed(Status::unknown(message)));
         }
-        let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
-        http::Response::from_parts(parts, tonic::body::Body::new(body))
+        if call == Call::Unprepare && self.faults.has(Fault::SwallowUnprepare) {
+            return Some(Reply::answered(&Answer::empty_success(call, claims)));
+        }
+        if call == Call::Prepare
+            && self.faults.has(Fault::ReplayPrepared)
+            && !claims.is_empty()
+            && known.iter().all(|k| *k)
+        {
+            let replayed = claims
+                .iter()
+                .map(|c| {
+                    let devices = self.prepared.answered(&c.uid).unwrap_or_default();
+                    (c.uid.clone(), Ok::<_, String>(devices).into())
+                })
+                .collect();
+            return Some(Reply::answered(&Answer::Prepare(replayed)));
+        }
+        None
     }
 
     /// Updates the prepared record from a successful answer: claims without
@@ -276,6 +352,84 @@ impl Forward {
             Kind::Health | Kind::Other => {}
         }
     }
+}
+
+/// What a request was, to ask it again.
+struct Head {
+    method: http::Method,
+    uri: http::Uri,
+    version: http::Version,
+    headers: http::HeaderMap,
+}
+
+/// A unary gRPC answer, read whole.
+struct Reply {
+    parts: http::response::Parts,
+    data: Bytes,
+    trailers: Option<http::HeaderMap>,
+}
+
+impl Reply {
+    fn failed(status: Status) -> Reply {
+        let (parts, _) = status.into_http::<tonic::body::Body>().into_parts();
+        Reply {
+            parts,
+            data: Bytes::new(),
+            trailers: None,
+        }
+    }
+
+    fn answered(answer: &Answer) -> Reply {
+        let (parts, _) = http::Response::builder()
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .body(())
+            .unwrap_or_default()
+            .into_parts();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        Reply {
+            parts,
+            data: frame(&answer.encode()),
+            trailers: Some(trailers),
+        }
+    }
+
+    fn ok(&self) -> bool {
+        self.trailers
+            .as_ref()
+            .and_then(Status::from_header_map)
+            .or_else(|| Status::from_header_map(&self.parts.headers))
+            .is_none_or(|s| s.code() == tonic::Code::Ok)
+    }
+
+    fn answer(&self, call: Call) -> Option<Answer> {
+        grpc_message(&self.data).and_then(|m| Answer::decode(call, m))
+    }
+
+    fn into_response(self) -> http::Response<tonic::body::Body> {
+        let mut frames = Vec::new();
+        if !self.data.is_empty() {
+            frames.push(Ok::<_, Infallible>(http_body::Frame::data(self.data)));
+        }
+        if let Some(t) = self.trailers {
+            frames.push(Ok(http_body::Frame::trailers(t)));
+        }
+        let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+        http::Response::from_parts(self.parts, tonic::body::Body::new(body))
+    }
+}
+
+/// `message` as one uncompressed gRPC frame.
+fn frame(message: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(message.len() + 5);
+    out.push(0u8);
+    out.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    out.extend_from_slice(message);
+    Bytes::from(out)
 }
 
 /// The message of a single uncompressed gRPC frame.

@@ -106,14 +106,7 @@ impl Instance {
         }
         let upstream =
             RegistrationClient::new(channel_to(host.clone(), &config.node, &driver_socket));
-        let forward = Forward::new(
-            &config.driver,
-            &config.node,
-            host.clone(),
-            &info.endpoint,
-            config.prepared.clone(),
-            config.health.clone(),
-        );
+        let forward = Forward::new(config, host.clone(), &info.endpoint);
         let mut me = Instance {
             identity: file.identity.clone(),
             shutdown: CancellationToken::new(),

@@ -41,11 +41,13 @@ use dra_e2e_proto::pluginregistration::PluginInfo;
 mod forward;
 pub mod health;
 mod instance;
+mod planted;
 #[cfg(test)]
 mod tests;
 
 pub use health::InjectedHealth;
 use instance::{Instance, Probe};
+pub use planted::Disagreements;
 
 /// How often the private directory is listed again.
 const POLL: Duration = Duration::from_millis(500);
@@ -101,6 +103,10 @@ pub struct InterposerConfig {
     /// How long the driver may take to show its first instance.
     pub driver_timeout: Duration,
     pub fault: InterposerFault,
+    /// Bugs planted in the driver's answers (none normally).
+    pub faults: crate::fault::Faults,
+    /// Where asking a call again got another answer.
+    pub disagreements: Disagreements,
 }
 
 #[derive(Debug, thiserror::Error)]

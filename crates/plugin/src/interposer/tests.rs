@@ -136,6 +136,8 @@ async fn interposer(d: &Dirs, fault: InterposerFault) -> NodeInterposer {
             health: InjectedHealth::default(),
             driver_timeout: Duration::from_secs(10),
             fault,
+            faults: Default::default(),
+            disagreements: Default::default(),
         },
     )
     .await
