@@ -115,10 +115,40 @@ fn the_four_ignored_options_of_the_issue_are_refused_on_simulated_nodes() {
     }
 }
 
-/// Upstream's hostpathplugin image on real local nodes is refused with the
-/// reason (the nodes run the runner's own agent image).
+/// Upstream's hostpathplugin image with the interposer is refused with the
+/// reason (the interposer needs `proxy-agent --connect`), on every cluster.
 #[test]
-fn upstreams_proxy_image_on_real_local_nodes_is_refused_with_the_reason() {
+fn hostpathplugin_as_the_proxy_of_the_interposer_is_refused_with_the_reason() {
+    let home = tempfile::tempdir().unwrap();
+    for place in [Place::LocalReal, Place::Kubeconfig] {
+        let ran = run_at(
+            home.path(),
+            place,
+            &[
+                "--proxy-image",
+                "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1",
+                "--profile",
+                "profiles/builtin.yaml",
+                "--interpose",
+            ],
+        );
+        refused(
+            &ran,
+            &format!(
+                "--proxy-image registry.k8s.io/sig-storage/hostpathplugin:v1.17.1: refused here: \
+                 this run is on {place}: --interpose reaches the driver's sockets through node \
+                 host pods running `dra-e2e-agent proxy-agent --connect`, which upstream's \
+                 hostpathplugin lacks"
+            ),
+        );
+    }
+}
+
+/// On real local nodes, upstream's image given is used; without its
+/// archive the run says, once at its start, that the name is the runner's
+/// own image there (and goes on: here to the missing control plane).
+#[test]
+fn upstreams_proxy_image_on_real_local_nodes_is_taken_and_said() {
     let home = tempfile::tempdir().unwrap();
     let ran = run_at(
         home.path(),
@@ -128,12 +158,8 @@ fn upstreams_proxy_image_on_real_local_nodes_is_refused_with_the_reason() {
             "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1",
         ],
     );
-    refused(
-        &ran,
-        "--proxy-image registry.k8s.io/sig-storage/hostpathplugin:v1.17.1: refused here: this \
-         run is on cluster local, nodes real: the local cluster's real nodes run their node host \
-         pods from the runner's own agent image",
-    );
+    assert_ne!(ran.code, Some(2), "{}", ran.text);
+    ran.says("dra-e2e: --proxy-image registry.k8s.io/sig-storage/hostpathplugin:v1.17.1: no --image-archive holds upstream's image");
 }
 
 /// A driver deployment the option does not work with is refused, naming

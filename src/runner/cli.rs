@@ -128,9 +128,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", default_value = "/var/lib/kubelet")]
     pub kubelet_root_dir: PathBuf,
 
-    /// Real cluster: image of the proxy pods (upstream's hostpathplugin, or one carrying `dra-e2e proxy-agent`).
-    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_PROXY_IMAGE)]
-    pub proxy_image: String,
+    /// Real nodes: image of the node host pods that proxy the plugin
+    /// sockets (upstream's hostpathplugin, or one carrying `dra-e2e-agent`)
+    /// [default: upstream's hostpathplugin:v1.17.1; on the local cluster's
+    /// real nodes the runner's own agent image].
+    #[arg(long, value_name = "IMAGE")]
+    pub proxy_image: Option<String>,
 
     /// Real cluster: the nodes' CDI spec directory, as their container
     /// runtime is configured (containerd's `cdi_spec_dirs`).
@@ -177,7 +180,13 @@ impl RunArgs {
             wipe_delay: self.wipe_delay,
             keep_files: self.keep_cluster_files,
             kubelet_root: self.kubelet_root_dir.clone(),
-            proxy_image: self.proxy_image.clone(),
+            proxy_image: self
+                .proxy_image
+                .clone()
+                .unwrap_or_else(|| DEFAULT_PROXY_IMAGE.to_owned()),
+            // Given, it is used as it is (real local nodes otherwise swap
+            // upstream's name for the runner's own image).
+            proxy_image_given: self.proxy_image.is_some(),
         }
     }
 }

@@ -105,6 +105,8 @@ pub struct Given<'a> {
     pub proxy_image: Option<&'a str>,
     /// The text of the driver profile's manifests (what images they name).
     pub manifests: &'a str,
+    /// `--interpose` was given.
+    pub interpose: bool,
 }
 
 /// A verdict finer than the place: refused with a reason, or taken with a
@@ -525,8 +527,8 @@ pub static TABLE: &[Opt] = &[
         ANY,
         &["--proxy-image", "foo/bar:1"],
         "simulated nodes run no pods: the runner reaches their plugin sockets directly",
-        "the image of the node host pods that proxy the plugin sockets (default upstream's hostpathplugin, as upstream's suite uses it). On the local cluster's real nodes the default is the runner's own agent image; another image given there is used and must come from an `--image-archive` (said at the start otherwise), and upstream's hostpathplugin image is refused there (the real nodes are not given it: see below)",
-        proxy_image_on_local_real_nodes
+        "the image of the node host pods that proxy the plugin sockets (default upstream's hostpathplugin, as upstream's suite uses it; on the local cluster's real nodes the runner's own agent image). Given on real local nodes it is used as it is and must be on the nodes: from an `--image-archive` (said at the start otherwise; upstream's name is also the runner's own image there, see below). With `--interpose` an image of upstream's hostpathplugin is refused: the interposer needs `dra-e2e-agent proxy-agent --connect`",
+        proxy_image_where_it_runs
     ),
     opt!(
         "",
@@ -856,31 +858,38 @@ pub static TABLE: &[Opt] = &[
     ),
 ];
 
-/// `--proxy-image` on the local cluster's real nodes: upstream's image is
-/// what the cluster swaps for the runner's own (so given, it would be
-/// silently replaced); another one is used and has to be on the nodes.
-fn proxy_image_on_local_real_nodes(g: &Given) -> Option<Finer> {
-    if g.place != Place::LocalReal {
-        return None;
-    }
+/// `--proxy-image`: the interposer needs an agent that connects to a
+/// socket, which upstream's hostpathplugin cannot; on real local nodes the
+/// image has to be on the nodes (they pull nothing), and upstream's name
+/// without its archive is the runner's own image under that name.
+fn proxy_image_where_it_runs(g: &Given) -> Option<Finer> {
     let image = g.values.first()?;
-    if image == UPSTREAM_PROXY_IMAGE {
+    if g.interpose && image.contains("hostpathplugin") {
         return Some(Finer::Refuse(format!(
-            "the local cluster's real nodes run their node host pods from the runner's own agent \
-             image ({}), which speaks hostpathplugin's proxy protocol and the interposer's too; \
-             upstream's hostpathplugin image is not given to them (it is what a kubeconfig \
-             cluster gets by default). Drop --proxy-image on real local nodes, or give an image \
-             of your own together with its --image-archive",
+            "--interpose reaches the driver's sockets through node host pods running \
+             `dra-e2e-agent proxy-agent --connect`, which upstream's hostpathplugin lacks: give \
+             --proxy-image an image carrying dra-e2e-agent (on real local nodes: drop \
+             --proxy-image, and they run the runner's own, {})",
             crate::real_node::proxy_image()
         )));
     }
+    if g.place != Place::LocalReal {
+        return None;
+    }
     let imported = g.archives.iter().any(|(_, refs)| refs.contains(image));
-    (!imported).then(|| {
-        Finer::Note(format!(
+    match (imported, image == UPSTREAM_PROXY_IMAGE) {
+        (true, _) => None,
+        (false, true) => Some(Finer::Note(format!(
+            "--proxy-image {image}: no --image-archive holds upstream's image, so its name is \
+             the runner's own image on the real nodes (a /hostpathplugin that runs \
+             dra-e2e-agent with hostpathplugin's flags); import upstream's archive with \
+             --image-archive to run upstream's hostpathplugin"
+        ))),
+        (false, false) => Some(Finer::Note(format!(
             "--proxy-image {image}: no --image-archive holds it, and real local nodes pull \
              nothing: its node host pods start only if the nodes have it already"
-        ))
-    })
+        ))),
+    }
 }
 
 /// `--image-archive` on real local nodes: said once when no image the
@@ -1141,6 +1150,7 @@ pub fn check_run(
             archives: &archives,
             proxy_image,
             manifests: &manifests,
+            interpose: args.interpose,
         };
         match finer(&g) {
             Some(Finer::Refuse(why)) => {

@@ -12,5 +12,6 @@ mod kubeconfig;
 mod manifests;
 mod node;
 mod pod_api;
+mod proxy_image;
 mod reclaim;
 mod standard;

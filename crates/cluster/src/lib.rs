@@ -88,6 +88,10 @@ pub struct ConnectOptions {
     pub keep_files: bool,
     pub kubelet_root: PathBuf,
     pub proxy_image: String,
+    /// The user named `proxy_image`: real local nodes then use it as it is,
+    /// upstream's hostpathplugin name included (their own image answers to
+    /// it, unless an imported archive of upstream's takes the name over).
+    pub proxy_image_given: bool,
 }
 
 impl ConnectOptions {
@@ -324,15 +328,18 @@ impl Cluster {
             .iter()
             .map(|n| (n.name.clone(), n.kubelet_log()))
             .collect();
-        let proxy_image = if opts.proxy_image == crate::proxy::pods::DEFAULT_IMAGE {
-            // Upstream's image cannot be built or pulled here (the archives
-            // the nodes import are a driver's); the runner's own image
-            // carries the same agent protocol, and the interposer's
-            // `proxy-agent --connect`.
-            crate::real_node::proxy_image()
-        } else {
-            opts.proxy_image.clone()
-        };
+        let proxy_image =
+            if opts.proxy_image == crate::proxy::pods::DEFAULT_IMAGE && !opts.proxy_image_given {
+                // Not asked for: upstream's image cannot be built or pulled
+                // here (the archives the nodes import are a driver's); the
+                // runner's own image carries the same agent protocol, and
+                // the interposer's `proxy-agent --connect`. Asked for, the
+                // name is kept: the nodes' own image answers to it, or an
+                // imported archive of upstream's.
+                crate::real_node::proxy_image()
+            } else {
+                opts.proxy_image.clone()
+            };
         let remote = remote::RemoteEnv::new(
             client.clone(),
             config.clone(),

@@ -212,38 +212,72 @@ fn options_given_by_the_environment_are_not_refused() {
     assert_eq!(refusals_at(TABLE, &m, Place::Kubeconfig, None).len(), 1);
 }
 
-fn given_proxy(place: Place, image: &str, archives: &[(PathBuf, Vec<String>)]) -> Option<Finer> {
-    proxy_image_on_local_real_nodes(&Given {
+fn given_proxy(
+    place: Place,
+    image: &str,
+    archives: &[(PathBuf, Vec<String>)],
+    interpose: bool,
+) -> Option<Finer> {
+    proxy_image_where_it_runs(&Given {
         place,
         values: vec![image.to_owned()],
         archives,
         proxy_image: Some(image),
         manifests: "",
+        interpose,
     })
 }
 
 #[test]
-fn upstreams_proxy_image_is_refused_on_real_local_nodes_with_the_reason() {
-    match given_proxy(Place::LocalReal, UPSTREAM_PROXY_IMAGE, &[]) {
-        Some(Finer::Refuse(why)) => {
-            assert!(why.contains("runner's own agent image"), "{why}");
-            assert!(why.contains("dra-e2e.local/proxy-agent"), "{why}");
-        }
-        other => panic!("{other:?}"),
-    }
+fn a_proxy_image_is_used_where_given_and_said_when_the_nodes_lack_it() {
     // On a kubeconfig cluster it is the proxy, as upstream's suite has it.
     assert_eq!(
-        given_proxy(Place::Kubeconfig, UPSTREAM_PROXY_IMAGE, &[]),
+        given_proxy(Place::Kubeconfig, UPSTREAM_PROXY_IMAGE, &[], false),
+        None
+    );
+    // On real local nodes without its archive, upstream's name is the
+    // runner's own image: said.
+    assert!(matches!(
+        given_proxy(Place::LocalReal, UPSTREAM_PROXY_IMAGE, &[], false),
+        Some(Finer::Note(n)) if n.contains("import upstream's archive with --image-archive")
+    ));
+    let upstream = [(
+        PathBuf::from("h.tar"),
+        vec![UPSTREAM_PROXY_IMAGE.to_owned()],
+    )];
+    assert_eq!(
+        given_proxy(Place::LocalReal, UPSTREAM_PROXY_IMAGE, &upstream, false),
         None
     );
     // Another image is used: said when no archive brings it.
     assert!(matches!(
-        given_proxy(Place::LocalReal, "localhost/agent:1", &[]),
+        given_proxy(Place::LocalReal, "localhost/agent:1", &[], false),
         Some(Finer::Note(n)) if n.contains("no --image-archive holds it")
     ));
     let archives = [(PathBuf::from("a.tar"), vec!["localhost/agent:1".to_owned()])];
     assert_eq!(
-        given_proxy(Place::LocalReal, "localhost/agent:1", &archives),
+        given_proxy(Place::LocalReal, "localhost/agent:1", &archives, false),
+        None
+    );
+}
+
+/// The interposer needs `proxy-agent --connect`: hostpathplugin with it is
+/// refused everywhere, saying why.
+#[test]
+fn hostpathplugin_with_the_interposer_is_refused_with_the_reason() {
+    for place in [Place::LocalReal, Place::Kubeconfig] {
+        match given_proxy(place, UPSTREAM_PROXY_IMAGE, &[], true) {
+            Some(Finer::Refuse(why)) => {
+                assert!(
+                    why.contains("which upstream's hostpathplugin lacks"),
+                    "{why}"
+                );
+            }
+            other => panic!("{place}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        given_proxy(Place::Kubeconfig, "localhost/agent:1", &[], true),
         None
     );
 }
@@ -258,6 +292,7 @@ fn an_archive_no_image_of_the_run_names_is_said() {
             archives: &archives,
             proxy_image: proxy,
             manifests,
+            interpose: false,
         })
     };
     assert!(matches!(g("", None), Some(Finer::Note(n)) if n.contains("a.tar (localhost/x:1)")));
@@ -367,14 +402,29 @@ fn doc() -> String {
         .expect("docs/cli.md")
 }
 
+/// The first line where `written` and `generated` differ, for a short
+/// failure message.
+fn first_difference(written: &str, generated: &str) -> Option<String> {
+    let (w, g) = (written.lines(), generated.lines());
+    w.zip(g)
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+        .map(|(i, (a, b))| {
+            format!(
+                "line {}: the document has\n{a}\nthe table gives\n{b}",
+                i + 1
+            )
+        })
+        .or_else(|| (written != generated).then(|| "one is longer".to_owned()))
+}
+
 #[test]
 fn docs_cli_md_holds_the_reference_the_table_gives() {
     let doc = doc();
-    assert_eq!(
-        generated_part(&doc),
-        Some(markdown(TABLE).as_str()),
-        "docs/cli.md's option reference is not the table's; run `make cli-doc`"
-    );
+    let written = generated_part(&doc).expect("docs/cli.md has the generated part's markers");
+    if let Some(d) = first_difference(written, &markdown(TABLE)) {
+        panic!("docs/cli.md's option reference is not the table's; run `make cli-doc`: {d}");
+    }
 }
 
 /// Broken variant: a table that changed (an option moved) no longer
@@ -387,7 +437,9 @@ fn a_changed_table_no_longer_matches_the_document() {
             o.places = EVERYWHERE;
         }
     }
-    assert_ne!(generated_part(&doc()), Some(markdown(&changed).as_str()));
+    let doc = doc();
+    let d = first_difference(generated_part(&doc).unwrap(), &markdown(&changed));
+    assert!(d.is_some_and(|d| d.contains("| `--cdi-dir` | yes | yes | yes |")));
     let row = markdown(TABLE);
     assert!(
         row.contains("| `--cdi-dir` | refused | refused | yes | any |"),
