@@ -111,6 +111,7 @@ fn the_four_ignored_options_of_the_issue_are_refused_on_simulated_nodes() {
                 .args(args),
         );
         refused(&ran, says);
+        ran.error_says("(--cluster auto chose the local cluster: no kubeconfig names a cluster)");
         assert!(!ran.text.contains("passed"), "{}", ran.text);
     }
 }

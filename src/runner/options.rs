@@ -1113,7 +1113,18 @@ pub fn check_run(
     let given = given(&root, matches);
     // Where first: an option that does nothing here is refused as such,
     // whatever its file is.
-    all(refusals_at(TABLE, matches, place, None))?;
+    // `auto` chose the cluster: say how, the user did not.
+    let auto = match (args.cluster, place) {
+        (crate::cluster::ClusterChoice::Auto, Place::Kubeconfig) => {
+            " (--cluster auto chose the kubeconfig cluster: --kubeconfig, KUBECONFIG or \
+             ~/.kube/config names one; --cluster local runs on the local cluster)"
+        }
+        (crate::cluster::ClusterChoice::Auto, _) => {
+            " (--cluster auto chose the local cluster: no kubeconfig names a cluster)"
+        }
+        _ => "",
+    };
+    all(refusals_at(TABLE, matches, place, None)).map_err(|r| Refusal(format!("{}{auto}", r.0)))?;
     check_run_files(args, matches)?;
     let profile = match &args.profile {
         Some(p) => Some(
