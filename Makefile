@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -139,6 +139,19 @@ conformance: controlplane ## the driver conformance pack (features/conformance) 
 
 conformance-simulated: controlplane test-driver ## the driver conformance pack against upstream's dra-test-driver started per simulated node (profiles/dra-test-driver-simulated.yaml)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run -- --cluster local --profile profiles/dra-test-driver-simulated.yaml --tags @DriverConformance --junit target/junit-conformance-simulated.xml $(ARGS)
+
+# Mutation testing of the pack (docs/driver-mutants.md): every mutant of
+# docs/driver-mutants.yaml, every way it is realised, the kill table into
+# target/mutants/kill-table.md. MUTANTS_ARGS=--real-nodes adds the mutants
+# only real nodes show (root).
+mutants: controlplane test-driver test-driver-mutants ## the conformance pack against every driver mutant (docs/driver-mutants.yaml): prints the kill table and the mutation score (target/mutants/kill-table.md)
+	mkdir -p target/mutants
+	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run --quiet -- mutants $(MUTANTS_ARGS) | tee target/mutants/kill-table.md
+
+mutants-doc: ## write the mutant catalogue's table into docs/driver-mutants.md
+	@table=$$($(CARGO) run --quiet -- mutants --list) && \
+	  awk -v table="$$table" '/<!-- mutants-catalogue:begin -->/{print; print table; skip=1; next} /<!-- mutants-catalogue:end -->/{skip=0} !skip' docs/driver-mutants.md > docs/driver-mutants.md.tmp && \
+	  mv docs/driver-mutants.md.tmp docs/driver-mutants.md
 
 conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)

@@ -163,7 +163,7 @@ Feature: resource pool status
         | validation error            | none   |
         | fully available devices     | 2      |
         | partially available devices | 0      |
-        | shareable capacity          | memory |
+        | shareable capacity          | memory total=32 consumed=0 available=32 |
 
   # upstream: exactly two nodes, DriverResources(1) (a pool per node, named
   # after it), no kubelet.

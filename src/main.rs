@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         Some(Command::Steps(a)) => runner::author::steps(a.markdown).map(|()| 0),
         Some(Command::Check(a)) => runner::author::check(a),
         Some(Command::Upstream(a)) => runner::upstream::cli_main(a),
+        Some(Command::Mutants(a)) => runner::mutants::cli_main(&a),
         Some(Command::Profile(a)) => runner::profile_cli::cli_main(a),
         Some(Command::Image(a)) => dra_e2e::images::cli::cli_main(a),
         Some(Command::Options(a)) => runner::options::cli_main(&a).map(|()| 0),

@@ -55,6 +55,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then the driver is registered on every node",
             },
             Entry {
+                pattern: "Then the kubelet lists the plugin of <driver> as registered on every node",
+                description: "The kubelet's own view, for any driver, hosted or not: its plugin manager lists the driver's registration socket among the registered plugins (its metrics through the API server; a simulated kubelet says what it registered and connected to), within 60 s on every scenario node.",
+                example: "Then the kubelet lists the plugin of the driver as registered on every node",
+            },
+            Entry {
                 pattern: "Given a device class [for <driver>] [with parameters <json>][, serving extended resource \"<name>\"]",
                 description: "DeviceClass <namespace>[-<name>]-class selecting the driver's devices; parameters reach containers as admin_<k>=<v>. With an extended resource name, pods can ask for the driver's devices in their resource limits (every class also serves `deviceclass.resource.kubernetes.io/<class>`).",
                 example: "Given a device class with parameters {\"x\":\"y\"}",
@@ -631,7 +636,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then pool \"<pool>\" in the pool status request has: / Then every pool in the pool status request has: (table | field | value |)",
-                description: "The same for one listed pool (which must be listed), or for every one (at least one listed): `driver`, `generation`, `resource slice count`, `total devices`, `allocated devices`, `available devices`, `unavailable devices`, `node name`, `validation error`, `partition summary`, `shareable summary`, `fully available devices`, `partially available devices`, `shareable capacity` (capacity names).",
+                description: "The same for one listed pool (which must be listed), or for every one (at least one listed): `driver`, `generation`, `resource slice count`, `total devices`, `allocated devices`, `available devices`, `unavailable devices`, `node name`, `validation error`, `partition summary`, `shareable summary`, `fully available devices`, `partially available devices`, `shareable capacity` (each capacity as `<name> total=<q> consumed=<q> available=<q>`).",
                 example: "Then pool \"network\" in the pool status request has:",
             },
             Entry {

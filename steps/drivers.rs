@@ -63,6 +63,9 @@ sentences! {
     #[then(expr = "{driver} is registered on every node")]
     fn registered(d: DriverRef);
 
+    #[then(expr = "the kubelet lists the plugin of {driver} as registered on every node")]
+    fn kubelet_lists(d: DriverRef);
+
     #[given(expr = "a device class{classoptions}")]
     fn device_class(options: ClassOptions);
 
@@ -468,11 +471,22 @@ async fn registered(w: &World, d: DriverRef) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The kubelet's own view for any driver, hosted or not: what KEP-5970's
+/// first behaviour asks (a plugin told it is registered may still be one
+/// the kubelet dropped).
+async fn kubelet_lists(w: &World, d: DriverRef) -> anyhow::Result<()> {
+    let name = w.driver_name(&d)?;
+    for node in w.nodes.clone() {
+        kubelet_registered(w, &node, &name).await?;
+    }
+    Ok(())
+}
+
 /// How long the kubelet may take to list a driver's plugin as registered.
 const KUBELET_REGISTRATION: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// KEP-5970's first behaviour for a driver the runner does not host: the
-/// kubelet lists its registration socket among the plugins it registered
+/// KEP-5970's first behaviour: the kubelet lists the driver's
+/// registration socket among the plugins it registered
 /// (its plugin manager's `actual_state_of_world`, in the kubelet's metrics
 /// read through the API server). A driver's socket is found by its name
 /// (the kubelet plugin helper's default `<driver>-reg.sock`).

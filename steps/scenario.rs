@@ -395,12 +395,14 @@ impl Scenario {
         // keep its pods and claims from going.
         for (_, d) in self.drivers() {
             d.calls().heal_all();
+            d.options.faults.lift();
             d.unblock_sockets();
         }
         if self.external_drivers().next().is_some()
             && let Some(i) = &ctx.under_test.interposed
         {
             i.calls.heal_all();
+            i.faults.lift();
         }
         for phase in Phase::ORDER {
             let started = Instant::now();

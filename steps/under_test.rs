@@ -404,6 +404,15 @@ async fn devices_noted(w: &mut World) -> anyhow::Result<()> {
         .with_context(|| format!("listing the slices of driver {driver}"))?;
     let mut seen = devices_per_node(&slices.items);
     seen.retain(|n, _| w.nodes.contains(n));
+    // Noting nothing would let every later "as noted" hold on nothing.
+    let empty: Vec<&String> = w
+        .nodes
+        .iter()
+        .filter(|n| seen.get(*n).is_none_or(|d| d.is_empty()))
+        .collect();
+    if !empty.is_empty() {
+        bail!("driver {driver} publishes no devices on {empty:?}: there is nothing to note");
+    }
     w.noted_devices = Some(seen);
     Ok(())
 }

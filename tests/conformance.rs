@@ -84,19 +84,19 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "profiles/builtin.yaml",
         &["--html", html.to_str().unwrap()],
         &[
-            ("driver.conformance", "27 passed, 3 skipped, 0 failed"),
+            ("driver.conformance", "28 passed, 4 skipped, 0 failed"),
             ("driver.profile", "profiles/builtin.yaml"),
             ("driver.deployment", "Builtin"),
             ("kubelet", "dra-e2e simulated kubelet"),
         ],
     );
-    // Every scenario but the one needing a deployed driver's pods, the one
-    // rebooting a real node and the one restarting the driver with fewer
+    // Every scenario but the one needing a deployed driver's pods, the two
+    // restarting a real node's kubelet or the node, and the one restarting the driver with fewer
     // devices (its profile gives no deviceCount).
     assert!(
         out.contains(
             "driver conformance of the suite's own driver (profiles/builtin.yaml): \
-             30 behaviours: 27 passed, 3 skipped, 0 failed"
+             32 behaviours: 28 passed, 4 skipped, 0 failed"
         ),
         "{out}"
     );
@@ -106,6 +106,12 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
     );
     assert!(
         out.contains("  skipped: a rebooted node prepares its claims again and the containers find their devices (needs node operations"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "  skipped: a restarted kubelet finds its claims prepared (needs node operations"
+        ),
         "{out}"
     );
     assert!(
@@ -129,7 +135,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "{page}"
     );
     assert!(
-        page.contains("30 behaviours: 27 passed, 3 skipped, 0 failed"),
+        page.contains("32 behaviours: 28 passed, 4 skipped, 0 failed"),
         "{page}"
     );
     assert!(
@@ -161,7 +167,7 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
     // node; it knows no driver pods to restart.
     assert!(
         out.contains(
-            "driver conformance of test-driver.cdi.k8s.io: 30 behaviours: 28 passed, 2 skipped, 0 failed"
+            "driver conformance of test-driver.cdi.k8s.io: 32 behaviours: 29 passed, 3 skipped, 0 failed"
         ),
         "{out}"
     );
@@ -216,6 +222,17 @@ const BROKEN: &[Broken] = &[
             "to publish complete pools with devices on dra-e2e-node-",
             "last seen: node dra-e2e-node-",
             "no device",
+        ],
+    },
+    // Noting no devices would let "publishes the devices noted" hold on
+    // nothing.
+    Broken {
+        profile: "no-devices",
+        scenario: "slices stay the same while pods come and go",
+        step: "Given the driver's devices are noted: driver dra-e2e-",
+        parts: &[
+            "publishes no devices on [\"dra-e2e-node-",
+            "there is nothing to note",
         ],
     },
     Broken {

@@ -13,8 +13,8 @@ Feature: driver conformance: KEP-5970's seven behaviours
 
   Scenario: the kubelet registers the driver's plugin
     Behaviour 1, registration: the kubelet lists the driver's plugin among
-    those it registered.
-    Then the driver is registered on every node
+    those it registered (its own view, for every driver).
+    Then the kubelet lists the plugin of the driver as registered on every node
 
   Scenario: the driver publishes ResourceSlices with devices
     Behaviour 2, ResourceSlice publishing: the node's pool has at least one

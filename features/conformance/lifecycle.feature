@@ -129,6 +129,22 @@ Feature: driver conformance: claims across their pods' lives
     Then every container of pod "tester-2" has its device
 
   @NodeOperations @serial
+  Scenario: a restarted kubelet finds its claims prepared
+    After its restart the kubelet asks the driver again for the claims of
+    the node's running pods; the driver must answer as it did the first
+    time (NVIDIA k8s-dra-driver-gpu#782), the pod keeps running, and its
+    deletion later unprepares cleanly.
+    Given an external claim "claim"
+    When pod "tester-1" using claim "claim" is created
+    Then every container of pod "tester-1" has its device
+    When the kubelet on the node of pod "tester-1" is restarted
+    Then pod "tester-1" stays running for 5s
+    And every container of pod "tester-1" has its device
+    When pod "tester-1" is deleted and the driver lets its claims go
+    Then claim "claim" is deallocated
+    And pod "tester-1" got no "FailedUnprepareDynamicResources" event
+
+  @NodeOperations @serial
   Scenario: a rebooted node prepares its claims again and the containers find their devices
     A reboot empties /run, where drivers write CDI specs (/var/run/cdi),
     and keeps /var/lib, where the kubelet and drivers keep their checkpoints.

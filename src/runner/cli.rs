@@ -282,6 +282,7 @@ pub enum Command {
     Steps(StepsArgs),
     Check(super::author::CheckArgs),
     Upstream(super::upstream::UpstreamArgs),
+    Mutants(super::mutants::MutantsArgs),
     Cluster(super::cluster_up::ClusterArgs),
     Clean(super::clean::CleanArgs),
     Profile(super::profile_cli::ProfileArgs),

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cluster_up;
 pub mod features;
 pub mod history;
+pub mod mutants;
 pub mod options;
 pub mod preflight;
 pub mod profile_cli;

@@ -668,6 +668,60 @@ pub static TABLE: &[Opt] = &[
         "drop the reasons of ported tests from the data"
     ),
     opt!(
+        "mutants",
+        "--mutant",
+        EVERYWHERE,
+        ANY,
+        &["--mutant", "first-claim-only"],
+        "",
+        "run only this mutant of docs/driver-mutants.yaml"
+    ),
+    opt!(
+        "mutants",
+        "--way",
+        EVERYWHERE,
+        ANY,
+        &["--way", "builtin"],
+        "",
+        "run only this way of realising the mutants"
+    ),
+    opt!(
+        "mutants",
+        "--real-nodes",
+        EVERYWHERE,
+        ANY,
+        &["--real-nodes"],
+        "",
+        "also run the mutants only real nodes show"
+    ),
+    opt!(
+        "mutants",
+        "--jobs",
+        EVERYWHERE,
+        ANY,
+        &["--jobs", "2"],
+        "",
+        "how many runs at once"
+    ),
+    opt!(
+        "mutants",
+        "--out",
+        EVERYWHERE,
+        ANY,
+        &["--out", "target/mutants/runs"],
+        "",
+        "where each run's profile, output and report are kept"
+    ),
+    opt!(
+        "mutants",
+        "--list",
+        EVERYWHERE,
+        ANY,
+        &["--list"],
+        "",
+        "print the catalogue as a Markdown table"
+    ),
+    opt!(
         "cluster up",
         "--binaries-dir",
         EVERYWHERE,

@@ -75,7 +75,8 @@ pub struct Partition {
 pub const STATUS_FIELDS: &str = "`pool count`, `pools`, `pools listed`, `condition <Type>`";
 
 /// Pool fields as the table names them, and where they are in a pool's
-/// status. `shareable capacity` is the list of capacity names.
+/// status. `shareable capacity` is the list of capacities, each as
+/// `<name> total=<q> consumed=<q> available=<q>`.
 pub const POOL_FIELDS: &[(&str, &str)] = &[
     ("driver", "driver"),
     ("generation", "generation"),
@@ -148,7 +149,16 @@ fn pool_field(pool: &Value, field: &str) -> Option<Value> {
             v.as_array()
                 .into_iter()
                 .flatten()
-                .map(|c| c.get("name").cloned().unwrap_or(Value::Null))
+                .map(|c| {
+                    let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("absent");
+                    Value::String(format!(
+                        "{} total={} consumed={} available={}",
+                        text("name"),
+                        text("total"),
+                        text("consumed"),
+                        text("available")
+                    ))
+                })
                 .collect(),
         )
     } else {
@@ -633,7 +643,7 @@ mod tests {
             "poolCount": 2,
             "pools": [
                 { "poolName": "a", "totalDevices": 1, "nodeName": "n",
-                  "shareableSummary": { "capacity": [ { "name": "memory" } ] },
+                  "shareableSummary": { "capacity": [ { "name": "memory", "total": "32", "consumed": "8", "available": "24" } ] },
                   "partitionSummary": [
                       { "attribute": "x", "type": "int", "total": 2, "allocatable": 1 },
                   ] },
@@ -666,7 +676,7 @@ mod tests {
             Expectation::Pool {
                 pool: Some("a".into()),
                 field: "shareable capacity".into(),
-                want: "memory".into(),
+                want: "memory total=32 consumed=8 available=24".into(),
             },
             Expectation::Pool {
                 pool: None,
@@ -684,6 +694,15 @@ mod tests {
             },
         ];
         assert_eq!(evaluate(&ok, &status), Ok(()));
+        // The amounts count, not only the capacity's name.
+        for want in ["memory", "memory total=32 consumed=0 available=32"] {
+            let amounts = [Expectation::Pool {
+                pool: Some("a".into()),
+                field: "shareable capacity".into(),
+                want: want.into(),
+            }];
+            assert!(evaluate(&amounts, &status).is_err(), "{want}");
+        }
         let every = [Expectation::Pool {
             pool: None,
             field: "node name".into(),

@@ -5,6 +5,8 @@
 //! node (CDI files, slices) are the suite's own driver's alone
 //! ([`super::dra`]).
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use dra_e2e_profile::{Fault, Planter};
 use dra_e2e_proto::dra::PreparedDevice;
@@ -12,21 +14,48 @@ use dra_e2e_proto::dra::PreparedDevice;
 /// Each claim's answer, in the order of the call's claims.
 pub type PrepareAnswers = Vec<(String, Result<Vec<PreparedDevice>, String>)>;
 
-/// The faults of one driver, as the planter sees them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Faults(BTreeSet<Fault>);
+/// The faults of one driver, as the planter sees them. Clones share one
+/// switch: teardown lifts the faults (as it heals injected failures) so
+/// that a scenario's pods and claims can go, and the next scenario plants
+/// them again.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    planted: Arc<BTreeSet<Fault>>,
+    lifted: Arc<AtomicBool>,
+}
+
+impl PartialEq for Faults {
+    fn eq(&self, other: &Self) -> bool {
+        self.planted == other.planted
+    }
+}
+
+impl Eq for Faults {}
 
 impl Faults {
     pub fn new(faults: impl IntoIterator<Item = Fault>) -> Self {
-        Faults(faults.into_iter().collect())
+        Faults {
+            planted: Arc::new(faults.into_iter().collect()),
+            lifted: Arc::default(),
+        }
     }
 
     pub fn has(&self, fault: Fault) -> bool {
-        self.0.contains(&fault)
+        !self.lifted.load(Ordering::Relaxed) && self.planted.contains(&fault)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.planted.is_empty() || self.lifted.load(Ordering::Relaxed)
+    }
+
+    /// The driver behaves again, for every clone.
+    pub fn lift(&self) {
+        self.lifted.store(true, Ordering::Relaxed);
+    }
+
+    /// The faults are back, for every clone.
+    pub fn plant_again(&self) {
+        self.lifted.store(false, Ordering::Relaxed);
     }
 
     /// The message of a call that fails as a whole, if one does.
@@ -143,6 +172,16 @@ mod tests {
         Faults::new([Fault::CdiNameMismatch]).alter_prepare(&mut a);
         let Ok(first) = &a[0].1 else { panic!() };
         assert_eq!(first[0].cdi_device_ids, ["d/test=d0-mismatch"]);
+    }
+
+    #[test]
+    fn lifted_faults_are_gone_for_every_clone_until_planted_again() {
+        let f = Faults::new([Fault::FailPrepare]);
+        let clone = f.clone();
+        f.lift();
+        assert!(!clone.has(Fault::FailPrepare) && clone.failed_call(true).is_none());
+        clone.plant_again();
+        assert!(f.has(Fault::FailPrepare));
     }
 
     #[test]

@@ -558,7 +558,11 @@ impl Driver {
         // Pods created right after setup must see every node's devices, or the
         // scheduler decides on a partial view. A DRA service started later
         // publishes them then.
-        if self.options.dra_service == DraServiceStart::WithRegistration {
+        // A driver that publishes wrongly on purpose is left for the
+        // scenario's own steps to catch.
+        if self.options.dra_service == DraServiceStart::WithRegistration
+            && !self.options.faults.has(Fault::SlicesWrongNode)
+        {
             self.unless_broken(self.wait_published(Duration::from_secs(60)))
                 .await?;
         }

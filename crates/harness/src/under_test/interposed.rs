@@ -57,6 +57,9 @@ struct NodeState {
 /// The driver under test's calls, through the interposers on its nodes.
 pub struct Interposed {
     pub calls: Calls,
+    /// The faults the profile plants in the driver's answers: lifted when
+    /// a scenario tears down, planted again when the next one starts.
+    pub faults: Faults,
     /// How the runner reaches the driver's nodes (their CDI directories).
     host: Arc<dyn NodeHost>,
     nodes: BTreeMap<String, NodeState>,
@@ -95,6 +98,7 @@ impl Interposed {
             .map_err(|e| format!("reaching the nodes: {e:#}"))?;
         let mut me = Interposed {
             calls: Calls::new(driver),
+            faults: faults.clone(),
             host: host.clone(),
             nodes: BTreeMap::new(),
             running: Default::default(),
@@ -238,6 +242,7 @@ impl Interposed {
     /// Forgets what a scenario injected: counts, faults, device health.
     pub fn reset(&self) {
         self.calls.reset();
+        self.faults.plant_again();
         for n in self.nodes.values() {
             n.health.clear();
             n.disagreements.clear();
@@ -253,6 +258,7 @@ impl Interposed {
     /// registration directories.
     pub async fn stop(&self) -> Vec<String> {
         self.calls.heal_all();
+        self.faults.lift();
         for n in self.nodes.values() {
             n.health.clear();
         }
