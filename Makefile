@@ -43,7 +43,8 @@ node: ## build kubelet + containerd for real nodes into the cache, install runc,
 test-driver: ## upstream's DRA test driver for real nodes (profiles/dra-test-driver.yaml): build it (Go, at KUBE_VERSION), write its image archive and manifests into target/dra-test-driver/
 	dir=$$(hack/build-test-driver.sh) && \
 	  $(CARGO) run --quiet -- image --binary "$$dir/dra-test-driver" --reference $(TEST_DRIVER_IMAGE) --out $(TEST_DRIVER_DIR)/dra-test-driver.oci.tar && \
-	  cp "$$dir/dra-test-driver" $(TEST_DRIVER_DIR)/
+	  cp "$$dir/dra-test-driver" $(TEST_DRIVER_DIR)/dra-test-driver.tmp && \
+	  mv -f $(TEST_DRIVER_DIR)/dra-test-driver.tmp $(TEST_DRIVER_DIR)/dra-test-driver
 	cp deploy/dra-test-driver/*.yaml $(TEST_DRIVER_DIR)/
 	$(CARGO) run --quiet -- profile check profiles/dra-test-driver.yaml
 	$(CARGO) run --quiet -- profile check profiles/dra-test-driver-simulated.yaml
