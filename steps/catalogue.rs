@@ -91,7 +91,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When pod \"<name>\" is deleted and the driver lets its claims go",
-                description: "Delete the pod and wait (2 minutes) until it is gone; the kubelet finishes a pod only once the driver unprepared its claims, so the failure names the driver and node (KEP-5970 behaviour 6).",
+                description: "Delete the pod and wait (2 minutes) until it is gone; the kubelet finishes a pod only once the driver unprepared its claims, so the failure names the driver and node (KEP-5970 behaviour 6). Where the runner sees the driver's answers and reaches the node (its own driver; any driver behind the interposer), no spec in the node's CDI directory may still define the CDI devices of a claim the driver unprepared, and a repeated unprepare must have been answered alike.",
                 example: "When pod \"tester-1\" is deleted and the driver lets its claims go",
             },
             Entry {
