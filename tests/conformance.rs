@@ -189,7 +189,7 @@ const BROKEN: &[Broken] = &[
         step: "And every container of pod \"tester-1\" has its device: container with-resource of pod tester-1 on node dra-e2e-node-",
         parts: &[
             "did not get its device from driver dra-e2e-",
-            "no variable matching [\"GPU_VISIBLE_DEVICES=*\"]",
+            "no variable matches \"GPU_VISIBLE_DEVICES=*\"",
             "variables the driver injected: [\"claim_tester_1_my_inline_claim_",
         ],
     },
