@@ -223,13 +223,18 @@ fn unprepare_asked_again(w: &World, node: &str, claims: &[(String, String)]) -> 
     Ok(())
 }
 
-/// The UIDs of the claims of `pod`, by name.
-async fn claim_uids(w: &World, pod: &Pod) -> anyhow::Result<Vec<(String, String)>> {
-    let claims = Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
+/// Every ResourceClaim of the scenario's namespace.
+async fn scenario_claims(w: &World) -> anyhow::Result<Vec<ResourceClaim>> {
+    Ok(Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
         .list(&ListParams::default())
         .await
         .context("listing the scenario's ResourceClaims")?
-        .items;
+        .items)
+}
+
+/// The UIDs of the claims of `pod`, by name.
+async fn claim_uids(w: &World, pod: &Pod) -> anyhow::Result<Vec<(String, String)>> {
+    let claims = scenario_claims(w).await?;
     let names: BTreeSet<String> = pod
         .spec
         .iter()
@@ -552,11 +557,7 @@ async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result
     let ctx = w.context()?;
     let check = &ctx.under_test.profile.container_check;
     let driver = w.driver_name(&DriverRef::The)?;
-    let claims = Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
-        .list(&ListParams::default())
-        .await
-        .context("listing the scenario's ResourceClaims")?
-        .items;
+    let claims = scenario_claims(w).await?;
     let (used, unused) = device_check::claims_of_container(pod, container, &claims, &driver);
     let injected = injected_env(w, pod, container).await?;
     let mut problems = device_check::env_problems(check, &used, &unused, &injected);
@@ -655,11 +656,7 @@ async fn has_no_device(w: &World, container: String, pod: String) -> anyhow::Res
     let current = w.pod(&pod).await?;
     let check = &w.context()?.under_test.profile.container_check;
     let driver = w.driver_name(&DriverRef::The)?;
-    let claims = Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
-        .list(&ListParams::default())
-        .await
-        .context("listing the scenario's ResourceClaims")?
-        .items;
+    let claims = scenario_claims(w).await?;
     let (_, unused) = device_check::claims_of_container(&current, &container, &claims, &driver);
     let injected = injected_env(w, &current, &container).await?;
     let foreign = device_check::foreign_variables(check, &unused, &injected);
