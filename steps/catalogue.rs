@@ -95,6 +95,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When pod \"tester-1\" is deleted and the driver lets its claims go",
             },
             Entry {
+                pattern: "When pod \"<name>\" is deleted while its claims are being prepared / Then the driver lets the claims of pod \"<name>\" go",
+                description: "Delete the pod without waiting, while a NodePrepareResources of the driver is in flight on its node (`When NodePrepareResources is stalled on node N`, `Then NodePrepareResources is called on node N`); refused when none is, or where the runner does not see the driver's calls (tag the scenario `@Interposed`). Its node and claims are noted before the deletion; the `Then` step waits and checks as `When pod ... is deleted and the driver lets its claims go` does.",
+                example: "Then the driver lets the claims of pod \"tester-1\" go",
+            },
+            Entry {
                 pattern: "Then the driver publishes devices on <node>",
                 description: "The driver's slices hold at least one device for the node, and every pool there has all the slices its latest generation says (KEP-5970 behaviour 2).",
                 example: "Then the driver publishes devices on every node",
@@ -106,7 +111,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then every container|container \"<c>\"|init container \"<c>\" of pod \"<name>\" has its device",
-                description: "The profile's containerCheck holds in the container: each env pattern matches a variable its pod spec does not set and the runtime does not add (what CDI injected), and the check command, if any, exits 0. The suite's own driver: `claim_*=true`.",
+                description: "The profile's containerCheck holds in the container: each env pattern matches a variable its pod spec does not set and the runtime does not add (what CDI injected), and the check command, if any, exits 0. The suite's own driver: `claim_*=true`. Where the runner sees the driver's answers and reaches the node (its own driver; any driver behind the interposer), the answers must match the claims' allocations, and every CDI device answered for a claim must be defined by a spec in the node's CDI directory: checked from the driver's answer on, so a missing spec fails at once rather than leaving the pod pending; elsewhere these checks are not possible.",
                 example: "Then every container of pod \"tester-1\" has its device",
             },
             Entry {

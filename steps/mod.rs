@@ -183,6 +183,10 @@ pub struct World {
     pub crud_watch: Option<crud::ObjectWatch>,
     /// Devices per node of the driver as "the driver's devices are noted" saw them.
     pub noted_devices: Option<BTreeMap<String, Vec<String>>>,
+    /// Pods the conformance pack deleted, with their node and claims as
+    /// they were before the deletion, for "the driver lets the claims of
+    /// pod ... go".
+    pub deleted_pods: BTreeMap<String, under_test::DeletedPod>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.

@@ -18,8 +18,9 @@ use kube::runtime::watcher;
 
 use super::World;
 use super::drivers::default_nodes;
-use super::params::{Containers, DriverPhrase, DriverRef, NodeSel};
+use super::params::{Containers, DriverPhrase, DriverRef, Method, NodeSel};
 use crate::objects::{PodClaims, PodShape};
+use crate::plugin::calls::CallOutcome;
 use crate::plugin::fault::Faults;
 use crate::profile::{Deployment, Fault};
 use crate::under_test::{device_check, devices_per_node};
@@ -34,6 +35,21 @@ sentences! {
 
     #[when(expr = "pod {string} is deleted and the driver lets its claims go")]
     fn deleted_and_let_go(pod: String);
+
+    /// Deletes the pod without waiting, while a NodePrepareResources of
+    /// the driver is in flight on its node (stalled by `When
+    /// NodePrepareResources is stalled on node N`): refused when none is,
+    /// or where the runner does not see the driver's calls (tag the
+    /// scenario `@Interposed`). `Then the driver lets the claims of pod ...
+    /// go` checks the rest.
+    #[when(expr = "pod {string} is deleted while its claims are being prepared")]
+    fn deleted_while_preparing(pod: String);
+
+    /// What `When pod ... is deleted and the driver lets its claims go`
+    /// waits for and checks, for a pod deleted before by the pack's own
+    /// deletion steps.
+    #[then(expr = "the driver lets the claims of pod {string} go")]
+    fn lets_claims_go(pod: String);
 
     #[then(expr = "the driver publishes devices on {node}")]
     fn publishes_devices(node: NodeSel);
@@ -59,6 +75,15 @@ sentences! {
     #[then("the driver publishes one device fewer than noted")]
     fn one_fewer_than_noted();
 
+    /// The profile's containerCheck, claim by claim. Where the runner sees
+    /// the driver's answers and reaches the node's CDI directory (its own
+    /// driver, any driver behind `--interpose`), also: the answers match
+    /// the claims' allocations, and every CDI device answered for a claim
+    /// is defined by a spec there; that last check starts as soon as the
+    /// driver answered, so a missing spec fails the step at once instead
+    /// of leaving the pod pending to a timeout. For a driver the runner
+    /// neither hosts nor interposes, neither check is possible, and the
+    /// step judges the containers' environment alone.
     #[then(expr = "{containers} of pod {string} has its device")]
     fn has_device(which: Containers, pod: String);
 
@@ -169,19 +194,75 @@ async fn runs_without_event(w: &World, pod: String, reason: String) -> anyhow::R
 /// on SIGTERM, so what is left is the kubelet unpreparing its claims.
 const UNPREPARE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Deletes the pod and waits until it is gone. The kubelet finishes a pod
-/// only once the driver unprepared its claims, so a pod that stays
-/// terminating is the driver's failure, and the message says so.
+/// A pod the pack deleted: where it ran and its claims (name, UID), read
+/// before the deletion, as a claim from a template may be gone after it.
+#[derive(Debug, Clone)]
+pub struct DeletedPod {
+    node: String,
+    claims: Vec<(String, String)>,
+}
+
+/// Deletes the pod and waits until it is gone; see [`lets_claims_go`].
 async fn deleted_and_let_go(w: &mut World, pod: String) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let before = w.pod(&pod).await?;
+    delete_noting(w, &pod).await?;
+    lets_claims_go(w, pod).await
+}
+
+/// Notes the pod's node and claims, then deletes it without waiting.
+async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
+    let before = w.pod(pod).await?;
     let node = before
         .spec
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
     let claims = claim_uids(w, &before).await?;
-    super::pods::delete_pod(w, &pod, false).await?;
+    super::pods::delete_pod(w, pod, false).await?;
+    w.deleted_pods
+        .insert(pod.to_owned(), DeletedPod { node, claims });
+    Ok(())
+}
+
+/// The deletion is what the scenario says only if a prepare is in flight
+/// when it happens: without one, the scenario would test an early deletion
+/// at best.
+async fn deleted_while_preparing(w: &mut World, pod: String) -> anyhow::Result<()> {
+    let current = w.pod(&pod).await?;
+    let Some(node) = current.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+        bail!("pod {pod} is not scheduled yet: no claim of it can be being prepared");
+    };
+    let calls = w.calls_of(&DriverRef::The).with_context(|| {
+        "the runner does not see the calls of the driver under test, so it cannot tell a \
+         prepare in flight; tag the scenario @Interposed so that it is skipped"
+    })?;
+    let prepare = Method::NodePrepareResources;
+    let in_flight = calls
+        .log(&node)
+        .iter()
+        .filter(|r| prepare.paths().contains(&r.method.as_str()))
+        .filter(|r| r.outcome == CallOutcome::InProgress)
+        .count();
+    if in_flight == 0 {
+        bail!(
+            "no {prepare} of driver {} is in flight on node {node}; stall it first (`When \
+             {prepare} is stalled on node N`, `Then {prepare} is called on node N`)",
+            w.driver_name(&DriverRef::The)?
+        );
+    }
+    delete_noting(w, &pod).await
+}
+
+/// Waits until the deleted pod is gone. The kubelet finishes a pod only
+/// once the driver unprepared its claims, so a pod that stays terminating
+/// is the driver's failure, and the message says so.
+async fn lets_claims_go(w: &mut World, pod: String) -> anyhow::Result<()> {
+    let Some(DeletedPod { node, claims }) = w.deleted_pods.get(&pod).cloned() else {
+        bail!(
+            "pod {pod} was not deleted by `When pod \"{pod}\" is deleted while its claims are \
+             being prepared` (the step notes its claims before deleting it)"
+        );
+    };
+    let api = w.api::<Pod>()?;
     let gone = wait::object(
         &api,
         &pod,
@@ -587,6 +668,13 @@ async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result
             return Ok(Some(problems.join("; ")));
         }
     }
+    let used_ids: Vec<(String, String)> = used
+        .iter()
+        .map(|c| (c.name.clone(), c.uid.clone()))
+        .collect();
+    if let Some(problem) = spec_missing(w, &node, &used_ids).await? {
+        return Ok(Some(problem));
+    }
     if let Some(disagreements) = ctx
         .under_test
         .interposed
@@ -621,9 +709,107 @@ async fn device_problem(w: &World, pod: &Pod, container: &str) -> anyhow::Result
     Ok(None)
 }
 
+/// How often the CDI directory is read while a pod waits for its
+/// containers.
+const SPEC_POLL: Duration = Duration::from_secs(1);
+
+/// Where the runner sees the driver's answers and reaches the node's CDI
+/// directory: the CDI devices the driver answered for each of `claims`
+/// (name, UID) it holds prepared on `node` that no spec there defines, as
+/// a failure message naming the claim, the IDs and the spec files seen.
+/// `None` when every one is defined, or where the runner cannot look.
+async fn spec_missing(
+    w: &World,
+    node: &str,
+    claims: &[(String, String)],
+) -> anyhow::Result<Option<String>> {
+    let (Ok(prepared), Ok(cdi)) = (
+        w.prepared_of(&DriverRef::The, node),
+        w.cdi_of(&DriverRef::The, node),
+    ) else {
+        return Ok(None);
+    };
+    // Only claims the driver holds prepared: an answer is remembered after
+    // its unprepare, when its spec is rightly gone.
+    let held: BTreeSet<String> = prepared.claims().into_iter().map(|c| c.uid).collect();
+    let ids: Vec<(&String, Vec<String>)> = claims
+        .iter()
+        .filter(|(_, uid)| held.contains(uid))
+        .filter_map(|(name, uid)| {
+            let ids: Vec<String> = prepared
+                .answered(uid)?
+                .into_iter()
+                .flat_map(|d| d.cdi_device_ids)
+                .collect();
+            (!ids.is_empty()).then_some((name, ids))
+        })
+        .collect();
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let specs = cdi
+        .specs()
+        .await
+        .with_context(|| format!("reading the CDI specs on node {node}"))?;
+    for (claim, ids) in ids {
+        let missing = device_check::undefined(&specs, &ids);
+        if missing.is_empty() {
+            continue;
+        }
+        const SHOWN: usize = 20;
+        let mut files: Vec<&str> = specs.iter().take(SHOWN).map(|(n, _)| n.as_str()).collect();
+        let more = specs.len().saturating_sub(SHOWN);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        if files.is_empty() {
+            files.push("none");
+        }
+        return Ok(Some(format!(
+            "driver {} answered NodePrepareResources for claim {claim} on node {node} with CDI \
+             devices that no spec in the node's CDI directory defines: {}; spec files seen: {}{more}",
+            w.driver_name(&DriverRef::The)?,
+            missing.join(", "),
+            files.join(", ")
+        )));
+    }
+    Ok(None)
+}
+
+/// Watches, until the pod's containers settle, for a claim of `pod` whose
+/// answered CDI devices no spec defines: on a node a runtime would refuse
+/// such a container, so the pod would only stay pending to the step's
+/// timeout. Returns the pod's node and the problem; never returns where the
+/// runner cannot look.
+async fn spec_missing_while_waiting(w: &World, pod: &str) -> anyhow::Result<(String, String)> {
+    loop {
+        let current = w.pod(pod).await?;
+        if let Some(node) = current.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            if w.prepared_of(&DriverRef::The, &node).is_err()
+                || w.cdi_of(&DriverRef::The, &node).is_err()
+            {
+                return std::future::pending().await;
+            }
+            let claims = claim_uids(w, &current).await?;
+            if let Some(problem) = spec_missing(w, &node, &claims).await? {
+                return Ok((node, problem));
+            }
+        }
+        tokio::time::sleep(SPEC_POLL).await;
+    }
+}
+
 async fn has_device(w: &World, which: Containers, pod: String) -> anyhow::Result<()> {
     let driver = w.driver_name(&DriverRef::The)?;
-    let containers = super::pods::settled_containers(w, &which, &pod).await?;
+    let containers = tokio::select! {
+        r = super::pods::settled_containers(w, &which, &pod) => r?,
+        r = spec_missing_while_waiting(w, &pod) => {
+            let (node, problem) = r?;
+            bail!("pod {pod} on node {node} cannot start with its device: {problem}");
+        }
+    };
     let current = w.pod(&pod).await?;
     let node = current
         .spec

@@ -84,7 +84,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "profiles/builtin.yaml",
         &["--html", html.to_str().unwrap()],
         &[
-            ("driver.conformance", "28 passed, 4 skipped, 0 failed"),
+            ("driver.conformance", "29 passed, 4 skipped, 0 failed"),
             ("driver.profile", "profiles/builtin.yaml"),
             ("driver.deployment", "Builtin"),
             ("kubelet", "dra-e2e simulated kubelet"),
@@ -96,7 +96,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
     assert!(
         out.contains(
             "driver conformance of the suite's own driver (profiles/builtin.yaml): \
-             32 behaviours: 28 passed, 4 skipped, 0 failed"
+             33 behaviours: 29 passed, 4 skipped, 0 failed"
         ),
         "{out}"
     );
@@ -135,7 +135,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "{page}"
     );
     assert!(
-        page.contains("32 behaviours: 28 passed, 4 skipped, 0 failed"),
+        page.contains("33 behaviours: 29 passed, 4 skipped, 0 failed"),
         "{page}"
     );
     assert!(
@@ -164,10 +164,19 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
         ],
     );
     // The runner started the driver's kubelet plugin on the host for each
-    // node; it knows no driver pods to restart.
+    // node; it knows no driver pods to restart. Without the interposer it
+    // cannot hold a prepare back either.
     assert!(
         out.contains(
-            "driver conformance of test-driver.cdi.k8s.io: 32 behaviours: 29 passed, 3 skipped, 0 failed"
+            "driver conformance of test-driver.cdi.k8s.io: 33 behaviours: 29 passed, 4 skipped, 0 failed"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "  skipped: a pod deleted while its claim is being prepared (needs the interposer in \
+             front of driver test-driver.cdi.k8s.io to count, fail and stall its calls: run with \
+             --interpose)"
         ),
         "{out}"
     );
@@ -211,6 +220,31 @@ const BROKEN: &[Broken] = &[
             "was not gone 120s after its deletion",
             "once driver dra-e2e-",
             "has unprepared its claims",
+        ],
+    },
+    // The prepare the pod was deleted during completed: its CDI spec must
+    // go with the unprepare that follows.
+    Broken {
+        profile: "cdi-spec-kept",
+        scenario: "a pod deleted while its claim is being prepared",
+        step: "Then the driver lets the claims of pod \"tester-1\" go: driver dra-e2e-",
+        parts: &[
+            "unprepared claim claim on node dra-e2e-node-",
+            "yet its CDI spec is still there: dra-e2e-",
+            "-my-request.json defines dra-e2e-",
+        ],
+    },
+    // Devices answered without a spec: the pod would stay pending to the
+    // step timeout; the device step names the missing spec at once.
+    Broken {
+        profile: "no-cdi-spec",
+        scenario: "the pod runs with access to its device",
+        step: "Then every container of pod \"tester-1\" has its device: pod tester-1 on node dra-e2e-node-",
+        parts: &[
+            "cannot start with its device: driver dra-e2e-",
+            "answered NodePrepareResources for claim tester-1-my-inline-claim-",
+            "with CDI devices that no spec in the node's CDI directory defines: dra-e2e-",
+            "-my-request; spec files seen: none",
         ],
     },
     Broken {

@@ -287,6 +287,21 @@ pub fn still_defined(specs: &[(String, String)], ids: &[String]) -> Vec<String> 
         .collect()
 }
 
+/// The IDs among `ids` that no spec file among `specs` (name, text)
+/// defines: devices the driver answered that a container runtime cannot
+/// find, so the container fails to start (or, on a node without a runtime,
+/// would).
+pub fn undefined(specs: &[(String, String)], ids: &[String]) -> Vec<String> {
+    let defined: BTreeSet<String> = specs
+        .iter()
+        .flat_map(|(name, text)| defined_ids(name, text))
+        .collect();
+    ids.iter()
+        .filter(|id| !defined.contains(*id))
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,6 +411,35 @@ mod tests {
             ["b.yaml defines v.example.com/gpu=gpu1"]
         );
         assert!(still_defined(&specs, &["x/y=z".to_owned()]).is_empty());
+    }
+
+    #[test]
+    fn ids_no_spec_defines_are_undefined() {
+        let json = r#"{"cdiVersion":"0.3.0","kind":"d.example.com/test","devices":[{"name":"claim-u1-r"}]}"#;
+        let specs = [
+            ("a.json".to_owned(), json.to_owned()),
+            // A file that does not parse defines nothing, as for a runtime.
+            ("broken.json".to_owned(), "{".to_owned()),
+        ];
+        let ids = |i: &[&str]| i.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(undefined(&specs, &ids(&["d.example.com/test=claim-u1-r"])).is_empty());
+        assert_eq!(
+            undefined(
+                &specs,
+                &ids(&[
+                    "d.example.com/test=claim-u1-r",
+                    "d.example.com/test=claim-u2-r"
+                ])
+            ),
+            ["d.example.com/test=claim-u2-r"]
+        );
+        // Same name, another kind: not the device answered.
+        assert_eq!(
+            undefined(&specs, &ids(&["e.example.com/test=claim-u1-r"])),
+            ["e.example.com/test=claim-u1-r"]
+        );
+        assert_eq!(undefined(&[], &ids(&["d/x=y"])), ["d/x=y"]);
+        assert!(undefined(&specs, &[]).is_empty());
     }
 
     fn dev(name: &str, ids: &[&str]) -> PreparedDevice {
