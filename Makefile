@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real interposer-real interposer-simulated
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -82,6 +82,22 @@ rolling-driver: ## the project's rolling-update DRA driver for real nodes (profi
 	  $(CARGO) run --quiet -- image --binary "$$dir/rolling-driver" --reference localhost/dra-e2e/rolling-driver:$(KUBE_VERSION) --out target/rolling-driver/rolling-driver.oci.tar
 	cp deploy/rolling-driver/*.yaml target/rolling-driver/
 	$(CARGO) run --quiet -- profile check profiles/rolling-driver.yaml
+
+# Upstream's hostpathplugin image, as upstream's DRA suite runs its
+# kubelet-plugin proxy pods from it: the program, busybox for the shell the
+# node host pods run, and /hostpathplugin as entrypoint.
+HOSTPATHPLUGIN_IMAGE = registry.k8s.io/sig-storage/hostpathplugin:v1.17.1
+HOSTPATHPLUGIN_ARCHIVE = target/hostpathplugin/hostpathplugin.oci.tar
+
+hostpathplugin: ## upstream's hostpathplugin (csi-driver-host-path v1.17.1, Go module or HOSTPATHPLUGIN_SRC=checkout): build it, write its image archive (busybox beside it, as upstream's image has a shell) to target/hostpathplugin/hostpathplugin.oci.tar
+	dir=$$(hack/build-hostpathplugin.sh) && \
+	  $(CARGO) run --quiet -- image --binary "$$dir/hostpathplugin" --path /hostpathplugin --with-busybox --reference $(HOSTPATHPLUGIN_IMAGE) --out $(HOSTPATHPLUGIN_ARCHIVE)
+
+proxy-image-real: controlplane node ## --proxy-image on two real nodes (root): upstream's name without its archive runs the runner's stand-in, which the check for upstream's program refuses; no option runs the runner's agent (tests/real/proxy_image.rs)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests --test real proxy_image -- --test-threads=1
+
+proxy-image-real-upstream: controlplane node hostpathplugin ## upstream's own hostpathplugin (make hostpathplugin's archive) as the node host pods' agent on two real nodes, kubelet_calls.feature (root)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests --test real proxy_image::upstreams_hostpathplugin_archive -- --ignored
 
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh
@@ -149,13 +165,14 @@ mutants: controlplane test-driver test-driver-mutants ## the conformance pack ag
 	mkdir -p target/mutants
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run --quiet -- mutants $(MUTANTS_ARGS) | tee target/mutants/kill-table.md
 
-mutants-doc: ## write the mutant catalogue's table into docs/driver-mutants.md
-	@table=$$($(CARGO) run --quiet -- mutants --list) && \
-	  awk -v table="$$table" '/<!-- mutants-catalogue:begin -->/{print; print table; skip=1; next} /<!-- mutants-catalogue:end -->/{skip=0} !skip' docs/driver-mutants.md > docs/driver-mutants.md.tmp && \
-	  mv docs/driver-mutants.md.tmp docs/driver-mutants.md
+mutants-doc: ## write the mutant catalogue's tables into the docs: the catalogue into docs/driver-mutants.md, the mutants each behaviour kills into docs/driver-conformance.md
+	$(CARGO) run --quiet -- mutants --write-docs
 
 conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)
+
+conformance-rolling: controlplane node rolling-driver ## the pack's surging-rollout scenario (@DriverSurges: slices never vanish, new pods served) against the project's rolling-update driver (profiles/rolling-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-rolling.xml
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/rolling-driver.yaml --tags @DriverSurges --junit target/junit-conformance-rolling.xml $(ARGS)
 
 # The drivers `make interposer-real` puts behind the interposer: upstream's
 # test driver (plain socket names) and the project's rolling-update driver

@@ -18,6 +18,9 @@ pub struct Summary {
     /// With the reason.
     pub skipped: Vec<(String, String)>,
     pub failed: Vec<String>,
+    /// Checks the pack makes where it can and could not make in this run,
+    /// with why: a green run promises no more than what was checked.
+    pub unchecked: Vec<String>,
 }
 
 impl Summary {
@@ -69,6 +72,9 @@ impl Summary {
         for (name, why) in &self.skipped {
             out.push(format!("  skipped: {name} ({why})"));
         }
+        for what in &self.unchecked {
+            out.push(format!("  not checked: {what}"));
+        }
         out
     }
 }
@@ -107,14 +113,17 @@ mod tests {
             .into_iter()
             .map(|l| ("c.feature".to_owned(), l))
             .collect();
-        let s = Summary::of(&records, &pack).unwrap();
+        let mut s = Summary::of(&records, &pack).unwrap();
         assert_eq!(s.counts(), "1 passed, 1 skipped, 1 failed");
+        s.unchecked
+            .push("the CDI specs on the nodes (run with --interpose)".into());
         assert_eq!(
             s.lines("gpu.example.com"),
             vec![
                 "driver conformance of gpu.example.com: 3 behaviours: 1 passed, 1 skipped, 1 failed",
                 "  failed: unprepares",
                 "  skipped: admin (needs driver capability AdminAccess)",
+                "  not checked: the CDI specs on the nodes (run with --interpose)",
             ]
         );
         assert_eq!(Summary::of(&records, &BTreeSet::new()), None);

@@ -106,6 +106,9 @@ fn conformance_section(out: &mut String, driver: &str, s: &Summary) {
     for p in &s.passed {
         let _ = writeln!(out, "<li class=\"passed\">passed: {}</li>", esc(p));
     }
+    for what in &s.unchecked {
+        let _ = writeln!(out, "<li class=\"skipped\">not checked: {}</li>", esc(what));
+    }
     out.push_str("</ul>\n");
 }
 

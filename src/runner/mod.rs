@@ -951,7 +951,10 @@ async fn run_on(
     {
         tracing::warn!("saving the scenarios' durations for the next run's order: {e}");
     }
-    let conformance = report::conformance::Summary::of(&records, &selection.pack);
+    let conformance = report::conformance::Summary::of(&records, &selection.pack).map(|mut c| {
+        c.unchecked = unchecked(&under_test);
+        c
+    });
     if let Some(c) = &conformance {
         properties.push(("driver.conformance".to_owned(), c.counts()));
     }
@@ -1319,4 +1322,30 @@ async fn leak_check(cluster: &Cluster, args: &RunArgs, ctx: &steps::Context) -> 
             true
         }
     }
+}
+
+/// The pack's closer checks (`under_test::device_check`) that this run
+/// cannot make for its driver, and why: the runner sees a driver's answers
+/// and CDI specs only when it hosts the driver or stands in front of it, and
+/// repeats calls only from in front of it.
+fn unchecked(under: &crate::under_test::UnderTest) -> Vec<String> {
+    if under.interposed.is_some() {
+        return Vec::new();
+    }
+    if under.is_builtin() {
+        return vec![
+            "prepare and unprepare asked twice (idempotency): only the interposer repeats \
+             calls, in front of a driver the runner does not host"
+                .to_owned(),
+        ];
+    }
+    let how = match under.profile.interposable() {
+        Ok(()) => "run with --interpose".to_owned(),
+        Err(why) => format!("the interposer cannot stand in front of it: {why}"),
+    };
+    vec![format!(
+        "the driver's NodePrepareResources answers against the claims' allocations, prepare and \
+         unprepare asked twice (idempotency), and its CDI specs on the nodes after prepare and \
+         unprepare: the runner sees them only in front of the driver ({how})"
+    )]
 }

@@ -15,7 +15,9 @@
 //!   with `--interpose`);
 //! - `test-driver`: upstream's test driver built from a patch
 //!   (`make test-driver-mutants` writes its profile), run behind the
-//!   interposer, whose checks of answers and repeated calls then apply.
+//!   interposer, whose checks of answers and repeated calls then apply; on
+//!   real nodes the runner writes an image archive of the patched binary
+//!   into the run's directory and runs profiles/dra-test-driver.yaml with it.
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -198,9 +200,19 @@ pub struct MutantsArgs {
     /// Where each run's profile, output and JUnit report are kept.
     #[arg(long, value_name = "DIR", default_value = "target/mutants/runs")]
     out: PathBuf,
+    /// Limit of one run of the pack (a mutant one way, or a baseline): it
+    /// is passed on as the run's `--deadline`, and a run that has not ended
+    /// its teardown well after it is stopped and counted as an error.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "20m")]
+    run_deadline: std::time::Duration,
     /// Print the catalogue as a Markdown table and exit (no cluster needed).
     #[arg(long)]
     list: bool,
+    /// Write the catalogue's tables into the docs and exit: the catalogue
+    /// into docs/driver-mutants.md, the mutants each behaviour kills into
+    /// docs/driver-conformance.md (no cluster needed).
+    #[arg(long, conflicts_with = "list")]
+    write_docs: bool,
 }
 
 /// One run of the pack: a mutant realised one way, or a baseline.
@@ -243,6 +255,23 @@ pub fn cli_main(args: &MutantsArgs) -> anyhow::Result<i32> {
         print!("{}", markdown(&mutants));
         return Ok(0);
     }
+    if args.write_docs {
+        let pack = pack_scenarios(&root.join(PACK))?;
+        for file in [MUTANTS_DOC, BEHAVIOURS_DOC] {
+            let path = root.join(file);
+            let doc = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let new = if file == MUTANTS_DOC {
+                catalogue_doc(&doc, &mutants)
+            } else {
+                behaviours_doc(&doc, &mutants, &pack)
+            }
+            .with_context(|| format!("writing into {file}"))?;
+            std::fs::write(&path, new).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("mutants: wrote {file}");
+        }
+        return Ok(0);
+    }
     let unknown: Vec<&String> = args
         .only
         .iter()
@@ -281,7 +310,16 @@ pub fn cli_main(args: &MutantsArgs) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let exe = std::env::current_exe().context("finding this runner's executable")?;
-    let results = run_all(&exe, &root, &args.out, &mutants, &runs, args.jobs.into())?;
+    let limits = Limits::after(args.run_deadline);
+    let results = run_all(
+        &exe,
+        &root,
+        &args.out,
+        &mutants,
+        &runs,
+        args.jobs.into(),
+        limits,
+    )?;
     let table = verdicts(&chosen, &runs, &results, &not_run);
     print!("{}", table.markdown());
     eprintln!("{}", table.summary());
@@ -361,6 +399,7 @@ fn run_all(
     mutants: &[Mutant],
     runs: &[Run],
     jobs: usize,
+    limits: Limits,
 ) -> anyhow::Result<BTreeMap<String, anyhow::Result<Ran>>> {
     let queue = std::sync::Mutex::new(runs.iter().collect::<Vec<_>>());
     let results = std::sync::Mutex::new(BTreeMap::new());
@@ -371,7 +410,7 @@ fn run_all(
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
                     let Some(run) = next else { break };
                     eprintln!("mutants: running {}", run.label());
-                    let r = run_one(exe, root, out, mutants, run);
+                    let r = run_one(exe, root, out, mutants, run, limits);
                     eprintln!(
                         "mutants: {} ended: {}",
                         run.label(),
@@ -393,13 +432,26 @@ fn run_all(
 }
 
 /// The profile of a run, written into its directory.
-fn profile_for(root: &Path, dir: &Path, mutants: &[Mutant], run: &Run) -> anyhow::Result<PathBuf> {
+fn profile_for(
+    exe: &Path,
+    root: &Path,
+    dir: &Path,
+    mutants: &[Mutant],
+    run: &Run,
+) -> anyhow::Result<PathBuf> {
     let fault = run
         .mutant
         .as_deref()
         .and_then(|name| mutants.iter().find(|m| m.name == name))
         .and_then(|m| m.fault.clone());
+    // A patched test driver on real nodes: the real nodes' profile, with
+    // an image archive of the patched binary in place of the unmutated one.
+    let mut archive = None;
     let source = match (run.way, &run.mutant) {
+        (Way::TestDriver, Some(name)) if run.real => {
+            archive = Some(patched_image(exe, root, dir, patch_of(mutants, name))?);
+            root.join(REAL_TEST_DRIVER)
+        }
         (Way::TestDriver, Some(name)) => {
             // Written by `make test-driver-mutants`, with absolute paths.
             return Ok(root
@@ -416,7 +468,15 @@ fn profile_for(root: &Path, dir: &Path, mutants: &[Mutant], run: &Run) -> anyhow
     let base = source.parent().unwrap_or(root).display().to_string();
     let mut out = String::new();
     for line in text.lines() {
-        let line = line.replace("../target/", &format!("{base}/../target/"));
+        let mut line = line.replace("../target/", &format!("{base}/../target/"));
+        if let Some(archive) = &archive
+            && line.trim_end().ends_with(UNMUTATED_ARCHIVE)
+        {
+            line = line.replace(
+                &format!("{base}/{UNMUTATED_ARCHIVE}"),
+                &archive.display().to_string(),
+            );
+        }
         out.push_str(&line);
         out.push('\n');
         if let Some(f) = &fault
@@ -425,9 +485,92 @@ fn profile_for(root: &Path, dir: &Path, mutants: &[Mutant], run: &Run) -> anyhow
             out.push_str(&format!("  faults: [{f}]\n"));
         }
     }
+    if let Some(archive) = &archive
+        && !out.contains(&archive.display().to_string())
+    {
+        bail!(
+            "{} no longer names {UNMUTATED_ARCHIVE} among its image archives: the mutants \
+             runner cannot put the patched driver's archive in its place",
+            source.display()
+        );
+    }
     let file = dir.join("profile.yaml");
     std::fs::write(&file, out).with_context(|| format!("writing {}", file.display()))?;
     Ok(file)
+}
+
+/// The unmutated test driver's image archive, as profiles/dra-test-driver.yaml
+/// names it (relative to the profile).
+const UNMUTATED_ARCHIVE: &str = "../target/dra-test-driver/dra-test-driver.oci.tar";
+
+/// An image archive of the test driver built from `patch`, in the run's
+/// directory, under the image reference the real nodes' manifests name:
+/// each run starts a cluster with real nodes of its own, which import only
+/// this archive, so the manifests run the patched driver unchanged. The
+/// binary is the one `make test-driver-mutant` built and wrote into the
+/// patched profile's command.
+fn patched_image(exe: &Path, root: &Path, dir: &Path, patch: &str) -> anyhow::Result<PathBuf> {
+    use crate::profile::{Deployment, Options, Profile};
+    let make = format!("run `make test-driver test-driver-mutant MUTANT={patch}` first");
+    let patched = root.join(PATCHED_PROFILES).join(format!("{patch}.yaml"));
+    let binary = match Profile::load(&patched, Options { check_files: true })
+        .with_context(|| format!("reading the patched driver's profile ({make})"))?
+        .deployment
+    {
+        Deployment::SimulatedNodes { command } => command.into_iter().next(),
+        _ => None,
+    }
+    .with_context(|| format!("{} runs no command: {make}", patched.display()))?;
+    let real = root.join(REAL_TEST_DRIVER);
+    let manifests = match Profile::load(&real, Options { check_files: true })
+        .with_context(|| format!("reading the real nodes' profile ({make})"))?
+        .deployment
+    {
+        Deployment::RealNodes { manifests, .. } => manifests,
+        _ => bail!("{} does not deploy to real nodes", real.display()),
+    };
+    let mut references = BTreeSet::new();
+    for m in &manifests {
+        let text =
+            std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?;
+        references.extend(
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix("image: "))
+                .map(|r| r.trim().to_owned()),
+        );
+    }
+    let [reference] = Vec::from_iter(references)
+        .try_into()
+        .map_err(|refs: Vec<String>| {
+            anyhow::anyhow!(
+                "the manifests of {} name {} images ({refs:?}), not one: the mutants runner \
+             does not know which the patched driver replaces",
+                real.display(),
+                refs.len()
+            )
+        })?;
+    // The profile names it from elsewhere (relative paths there are
+    // relative to the profile).
+    let archive = std::path::absolute(dir.join("dra-test-driver.oci.tar"))
+        .with_context(|| format!("the absolute path of {}", dir.display()))?;
+    let output = Command::new(exe)
+        .arg("image")
+        .arg("--binary")
+        .arg(&binary)
+        .arg("--reference")
+        .arg(&reference)
+        .arg("--out")
+        .arg(&archive)
+        .output()
+        .with_context(|| format!("running {} image", exe.display()))?;
+    if !output.status.success() {
+        bail!(
+            "writing the image archive of {binary} as {reference} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(archive)
 }
 
 fn run_one(
@@ -436,10 +579,11 @@ fn run_one(
     out: &Path,
     mutants: &[Mutant],
     run: &Run,
+    limits: Limits,
 ) -> anyhow::Result<Ran> {
     let dir = out.join(run.label());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let profile = profile_for(root, &dir, mutants, run)?;
+    let profile = profile_for(exe, root, &dir, mutants, run)?;
     let junit = dir.join("junit.xml");
     let _ = std::fs::remove_file(&junit);
     let names: Vec<String> = run.scenarios.iter().map(|s| regex::escape(s)).collect();
@@ -453,6 +597,10 @@ fn run_one(
         .arg(format!("^({})$", names.join("|")))
         .arg("--step-timeout")
         .arg(STEP_TIMEOUT)
+        .arg("--deadline")
+        .arg(humantime::format_duration(limits.deadline).to_string())
+        .arg("--teardown-timeout")
+        .arg(humantime::format_duration(limits.teardown).to_string())
         .arg("--junit")
         .arg(&junit);
     if run.way != Way::Builtin {
@@ -464,11 +612,13 @@ fn run_one(
     let log = dir.join("output.txt");
     let file =
         std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let status = cmd
+    let child = cmd
         .stdout(file.try_clone()?)
         .stderr(file)
-        .status()
+        .spawn()
         .with_context(|| format!("running {}", exe.display()))?;
+    let status = wait_bounded(child, limits)
+        .map_err(|e| anyhow::anyhow!("run {} {e} (its output: {})", run.label(), log.display()))?;
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(8).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
@@ -483,6 +633,76 @@ fn run_one(
         passed,
         tail,
     })
+}
+
+/// How long one run of the pack may take.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// The run's own `--deadline`: its scenarios are torn down when it passes.
+    deadline: std::time::Duration,
+    /// The run's own `--teardown-timeout`.
+    teardown: std::time::Duration,
+    /// Past deadline and teardown, before the run is stopped from here: a
+    /// run that outlives its own limits hangs where they do not reach.
+    grace: std::time::Duration,
+}
+
+impl Limits {
+    fn after(deadline: std::time::Duration) -> Self {
+        Limits {
+            deadline,
+            teardown: std::time::Duration::from_secs(300),
+            grace: std::time::Duration::from_secs(120),
+        }
+    }
+
+    fn backstop(&self) -> std::time::Duration {
+        self.deadline + self.teardown + self.grace
+    }
+}
+
+/// Waits for a run; one still going at its backstop is told to stop
+/// (SIGTERM: it tears down what it made), then killed after its teardown
+/// time.
+fn wait_bounded(
+    mut child: std::process::Child,
+    limits: Limits,
+) -> Result<std::process::ExitStatus, String> {
+    use std::sync::mpsc;
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let ended = |r: std::io::Result<std::process::ExitStatus>| {
+        r.map_err(|e| format!("could not be waited for: {e}"))
+    };
+    match rx.recv_timeout(limits.backstop()) {
+        Ok(r) => {
+            let _ = waiter.join();
+            return ended(r);
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            return Err("was lost: its waiting thread ended without a status".to_owned());
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {}
+    }
+    let _ = crate::sys::kill(pid, crate::sys::Signal::Term);
+    let stopped = match rx.recv_timeout(limits.teardown) {
+        Ok(_) => "stopped with SIGTERM",
+        Err(_) => {
+            let _ = crate::sys::kill(pid, crate::sys::Signal::Kill);
+            let _ = rx.recv();
+            "killed: it did not end on SIGTERM either"
+        }
+    };
+    let _ = waiter.join();
+    Err(format!(
+        "did not end within {} (--run-deadline {}, then its teardown and {} more); {stopped}",
+        humantime::format_duration(limits.backstop()),
+        humantime::format_duration(limits.deadline),
+        humantime::format_duration(limits.grace),
+    ))
 }
 
 /// Failed scenarios with their messages, and passed ones.
@@ -725,6 +945,101 @@ impl Table {
 /// Where the catalogue's table sits in docs/driver-mutants.md.
 pub const DOC_BEGIN: &str = "<!-- mutants-catalogue:begin -->";
 pub const DOC_END: &str = "<!-- mutants-catalogue:end -->";
+const MUTANTS_DOC: &str = "docs/driver-mutants.md";
+/// Where the pack's behaviour table sits in docs/driver-conformance.md.
+const BEHAVIOURS_BEGIN: &str = "<!-- behaviours:begin -->";
+const BEHAVIOURS_END: &str = "<!-- behaviours:end -->";
+const BEHAVIOURS_DOC: &str = "docs/driver-conformance.md";
+
+/// `doc` with the text between `begin` and `end` replaced by `body`.
+fn between(doc: &str, begin: &str, end: &str, body: &str) -> anyhow::Result<String> {
+    let (head, rest) = doc
+        .split_once(begin)
+        .with_context(|| format!("no {begin} marker"))?;
+    let (_, tail) = rest
+        .split_once(end)
+        .with_context(|| format!("no {end} marker after {begin}"))?;
+    Ok(format!("{head}{begin}\n{}\n{end}{tail}", body.trim_end()))
+}
+
+fn catalogue_doc(doc: &str, mutants: &[Mutant]) -> anyhow::Result<String> {
+    between(doc, DOC_BEGIN, DOC_END, &markdown(mutants))
+}
+
+/// The mutants each scenario kills: those the catalogue names it for and
+/// does not expect to survive.
+fn kills_by_scenario(mutants: &[Mutant]) -> BTreeMap<&str, Vec<&str>> {
+    let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for m in mutants.iter().filter(|m| m.survives.is_none()) {
+        for c in &m.caught_by {
+            let names = out.entry(c.scenario.as_str()).or_default();
+            if !names.contains(&m.name.as_str()) {
+                names.push(&m.name);
+            }
+        }
+    }
+    out
+}
+
+/// The scenario a row of the behaviour table is about: its second cell,
+/// less a trailing "(`Tag`)".
+fn row_scenario(row: &str) -> Option<&str> {
+    let cell = row.split('|').nth(2)?.trim();
+    Some(cell.split_once(" (`").map_or(cell, |(name, _)| name))
+}
+
+/// The behaviour table with its last column, the mutants each behaviour
+/// kills, rewritten from the catalogue. Every scenario of the pack has a
+/// row and every row a scenario: the table is what the pack checks.
+fn behaviours_doc(
+    doc: &str,
+    mutants: &[Mutant],
+    pack: &BTreeSet<String>,
+) -> anyhow::Result<String> {
+    let (_, rest) = doc
+        .split_once(BEHAVIOURS_BEGIN)
+        .with_context(|| format!("no {BEHAVIOURS_BEGIN} marker"))?;
+    let (table, _) = rest
+        .split_once(BEHAVIOURS_END)
+        .with_context(|| format!("no {BEHAVIOURS_END} marker"))?;
+    let kills = kills_by_scenario(mutants);
+    let mut listed = BTreeSet::new();
+    let mut out = String::from(
+        "| KEP-5970 | scenario | guards against | mutants it kills |\n|---|---|---|---|\n",
+    );
+    for row in table
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('|'))
+        .skip(2)
+    {
+        let scenario =
+            row_scenario(row).with_context(|| format!("a row without a scenario: {row}"))?;
+        listed.insert(scenario.to_owned());
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let [kep, name, guards, ..] = cells.as_slice() else {
+            bail!("a row with fewer than three cells: {row}");
+        };
+        let killed = kills
+            .get(scenario)
+            .map_or("none".to_owned(), |m| m.join(", "));
+        let kep = if kep.is_empty() {
+            " ".to_owned()
+        } else {
+            format!(" {kep} ")
+        };
+        out.push_str(&format!("|{kep}| {name} | {guards} | {killed} |\n"));
+    }
+    let unknown: Vec<&String> = listed.difference(pack).collect();
+    if !unknown.is_empty() {
+        bail!("the behaviour table names scenarios the pack does not have: {unknown:?}");
+    }
+    let missing: Vec<&String> = pack.difference(&listed).collect();
+    if !missing.is_empty() {
+        bail!("the behaviour table has no row for the pack's scenarios {missing:?}");
+    }
+    between(doc, BEHAVIOURS_BEGIN, BEHAVIOURS_END, &out)
+}
 
 /// The catalogue as a Markdown table (docs/driver-mutants.md).
 pub fn markdown(mutants: &[Mutant]) -> String {
@@ -772,6 +1087,68 @@ mod tests {
             section.trim() == want.trim(),
             "docs/driver-mutants.md is not the catalogue: run `make mutants-doc`"
         );
+    }
+
+    #[test]
+    fn a_run_past_its_backstop_is_stopped_and_one_that_ends_is_waited_for() {
+        let limits = Limits {
+            deadline: std::time::Duration::ZERO,
+            teardown: std::time::Duration::from_secs(1),
+            grace: std::time::Duration::from_millis(200),
+        };
+        let hung = Command::new("sleep").arg("600").spawn().unwrap();
+        let pid = hung.id();
+        let err = wait_bounded(hung, limits).unwrap_err();
+        assert!(err.contains("stopped with SIGTERM"), "{err}");
+        // Reaped: the process is gone, not a zombie left behind.
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} still there"
+        );
+        let quick = Command::new("true").spawn().unwrap();
+        let limits = Limits::after(std::time::Duration::from_secs(60));
+        assert!(wait_bounded(quick, limits).unwrap().success());
+    }
+
+    #[test]
+    fn docs_driver_conformance_md_says_what_each_behaviour_kills() {
+        let doc = std::fs::read_to_string(root().join(BEHAVIOURS_DOC)).unwrap();
+        let pack = pack_scenarios(&root().join(PACK)).unwrap();
+        let want = behaviours_doc(&doc, &catalogue(&root()).unwrap(), &pack).unwrap();
+        assert!(
+            doc == want,
+            "docs/driver-conformance.md's behaviour table is not the pack and the catalogue: run `make mutants-doc`"
+        );
+    }
+
+    #[test]
+    fn the_behaviour_table_must_name_the_packs_scenarios_and_no_other() {
+        let mutants = catalogue(&root()).unwrap();
+        let pack = pack_scenarios(&root().join(PACK)).unwrap();
+        let doc = std::fs::read_to_string(root().join(BEHAVIOURS_DOC)).unwrap();
+        let renamed = doc.replacen(
+            "| the kubelet registers the driver's plugin |",
+            "| a scenario of no pack |",
+            1,
+        );
+        let err = behaviours_doc(&renamed, &mutants, &pack)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"a scenario of no pack\""), "{err}");
+        let (head, rest) = doc.split_once(BEHAVIOURS_BEGIN).unwrap();
+        let dropped: String = rest
+            .lines()
+            .filter(|l| !l.contains("| the kubelet registers the driver's plugin |"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let err = behaviours_doc(
+            &format!("{head}{BEHAVIOURS_BEGIN}{dropped}"),
+            &mutants,
+            &pack,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no row for"), "{err}");
     }
 
     #[test]
