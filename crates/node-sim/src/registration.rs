@@ -322,6 +322,7 @@ async fn register_until_done(
     cancel: CancellationToken,
 ) {
     let mut delays = cfg.retry.delays();
+    let mut failures = 0u32;
     loop {
         let result = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -330,7 +331,12 @@ async fn register_until_done(
         let Err(e) = result else {
             return;
         };
-        warn!(error = %e, "plugin registration failed, will retry");
+        failures += 1;
+        if worth_a_warning(failures) {
+            warn!(error = %e, failures, "plugin registration keeps failing, will retry");
+        } else {
+            debug!(error = %e, failures, "plugin registration failed, will retry");
+        }
         journal.record(NodeEventKind::PluginRejected {
             socket: socket.display().to_string(),
             error: e.to_string(),
@@ -340,6 +346,19 @@ async fn register_until_done(
             _ = tokio::time::sleep(delays.next_delay()) => {}
         }
     }
+}
+
+/// Failed registrations before one is worth a warning. Scenarios make a
+/// few fail on purpose (a plugin stopped, a socket blocked, a kubelet
+/// restarted under it), and the kubelet's own retries end those; a
+/// registration still failing after this many is one nothing ends.
+const QUIET_FAILURES: u32 = 5;
+
+/// Whether the `failures`-th failure in a row is shown as a warning: from
+/// the [`QUIET_FAILURES`]-th on, every tenth, so that a plugin that never
+/// registers is seen without one line per retry.
+fn worth_a_warning(failures: u32) -> bool {
+    failures >= QUIET_FAILURES && (failures - QUIET_FAILURES) % 10 == 0
 }
 
 async fn register_once(
@@ -584,6 +603,12 @@ mod tests {
             name: format!("c-{uid}"),
             uid: uid.into(),
         }
+    }
+
+    #[test]
+    fn retries_a_scenario_causes_are_quiet_and_one_that_never_ends_warns() {
+        let warned: Vec<u32> = (1..=40).filter(|&n| worth_a_warning(n)).collect();
+        assert_eq!(warned, vec![5, 15, 25, 35]);
     }
 
     #[tokio::test]
