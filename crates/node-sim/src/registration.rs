@@ -358,7 +358,7 @@ const QUIET_FAILURES: u32 = 5;
 /// the [`QUIET_FAILURES`]-th on, every tenth, so that a plugin that never
 /// registers is seen without one line per retry.
 fn worth_a_warning(failures: u32) -> bool {
-    failures >= QUIET_FAILURES && (failures - QUIET_FAILURES) % 10 == 0
+    failures >= QUIET_FAILURES && (failures - QUIET_FAILURES).is_multiple_of(10)
 }
 
 async fn register_once(
