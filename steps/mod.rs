@@ -71,6 +71,7 @@ pub mod catalogue;
 pub mod claims;
 pub mod crud;
 pub mod device_plugin;
+pub mod driver_updates;
 pub mod drivers;
 pub mod health;
 pub mod kubelet_metrics;
@@ -187,6 +188,12 @@ pub struct World {
     /// they were before the deletion, for "the driver lets the claims of
     /// pod ... go".
     pub deleted_pods: BTreeMap<String, under_test::DeletedPod>,
+    /// The watch "the driver's slices are watched" started; it stops with
+    /// the World, at the end of the scenario.
+    pub slice_watch: Option<crate::under_test::slice_watch::SliceWatch>,
+    /// The rollout "the driver's DaemonSet rollout starts" started and
+    /// "completes" waits for.
+    pub rollout: Option<crate::under_test::RollOut>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.

@@ -192,22 +192,10 @@ fn boot_id(n: &Node) -> String {
 async fn runs_again(w: &World, pod: String) -> anyhow::Result<()> {
     let api: Api<Pod> = w.api()?;
     let what = format!("pod {pod} to run again after the reboot");
+    // Every container's count was 0 or more: each must have gone up once.
+    let before = Default::default();
     wait::object(&api, &pod, &what, RUN_AGAIN_TIMEOUT, |p: Option<&Pod>| {
-        let statuses = p
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.container_statuses.clone())
-            .unwrap_or_default();
-        let again = !statuses.is_empty()
-            && statuses.iter().all(|c| {
-                c.restart_count > 0
-                    && c.ready
-                    && c.state.as_ref().is_some_and(|s| s.running.is_some())
-            });
-        if again {
-            Check::Done(())
-        } else {
-            Check::Pending(wait::describe_pod(p))
-        }
+        wait::containers_restarted(p, &before)
     })
     .await?;
     Ok(())

@@ -84,24 +84,32 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "profiles/builtin.yaml",
         &["--html", html.to_str().unwrap()],
         &[
-            ("driver.conformance", "29 passed, 4 skipped, 0 failed"),
+            ("driver.conformance", "29 passed, 6 skipped, 0 failed"),
             ("driver.profile", "profiles/builtin.yaml"),
             ("driver.deployment", "Builtin"),
             ("kubelet", "dra-e2e simulated kubelet"),
         ],
     );
-    // Every scenario but the one needing a deployed driver's pods, the two
+    // Every scenario but the three needing a deployed driver's pods, the two
     // restarting a real node's kubelet or the node, and the one restarting the driver with fewer
     // devices (its profile gives no deviceCount).
     assert!(
         out.contains(
             "driver conformance of the suite's own driver (profiles/builtin.yaml): \
-             33 behaviours: 29 passed, 4 skipped, 0 failed"
+             35 behaviours: 29 passed, 6 skipped, 0 failed"
         ),
         "{out}"
     );
     assert!(
         out.contains("  skipped: the driver's pod restarted while claims are prepared (needs the pods of driver"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  skipped: containers restarted after the driver's restart find their devices (needs the pods of driver"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  skipped: a claim prepared before the driver's restart is unprepared by the restarted driver (needs the pods of driver"),
         "{out}"
     );
     assert!(
@@ -135,7 +143,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "{page}"
     );
     assert!(
-        page.contains("33 behaviours: 29 passed, 4 skipped, 0 failed"),
+        page.contains("35 behaviours: 29 passed, 6 skipped, 0 failed"),
         "{page}"
     );
     assert!(
@@ -168,7 +176,7 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
     // cannot hold a prepare back either.
     assert!(
         out.contains(
-            "driver conformance of test-driver.cdi.k8s.io: 33 behaviours: 29 passed, 4 skipped, 0 failed"
+            "driver conformance of test-driver.cdi.k8s.io: 35 behaviours: 29 passed, 6 skipped, 0 failed"
         ),
         "{out}"
     );

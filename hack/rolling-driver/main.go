@@ -20,6 +20,17 @@
 //   - unprepares a claim by removing that file;
 //   - stops the helper on SIGTERM (which removes its sockets) and exits 0.
 //
+// One setting makes it a broken driver on purpose, for the conformance
+// pack's check that a surging rollout never leaves a node without devices
+// (features/conformance/updates.feature): DELETE_SLICES_ON_STOP=true
+// deletes the node's ResourceSlices of the driver when it stops, as a
+// driver that "cleans up" on SIGTERM would. During a surge rollout the old
+// pod stops after the new one is ready and deletes the slices the new one
+// serves; the new pod's helper does not publish them again by itself (a
+// run on 2026-12-06 still saw none seconds later), so the node offers no
+// device until the driver restarts. tests/real/driver_updates.rs deploys it
+// so and expects the scenario to fail.
+//
 // It keeps no state between calls: with rolling updates the kubelet may
 // prepare a claim through one pod and unprepare it through the other, and
 // after a node reboot the CDI directory (a tmpfs) is empty while the kubelet
@@ -41,6 +52,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -75,6 +87,9 @@ type config struct {
 	cdiRoot      string
 	registrarDir string
 	pluginsDir   string
+	// The broken variant (see the package comment): delete the node's
+	// slices when stopping.
+	deleteSlicesOnStop bool
 }
 
 func configFromEnv() (config, error) {
@@ -106,6 +121,13 @@ func configFromEnv() (config, error) {
 		return c, fmt.Errorf("NUM_DEVICES=%q: want a whole number from 0 to %d", os.Getenv("NUM_DEVICES"), maxDevicesPerSlice)
 	}
 	c.numDevices = n
+	switch v := os.Getenv("DELETE_SLICES_ON_STOP"); v {
+	case "", "false":
+	case "true":
+		c.deleteSlicesOnStop = true
+	default:
+		return c, fmt.Errorf("DELETE_SLICES_ON_STOP=%q: want true or false", v)
+	}
 	return c, nil
 }
 
@@ -407,10 +429,35 @@ func run() error {
 	}()
 
 	<-ctx.Done()
+	if cfg.deleteSlicesOnStop && errors.Is(context.Cause(ctx), errStopped) {
+		// The helper first, so its slice controller does not publish
+		// them again (a second Stop, deferred, returns at once).
+		helper.Stop()
+		deleteOwnSlices(cfg, client)
+	}
 	if cause := context.Cause(ctx); !errors.Is(cause, errStopped) {
 		return cause
 	}
 	return nil
+}
+
+// deleteOwnSlices is the broken variant's bug (DELETE_SLICES_ON_STOP): it
+// deletes every ResourceSlice of the driver on this node, although another
+// pod of the driver (the new one of a surge update) still serves the node.
+func deleteOwnSlices(cfg config, client kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + cfg.nodeName + ",spec.driver=" + cfg.driverName,
+	})
+	if err != nil {
+		klog.ErrorS(err, "Listing the node's ResourceSlices to delete them")
+		return
+	}
+	for _, s := range slices.Items {
+		err := client.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{})
+		klog.InfoS("Deleted ResourceSlice on stop (DELETE_SLICES_ON_STOP)", "slice", s.Name, "err", err)
+	}
 }
 
 // readyMark is the file whose existence says the kubelet registered the

@@ -28,6 +28,7 @@ pub const KNOWN_TAGS: &[&str] = &[
     "DriverConformance",
     "DevicesPerNode",
     "DriverPods",
+    "DriverSurges",
     "NodeOperations",
     "DeviceCount",
     "Interposed",
@@ -186,6 +187,11 @@ pub fn skip_reason(
             profile.driver_name
         ));
     }
+    if names.clone().any(|t| t == "DriverSurges")
+        && let Some(reason) = no_surge_reason(&profile)
+    {
+        return Some(reason);
+    }
     let reboots = feature
         .background
         .iter()
@@ -229,6 +235,60 @@ pub fn skip_reason(
         ));
     }
     None
+}
+
+/// Why a `@DriverSurges` scenario cannot run against `profile`'s driver:
+/// it rolls the driver's DaemonSet out and needs every node to keep the
+/// driver throughout, which only a surging update (a node's new pod
+/// starts before its old one goes) promises. Decided from the profile's
+/// manifests, before anything is deployed.
+fn no_surge_reason(profile: &crate::profile::Profile) -> Option<String> {
+    let driver = &profile.driver_name;
+    if matches!(profile.deployment, crate::profile::Deployment::Builtin) {
+        return Some(
+            "needs to roll out the driver's DaemonSet; the suite's own driver is hosted by the \
+             runner and has none (run it with a profile of a driver the runner deploys from \
+             manifests, deployment.mode: RealNodes or Manifests)"
+                .to_owned(),
+        );
+    }
+    if !matches!(
+        profile.deployment,
+        crate::profile::Deployment::RealNodes { .. } | crate::profile::Deployment::Manifests { .. }
+    ) {
+        return Some(format!(
+            "needs to roll out the DaemonSet of driver {driver}, which the runner can only when it \
+             deploys the driver from manifests (deployment.mode: RealNodes or Manifests)"
+        ));
+    }
+    let sets = match crate::under_test::manifest_daemonsets(profile) {
+        Ok(sets) => sets,
+        Err(e) => {
+            return Some(format!(
+                "cannot tell whether the DaemonSet of driver {driver} updates by surging: {e}"
+            ));
+        }
+    };
+    if sets.is_empty() {
+        return Some(format!(
+            "needs the DaemonSet of driver {driver}; its manifests have none"
+        ));
+    }
+    let not: Vec<String> = sets
+        .iter()
+        .filter_map(|ds| {
+            let why = crate::under_test::surges(ds).err()?;
+            let name = ds.metadata.name.as_deref().unwrap_or_default();
+            Some(format!("DaemonSet {name} {why}"))
+        })
+        .collect();
+    (!not.is_empty()).then(|| {
+        format!(
+            "needs a driver whose DaemonSet updates by surging (maxSurge above 0), so that no \
+             node goes without it during a rollout; driver {driver}'s {}",
+            not.join("; ")
+        )
+    })
 }
 
 fn skip_step(reason: &str, position: gherkin::LineCol) -> Step {
@@ -777,6 +837,81 @@ mod tests {
                 ),
                 None,
             ]
+        );
+    }
+
+    /// `@DriverSurges` is decided from the DaemonSet of the profile's
+    /// manifests: the checked-in ones of upstream's test driver (default
+    /// update strategy) and of the rolling-update driver (maxSurge 1).
+    #[test]
+    fn driver_surges_runs_only_on_a_driver_whose_daemonset_surges() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.feature");
+        std::fs::write(
+            &path,
+            "Feature: f\n\n  @DriverSurges\n  Scenario: rollout\n    Given 1 ready node\n",
+        )
+        .unwrap();
+        let feature = gherkin::Feature::parse_path(&path, GherkinEnv::default()).unwrap();
+        let reason = |deployment: Option<crate::profile::Deployment>| {
+            let mut profile = crate::profile::builtin();
+            let builtin = deployment.is_none();
+            if let Some(d) = deployment {
+                profile.deployment = d;
+                profile.driver_name = "d.example.com".into();
+            }
+            let env = Environment {
+                kubelet: crate::cluster::Kubelet::Real,
+                ready_nodes: 2,
+                enabled_gates: None,
+                kubelet_version: None,
+                refused_gates: Vec::new(),
+                unserved_apis: Vec::new(),
+                node_operations: true,
+                driver: (!builtin).then(|| std::sync::Arc::new(profile)),
+                interposed: false,
+            };
+            skip_reason(&env, &feature, None, &feature.scenarios[0])
+        };
+        let manifests = |file: &str| crate::profile::Deployment::Manifests {
+            manifests: vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(file)],
+        };
+        assert_eq!(
+            reason(None).as_deref(),
+            Some(
+                "needs to roll out the driver's DaemonSet; the suite's own driver is hosted by \
+                 the runner and has none (run it with a profile of a driver the runner deploys \
+                 from manifests, deployment.mode: RealNodes or Manifests)"
+            )
+        );
+        assert_eq!(
+            reason(Some(manifests(
+                "deploy/dra-test-driver/kubelet-plugin.yaml"
+            )))
+            .as_deref(),
+            Some(
+                "needs a driver whose DaemonSet updates by surging (maxSurge above 0), so that \
+                 no node goes without it during a rollout; driver d.example.com's DaemonSet \
+                 dra-test-driver updates with maxSurge 0 (default) and maxUnavailable 1 \
+                 (default): a node's old pod goes before its new one starts"
+            )
+        );
+        assert_eq!(
+            reason(Some(manifests("deploy/rolling-driver/kubelet-plugin.yaml"))),
+            None
+        );
+        let installed = reason(Some(crate::profile::Deployment::Installed)).unwrap();
+        assert!(
+            installed.contains("deploys the driver from manifests"),
+            "{installed}"
+        );
+        let missing = reason(Some(manifests("no/such/file.yaml"))).unwrap();
+        assert!(
+            missing.starts_with(
+                "cannot tell whether the DaemonSet of driver d.example.com updates by surging: \
+                 reading manifest"
+            ),
+            "{missing}"
         );
     }
 

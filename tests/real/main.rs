@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod differential;
+mod driver_updates;
 mod images;
 mod installed;
 mod interposer;

@@ -625,6 +625,39 @@ impl Cluster {
         }
     }
 
+    /// Ends a running container's process as a crash would, so that its
+    /// pod's restart policy decides what follows: `kill -TERM 1` by exec in
+    /// it (the pod builder's default command exits at once on SIGTERM;
+    /// `sh`, which runs it, is in every image the suite uses). The kubelet
+    /// then creates the container again from the pod's prepared claims,
+    /// without asking the driver. Simulated nodes run no processes and have
+    /// no exec: there it fails, saying so.
+    pub async fn end_container_process(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> anyhow::Result<()> {
+        let target = format!("container {container} of pod {namespace}/{pod}");
+        match &self.kind {
+            Kind::Local(l) if l.real.is_none() => anyhow::bail!(
+                "cannot end the process of {target}: a simulated node runs no container \
+                 processes and has no exec, so nothing can make a container exit there \
+                 (restarting containers needs real nodes, --node-kind real, or a cluster \
+                 with a container runtime)"
+            ),
+            Kind::Local(_) | Kind::Remote(_) => {
+                let kill = ["sh", "-c", "kill -TERM 1"].map(str::to_owned);
+                if let Some(failure) =
+                    remote::exec_status(&self.client, namespace, pod, container, &kill).await?
+                {
+                    anyhow::bail!("`kill -TERM 1` in {target} failed: {failure}");
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// The kubelet's log of a node (local cluster only: the simulated
     /// kubelet's journal, or a real kubelet's log file).
     pub fn node_log(&self, node: &str) -> Option<String> {

@@ -448,6 +448,57 @@ pub fn init_container_done(p: Option<&Pod>, pod: &str, container: &str) -> Check
     }
 }
 
+/// Whether every regular container of the pod restarted since `before`
+/// (its `restartCount` then, by container name; a container missing there
+/// counts as 0) and is running and ready again. Pending, it says per
+/// container what it sees, a container the runtime cannot create (waiting
+/// in `CreateContainerError` with the runtime's message) included.
+pub fn containers_restarted(
+    p: Option<&Pod>,
+    before: &std::collections::BTreeMap<String, i32>,
+) -> Check<()> {
+    let statuses = p
+        .and_then(|p| p.status.as_ref())
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
+    let again = !statuses.is_empty()
+        && statuses.iter().all(|c| {
+            c.restart_count > before.get(&c.name).copied().unwrap_or(0)
+                && c.ready
+                && c.state.as_ref().is_some_and(|s| s.running.is_some())
+        });
+    if again {
+        return Check::Done(());
+    }
+    let containers: Vec<String> = statuses
+        .iter()
+        .map(|c| {
+            let state = c.state.clone().unwrap_or_default();
+            let now = match (&state.running, &state.waiting, &state.terminated) {
+                (Some(_), _, _) => "running".to_owned(),
+                (_, Some(w), _) => format!(
+                    "waiting {}{}",
+                    w.reason.clone().unwrap_or_default(),
+                    w.message
+                        .as_ref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                ),
+                (_, _, Some(t)) => format!("terminated with code {}", t.exit_code),
+                _ => "no state".to_owned(),
+            };
+            format!(
+                "container {} restarts {} (before {}), {now}{}",
+                c.name,
+                c.restart_count,
+                before.get(&c.name).copied().unwrap_or(0),
+                if c.ready { ", ready" } else { ", not ready" }
+            )
+        })
+        .collect();
+    Check::Pending(format!("{}; [{}]", describe_pod(p), containers.join("; ")))
+}
+
 #[cfg(test)]
 mod tests {
     #[tokio::test]
@@ -590,6 +641,70 @@ mod tests {
         assert!(matches!(
             pod_in_state("tester-1", PodState::Failed, Some(&rejected)),
             Check::Done(())
+        ));
+    }
+
+    #[test]
+    fn containers_restarted_needs_every_container_past_its_count_and_running_ready() {
+        let pod = |statuses: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p"},
+                "status": {"phase": "Running", "containerStatuses": statuses},
+            }))
+            .expect("a pod")
+        };
+        let status = |name: &str, restarts: i32, state: serde_json::Value, ready: bool| {
+            serde_json::json!({
+                "name": name, "image": "i", "imageID": "", "restartCount": restarts,
+                "ready": ready, "state": state,
+            })
+        };
+        let running = serde_json::json!({"running": {}});
+        let before: std::collections::BTreeMap<String, i32> =
+            [("a".to_owned(), 1), ("b".to_owned(), 0)].into();
+        let both = pod(serde_json::json!([
+            status("a", 2, running.clone(), true),
+            status("b", 1, running.clone(), true),
+        ]));
+        assert!(matches!(
+            containers_restarted(Some(&both), &before),
+            Check::Done(())
+        ));
+        // A count not past its baseline, or a container not ready, is pending.
+        let a_same = pod(serde_json::json!([
+            status("a", 1, running.clone(), true),
+            status("b", 1, running.clone(), true),
+        ]));
+        assert!(matches!(
+            containers_restarted(Some(&a_same), &before),
+            Check::Pending(_)
+        ));
+        let creating = pod(serde_json::json!([
+            status("a", 2, running.clone(), true),
+            status(
+                "b",
+                1,
+                serde_json::json!({"waiting": {
+                "reason": "CreateContainerError",
+                "message": "CDI device injection failed: unresolvable CDI devices x"}}),
+                false
+            ),
+        ]));
+        match containers_restarted(Some(&creating), &before) {
+            Check::Pending(seen) => assert!(
+                seen.contains("container b restarts 1 (before 0), waiting CreateContainerError: CDI device injection failed"),
+                "{seen}"
+            ),
+            other => panic!("expected pending, got {other:?}"),
+        }
+        // Without a baseline (a reboot), one restart of each is enough.
+        assert!(matches!(
+            containers_restarted(Some(&both), &Default::default()),
+            Check::Done(())
+        ));
+        assert!(matches!(
+            containers_restarted(None, &before),
+            Check::Pending(_)
         ));
     }
 }

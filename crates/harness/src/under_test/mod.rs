@@ -24,6 +24,7 @@
 //! Floor 3: uses `cluster`, `plugin` and the ground.
 pub mod device_check;
 pub mod interposed;
+pub mod slice_watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -134,6 +135,98 @@ impl DriverPods {
             .collect::<Vec<_>>()
             .join(",")
     }
+}
+
+/// A rollout of the driver's DaemonSet(s) started by
+/// [`UnderTest::start_roll_out`] and not yet waited for.
+#[derive(Debug)]
+pub struct RollOut {
+    /// Each DaemonSet with the generation that carries the rollout.
+    sets: Vec<(DriverPods, i64)>,
+    /// Behind the interposer: the instances each node had before.
+    instances_before: Option<BTreeMap<String, Vec<dra_e2e_plugin::interposer::InstanceView>>>,
+}
+
+/// Whether the DaemonSet's updates start a node's new pod before its old
+/// one goes (`RollingUpdate` with a `maxSurge` above zero), so the node
+/// never goes without the driver; `Err` says what it does instead.
+pub fn surges(ds: &DaemonSet) -> Result<(), String> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let strategy = ds.spec.update_strategy.as_ref();
+    // Absent, the API server defaults it to RollingUpdate.
+    let kind = strategy
+        .and_then(|s| s.type_.as_deref())
+        .unwrap_or("RollingUpdate");
+    if kind != "RollingUpdate" {
+        return Err(format!(
+            "updates its pods by {kind}, not by a rolling update"
+        ));
+    }
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    let shown = |v: Option<&IntOrString>, default: &str| match v {
+        Some(IntOrString::Int(n)) => n.to_string(),
+        Some(IntOrString::String(s)) => s.clone(),
+        None => format!("{default} (default)"),
+    };
+    // A percentage is of the nodes, rounded up: any above 0 % surges.
+    let above_zero = match rolling.and_then(|r| r.max_surge.as_ref()) {
+        Some(IntOrString::Int(n)) => *n > 0,
+        Some(IntOrString::String(s)) => s.trim_end_matches('%').parse::<u32>().is_ok_and(|n| n > 0),
+        None => false,
+    };
+    if above_zero {
+        Ok(())
+    } else {
+        Err(format!(
+            "updates with maxSurge {} and maxUnavailable {}: a node's old pod goes before its \
+             new one starts",
+            shown(rolling.and_then(|r| r.max_surge.as_ref()), "0"),
+            shown(rolling.and_then(|r| r.max_unavailable.as_ref()), "1"),
+        ))
+    }
+}
+
+/// The DaemonSets of the profile's manifests, read from its files (none
+/// for a driver the runner does not deploy from manifests): what the
+/// runner decides by before anything is deployed.
+pub fn manifest_daemonsets(profile: &Profile) -> Result<Vec<DaemonSet>, UnderTestError> {
+    let manifests = match &profile.deployment {
+        Deployment::RealNodes { manifests, .. } | Deployment::Manifests { manifests } => manifests,
+        _ => return Ok(Vec::new()),
+    };
+    let mut sets = Vec::new();
+    for path in manifests {
+        for obj in read_manifest(path)? {
+            let is_daemonset = obj
+                .types
+                .as_ref()
+                .is_some_and(|t| t.kind == "DaemonSet" && t.api_version == "apps/v1");
+            if is_daemonset {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let ds: DaemonSet = serde_json::to_value(&obj)
+                    .and_then(serde_json::from_value)
+                    .map_err(|e| UnderTestError::Manifest {
+                        path: path.display().to_string(),
+                        message: format!("DaemonSet {name}: {e}"),
+                    })?;
+                sets.push(ds);
+            }
+        }
+    }
+    Ok(sets)
+}
+
+/// Every object of one manifest file, in order.
+fn read_manifest(path: &std::path::Path) -> Result<Vec<DynamicObject>, UnderTestError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| UnderTestError::Manifest {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    serde_saphyr::from_multiple(&text).map_err(|e| UnderTestError::Manifest {
+        path: shown,
+        message: format!("not valid YAML: {e}"),
+    })
 }
 
 /// The run's driver under test.
@@ -511,11 +604,15 @@ impl UnderTest {
     /// an update of the driver would: returns once every node runs the
     /// new pod alone.
     pub async fn roll_out(&self, cluster: &Cluster) -> Result<(), UnderTestError> {
-        let driver = self.driver_name().to_owned();
-        let deploy = |message: String| UnderTestError::Deploy {
-            driver: driver.clone(),
-            message,
-        };
+        let started = self.start_roll_out(cluster).await?;
+        self.wait_rolled_out(cluster, started).await
+    }
+
+    /// Starts a rollout of the driver's DaemonSet(s) with nothing changed
+    /// and returns at once, so a scenario can act while old and new pods
+    /// overlap; [`UnderTest::wait_rolled_out`] waits for its end.
+    pub async fn start_roll_out(&self, cluster: &Cluster) -> Result<RollOut, UnderTestError> {
+        let deploy = |message: String| self.deploy_error(message);
         match &self.profile.deployment {
             Deployment::RealNodes { .. } | Deployment::Manifests { .. } => {}
             other => {
@@ -531,22 +628,52 @@ impl UnderTest {
                 "cannot roll it out: its manifests have no DaemonSet".to_owned(),
             ));
         }
-        let before = match &self.interposed {
+        let instances_before = match &self.interposed {
             Some(i) => Some(i.instances().await),
             None => None,
         };
         let client = cluster.client();
+        let mut sets = Vec::new();
         for set in &self.pods {
-            roll_out_again(&client, set).await.map_err(deploy)?;
+            let generation = start_roll_out_again(&client, set).await.map_err(deploy)?;
+            sets.push((set.clone(), generation));
+        }
+        Ok(RollOut {
+            sets,
+            instances_before,
+        })
+    }
+
+    /// Waits until the rollout `started` is complete: every node runs an
+    /// updated, available pod and no old one (behind the interposer: and
+    /// the kubelet registered the new instances).
+    pub async fn wait_rolled_out(
+        &self,
+        cluster: &Cluster,
+        started: RollOut,
+    ) -> Result<(), UnderTestError> {
+        let deploy = |message: String| self.deploy_error(message);
+        let client = cluster.client();
+        for (set, generation) in &started.sets {
+            wait_rolled_out_again(&client, set, *generation)
+                .await
+                .map_err(deploy)?;
         }
         // Behind the interposer the kubelet's side is known too: done once
         // the new instances are registered.
-        if let (Some(i), Some(before)) = (&self.interposed, before) {
-            i.wait_replaced(&before, REGISTER_AGAIN_TIMEOUT)
+        if let (Some(i), Some(before)) = (&self.interposed, &started.instances_before) {
+            i.wait_replaced(before, REGISTER_AGAIN_TIMEOUT)
                 .await
                 .map_err(deploy)?;
         }
         Ok(())
+    }
+
+    fn deploy_error(&self, message: String) -> UnderTestError {
+        UnderTestError::Deploy {
+            driver: self.driver_name().to_owned(),
+            message,
+        }
     }
 
     /// Restarts the driver with the profile's devicesPerNode if a scenario
@@ -586,15 +713,7 @@ impl UnderTest {
         path: &std::path::Path,
     ) -> Result<(), UnderTestError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| UnderTestError::Manifest {
-            path: shown.clone(),
-            message: e.to_string(),
-        })?;
-        let objs: Vec<DynamicObject> =
-            serde_saphyr::from_multiple(&text).map_err(|e| UnderTestError::Manifest {
-                path: shown.clone(),
-                message: format!("not valid YAML: {e}"),
-            })?;
+        let objs = read_manifest(path)?;
         let driver = self.profile.driver_name.clone();
         let deploy = |message: String| UnderTestError::Deploy {
             driver: driver.clone(),
@@ -1064,11 +1183,12 @@ async fn roll_out_with(
     .await
 }
 
-/// A new rollout of the driver's DaemonSet with nothing changed but a
-/// template annotation (as `kubectl rollout restart` does): every pod is
-/// replaced the way the DaemonSet's update strategy says (with
-/// `maxSurge`, the new pod starts beside the old one first).
-async fn roll_out_again(client: &kube::Client, set: &DriverPods) -> Result<(), String> {
+/// Starts a new rollout of the driver's DaemonSet with nothing changed but
+/// a template annotation (as `kubectl rollout restart` does): every pod is
+/// replaced the way the DaemonSet's update strategy says (with `maxSurge`,
+/// the new pod starts beside the old one first). Returns the DaemonSet's
+/// generation that carries the change.
+async fn start_roll_out_again(client: &kube::Client, set: &DriverPods) -> Result<i64, String> {
     let name = format!("DaemonSet {}/{}", set.namespace, set.daemonset);
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), &set.namespace);
     let mut ds = api
@@ -1085,7 +1205,25 @@ async fn roll_out_again(client: &kube::Client, set: &DriverPods) -> Result<(), S
             "dra-e2e.k8s.io/rolled-out-at".to_owned(),
             jiff::Timestamp::now().to_string(),
         );
-    replace_and_roll_out(&api, &ds, &format!("{name} to roll out again")).await?;
+    replace(&api, &ds).await
+}
+
+/// Waits until the rollout of `set` to `generation` is complete and only
+/// one pod per node is left.
+async fn wait_rolled_out_again(
+    client: &kube::Client,
+    set: &DriverPods,
+    generation: i64,
+) -> Result<(), String> {
+    let name = format!("DaemonSet {}/{}", set.namespace, set.daemonset);
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), &set.namespace);
+    wait_generation(
+        &api,
+        &set.daemonset,
+        generation,
+        &format!("{name} to roll out again"),
+    )
+    .await?;
     // With maxSurge a node runs the old pod beside the new one for a while,
     // and the DaemonSet's status says nothing of it: done once only one
     // pod per node is left.
@@ -1119,38 +1257,49 @@ async fn replace_and_roll_out(
     ds: &DaemonSet,
     what: &str,
 ) -> Result<(), String> {
+    let generation = replace(api, ds).await?;
+    let name = ds.metadata.name.clone().unwrap_or_default();
+    wait_generation(api, &name, generation, what).await
+}
+
+/// Replaces the DaemonSet with `ds`; returns its new generation.
+async fn replace(api: &Api<DaemonSet>, ds: &DaemonSet) -> Result<i64, String> {
     let name = ds.metadata.name.clone().unwrap_or_default();
     let updated = api
         .replace(&name, &PostParams::default(), ds)
         .await
         .map_err(|e| format!("updating DaemonSet {name}: {e}"))?;
-    let generation = updated.metadata.generation.unwrap_or_default();
-    wait::object(
-        api,
-        &name,
-        what,
-        ROLLOUT_TIMEOUT,
-        |d: Option<&DaemonSet>| {
-            let Some(status) = d.and_then(|d| d.status.as_ref()) else {
-                return Check::Pending("no status yet".into());
-            };
-            let desired = status.desired_number_scheduled;
-            let done = status.observed_generation.unwrap_or_default() >= generation
-                && status.updated_number_scheduled.unwrap_or_default() == desired
-                && status.number_available.unwrap_or_default() == desired
-                && status.number_unavailable.unwrap_or_default() == 0;
-            if done {
-                Check::Done(())
-            } else {
-                Check::Pending(format!(
-                    "generation {} of {generation} observed; {} of {desired} updated, {} available",
-                    status.observed_generation.unwrap_or_default(),
-                    status.updated_number_scheduled.unwrap_or_default(),
-                    status.number_available.unwrap_or_default()
-                ))
-            }
-        },
-    )
+    Ok(updated.metadata.generation.unwrap_or_default())
+}
+
+/// Waits until DaemonSet `name` rolled out `generation`: every node runs an
+/// updated, available pod and none is unavailable.
+async fn wait_generation(
+    api: &Api<DaemonSet>,
+    name: &str,
+    generation: i64,
+    what: &str,
+) -> Result<(), String> {
+    wait::object(api, name, what, ROLLOUT_TIMEOUT, |d: Option<&DaemonSet>| {
+        let Some(status) = d.and_then(|d| d.status.as_ref()) else {
+            return Check::Pending("no status yet".into());
+        };
+        let desired = status.desired_number_scheduled;
+        let done = status.observed_generation.unwrap_or_default() >= generation
+            && status.updated_number_scheduled.unwrap_or_default() == desired
+            && status.number_available.unwrap_or_default() == desired
+            && status.number_unavailable.unwrap_or_default() == 0;
+        if done {
+            Check::Done(())
+        } else {
+            Check::Pending(format!(
+                "generation {} of {generation} observed; {} of {desired} updated, {} available",
+                status.observed_generation.unwrap_or_default(),
+                status.updated_number_scheduled.unwrap_or_default(),
+                status.number_available.unwrap_or_default()
+            ))
+        }
+    })
     .await
     .map_err(|e| e.to_string())
 }
@@ -1348,6 +1497,46 @@ mod tests {
     }
 
     const DIR: &str = "/var/lib/kubelet/plugins/d.example.com/dra-e2e";
+
+    fn with_strategy(strategy: serde_json::Value) -> DaemonSet {
+        let mut ds = daemonset(serde_json::json!([{ "name": "c" }]));
+        ds.spec.update_strategy = Some(serde_json::from_value(strategy).unwrap());
+        ds
+    }
+
+    #[test]
+    fn only_a_rolling_update_with_max_surge_above_zero_surges() {
+        let surge = |v: serde_json::Value| {
+            with_strategy(serde_json::json!({
+                "type": "RollingUpdate",
+                "rollingUpdate": { "maxSurge": v, "maxUnavailable": 0 }
+            }))
+        };
+        assert_eq!(surges(&surge(serde_json::json!(1))), Ok(()));
+        assert_eq!(surges(&surge(serde_json::json!("10%"))), Ok(()));
+        assert_eq!(
+            surges(&surge(serde_json::json!(0))),
+            Err(
+                "updates with maxSurge 0 and maxUnavailable 0: a node's old pod goes before \
+                 its new one starts"
+                    .to_owned()
+            )
+        );
+        assert!(surges(&surge(serde_json::json!("0%"))).is_err());
+        // Upstream's test driver says nothing: the defaults do not surge.
+        assert_eq!(
+            surges(&daemonset(serde_json::json!([{ "name": "c" }]))),
+            Err(
+                "updates with maxSurge 0 (default) and maxUnavailable 1 (default): a node's \
+                 old pod goes before its new one starts"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            surges(&with_strategy(serde_json::json!({ "type": "OnDelete" }))),
+            Err("updates its pods by OnDelete, not by a rolling update".to_owned())
+        );
+    }
 
     #[test]
     fn the_driver_container_registers_privately_and_gets_the_directory() {
