@@ -69,6 +69,7 @@ pub mod api;
 pub mod calls;
 pub mod catalogue;
 pub mod claims;
+pub mod containers;
 pub mod crud;
 pub mod device_plugin;
 pub mod driver_updates;
