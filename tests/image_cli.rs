@@ -338,3 +338,70 @@ fn bad_options_are_refused() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--reference"), "{stderr}");
 }
+
+/// `--with-busybox` adds Debian's busybox-static (which `make node`
+/// installs, hence the feature) with its applet links, for images whose
+/// pods run a shell: the node host pods of `--proxy-image`.
+#[cfg(feature = "cluster-tests")]
+#[test]
+fn with_busybox_the_image_has_a_shell_beside_the_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = static_program(tmp.path());
+    let out = tmp.path().join("a.tar");
+    let (code, stdout, stderr) = image(&[
+        "--binary".as_ref(),
+        program.as_os_str(),
+        "--reference".as_ref(),
+        "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--path".as_ref(),
+        "/hostpathplugin".as_ref(),
+        "--with-busybox".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let outer = tar_files(&std::fs::read(&out).unwrap());
+    let index: serde_json::Value = serde_json::from_slice(&outer["index.json"].1).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(blob(&outer, &index["manifests"][0])).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_slice(blob(&outer, &manifest["config"])).unwrap();
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/hostpathplugin"])
+    );
+    let layer_bytes = blob(&outer, &manifest["layers"][0]);
+    let layer = tar_files(layer_bytes);
+    assert_eq!(layer["hostpathplugin"].1, std::fs::read(&program).unwrap());
+    assert_eq!(
+        layer["bin/busybox"].1,
+        std::fs::read("/bin/busybox").unwrap()
+    );
+    assert_eq!(layer["tmp/"].0, 0o1777);
+    // The applets are links to busybox: sh and what the node host pods'
+    // commands use.
+    let links: BTreeMap<String, String> = tar::Archive::new(layer_bytes)
+        .entries()
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let link = e.link_name().unwrap()?.display().to_string();
+            Some((e.path().unwrap().display().to_string(), link))
+        })
+        .collect();
+    for applet in ["sh", "mkdir", "sleep"] {
+        assert_eq!(
+            links.get(&format!("bin/{applet}")).map(String::as_str),
+            Some("busybox"),
+            "{applet}"
+        );
+    }
+
+    // The program cannot take an applet's place.
+    let why = refused(
+        &program,
+        "localhost/x:1",
+        &["--with-busybox", "--path", "/bin/sh"],
+    );
+    assert!(why.contains("--path /bin/sh"), "{why}");
+}

@@ -885,6 +885,15 @@ pub static TABLE: &[Opt] = &[
     ),
     opt!(
         "image",
+        "--with-busybox",
+        EVERYWHERE,
+        ANY,
+        &["--with-busybox"],
+        "",
+        "add busybox and its applets (a shell)"
+    ),
+    opt!(
+        "image",
         "--gzip",
         EVERYWHERE,
         ANY,

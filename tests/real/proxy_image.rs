@@ -1,13 +1,85 @@
-//! `--proxy-image` takes effect on the local cluster's real nodes (issue 47):
-//! given upstream's hostpathplugin name, the node host pods run the agent
-//! with hostpathplugin's command line (`/hostpathplugin --v=5
-//! --endpoint=… --proxy-endpoint=tcp://…`), and the kubelet-facing scenarios
-//! pass through it; without it they run `dra-e2e-agent proxy-agent` with its
-//! own flags. Needs root and the node binaries (`make node`).
+//! `--proxy-image` takes effect on the local cluster's real nodes (issue 47).
+//!
+//! Which program serves a node host pod's sockets is read from the agent
+//! process itself (`/proc/<pid>/exe`, while it runs), not from its command
+//! line: upstream's name on its own is the runner's stand-in (a
+//! `/hostpathplugin` script that execs `dra-e2e-agent proxy-agent` with
+//! hostpathplugin's flags), so the command line alone cannot tell them apart.
+//! Upstream's program is the one whose executable carries its Go main
+//! package's path (`github.com/kubernetes-csi/csi-driver-host-path/cmd/
+//! hostpathplugin`, in the build info every Go binary embeds).
+//!
+//! * `upstreams_name_without_its_archive_runs_the_runners_stand_in`: no
+//!   archive of upstream's image; the scenarios pass, the run says the name
+//!   is the runner's own image, and [`upstreams_hostpathplugin_served`]
+//!   refuses its agents (the broken variant of the next test).
+//! * `upstreams_hostpathplugin_archive_runs_upstreams_program`: with the
+//!   archive `make hostpathplugin` writes, upstream's program must be the
+//!   agent. Ignored by default: here the Go module proxy does not serve
+//!   csi-driver-host-path (403 for every version), so the archive cannot be
+//!   built; `make proxy-image-real-upstream` runs it where it can.
+//! * `without_proxy_image_real_local_nodes_run_the_runners_agent`: no
+//!   option, the runner's agent with its own flags.
+//!
+//! Needs root and the node binaries (`make node`).
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common;
+
+/// Upstream's hostpathplugin image, as upstream's DRA suite names it.
+const UPSTREAM_IMAGE: &str = "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1";
+/// The archive `make hostpathplugin` writes (relative to the workspace).
+const UPSTREAM_ARCHIVE: &str = "target/hostpathplugin/hostpathplugin.oci.tar";
+/// The path of hostpathplugin's main package, which Go writes into the
+/// binary's build info: only upstream's program carries it.
+const UPSTREAM_MAIN_PACKAGE: &[u8] =
+    b"github.com/kubernetes-csi/csi-driver-host-path/cmd/hostpathplugin";
+
+/// The program an agent process runs, told by its executable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Program {
+    /// Built from csi-driver-host-path's `cmd/hostpathplugin`.
+    UpstreamHostPathPlugin,
+    /// The runner's `dra-e2e-agent`.
+    RunnersAgent,
+    /// busybox: the shell that makes the socket's directory (or runs the
+    /// stand-in's `/hostpathplugin` script) before it execs the agent.
+    Shell,
+    /// Anything else, by its executable's path.
+    Other(String),
+}
+
+/// What `/proc/<pid>/exe` is; `None` once the process is gone.
+fn program_of(pid: u32) -> Option<Program> {
+    let exe = format!("/proc/{pid}/exe");
+    let link = std::fs::read_link(&exe).ok()?;
+    let name = link.file_name().map(|n| n.to_string_lossy().into_owned());
+    match name.as_deref() {
+        Some("dra-e2e-agent") => return Some(Program::RunnersAgent),
+        Some("busybox") => return Some(Program::Shell),
+        _ => {}
+    }
+    let bytes = std::fs::read(&exe).ok()?;
+    if bytes
+        .windows(UPSTREAM_MAIN_PACKAGE.len())
+        .any(|w| w == UPSTREAM_MAIN_PACKAGE)
+    {
+        Some(Program::UpstreamHostPathPlugin)
+    } else {
+        Some(Program::Other(link.display().to_string()))
+    }
+}
+
+/// One agent process seen: its command line and the program it ran when
+/// last looked at (a shell that execs the agent keeps its pid).
+#[derive(Debug, Clone)]
+struct Agent {
+    cmd: String,
+    program: Program,
+}
 
 /// The processes below `root` (by parent pid), with their command lines.
 fn descendants(root: u32) -> Vec<(u32, String)> {
@@ -47,8 +119,8 @@ fn descendants(root: u32) -> Vec<(u32, String)> {
 
 /// Runs the kubelet-facing scenarios on two real nodes with `extra`,
 /// watching the runner's descendants for the node host pods' agents;
-/// returns the agents' command lines seen and the run's output.
-fn run_watching_agents(extra: &[&str]) -> (Vec<String>, String, Option<i32>) {
+/// returns the agents seen (by pid) and the run's output.
+fn run_watching_agents(extra: &[&str]) -> (Vec<Agent>, String, Option<i32>) {
     let home = tempfile::tempdir().unwrap();
     let mut c = common::isolated(home.path());
     common::on_real_nodes(&mut c);
@@ -61,18 +133,27 @@ fn run_watching_agents(extra: &[&str]) -> (Vec<String>, String, Option<i32>) {
     let child = c.spawn().unwrap();
     let pid = child.id();
     let started = Instant::now();
-    let mut agents = Vec::new();
+    let mut agents: BTreeMap<u32, Agent> = BTreeMap::new();
     // Sample until the run ends (its output is read once it has).
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
     let output = loop {
-        for (_, cmd) in descendants(pid) {
+        for (agent_pid, cmd) in descendants(pid) {
             // The agents, by the flag both kinds have (kube-apiserver has
             // an --endpoint-… flag of its own).
-            if cmd.contains("--proxy-endpoint") && !agents.contains(&cmd) {
-                agents.push(cmd);
+            if !cmd.contains("--proxy-endpoint") {
+                continue;
+            }
+            // Looked at again while it is a shell: the exec that follows
+            // keeps the pid.
+            let known = agents.get(&agent_pid);
+            if known.is_some_and(|a| a.program != Program::Shell && a.cmd == cmd) {
+                continue;
+            }
+            if let Some(program) = program_of(agent_pid) {
+                agents.insert(agent_pid, Agent { cmd, program });
             }
         }
         if let Ok(o) = rx.recv_timeout(Duration::from_millis(300)) {
@@ -83,15 +164,49 @@ fn run_watching_agents(extra: &[&str]) -> (Vec<String>, String, Option<i32>) {
             "the run took over 15 minutes"
         );
     };
-    (agents, common::text(&output), output.status.code())
+    (
+        agents.into_values().collect(),
+        common::text(&output),
+        output.status.code(),
+    )
 }
 
+/// Ok when upstream's hostpathplugin served the node host pods' sockets:
+/// at least one agent was seen past its shell, every one of them is
+/// upstream's program, and each has hostpathplugin's command line. The
+/// error says which agent was something else.
+fn upstreams_hostpathplugin_served(agents: &[Agent]) -> Result<(), String> {
+    let agents: Vec<&Agent> = agents
+        .iter()
+        .filter(|a| a.program != Program::Shell)
+        .collect();
+    if agents.is_empty() {
+        return Err("no agent was seen past the shell that starts it".into());
+    }
+    for a in &agents {
+        if a.program != Program::UpstreamHostPathPlugin {
+            return Err(format!(
+                "an agent ran {:?}, not upstream's hostpathplugin: {}",
+                a.program, a.cmd
+            ));
+        }
+        if !(a.cmd.contains("--v=5")
+            && a.cmd.contains("--endpoint=/var/lib/kubelet/")
+            && a.cmd.contains("--proxy-endpoint=tcp://"))
+        {
+            return Err(format!("not hostpathplugin's command line: {}", a.cmd));
+        }
+    }
+    Ok(())
+}
+
+/// Broken variant of the next test: upstream's name without an archive of
+/// upstream's image is the runner's stand-in, and the check that upstream's
+/// program served refuses it, although the command lines are
+/// hostpathplugin's and the scenarios pass.
 #[test]
-fn upstreams_proxy_image_given_on_real_local_nodes_is_the_agent() {
-    let (agents, text, code) = run_watching_agents(&[
-        "--proxy-image",
-        "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1",
-    ]);
+fn upstreams_name_without_its_archive_runs_the_runners_stand_in() {
+    let (agents, text, code) = run_watching_agents(&["--proxy-image", UPSTREAM_IMAGE]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("0 failed"), "{text}");
     // Said once at the start: no archive of upstream's own image was given.
@@ -101,24 +216,55 @@ fn upstreams_proxy_image_given_on_real_local_nodes_is_the_agent() {
         1,
         "{text}"
     );
-    assert!(!agents.is_empty(), "no agent seen\n{text}");
-    // The image's `/hostpathplugin` is started as upstream's suite starts it
-    // (a shell that makes the socket's directory execs it); in the
-    // runner's image it execs the agent with the same flags, so the shell
-    // is seen only now and then, the flags always.
-    // hostpathplugin's command line: `--v=5 --endpoint=… --proxy-endpoint=tcp://…`.
-    for a in &agents {
+    let served = upstreams_hostpathplugin_served(&agents);
+    let why = served.expect_err("the stand-in passed for upstream's hostpathplugin");
+    assert!(why.contains("RunnersAgent"), "{why}\n{agents:?}");
+    // In the log (make proxy-image-real passes --nocapture): what the check
+    // said of the stand-in.
+    eprintln!("upstream's program check on the stand-in: {why}");
+    // The stand-in: the runner's agent, started by hostpathplugin's
+    // command line.
+    let past_shell: Vec<&Agent> = agents
+        .iter()
+        .filter(|a| a.program != Program::Shell)
+        .collect();
+    assert!(!past_shell.is_empty(), "no agent seen\n{text}");
+    for a in past_shell {
+        assert_eq!(a.program, Program::RunnersAgent, "{agents:?}");
         assert!(
-            a.contains("--v=5")
-                && a.contains("--endpoint=/var/lib/kubelet/")
-                && a.contains("--proxy-endpoint=tcp://"),
-            "not hostpathplugin's command line: {a}\n{agents:?}"
+            a.cmd.contains("--v=5")
+                && a.cmd.contains("--endpoint=/var/lib/kubelet/")
+                && a.cmd.contains("--proxy-endpoint=tcp://"),
+            "not hostpathplugin's command line: {}\n{agents:?}",
+            a.cmd
         );
     }
 }
 
-/// Broken variant: without the option the nodes run the runner's own agent
-/// with its own flags, which the check above would refuse.
+/// Upstream's own program as the agent: the archive `make hostpathplugin`
+/// writes takes upstream's name over when the nodes import it.
+#[test]
+#[ignore = "needs target/hostpathplugin/hostpathplugin.oci.tar from `make hostpathplugin`, \
+            which the Go module proxy here cannot serve (run: make proxy-image-real-upstream)"]
+fn upstreams_hostpathplugin_archive_runs_upstreams_program() {
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join(UPSTREAM_ARCHIVE);
+    assert!(
+        archive.is_file(),
+        "{} is missing: `make hostpathplugin` writes it",
+        archive.display()
+    );
+    let archive = archive.to_string_lossy().into_owned();
+    let (agents, text, code) =
+        run_watching_agents(&["--proxy-image", UPSTREAM_IMAGE, "--image-archive", &archive]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("0 failed"), "{text}");
+    assert!(!text.contains("no --image-archive holds"), "{text}");
+    if let Err(why) = upstreams_hostpathplugin_served(&agents) {
+        panic!("{why}\n{agents:?}\n{text}");
+    }
+}
+
+/// Without the option the nodes run the runner's agent with its own flags.
 #[test]
 fn without_proxy_image_real_local_nodes_run_the_runners_agent() {
     let (agents, text, code) =
@@ -126,7 +272,9 @@ fn without_proxy_image_real_local_nodes_run_the_runners_agent() {
     assert_eq!(code, Some(0), "{text}");
     assert!(!agents.is_empty(), "no agent seen\n{text}");
     assert!(
-        agents.iter().all(|a| a.contains("proxy-agent --endpoint /var/lib/kubelet/") && !a.contains("--v=5")),
+        agents.iter().all(|a| a.program == Program::RunnersAgent
+            && a.cmd.contains("proxy-agent --endpoint /var/lib/kubelet/")
+            && !a.cmd.contains("--v=5")),
         "{agents:?}"
     );
 }

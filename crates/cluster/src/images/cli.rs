@@ -4,8 +4,9 @@
 //! (`--image-archive`, a profile's `imageArchives`) and never pull, so this
 //! is all a driver author needs instead of a container build and a registry.
 //!
-//! The image holds the program, a world-writable `/tmp`, and nothing else:
-//! no shell, no CA certificates, no time zones. That suffices for a kubelet
+//! The image holds the program, a world-writable `/tmp`, and nothing else
+//! (busybox and its applets with `--with-busybox`): no shell, no CA
+//! certificates, no time zones. That suffices for a kubelet
 //! plugin, which talks to the API server with the service account's CA (the
 //! kubelet mounts it) and to the kubelet over unix sockets in host
 //! directories; a program that needs more needs a real image build.
@@ -51,6 +52,12 @@ pub struct ImageArgs {
     /// as this machine's dynamic loader finds them.
     #[arg(long)]
     with_shared_libs: bool,
+    /// Add busybox (Debian's busybox-static at /bin/busybox, which real
+    /// nodes need anyway) with a link per applet in /bin: for an image that
+    /// needs a shell, as the node host pods of `--proxy-image` do (they run
+    /// `/bin/sh`, as upstream's alpine-based hostpathplugin image has it).
+    #[arg(long)]
+    with_busybox: bool,
     /// gzip the layer (smaller archive, slower to write and import).
     #[arg(long)]
     gzip: bool,
@@ -65,6 +72,9 @@ pub fn cli_main(cli: ImageArgs) -> anyhow::Result<i32> {
         entrypoint: cli.entrypoint,
         env: cli.env,
         with_shared_libs: cli.with_shared_libs,
+        busybox: cli
+            .with_busybox
+            .then(|| PathBuf::from(crate::real_node::binaries::BUSYBOX)),
         compression: if cli.gzip {
             LayerCompression::Gzip
         } else {
@@ -106,6 +116,8 @@ pub struct ProgramImage {
     /// `NAME=VALUE` strings, after the default `PATH`.
     pub env: Vec<String>,
     pub with_shared_libs: bool,
+    /// busybox to add with its applets (`--with-busybox`); `None`: no shell.
+    pub busybox: Option<PathBuf>,
     pub compression: LayerCompression,
 }
 
@@ -155,6 +167,25 @@ impl ProgramImage {
             Entry::host_file(path.clone(), 0o755, binary),
             Entry::dir("/tmp", 0o1777),
         ];
+        if let Some(busybox) = &self.busybox {
+            let applets = builtin::busybox_applets(busybox).with_context(|| {
+                format!(
+                    "--with-busybox: listing the applets of {}",
+                    busybox.display()
+                )
+            })?;
+            if path == builtin::BUSYBOX_PATH || applets.iter().any(|a| path == format!("/bin/{a}"))
+            {
+                bail!(
+                    "--path {path}: --with-busybox has busybox and a link per applet there; \
+                     give the program another path"
+                );
+            }
+            // busybox_entries brings its own /tmp, the same as the one above.
+            spec.entries.retain(|e| e.path() != "/tmp");
+            spec.entries
+                .extend(builtin::busybox_entries(busybox, &applets));
+        }
         if let Some(loader) = libs::interpreter(binary)? {
             if !self.with_shared_libs {
                 bail!(
