@@ -714,12 +714,30 @@ pub static TABLE: &[Opt] = &[
     ),
     opt!(
         "mutants",
+        "--run-deadline",
+        EVERYWHERE,
+        ANY,
+        &["--run-deadline", "20m"],
+        "",
+        "limit of one run of the pack; a run past it and its teardown is stopped and counted as an error"
+    ),
+    opt!(
+        "mutants",
         "--list",
         EVERYWHERE,
         ANY,
         &["--list"],
         "",
         "print the catalogue as a Markdown table"
+    ),
+    opt!(
+        "mutants",
+        "--write-docs",
+        EVERYWHERE,
+        ANY,
+        &["--write-docs"],
+        "",
+        "write the catalogue's tables into docs/driver-mutants.md and docs/driver-conformance.md"
     ),
     opt!(
         "cluster up",
