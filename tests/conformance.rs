@@ -84,24 +84,33 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "profiles/builtin.yaml",
         &["--html", html.to_str().unwrap()],
         &[
-            ("driver.conformance", "29 passed, 6 skipped, 0 failed"),
+            ("driver.conformance", "29 passed, 7 skipped, 0 failed"),
             ("driver.profile", "profiles/builtin.yaml"),
             ("driver.deployment", "Builtin"),
             ("kubelet", "dra-e2e simulated kubelet"),
         ],
     );
-    // Every scenario but the three needing a deployed driver's pods, the two
-    // restarting a real node's kubelet or the node, and the one restarting the driver with fewer
-    // devices (its profile gives no deviceCount).
+    // Every scenario but the three needing a deployed driver's pods, the one
+    // rolling its DaemonSet out, the two restarting a real node's kubelet or
+    // the node, and the one restarting the driver with fewer devices (its
+    // profile gives no deviceCount).
     assert!(
         out.contains(
             "driver conformance of the suite's own driver (profiles/builtin.yaml): \
-             35 behaviours: 29 passed, 6 skipped, 0 failed"
+             36 behaviours: 29 passed, 7 skipped, 0 failed"
         ),
         "{out}"
     );
     assert!(
         out.contains("  skipped: the driver's pod restarted while claims are prepared (needs the pods of driver"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "  skipped: a surging rollout of the driver keeps its slices and serves new pods \
+             (needs to roll out the driver's DaemonSet; the suite's own driver is hosted by the \
+             runner and has none"
+        ),
         "{out}"
     );
     assert!(
@@ -143,7 +152,7 @@ fn the_suites_own_driver_passes_the_pack_through_its_profile() {
         "{page}"
     );
     assert!(
-        page.contains("35 behaviours: 29 passed, 6 skipped, 0 failed"),
+        page.contains("36 behaviours: 29 passed, 7 skipped, 0 failed"),
         "{page}"
     );
     assert!(
@@ -176,7 +185,7 @@ fn upstreams_test_driver_passes_the_pack_on_simulated_nodes() {
     // cannot hold a prepare back either.
     assert!(
         out.contains(
-            "driver conformance of test-driver.cdi.k8s.io: 35 behaviours: 29 passed, 6 skipped, 0 failed"
+            "driver conformance of test-driver.cdi.k8s.io: 36 behaviours: 29 passed, 7 skipped, 0 failed"
         ),
         "{out}"
     );
