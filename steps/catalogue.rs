@@ -261,7 +261,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When the containers of pod \"<name>\" are restarted",
-                description: "End the process of each of the pod's regular containers (`kill -TERM 1` by exec in it; the default command exits at once on SIGTERM) and wait (1 minute) until the kubelet started each again and it is running and ready; the kubelet creates them from the claims it prepared before, without asking the driver, so the claims' CDI devices must still resolve. The pod needs restart policy `Always`. Real nodes or a cluster with a container runtime: simulated nodes have no exec, and the step fails there saying so.",
+                description: "End the process of each of the pod's regular containers (`kill -TERM 1` by exec in it; the default command exits at once on SIGTERM) and wait (1 minute) until the kubelet started each again and it is running and ready; the kubelet creates them from the claims it prepared before, without asking the driver, so the claims' CDI devices must still resolve. The pod needs restart policy `Always`. A simulated node has no exec: its kubelet ends the containers itself, with the same status, and creates them again from the CDI specs as they are then.",
                 example: "When the containers of pod \"tester-1\" are restarted",
             },
             Entry {

@@ -16,8 +16,9 @@ use super::World;
 
 sentences! {
     /// Ends the process of each regular container of the pod (`kill -TERM
-    /// 1` in it) and waits until the kubelet has started every one of them
-    /// again, running and ready. The pod needs restart policy `Always`.
+    /// 1` in it; on a simulated node its kubelet ends it) and waits until
+    /// the kubelet has started every one of them again, running and ready.
+    /// The pod needs restart policy `Always`.
     #[when(expr = "the containers of pod {string} are restarted")]
     fn containers_restarted(pod: String);
 }

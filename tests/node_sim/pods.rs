@@ -568,10 +568,76 @@ async fn completing_and_restarting_containers(env: &Env, driver: &Driver) {
             .any(|c| c.name == claim)
     );
 
-    for p in ["completes", "init-check", "fails", "restarts"] {
+    // A container ended on request (as `kill -TERM 1` would end the
+    // default command) restarts from the CDI specs as they are then: with
+    // its claim's spec gone, it cannot be created.
+    driver.create_claim("ended-claim").await;
+    let mut shape = PodShape::new("ended");
+    shape.claims = PodClaims::External(vec!["ended-claim".into()]);
+    shape.restart_policy = "Always".into();
+    create_pod(&env.client, ns, &shape.build().unwrap()).await;
+    wait_for(&pods, "ended", "pod running", is_running).await;
+    let node = env.node(0);
+    node.end_container(ns, "ended", "with-resource")
+        .expect("the node runs pod ended")
+        .await
+        .unwrap()
+        .unwrap();
+    wait_for(
+        &pods,
+        "ended",
+        "container restarted once",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .is_some_and(|c| c.restart_count == 1 && c.ready)
+        },
+    )
+    .await;
+    let claim_uid = Api::<ResourceClaim>::namespaced(env.client.clone(), ns)
+        .get("ended-claim")
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    for entry in std::fs::read_dir(node.cdi_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().contains(&claim_uid) {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    node.end_container(ns, "ended", "with-resource")
+        .expect("the node runs pod ended")
+        .await
+        .unwrap()
+        .unwrap();
+    wait_for(
+        &pods,
+        "ended",
+        "container not created",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
+                .is_some_and(|m| m.contains("unresolvable CDI devices"))
+        },
+    )
+    .await;
+    // Only a running container can be ended.
+    let refused = node
+        .end_container(ns, "ended", "with-resource")
+        .expect("the node runs pod ended")
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(refused.contains("is not running"), "{refused}");
+
+    for p in ["completes", "init-check", "fails", "restarts", "ended"] {
         pods.delete(p, &DeleteParams::default()).await.unwrap();
     }
-    for p in ["completes", "init-check", "fails", "restarts"] {
+    for p in ["completes", "init-check", "fails", "restarts", "ended"] {
         wait_for(&pods, p, "pod deleted", |o: Option<&Pod>| o.is_none()).await;
     }
 }

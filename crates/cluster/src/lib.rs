@@ -630,8 +630,9 @@ impl Cluster {
     /// it (the pod builder's default command exits at once on SIGTERM;
     /// `sh`, which runs it, is in every image the suite uses). The kubelet
     /// then creates the container again from the pod's prepared claims,
-    /// without asking the driver. Simulated nodes run no processes and have
-    /// no exec: there it fails, saying so.
+    /// without asking the driver. A simulated node has no exec: its kubelet
+    /// ends the container itself, with the same status 0, and creates it
+    /// again from the CDI specs as they are then.
     pub async fn end_container_process(
         &self,
         namespace: &str,
@@ -640,12 +641,27 @@ impl Cluster {
     ) -> anyhow::Result<()> {
         let target = format!("container {container} of pod {namespace}/{pod}");
         match &self.kind {
-            Kind::Local(l) if l.real.is_none() => anyhow::bail!(
-                "cannot end the process of {target}: a simulated node runs no container \
-                 processes and has no exec, so nothing can make a container exit there \
-                 (restarting containers needs real nodes, --node-kind real, or a cluster \
-                 with a container runtime)"
-            ),
+            Kind::Local(l) if l.real.is_none() => {
+                // Asked under the lock, answered outside it.
+                let answer = {
+                    let nodes = l
+                        .nodes
+                        .read()
+                        .map_err(|_| anyhow::anyhow!("simulated nodes lock poisoned"))?;
+                    nodes
+                        .iter()
+                        .find_map(|n| n.end_container(namespace, pod, container))
+                };
+                let answer = answer.with_context(|| format!("no simulated node runs {target}"))?;
+                answer
+                    .await
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "the simulated kubelet stopped tending pod {namespace}/{pod}"
+                        )
+                    })?
+                    .map_err(|e| anyhow::anyhow!("cannot end the process of {target}: {e}"))
+            }
             Kind::Local(_) | Kind::Remote(_) => {
                 let kill = ["sh", "-c", "kill -TERM 1"].map(str::to_owned);
                 if let Some(failure) =

@@ -341,6 +341,30 @@ impl PodRuntime {
         }
     }
 
+    /// Ends the running regular container `name` with status 0, as the
+    /// pod builder's default command ends on SIGTERM (`kill -TERM 1` in it
+    /// on a real node); its restart follows the pod's policy, the first at
+    /// once. Whoever restarts it should replan it first
+    /// ([`PodRuntime::creations_due`]): the runtime resolves its CDI devices
+    /// anew. An error says why nothing ended.
+    pub fn end(&mut self, name: &str, now: Instant) -> Result<Vec<Change>, String> {
+        let i = self
+            .main
+            .iter()
+            .position(|c| c.plan.name == name)
+            .ok_or_else(|| format!("pod {} has no regular container {name}", self.pod_ref))?;
+        if self.stage != Stage::Main || !self.main[i].running() {
+            return Err(format!(
+                "container {name} of pod {} is not running",
+                self.pod_ref
+            ));
+        }
+        let mut changes = Vec::new();
+        self.main[i].due = None;
+        self.on_main_due(i, Due::Exit(0), now, &mut changes);
+        Ok(changes)
+    }
+
     /// `Some(true)` once the pod succeeded, `Some(false)` once it failed.
     pub fn finished(&self) -> Option<bool> {
         match self.stage {
@@ -948,6 +972,50 @@ mod tests {
         assert!(st[0].user.is_some());
         assert_eq!(r.phase(), "Running");
         assert_eq!(r.unready(), vec!["c".to_string()]);
+    }
+
+    #[test]
+    fn an_ended_container_restarts_at_once_from_a_new_plan() {
+        let now = Instant::now();
+        let mut r = rt(
+            vec![],
+            vec![plan("c", Behaviour::RunForever)],
+            RestartPolicy::Always,
+        );
+        r.start(now);
+        let ch = r.end("c", now).expect("ends");
+        assert!(
+            matches!(&ch[..], [Change::Exited { container, exit_code: 0 }] if container == "c")
+        );
+        // Due at once; created again only after a replan, as the worker
+        // does, so a CDI device gone meanwhile is seen.
+        assert_eq!(r.creations_due(now), vec!["c".to_string()]);
+        let mut gone = plan("c", Behaviour::RunForever);
+        gone.create_error = Some(CreateError {
+            message: "unresolvable CDI devices x/y=z".into(),
+            detail: "unresolvable CDI devices x/y=z: not in /cdi".into(),
+        });
+        r.replan(gone);
+        let ch = r.advance(now);
+        assert!(matches!(&ch[..], [Change::CreateFailed { container, .. }] if container == "c"));
+        assert_eq!(r.unready(), vec!["c".to_string()]);
+        // Only a running regular container can be ended.
+        assert!(r.end("c", now).unwrap_err().contains("is not running"));
+        assert!(
+            r.end("x", now)
+                .unwrap_err()
+                .contains("no regular container x")
+        );
+
+        // Under Never the pod ends.
+        let mut r = rt(
+            vec![],
+            vec![plan("c", Behaviour::RunForever)],
+            RestartPolicy::Never,
+        );
+        r.start(now);
+        r.end("c", now).expect("ends");
+        assert_eq!(r.finished(), Some(true));
     }
 
     #[test]

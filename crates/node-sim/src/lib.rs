@@ -114,7 +114,10 @@
 //! `restartPolicy` (`Always`, `OnFailure`): the first time at once, then
 //! after a doubling delay ([`SimNodeConfig::restart_backoff`]) spent in
 //! `CrashLoopBackOff`, with `restartCount` incremented per new instance;
-//! `Never`: the pod ends `Succeeded` or `Failed`. Init containers run one
+//! `Never`: the pod ends `Succeeded` or `Failed`. [`SimNode::end_container`]
+//! ends a running regular container with status 0, as the pod builder's
+//! default command ends on SIGTERM; it is created again from the CDI specs
+//! as they are then. Init containers run one
 //! after the other before the regular ones; init containers with
 //! `restartPolicy: Always` are sidecars that keep running.
 mod backoff;
@@ -466,6 +469,7 @@ impl SimNode {
             health: cfg.resource_health.then_some(health),
             journal,
             envs: Default::default(),
+            enders: Default::default(),
             ips: pod_worker::IpPool::new(cfg.pod_ip_base),
             retry: cfg.retry,
             restart_delay: cfg.restart_backoff,
@@ -519,6 +523,24 @@ impl SimNode {
             .unwrap_or_else(|e| e.into_inner())
             .get(&(namespace.to_owned(), pod.to_owned()))
             .and_then(|(_, by_container)| by_container.get(container).cloned())
+    }
+
+    /// Ends a running regular container of a pod on this node with status
+    /// 0, as its process would on SIGTERM; the pod's restart policy says
+    /// what follows, and a restart reads the CDI specs again. `None` when
+    /// no pod of that name runs here; else the answer, once it ended or
+    /// with why it could not.
+    pub fn end_container(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Option<tokio::sync::oneshot::Receiver<Result<(), String>>> {
+        let enders = self.ctx.enders.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, tx) = enders.get(&(namespace.to_owned(), pod.to_owned()))?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tx.send((container.to_owned(), reply)).ok()?;
+        Some(answer)
     }
 
     /// Claims prepared on this node, one entry per claim and driver.

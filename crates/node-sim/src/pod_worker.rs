@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -33,6 +33,14 @@ use super::journal::{Journal, NodeEventKind};
 /// so a successor pod of the same name is not clobbered.
 pub type EnvTable =
     Mutex<HashMap<(String, String), (String, HashMap<String, Vec<(String, String)>>)>>;
+
+/// A request to end a running container (by name) of a pod, answered
+/// once it ended, or with why it could not.
+pub type EndRequest = (String, oneshot::Sender<Result<(), String>>);
+
+/// Where to send [`EndRequest`]s, by `(namespace, pod)`; with the pod UID
+/// so a successor pod of the same name is not clobbered.
+pub type EndTable = Mutex<HashMap<(String, String), (String, mpsc::UnboundedSender<EndRequest>)>>;
 
 /// Pod IPs handed out round-robin from one /24.
 #[derive(Debug)]
@@ -68,6 +76,8 @@ pub struct NodeCtx {
     pub health: Option<Arc<HealthStore>>,
     pub journal: Journal,
     pub envs: EnvTable,
+    /// The pod workers' ears for containers to end.
+    pub enders: EndTable,
     pub ips: IpPool,
     /// Retries of failed prepares, unprepares and deletions.
     pub retry: Backoff,
@@ -86,6 +96,8 @@ enum RunningWake {
     Pod(Wake),
     /// Some device's health changed.
     Health,
+    /// A container is to end.
+    End(EndRequest),
 }
 
 /// `allocatedResourcesStatus` by container name; containers without entries
@@ -107,6 +119,8 @@ pub struct PodWorker {
     events: HashMap<EventKey, (String, i32)>,
     /// Changes with device health, when the node reports it.
     health_rx: Option<watch::Receiver<u64>>,
+    /// Containers to end (taken while a running pod waits).
+    end_rx: Option<mpsc::UnboundedReceiver<EndRequest>>,
     /// The `allocatedResourcesStatus` of the last status written, so a
     /// health change rewrites only pods it affects.
     written_health: ResourcesStatus,
@@ -227,6 +241,11 @@ impl PodWorker {
         rx: watch::Receiver<Option<Arc<Pod>>>,
         cancel: CancellationToken,
     ) -> Self {
+        let (end_tx, end_rx) = mpsc::unbounded_channel();
+        ctx.enders.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            (pod.namespace().unwrap_or_default(), pod.name_any()),
+            (pod.uid().unwrap_or_default(), end_tx),
+        );
         Self {
             uid: pod.uid().unwrap_or_default(),
             ns: pod.namespace().unwrap_or_default(),
@@ -238,6 +257,7 @@ impl PodWorker {
             started: None,
             events: HashMap::new(),
             health_rx: ctx.health.as_ref().map(|h| h.subscribe()),
+            end_rx: Some(end_rx),
             written_health: ResourcesStatus::new(),
             tombstone: ResourcesStatus::new(),
             ctx,
@@ -272,23 +292,39 @@ impl PodWorker {
         }
     }
 
-    /// Like [`PodWorker::wait`], and also wakes when device health changed.
+    /// Like [`PodWorker::wait`], and also wakes when device health changed
+    /// or a container is to end.
     async fn wait_running(&mut self, until: Option<Instant>) -> RunningWake {
-        let Some(mut health) = self.health_rx.take() else {
-            return RunningWake::Pod(self.wait(until).await);
-        };
+        let mut health = self.health_rx.take();
+        let mut ends = self.end_rx.take();
         let health_changed = async {
             // The sender lives in the node context this worker holds, so it
             // cannot close; if it ever did, health would just stop waking us.
-            if health.changed().await.is_err() {
+            let changed = match health.as_mut() {
+                Some(h) => h.changed().await.is_ok(),
+                None => false,
+            };
+            if !changed {
                 std::future::pending::<()>().await;
+            }
+        };
+        let end = async {
+            // The sender stays in the node's table while this worker runs.
+            match ends.as_mut() {
+                Some(rx) => match rx.recv().await {
+                    Some(request) => request,
+                    None => std::future::pending().await,
+                },
+                None => std::future::pending().await,
             }
         };
         let woke = tokio::select! {
             w = self.wait(until) => RunningWake::Pod(w),
             _ = health_changed => RunningWake::Health,
+            request = end => RunningWake::End(request),
         };
-        self.health_rx = Some(health);
+        self.health_rx = health;
+        self.end_rx = ends;
         woke
     }
 
@@ -296,8 +332,13 @@ impl PodWorker {
     /// the node stops.
     pub async fn run(mut self) {
         self.lifecycle().await;
-        let mut envs = self.ctx.envs.lock().unwrap_or_else(|e| e.into_inner());
         let key = (self.ns.clone(), self.name.clone());
+        let mut enders = self.ctx.enders.lock().unwrap_or_else(|e| e.into_inner());
+        if enders.get(&key).is_some_and(|(uid, _)| *uid == self.uid) {
+            enders.remove(&key);
+        }
+        drop(enders);
+        let mut envs = self.ctx.envs.lock().unwrap_or_else(|e| e.into_inner());
         if envs.get(&key).is_some_and(|(uid, _)| *uid == self.uid) {
             envs.remove(&key);
         }
@@ -346,6 +387,35 @@ impl PodWorker {
                     debug!(pod = %self.key(), "device health changed, rewriting status");
                     self.write_status(pod).await;
                 }
+            }
+            RunningWake::End((container, reply)) => {
+                let now = Instant::now();
+                let ended = match self.runtime.as_mut() {
+                    Some(rt) => rt.end(&container, now),
+                    None => Err(format!(
+                        "the containers of pod {} are not running",
+                        self.key()
+                    )),
+                };
+                let changes = match ended {
+                    Ok(changes) => {
+                        info!(pod = %self.key(), container, "container process ended on request");
+                        changes
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return ControlFlow::Continue(());
+                    }
+                };
+                self.apply_changes(pod, changes).await;
+                // Its restart (at once, the first time) creates it from a
+                // new plan: the CDI specs are read again.
+                self.replan_due(pod, now);
+                if let Some(rt) = self.runtime.as_mut() {
+                    let changes = rt.advance(now);
+                    self.apply_changes(pod, changes).await;
+                }
+                let _ = reply.send(Ok(()));
             }
             RunningWake::Pod(Wake::Timer) => {
                 let now = Instant::now();
