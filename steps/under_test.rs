@@ -255,11 +255,12 @@ async fn deleted_while_preparing(w: &mut World, pod: String) -> anyhow::Result<(
 /// Waits until the deleted pod is gone. The kubelet finishes a pod only
 /// once the driver unprepared its claims, so a pod that stays terminating
 /// is the driver's failure, and the message says so.
-async fn lets_claims_go(w: &mut World, pod: String) -> anyhow::Result<()> {
+async fn lets_claims_go(w: &World, pod: String) -> anyhow::Result<()> {
     let Some(DeletedPod { node, claims }) = w.deleted_pods.get(&pod).cloned() else {
         bail!(
-            "pod {pod} was not deleted by `When pod \"{pod}\" is deleted while its claims are \
-             being prepared` (the step notes its claims before deleting it)"
+            "pod {pod} was not deleted by the pack's `When pod \"{pod}\" is deleted while its \
+             claims are being prepared`, which notes its node and claims before deleting it (a \
+             claim from a template may be gone afterwards)"
         );
     };
     let api = w.api::<Pod>()?;

@@ -212,7 +212,7 @@ const BROKEN: &[Broken] = &[
     Broken {
         profile: "wrong-device-check",
         scenario: "the pod runs with access to its device",
-        step: "And every container of pod \"tester-1\" has its device: container with-resource of pod tester-1 on node dra-e2e-node-",
+        step: "Then every container of pod \"tester-1\" has its device: container with-resource of pod tester-1 on node dra-e2e-node-",
         parts: &[
             "did not get its device from driver dra-e2e-",
             "no variable matches \"GPU_VISIBLE_DEVICES=*\"",
