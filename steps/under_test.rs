@@ -782,8 +782,10 @@ async fn spec_missing(
 /// Watches, until the pod's containers settle, for a claim of `pod` whose
 /// answered CDI devices no spec defines: on a node a runtime would refuse
 /// such a container, so the pod would only stay pending to the step's
-/// timeout. Returns the pod's node and the problem; never returns where the
-/// runner cannot look.
+/// timeout. Behind the interposer a repeated prepare answered otherwise
+/// comes first, as the likelier cause (a driver that rewrote its spec under
+/// the repeat's names). Returns the pod's node and the problem; never
+/// returns where the runner cannot look.
 async fn spec_missing_while_waiting(w: &World, pod: &str) -> anyhow::Result<(String, String)> {
     loop {
         let current = w.pod(pod).await?;
@@ -794,6 +796,19 @@ async fn spec_missing_while_waiting(w: &World, pod: &str) -> anyhow::Result<(Str
                 return std::future::pending().await;
             }
             let claims = claim_uids(w, &current).await?;
+            if let Some(d) = w
+                .context()?
+                .under_test
+                .interposed
+                .as_ref()
+                .and_then(|i| i.disagreements(&node))
+            {
+                let repeated: Vec<String> =
+                    claims.iter().flat_map(|(_, uid)| d.of_claim(uid)).collect();
+                if !repeated.is_empty() {
+                    return Ok((node, repeated.join("; ")));
+                }
+            }
             if let Some(problem) = spec_missing(w, &node, &claims).await? {
                 return Ok((node, problem));
             }
