@@ -161,7 +161,7 @@ conformance-simulated: controlplane test-driver ## the driver conformance pack a
 # docs/driver-mutants.yaml, every way it is realised, the kill table into
 # target/mutants/kill-table.md. MUTANTS_ARGS=--real-nodes adds the mutants
 # only real nodes show (root).
-mutants: controlplane test-driver test-driver-mutants ## the conformance pack against every driver mutant (docs/driver-mutants.yaml): prints the kill table and the mutation score (target/mutants/kill-table.md)
+mutants: controlplane test-driver test-driver-mutants rolling-driver ## the conformance pack against every driver mutant (docs/driver-mutants.yaml): prints the kill table and the mutation score (target/mutants/kill-table.md)
 	mkdir -p target/mutants
 	DRA_E2E_BINARIES_DIR=$(BINARIES) $(CARGO) run --quiet -- mutants $(MUTANTS_ARGS) | tee target/mutants/kill-table.md
 

@@ -7,7 +7,7 @@
 //! mutant and per way it is realised, what failed and how; the mutation
 //! score is the share of catalogued mutants killed.
 //!
-//! A mutant is realised up to three ways, each a run of this runner:
+//! A mutant is realised up to four ways, each a run of this runner:
 //! - `builtin`: the suite's own driver plants the fault in itself
 //!   (`deployment.faults` in a copy of profiles/builtin.yaml);
 //! - `interposer`: the interposer plants it in the answers of upstream's
@@ -17,7 +17,10 @@
 //!   (`make test-driver-mutants` writes its profile), run behind the
 //!   interposer, whose checks of answers and repeated calls then apply; on
 //!   real nodes the runner writes an image archive of the patched binary
-//!   into the run's directory and runs profiles/dra-test-driver.yaml with it.
+//!   into the run's directory and runs profiles/dra-test-driver.yaml with it;
+//! - `rolling-driver`: the project's rolling-update driver on real nodes, a
+//!   variable in a copy of its DaemonSet telling it to break itself (for
+//!   what only a surging DaemonSet shows).
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,10 @@ const SIMULATED_TEST_DRIVER: &str = "profiles/dra-test-driver-simulated.yaml";
 const REAL_TEST_DRIVER: &str = "profiles/dra-test-driver.yaml";
 const PATCHES: &str = "hack/mutants/test-driver";
 const PATCHED_PROFILES: &str = "target/mutants/test-driver";
+const ROLLING_DRIVER: &str = "profiles/rolling-driver.yaml";
+/// The rolling-update driver's DaemonSet, as `make rolling-driver` writes
+/// it (relative to the repository).
+const ROLLING_DAEMONSET: &str = "target/rolling-driver/kubelet-plugin.yaml";
 /// Long enough for a prepare the kubelet retries, short enough that a
 /// mutant whose pod never runs does not hold its run for the default 300 s.
 const STEP_TIMEOUT: &str = "150s";
@@ -52,6 +59,10 @@ pub struct Mutant {
     pub fault: Option<String>,
     #[serde(default)]
     pub patch: Option<String>,
+    /// `NAME=value` set in the rolling-update driver's DaemonSet: a bug
+    /// that driver plants in itself when told (hack/rolling-driver).
+    #[serde(default)]
+    pub rolling_env: Option<String>,
     #[serde(default)]
     pub nodes: Option<String>,
     pub caught_by: Vec<Catch>,
@@ -73,6 +84,7 @@ pub enum Way {
     Builtin,
     Interposer,
     TestDriver,
+    RollingDriver,
 }
 
 impl fmt::Display for Way {
@@ -81,6 +93,7 @@ impl fmt::Display for Way {
             Way::Builtin => "builtin",
             Way::Interposer => "interposer",
             Way::TestDriver => "test-driver",
+            Way::RollingDriver => "rolling-driver",
         })
     }
 }
@@ -107,6 +120,9 @@ impl Mutant {
         }
         if self.patch.is_some() {
             ways.push(Way::TestDriver);
+        }
+        if self.rolling_env.is_some() {
+            ways.push(Way::RollingDriver);
         }
         ways
     }
@@ -136,7 +152,19 @@ pub fn catalogue(root: &Path) -> anyhow::Result<Vec<Mutant>> {
             }
         }
         if m.ways().is_empty() {
-            problems.push(format!("{}: realised no way (no fault, no patch)", m.name));
+            problems.push(format!(
+                "{}: realised no way (no fault, no patch, no rolling_env)",
+                m.name
+            ));
+        }
+        if let Some(env) = &m.rolling_env
+            && (env.split_once('=').is_none_or(|(k, _)| k.is_empty()) || !m.on_real_nodes())
+        {
+            problems.push(format!(
+                "{}: rolling_env {env:?} must be NAME=value, with nodes: real (the rolling-update \
+                 driver runs on real nodes only)",
+                m.name
+            ));
         }
         if m.caught_by.is_empty() && m.survives.is_none() {
             problems.push(format!("{}: names no scenario to catch it", m.name));
@@ -447,7 +475,18 @@ fn profile_for(
     // A patched test driver on real nodes: the real nodes' profile, with
     // an image archive of the patched binary in place of the unmutated one.
     let mut archive = None;
+    let mut daemonset = None;
     let source = match (run.way, &run.mutant) {
+        (Way::RollingDriver, mutant) => {
+            let env = mutant
+                .as_deref()
+                .and_then(|name| mutants.iter().find(|m| m.name == name))
+                .and_then(|m| m.rolling_env.as_deref());
+            if let Some(env) = env {
+                daemonset = Some(rolling_daemonset_with(root, dir, env)?);
+            }
+            root.join(ROLLING_DRIVER)
+        }
         (Way::TestDriver, Some(name)) if run.real => {
             archive = Some(patched_image(exe, root, dir, patch_of(mutants, name))?);
             root.join(REAL_TEST_DRIVER)
@@ -469,6 +508,12 @@ fn profile_for(
     let mut out = String::new();
     for line in text.lines() {
         let mut line = line.replace("../target/", &format!("{base}/../target/"));
+        if let Some(copy) = &daemonset
+            && line.trim_end().ends_with("kubelet-plugin.yaml")
+        {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            line = format!("{indent}- {}", copy.display());
+        }
         if let Some(archive) = &archive
             && line.trim_end().ends_with(UNMUTATED_ARCHIVE)
         {
@@ -497,6 +542,37 @@ fn profile_for(
     let file = dir.join("profile.yaml");
     std::fs::write(&file, out).with_context(|| format!("writing {}", file.display()))?;
     Ok(file)
+}
+
+/// A copy of the rolling-update driver's DaemonSet in `dir` whose plugin
+/// container also has `env` (`NAME=value`), next to its NUM_DEVICES.
+fn rolling_daemonset_with(root: &Path, dir: &Path, env: &str) -> anyhow::Result<PathBuf> {
+    let source = root.join(ROLLING_DAEMONSET);
+    let text = std::fs::read_to_string(&source).with_context(|| {
+        format!(
+            "reading {} (`make rolling-driver` writes it)",
+            source.display()
+        )
+    })?;
+    let (name, value) = env
+        .split_once('=')
+        .with_context(|| format!("rolling_env {env:?} is not NAME=value"))?;
+    let anchor = text
+        .lines()
+        .find(|l| l.trim() == "- name: NUM_DEVICES")
+        .with_context(|| {
+            format!(
+                "{} sets no NUM_DEVICES to add {name} beside",
+                source.display()
+            )
+        })?;
+    let indent = &anchor[..anchor.len() - anchor.trim_start().len()];
+    let value = serde_json::to_string(value).context("quoting the variable's value")?;
+    let added = format!("{indent}- name: {name}\n{indent}  value: {value}\n{anchor}");
+    let copy = dir.join("kubelet-plugin.yaml");
+    std::fs::write(&copy, text.replacen(anchor, &added, 1))
+        .with_context(|| format!("writing {}", copy.display()))?;
+    Ok(copy)
 }
 
 /// The unmutated test driver's image archive, as profiles/dra-test-driver.yaml
@@ -603,7 +679,10 @@ fn run_one(
         .arg(humantime::format_duration(limits.teardown).to_string())
         .arg("--junit")
         .arg(&junit);
-    if run.way != Way::Builtin {
+    // The ways that break upstream's test driver stand in front of it, so
+    // that the checks of answers and repeated calls apply; the rolling
+    // driver is judged as CI's conformance-rolling judges it.
+    if matches!(run.way, Way::Interposer | Way::TestDriver) {
         cmd.arg("--interpose");
     }
     if run.real {
@@ -1179,6 +1258,7 @@ mod tests {
             seen: "s".into(),
             fault: Some("FirstClaimOnly".into()),
             patch: None,
+            rolling_env: None,
             nodes: None,
             caught_by: vec![Catch {
                 scenario: "several claims".into(),
@@ -1229,6 +1309,27 @@ mod tests {
             judge(&m, &killed, Some(&green)),
             Outcome::Error(_)
         ));
+    }
+
+    #[test]
+    fn the_rolling_driver_is_told_its_bug_in_a_copy_of_its_daemonset() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let built = root.path().join("target/rolling-driver");
+        std::fs::create_dir_all(&built).unwrap();
+        let ds = "        env:\n            - name: NUM_DEVICES\n              value: \"4\"\n";
+        std::fs::write(built.join("kubelet-plugin.yaml"), ds).unwrap();
+        let copy = rolling_daemonset_with(root.path(), dir.path(), "BREAK_IT=true").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(copy).unwrap(),
+            "        env:\n            - name: BREAK_IT\n              value: \"true\"\n            \
+             - name: NUM_DEVICES\n              value: \"4\"\n"
+        );
+        // A DaemonSet without the variable to stand beside is refused, not
+        // run unbroken.
+        std::fs::write(built.join("kubelet-plugin.yaml"), "env: []\n").unwrap();
+        let err = rolling_daemonset_with(root.path(), dir.path(), "BREAK_IT=true").unwrap_err();
+        assert!(err.to_string().contains("sets no NUM_DEVICES"), "{err}");
     }
 
     #[test]
