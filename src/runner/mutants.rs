@@ -569,7 +569,9 @@ fn rolling_daemonset_with(root: &Path, dir: &Path, env: &str) -> anyhow::Result<
     let indent = &anchor[..anchor.len() - anchor.trim_start().len()];
     let value = serde_json::to_string(value).context("quoting the variable's value")?;
     let added = format!("{indent}- name: {name}\n{indent}  value: {value}\n{anchor}");
-    let copy = dir.join("kubelet-plugin.yaml");
+    // The profile names it from elsewhere: absolute, as `dir` may not be.
+    let copy = std::path::absolute(dir.join("kubelet-plugin.yaml"))
+        .context("the run directory's absolute path")?;
     std::fs::write(&copy, text.replacen(anchor, &added, 1))
         .with_context(|| format!("writing {}", copy.display()))?;
     Ok(copy)
@@ -867,6 +869,19 @@ fn judge(m: &Mutant, ran: &Ran, baseline: Option<&Ran>) -> Outcome {
                 first_line(message)
             ));
         }
+    }
+    // A run that neither passed nor failed any named scenario did not test
+    // the mutant (a profile refused, a cluster that never started).
+    if !m
+        .caught_by
+        .iter()
+        .any(|c| ran.failed.contains_key(&c.scenario) || ran.passed.contains(&c.scenario))
+    {
+        return Outcome::Error(format!(
+            "the run ran none of the scenarios named for it (status {:?}): {}",
+            ran.status,
+            first_line(&ran.tail)
+        ));
     }
     for c in &m.caught_by {
         if let Some(message) = ran.failed.get(&c.scenario)
@@ -1307,6 +1322,13 @@ mod tests {
         killed.status = None;
         assert!(matches!(
             judge(&m, &killed, Some(&green)),
+            Outcome::Error(_)
+        ));
+        // A run that tested nothing (its profile refused, say) survives
+        // nothing either: it is an error.
+        let nothing = ran(&[], &[]);
+        assert!(matches!(
+            judge(&m, &nothing, Some(&green)),
             Outcome::Error(_)
         ));
     }
