@@ -134,10 +134,10 @@ async fn the_runner_deploys_a_driver_on_a_kubeconfig_cluster_and_interposes_it()
 
     let (code, t, home) = cluster.stop();
     assert_eq!(run.status.code(), Some(0), "{out}");
-    // kubelet_calls.feature's 10 and driver_instances.feature's 4: a
-    // rollout, a restart, device health and a failed health stream, all
-    // behind the interposer.
-    assert!(out.contains("14 passed, 0 failed"), "{out}");
+    // kubelet_calls.feature's 10, driver_instances.feature's 4 (a rollout,
+    // a restart, device health and a failed health stream) and the pack's
+    // deletion while a prepare is stalled, all behind the interposer.
+    assert!(out.contains("15 passed, 0 failed"), "{out}");
     assert!(
         out.contains("test-driver.cdi.k8s.io (Manifests)"),
         "the run names the deployment mode\n{out}"
