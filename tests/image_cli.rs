@@ -81,6 +81,17 @@ fn blob<'a>(
     &outer[&format!("blobs/sha256/{hex}")].1
 }
 
+/// The archive's only image: its manifest and its config.
+fn manifest_and_config(
+    outer: &BTreeMap<String, (u32, Vec<u8>)>,
+) -> (serde_json::Value, serde_json::Value) {
+    let index: serde_json::Value = serde_json::from_slice(&outer["index.json"].1).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(blob(outer, &index["manifests"][0])).unwrap();
+    let config = serde_json::from_slice(blob(outer, &manifest["config"])).unwrap();
+    (manifest, config)
+}
+
 #[test]
 fn an_archive_of_a_static_program_names_its_reference_and_runs_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -167,11 +178,7 @@ fn path_and_entrypoint_can_be_chosen() {
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let outer = tar_files(&std::fs::read(&out).unwrap());
-    let index: serde_json::Value = serde_json::from_slice(&outer["index.json"].1).unwrap();
-    let manifest: serde_json::Value =
-        serde_json::from_slice(blob(&outer, &index["manifests"][0])).unwrap();
-    let config: serde_json::Value =
-        serde_json::from_slice(blob(&outer, &manifest["config"])).unwrap();
+    let (manifest, config) = manifest_and_config(&outer);
     assert_eq!(
         config["config"]["Entrypoint"],
         serde_json::json!(["/usr/bin/driver", "--v=5"])
@@ -256,9 +263,7 @@ fn a_dynamically_linked_program_needs_its_libraries() {
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let outer = tar_files(&std::fs::read(&out).unwrap());
-    let index: serde_json::Value = serde_json::from_slice(&outer["index.json"].1).unwrap();
-    let manifest: serde_json::Value =
-        serde_json::from_slice(blob(&outer, &index["manifests"][0])).unwrap();
+    let (manifest, _) = manifest_and_config(&outer);
     let layer = &manifest["layers"][0];
     assert_eq!(
         layer["mediaType"],
@@ -361,11 +366,7 @@ fn with_busybox_the_image_has_a_shell_beside_the_program() {
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let outer = tar_files(&std::fs::read(&out).unwrap());
-    let index: serde_json::Value = serde_json::from_slice(&outer["index.json"].1).unwrap();
-    let manifest: serde_json::Value =
-        serde_json::from_slice(blob(&outer, &index["manifests"][0])).unwrap();
-    let config: serde_json::Value =
-        serde_json::from_slice(blob(&outer, &manifest["config"])).unwrap();
+    let (manifest, config) = manifest_and_config(&outer);
     assert_eq!(
         config["config"]["Entrypoint"],
         serde_json::json!(["/hostpathplugin"])
