@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         Some(Command::Clean(a)) => runner::clean::cli_main(a),
         Some(Command::Steps(a)) => runner::author::steps(a.markdown).map(|()| 0),
         Some(Command::Check(a)) => runner::author::check(a),
+        Some(Command::Features(a)) => runner::author::features_command(a).map(|()| 0),
         Some(Command::Upstream(a)) => runner::upstream::cli_main(a),
         Some(Command::Mutants(a)) => runner::mutants::cli_main(&a),
         Some(Command::Profile(a)) => runner::profile_cli::cli_main(a),

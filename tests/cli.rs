@@ -107,6 +107,67 @@ fn list_needs_no_cluster() {
         .says("no-such.feature");
 }
 
+/// The runner carries the suite: from a directory with no feature files it
+/// lists, checks and exports the built-in ones, and a repository's own
+/// scenarios run beside them with --add-features.
+#[test]
+fn the_built_in_features_run_from_any_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let at = |args: &[&str]| {
+        let mut c = isolated(home.path());
+        c.current_dir(elsewhere.path()).args(args);
+        Ran::of(&mut c)
+    };
+    at(&["--list", "--tags", "@DriverConformance"])
+        .exits(0)
+        .says("features/conformance/kep5970.feature:")
+        .says("the kubelet registers the driver's plugin")
+        .never_says("registers plugin");
+    at(&["check"])
+        .exits(0)
+        .says("every step is defined once")
+        .says("the built-in features");
+    // Written out, they are the same scenarios and check as clean.
+    at(&["features", "export", "pack"])
+        .exits(0)
+        .says("built-in feature files into pack");
+    let exported = elsewhere.path().join("pack/conformance/kep5970.feature");
+    assert!(exported.is_file(), "{}", exported.display());
+    at(&["check", "pack"]).exits(0);
+    // A file of the author's own changed there is not overwritten.
+    std::fs::write(&exported, "Feature: mine\n").unwrap();
+    at(&["features", "export", "pack"])
+        .fails()
+        .says("pack/conformance/kep5970.feature already exists and differs")
+        .says("--force");
+    // A repository's own scenarios beside the built-in ones; --features
+    // replaces them.
+    let own = elsewhere.path().join("own.feature");
+    std::fs::write(
+        &own,
+        "Feature: our own\n  @DriverConformance\n  Scenario: our driver's own check\n    Given 1 ready node\n",
+    )
+    .unwrap();
+    at(&[
+        "--list",
+        "--tags",
+        "@DriverConformance",
+        "--add-features",
+        "own.feature",
+    ])
+    .exits(0)
+    .says("our driver's own check")
+    .says("the kubelet registers the driver's plugin");
+    at(&["--list", "--features", "own.feature"])
+        .exits(0)
+        .says("our driver's own check")
+        .never_says("the kubelet registers the driver's plugin");
+    at(&["--list", "--add-features", "missing.feature"])
+        .fails()
+        .says("--add-features missing.feature");
+}
+
 #[test]
 fn check_reports_misspelt_steps_with_their_location() {
     let home = tempfile::tempdir().unwrap();

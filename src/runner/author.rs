@@ -1,8 +1,10 @@
-//! Commands for scenario authors: `dra-e2e steps` and `dra-e2e check`.
+//! Commands for scenario authors: `dra-e2e steps`, `dra-e2e check` and
+//! `dra-e2e features export`.
 use std::path::PathBuf;
 
 use cucumber::World as _;
 
+use super::feature_source::{self, FeatureSource};
 use super::features;
 use crate::steps::{World, catalogue};
 
@@ -40,23 +42,20 @@ pub fn steps(markdown: bool) -> anyhow::Result<()> {
                   1 when there is any."
 )]
 pub struct CheckArgs {
-    /// Feature files or directories of feature files to check.
-    #[arg(value_name = "PATH", default_value = "features")]
+    /// Feature files or directories of feature files to check (default:
+    /// the built-in ones).
+    #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 
-/// Checks feature files without a cluster (every path given, `features`
-/// when none is); returns the exit code.
+/// Checks feature files without a cluster (every path given, the built-in
+/// ones when none is); returns the exit code.
 pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
-    let paths = args.paths;
-    let mut parsed = Vec::new();
-    let mut errors = Vec::new();
-    for path in &paths {
-        match features::parse_all(path) {
-            Ok(p) => parsed.extend(p),
-            Err(e) => errors.extend(e),
-        }
-    }
+    let sources = FeatureSource::resolve(&args.paths, &[]);
+    let (parsed, errors) = match feature_source::load(&sources, None, &Default::default()) {
+        Ok(parsed) => (parsed, Vec::new()),
+        Err(errors) => (Vec::new(), errors),
+    };
     if !errors.is_empty() {
         for e in &errors {
             eprintln!("{e}");
@@ -68,15 +67,79 @@ pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
         eprintln!("{p}");
     }
     let scenarios = features::scenarios(&parsed).len();
-    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let shown: Vec<String> = sources.iter().map(ToString::to_string).collect();
     if problems.is_empty() {
         println!(
-            "{} feature files, {scenarios} scenarios: every step is defined once, every tag is known",
-            parsed.len()
+            "{} feature files ({}), {scenarios} scenarios: every step is defined once, every \
+             tag is known",
+            parsed.len(),
+            shown.join(", ")
         );
         Ok(0)
     } else {
         eprintln!("{} problem(s) in {}", problems.len(), shown.join(", "));
         Ok(1)
     }
+}
+
+/// The options of `dra-e2e features`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Work with the feature files built into the runner",
+    long_about = "The runner carries the suite's feature files and runs them by default \
+                  (`--features PATH` runs others instead, `--add-features PATH` others \
+                  besides). `features export DIR` writes the built-in files out, to read them \
+                  or to adapt them in a repository of one's own."
+)]
+pub struct FeaturesArgs {
+    #[command(subcommand)]
+    pub command: FeaturesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum FeaturesCommand {
+    /// Write the built-in feature files into DIR, as features/ holds them
+    /// (DIR/conformance/kep5970.feature, ...); a file there with other
+    /// content is refused unless --force.
+    Export {
+        /// The directory to write into (made when missing).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Overwrite files whose content differs from the built-in one.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List the built-in feature files with their scenario counts.
+    List,
+}
+
+/// Runs `dra-e2e features ...`.
+pub fn features_command(args: FeaturesArgs) -> anyhow::Result<()> {
+    match args.command {
+        FeaturesCommand::Export { dir, force } => {
+            let written = feature_source::export(&dir, force)?;
+            println!(
+                "wrote {} built-in feature files into {}",
+                written.len(),
+                dir.display()
+            );
+        }
+        FeaturesCommand::List => {
+            let parsed = feature_source::parse_builtin().map_err(|errs| {
+                anyhow::anyhow!(
+                    "{}",
+                    errs.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                )
+            })?;
+            for f in &parsed {
+                let n = features::scenarios(std::slice::from_ref(f)).len();
+                let path = f.path.as_deref().unwrap_or(std::path::Path::new("?"));
+                println!("{}  {n} scenario(s)  {}", path.display(), f.name);
+            }
+        }
+    }
+    Ok(())
 }

@@ -10,9 +10,16 @@ use crate::proxy::pods::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Feature file or directory of feature files to run; repeat for several.
-    #[arg(long, value_name = "PATH", default_value = "features", action = clap::ArgAction::Append)]
+    /// Feature file or directory of feature files to run instead of the
+    /// built-in ones; repeat for several.
+    #[arg(long, value_name = "PATH", action = clap::ArgAction::Append)]
     pub features: Vec<PathBuf>,
+
+    /// Feature file or directory of feature files to run besides the
+    /// built-in ones (or those of --features), e.g. a driver repository's
+    /// own scenarios; repeat for several.
+    #[arg(long, value_name = "PATH", action = clap::ArgAction::Append)]
+    pub add_features: Vec<PathBuf>,
 
     /// Print the selected scenarios with their tags and locations, then exit (no cluster needed).
     #[arg(long)]
@@ -165,6 +172,12 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// Where the run's scenarios come from (the built-in set unless
+    /// --features names others).
+    pub fn feature_sources(&self) -> Vec<super::feature_source::FeatureSource> {
+        super::feature_source::FeatureSource::resolve(&self.features, &self.add_features)
+    }
+
     /// How the cluster is reached, as these options say.
     pub fn connect_options(&self) -> ConnectOptions {
         ConnectOptions {
@@ -281,6 +294,7 @@ pub enum Command {
     /// Print the step catalogue: every step's pattern, description and example.
     Steps(StepsArgs),
     Check(super::author::CheckArgs),
+    Features(super::author::FeaturesArgs),
     Upstream(super::upstream::UpstreamArgs),
     Mutants(super::mutants::MutantsArgs),
     Cluster(super::cluster_up::ClusterArgs),
@@ -451,10 +465,10 @@ mod tests {
         );
         let (cli, _) = parse(&[]).unwrap();
         assert!(cli.command.is_none());
-        assert_eq!(
-            cli.run.custom.features,
-            [std::path::PathBuf::from("features")]
-        );
+        assert!(cli.run.custom.features.is_empty(), "the built-in set");
+        let (cli, _) = parse(&["--add-features", "mine", "--add-features", "more"]).unwrap();
+        assert!(cli.run.custom.features.is_empty());
+        assert_eq!(cli.run.custom.add_features.len(), 2);
     }
 
     #[test]
@@ -533,7 +547,7 @@ mod tests {
         let (cli, _) = parse(&["check"]).unwrap();
         match cli.command {
             Some(Command::Check(a)) => {
-                assert_eq!(a.paths, [std::path::PathBuf::from("features")]);
+                assert!(a.paths.is_empty(), "the built-in set");
             }
             c => panic!("{c:?}"),
         }

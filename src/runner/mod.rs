@@ -3,6 +3,7 @@ pub mod author;
 pub mod clean;
 pub mod cli;
 pub mod cluster_up;
+pub mod feature_source;
 pub mod features;
 pub mod history;
 pub mod mutants;
@@ -167,7 +168,12 @@ impl Typed {
 /// The features to run (see [`features::load`]), or one error listing
 /// every problem.
 fn load_features(opts: &Opts, typed: &Typed) -> anyhow::Result<Vec<cucumber::gherkin::Feature>> {
-    features::load(&opts.custom.features, typed.input.as_deref(), &opts.parser).map_err(|errs| {
+    feature_source::load(
+        &opts.custom.feature_sources(),
+        typed.input.as_deref(),
+        &opts.parser,
+    )
+    .map_err(|errs| {
         anyhow::anyhow!(
             "{}",
             errs.iter()
@@ -184,9 +190,9 @@ fn source_description(opts: &Opts, typed: &Typed) -> String {
         Some(glob) => format!("--input {glob}"),
         None => opts
             .custom
-            .features
+            .feature_sources()
             .iter()
-            .map(|p| p.display().to_string())
+            .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", "),
     }
@@ -449,7 +455,8 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
     let typed = Typed::from_matches(matches);
     // Fail on malformed feature files and empty selections before starting
     // anything expensive.
-    options::check_features(&opts.custom.features)?;
+    options::check_features("--features", &opts.custom.features)?;
+    options::check_features("--add-features", &opts.custom.add_features)?;
     let parsed = load_features(&opts, &typed)?;
     let mut selected = check_selection(&opts, &parsed)?;
     let all_scenarios = features::scenarios(&parsed);

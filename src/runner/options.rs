@@ -295,7 +295,16 @@ pub static TABLE: &[Opt] = &[
         ANY,
         &["--features", "features"],
         "",
-        "feature file or directory (default `features/`); repeat for several; a path that is missing or unreadable is refused with why"
+        "feature file or directory to run instead of the built-in ones (the suite's `features/`, carried by the runner: `dra-e2e features export DIR` writes them out); repeat for several; a path that is missing or unreadable is refused with why"
+    ),
+    opt!(
+        "",
+        "--add-features",
+        EVERYWHERE,
+        ANY,
+        &["--add-features", "features"],
+        "",
+        "feature file or directory to run besides the built-in ones (a driver repository's own scenarios beside the pack); repeat for several; checked as `--features` is"
     ),
     opt!(
         "",
@@ -810,6 +819,15 @@ pub static TABLE: &[Opt] = &[
         &["--wipe-delay", "1s"],
         "a real kubelet keeps its own 30s",
         "how long a simulated kubelet waits before wiping a gone driver's slices"
+    ),
+    opt!(
+        "features export",
+        "--force",
+        EVERYWHERE,
+        ANY,
+        &["--force"],
+        "",
+        "overwrite files in DIR whose content differs from the built-in ones (without it such a file is refused and nothing is written)"
     ),
     opt!(
         "profile check",
@@ -1338,12 +1356,12 @@ fn readable_dir(flag: &str, path: &Path) -> Result<(), Refusal> {
 
 /// The feature paths can be read: each a file or a directory. Checked
 /// first of all, before they are parsed (and before `--list`).
-pub fn check_features(paths: &[PathBuf]) -> Result<(), Refusal> {
+pub fn check_features(flag: &str, paths: &[PathBuf]) -> Result<(), Refusal> {
     for f in paths {
         if f.is_dir() {
-            readable_dir("--features", f)?;
+            readable_dir(flag, f)?;
         } else {
-            readable_file("--features", f)?;
+            readable_file(flag, f)?;
         }
     }
     Ok(())
@@ -1352,7 +1370,8 @@ pub fn check_features(paths: &[PathBuf]) -> Result<(), Refusal> {
 /// The files and directories the run's options name, checked before
 /// anything starts; the image archives are looked into too.
 fn check_run_files(args: &super::cli::RunArgs, matches: &clap::ArgMatches) -> Result<(), Refusal> {
-    check_features(&args.features)?;
+    check_features("--features", &args.features)?;
+    check_features("--add-features", &args.add_features)?;
     if let Some(p) = &args.kubeconfig {
         readable_file("--kubeconfig", p)?;
     }
