@@ -3,9 +3,11 @@
 //! what was awaited and what was last seen.
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
@@ -30,23 +32,102 @@ pub enum WaitError {
     },
 }
 
+impl WaitError {
+    /// The error with `text` on the lines after what it says.
+    pub fn with_diagnosis(self, text: &str) -> Self {
+        match self {
+            WaitError::Timeout {
+                what,
+                after,
+                last_seen,
+            } => WaitError::Timeout {
+                what,
+                after,
+                last_seen: format!("{last_seen}\n{text}"),
+            },
+            WaitError::Failed { what, message } => WaitError::Failed {
+                what,
+                message: format!("{message}\n{text}"),
+            },
+            watch @ WaitError::Watch { .. } => watch,
+        }
+    }
+}
+
+pub mod diagnose;
+
 tokio::task_local! {
     /// What the innermost wait of the current task last saw, for a caller
     /// whose own deadline (a step timeout) ends the wait before it can say.
     static PROGRESS: Progress;
 }
 
-/// Shared with [`with_progress`]: the latest "waiting for X; last seen: Y".
-#[derive(Debug, Clone, Default)]
-pub struct Progress(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+/// Says what the cluster says about one pod (see [`diagnose`]).
+pub type Diagnoser = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
+
+/// Shared with [`with_progress`]: the latest "waiting for X; last seen: Y",
+/// the pod waits running in the scope (to diagnose the one named there when
+/// the caller's deadline cuts it) and what the caller knows of drivers.
+#[derive(Clone, Default)]
+pub struct Progress {
+    state: Arc<Mutex<ProgressState>>,
+    driver_notes: Option<diagnose::DriverNotes>,
+}
+
+#[derive(Default)]
+struct ProgressState {
+    /// (what, last seen)
+    last: Option<(String, String)>,
+    /// Pod waits running, by what they wait for.
+    pods: Vec<(String, Diagnoser)>,
+}
+
+impl Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("last", &self.last())
+            .field("driver_notes", &self.driver_notes.is_some())
+            .finish()
+    }
+}
 
 impl Progress {
-    /// The last state a wait inside the scope reported, if any.
-    pub fn last(&self) -> Option<String> {
-        self.0
+    /// A progress whose pod diagnoses add what `notes` says of the pod's
+    /// drivers.
+    pub fn with_driver_notes(notes: diagnose::DriverNotes) -> Self {
+        Progress {
+            driver_notes: Some(notes),
+            ..Default::default()
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+    }
+
+    /// The last state a wait inside the scope reported, if any.
+    pub fn last(&self) -> Option<String> {
+        self.state()
+            .last
+            .as_ref()
+            .map(|(what, seen)| format!("waiting for {what}; last seen: {seen}"))
+    }
+
+    /// When the wait [`Progress::last`] names is a pod wait still running
+    /// (its caller's deadline cut it): what the cluster says about the pod.
+    pub async fn diagnosis(&self) -> Option<String> {
+        let diagnose = {
+            let state = self.state();
+            let (what, _) = state.last.as_ref()?;
+            state
+                .pods
+                .iter()
+                .find(|(w, _)| w == what)
+                .map(|(_, d)| d.clone())?
+        };
+        Some(diagnose().await)
     }
 }
 
@@ -60,8 +141,7 @@ pub async fn with_progress<F: Future>(progress: Progress, fut: F) -> F::Output {
 /// deadline elsewhere) calls it as well.
 pub fn note(what: &str, seen: &str) {
     let _ = PROGRESS.try_with(|p| {
-        *p.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-            Some(format!("waiting for {what}; last seen: {seen}"));
+        p.state().last = Some((what.to_owned(), seen.to_owned()));
     });
 }
 
@@ -91,6 +171,63 @@ where
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     list(api, config, what, timeout, |items| check(items.first())).await
+}
+
+/// [`object`] for pod `name`. A wait that fails (its deadline passes, or
+/// `check` sees a state the pod cannot leave) says after what it last saw
+/// what the cluster says about the pod ([`diagnose`]); for a wait its
+/// caller's deadline cuts, [`Progress::diagnosis`] says it.
+pub async fn pod<T>(
+    api: &Api<Pod>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl FnMut(Option<&Pod>) -> Check<T>,
+) -> Result<T, WaitError> {
+    let diagnoser = pod_diagnoser(api, name);
+    let _ = PROGRESS.try_with(|p| p.state().pods.push((what.to_owned(), diagnoser.clone())));
+    let result = object(api, name, what, timeout, check).await;
+    let _ = PROGRESS.try_with(|p| {
+        p.state().pods.retain(|(_, d)| !Arc::ptr_eq(d, &diagnoser));
+    });
+    match result {
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.with_diagnosis(&diagnoser().await)),
+    }
+}
+
+/// For a pod check that is not a [`pod`] wait (one that must hold for a
+/// while): `result`, with what the cluster says about pod `name` added
+/// when it failed.
+pub async fn diagnosed<T>(
+    api: &Api<Pod>,
+    name: &str,
+    result: Result<T, WaitError>,
+) -> Result<T, WaitError> {
+    match result {
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.with_diagnosis(&pod_diagnoser(api, name)().await)),
+    }
+}
+
+/// Diagnoses pod `name` of `api`'s namespace, with the driver notes of the
+/// current [`with_progress`] scope.
+fn pod_diagnoser(api: &Api<Pod>, name: &str) -> Diagnoser {
+    let namespace = api.namespace().unwrap_or("default").to_owned();
+    let client = api.clone().into_client();
+    let name = name.to_owned();
+    let notes = PROGRESS.try_with(|p| p.driver_notes.clone()).ok().flatten();
+    Arc::new(move || {
+        let (client, namespace, name, notes) = (
+            client.clone(),
+            namespace.clone(),
+            name.clone(),
+            notes.clone(),
+        );
+        Box::pin(
+            async move { diagnose::diagnose_pod(client, &namespace, &name, notes.as_ref()).await },
+        )
+    })
 }
 
 /// Watches objects of a list selection until `check` over the current set is done.
@@ -536,6 +673,26 @@ mod tests {
 
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A step timeout that cuts a pod wait diagnoses the pod the last note
+    /// names, only while that wait is the one noted last.
+    #[tokio::test]
+    async fn a_cut_pod_wait_is_diagnosed_while_it_is_the_last_noted() {
+        let progress = Progress::default();
+        let diagnoser: Diagnoser = Arc::new(|| Box::pin(async { "why: no node".to_owned() }));
+        with_progress(progress.clone(), async {
+            note("pod p to be running", "phase=\"Pending\"");
+        })
+        .await;
+        assert_eq!(progress.diagnosis().await, None);
+        progress
+            .state()
+            .pods
+            .push(("pod p to be running".to_owned(), diagnoser));
+        assert_eq!(progress.diagnosis().await.as_deref(), Some("why: no node"));
+        with_progress(progress.clone(), async { note("something else", "x") }).await;
+        assert_eq!(progress.diagnosis().await, None);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn poll_reports_last_seen_on_timeout() {

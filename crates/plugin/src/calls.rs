@@ -340,6 +340,22 @@ impl Calls {
         self.state().log.get(node).cloned().unwrap_or_default()
     }
 
+    /// The failed `NodePrepareResources` calls `node` received for one of
+    /// the claims `claim_uids` names, oldest first. A call failed before
+    /// the handler read its claims (an injected failure) names none and
+    /// counts for every claim.
+    pub fn failed_prepares(&self, node: &str, claim_uids: &[String]) -> Vec<CallRecord> {
+        let state = self.state();
+        let Some(log) = state.log.get(node) else {
+            return Vec::new();
+        };
+        log.iter()
+            .filter(|r| r.method.ends_with("/NodePrepareResources") && r.failed())
+            .filter(|r| r.claims.is_empty() || r.claims.iter().any(|c| claim_uids.contains(&c.uid)))
+            .cloned()
+            .collect()
+    }
+
     /// Calls received by all nodes, in arrival order.
     pub fn log_all(&self) -> Vec<CallRecord> {
         let mut all: Vec<CallRecord> = self.state().log.values().flatten().cloned().collect();
@@ -785,6 +801,32 @@ mod tests {
         assert_eq!(log[1].outcome, CallOutcome::Ok);
         assert_eq!(log[1].claim_errors["uid-1"], "handler ran");
         assert_eq!(calls.count("n1", "/s/M"), 2);
+    }
+
+    #[tokio::test]
+    async fn failed_prepares_are_the_nodes_failed_prepare_calls() {
+        const PREPARE: &str = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources";
+        let calls = Calls::new("d");
+        let mut svc = calls
+            .layer("n1", CancellationToken::new())
+            .layer(ok_service());
+        calls.set_fail("n1", PREPARE, true);
+        calls.set_fail("n1", "/s/M", true);
+        svc.call(request(PREPARE)).await.unwrap();
+        svc.call(request("/s/M")).await.unwrap();
+        // Answered, but with a claim's error: failed too.
+        calls.set_fail("n1", PREPARE, false);
+        svc.call(request(PREPARE)).await.unwrap();
+        let failed = calls.failed_prepares("n1", &[]);
+        let outcomes: Vec<(&CallOutcome, usize)> = failed
+            .iter()
+            .map(|r| (&r.outcome, r.claim_errors.len()))
+            .collect();
+        assert_eq!(
+            outcomes,
+            [(&CallOutcome::Injected, 0), (&CallOutcome::Ok, 1)]
+        );
+        assert!(calls.failed_prepares("n2", &[]).is_empty());
     }
 
     #[tokio::test]
