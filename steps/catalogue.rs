@@ -145,6 +145,16 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the driver's DaemonSet is rolled out",
             },
             Entry {
+                pattern: "When the driver is uninstalled / When the driver is installed again",
+                description: "Uninstall the driver under test as `helm uninstall` would: delete every object of its profile's manifests, most recent first (its DeviceClass too when they hold it), and wait until they and its pods are gone (on simulated nodes: stop its processes); later, create them again from the same manifests (the nodes have the images) and wait (2 minutes) until it publishes on every ready node what it did at the run's start. Teardown deletes the slices it left behind and installs it again when the scenario does not (tag the scenario `@DriverUninstalls @serial`).",
+                example: "When the driver is uninstalled",
+            },
+            Entry {
+                pattern: "Then none of the driver's ResourceSlices remain",
+                description: "Watch (2 minutes, as upstream's IsGone) until no ResourceSlice of the driver is left; otherwise fail naming each slice still there with its pool and node (or node selector), and who should have removed it: the kubelet wipes node-local slices, nobody but the driver those without `spec.nodeName`.",
+                example: "Then none of the driver's ResourceSlices remain",
+            },
+            Entry {
                 pattern: "Then the driver publishes one device fewer than noted",
                 description: "Wait (2 minutes) until each of the scenario's nodes shows the devices noted but one, and no other.",
                 example: "Then the driver publishes one device fewer than noted",

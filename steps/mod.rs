@@ -72,6 +72,7 @@ pub mod claims;
 pub mod containers;
 pub mod crud;
 pub mod device_plugin;
+pub mod driver_installs;
 pub mod driver_updates;
 pub mod drivers;
 pub mod health;

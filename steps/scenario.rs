@@ -91,6 +91,11 @@ pub enum Created {
     /// count: it is restarted with the profile's again (and its devices
     /// waited for), so the next scenario finds it as deployed.
     DeviceCount,
+    /// A step uninstalled the run's driver under test and no step installed
+    /// it again: its slices left behind are deleted and it is installed
+    /// again before the pods are deleted (the kubelet needs the driver to
+    /// let their claims go), so the next scenario finds it as deployed.
+    DriverUninstalled,
     /// A daemon of a real node a step stopped and no step started again:
     /// started before the pods are deleted (a stopped kubelet would never
     /// let them go), as upstream's `DeferCleanup` restarts the kubelet.
@@ -145,7 +150,8 @@ impl Created {
             Created::AllPods
             | Created::Pod(_)
             | Created::PodFinalizer { .. }
-            | Created::StoppedDaemon { .. } => Phase::Pods,
+            | Created::StoppedDaemon { .. }
+            | Created::DriverUninstalled => Phase::Pods,
             Created::Object {
                 namespaced: true, ..
             } => Phase::Pods,
@@ -201,6 +207,24 @@ impl Scenario {
         if !self.stack.iter().any(|c| matches!(c, Created::DeviceCount)) {
             self.push(Created::DeviceCount);
         }
+    }
+
+    /// The driver under test is about to be uninstalled: teardown installs
+    /// it again unless a step does.
+    pub fn driver_uninstalled(&mut self) {
+        if !self
+            .stack
+            .iter()
+            .any(|c| matches!(c, Created::DriverUninstalled))
+        {
+            self.push(Created::DriverUninstalled);
+        }
+    }
+
+    /// The driver under test is installed again: nothing left for teardown.
+    pub fn driver_installed_again(&mut self) {
+        self.stack
+            .retain(|c| !matches!(c, Created::DriverUninstalled));
     }
 
     /// `daemon` of `node` is stopped: teardown starts it unless a step does.
@@ -514,6 +538,9 @@ impl Scenario {
             Created::StoppedDaemon { node, daemon } => {
                 let (node, daemon) = (node.clone(), *daemon);
                 self.start_daemon(ctx, node, daemon).await
+            }
+            Created::DriverUninstalled => {
+                Ok(ctx.under_test.restore_after_uninstall(&ctx.cluster).await?)
             }
             Created::DeviceCount => {
                 ctx.under_test.restore_devices(&ctx.cluster).await?;

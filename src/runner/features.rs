@@ -29,6 +29,7 @@ pub const KNOWN_TAGS: &[&str] = &[
     "DevicesPerNode",
     "DriverPods",
     "DriverSurges",
+    "DriverUninstalls",
     "NodeOperations",
     "DeviceCount",
     "Interposed",
@@ -189,6 +190,11 @@ pub fn skip_reason(
     }
     if names.clone().any(|t| t == "DriverSurges")
         && let Some(reason) = no_surge_reason(&profile)
+    {
+        return Some(reason);
+    }
+    if names.clone().any(|t| t == "DriverUninstalls")
+        && let Some(reason) = crate::under_test::reinstall::skip_reason(&profile)
     {
         return Some(reason);
     }

@@ -24,6 +24,7 @@
 //! Floor 3: uses `cluster`, `plugin` and the ground.
 pub mod device_check;
 pub mod interposed;
+pub mod reinstall;
 pub mod slice_watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,6 +117,9 @@ struct Made {
     resource: ApiResource,
     namespace: Option<String>,
     name: String,
+    /// An object of the profile's manifests (the driver's own), not one the
+    /// runner made for it (a DeviceClass from a selector).
+    manifest: bool,
 }
 
 /// Pods of the driver: a DaemonSet of its manifests.
@@ -254,6 +258,9 @@ pub struct UnderTest {
     kubelet_root: std::path::PathBuf,
     /// The interposer, once started.
     pub interposed: Option<interposed::Interposed>,
+    /// A scenario uninstalled the driver and has not installed it again
+    /// ([`reinstall`]).
+    uninstalled: std::sync::atomic::AtomicBool,
 }
 
 impl UnderTest {
@@ -283,6 +290,7 @@ impl UnderTest {
             interpose,
             kubelet_root,
             interposed: None,
+            uninstalled: Default::default(),
         }
     }
 
@@ -407,7 +415,8 @@ impl UnderTest {
             &self.profile.deployment
         {
             for path in manifests.clone() {
-                self.apply(client, &path).await?;
+                let pods = self.create_objects(client, &path, true).await?;
+                self.pods.extend(pods);
             }
         }
         self.class = Some(self.class_ready(client).await?);
@@ -435,7 +444,8 @@ impl UnderTest {
             };
             self.interposed = Some(started);
         }
-        self.wait_devices(client, &driver, None).await?;
+        self.wait_devices(client, &driver, None, DEVICES_TIMEOUT)
+            .await?;
         self.images = self.pod_images(client).await;
         Ok(())
     }
@@ -693,8 +703,13 @@ impl UnderTest {
         &self,
         client: &kube::Client,
     ) -> Result<(), UnderTestError> {
-        self.wait_devices(client, self.driver_name(), self.profile.devices_per_node)
-            .await
+        self.wait_devices(
+            client,
+            self.driver_name(),
+            self.profile.devices_per_node,
+            DEVICES_TIMEOUT,
+        )
+        .await
     }
 
     /// Stops the driver's processes on simulated nodes (SIGTERM, then
@@ -706,12 +721,16 @@ impl UnderTest {
         dra_e2e_cluster::host::process::stop_all(&refs, Duration::from_secs(10))
     }
 
-    /// Creates every object of one manifest file, in order.
-    async fn apply(
-        &mut self,
+    /// Creates every object of one manifest file, in order, and returns the
+    /// driver pods its DaemonSets make; with `remember`, they are removed at
+    /// the end of the run (an installation again creates objects already
+    /// remembered).
+    async fn create_objects(
+        &self,
         client: &kube::Client,
         path: &std::path::Path,
-    ) -> Result<(), UnderTestError> {
+        remember: bool,
+    ) -> Result<Vec<DriverPods>, UnderTestError> {
         let shown = path.display().to_string();
         let objs = read_manifest(path)?;
         let driver = self.profile.driver_name.clone();
@@ -719,6 +738,7 @@ impl UnderTest {
             driver: driver.clone(),
             message: format!("{shown}: {message}"),
         };
+        let mut pods = Vec::new();
         for mut obj in objs {
             let types = obj
                 .types
@@ -751,7 +771,7 @@ impl UnderTest {
                     .and_then(serde_json::from_value)
                     .map_err(|e| deploy(format!("DaemonSet {name}: {e}")))?;
                 let labels = ds.spec.selector.match_labels.clone().unwrap_or_default();
-                self.pods.push(DriverPods {
+                pods.push(DriverPods {
                     namespace: namespace.clone().unwrap_or_default(),
                     daemonset: name.clone(),
                     labels: labels.into_iter().collect(),
@@ -773,13 +793,16 @@ impl UnderTest {
             api.create(&PostParams::default(), &obj)
                 .await
                 .map_err(|e| deploy(format!("creating {} {name}: {e}", resource.kind)))?;
-            self.remember(Made {
-                resource,
-                namespace,
-                name,
-            });
+            if remember {
+                self.remember(Made {
+                    resource,
+                    namespace,
+                    name,
+                    manifest: true,
+                });
+            }
         }
-        Ok(())
+        Ok(pods)
     }
 
     /// The class scenarios use: the profile's existing one (which must
@@ -829,6 +852,7 @@ impl UnderTest {
                     resource: ApiResource::erase::<DeviceClass>(&()),
                     namespace: None,
                     name: name.clone(),
+                    manifest: false,
                 });
                 Ok(name)
             }
@@ -842,6 +866,7 @@ impl UnderTest {
         client: &kube::Client,
         driver: &str,
         want: Option<u32>,
+        timeout: Duration,
     ) -> Result<(), UnderTestError> {
         let nodes = ready_nodes(client)
             .await
@@ -872,7 +897,7 @@ impl UnderTest {
         let slices: Api<ResourceSlice> = Api::all(client.clone());
         let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
         let what = format!("driver {driver} to publish {goal} on every ready node");
-        let result = wait::list(&slices, config, &what, DEVICES_TIMEOUT, |items| {
+        let result = wait::list(&slices, config, &what, timeout, |items| {
             let per_node = devices_per_node(items);
             let missing = short(&per_node);
             if missing.is_empty() {
@@ -999,43 +1024,7 @@ impl UnderTest {
         loop {
             let next = self.made.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some(m) = next else { break };
-            let api: Api<DynamicObject> = match &m.namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &m.resource),
-                None => Api::all_with(client.clone(), &m.resource),
-            };
-            let what = format!(
-                "{} {} of driver {}",
-                m.resource.kind, m.name, self.profile.driver_name
-            );
-            match api.delete(&m.name, &DeleteParams::foreground()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => continue,
-                Err(e) => {
-                    problems.push(format!("deleting {what}: {e}"));
-                    continue;
-                }
-            }
-            // A dynamic type has no watch here; its deletion is short.
-            let gone = wait::poll(
-                &format!("{what} to be gone"),
-                REMOVE_TIMEOUT,
-                Duration::from_millis(500),
-                || {
-                    let api = api.clone();
-                    let name = m.name.clone();
-                    async move {
-                        match api.get_opt(&name).await {
-                            Ok(None) => Check::Done(()),
-                            Ok(Some(_)) => Check::Pending("still there".to_owned()),
-                            Err(e) => Check::Pending(format!("reading it: {e}")),
-                        }
-                    }
-                },
-            )
-            .await;
-            if let Err(e) = gone {
-                problems.push(e.to_string());
-            }
+            problems.extend(self.remove(client, &m).await);
         }
         // A driver the run deployed takes its slices with it: the kubelets
         // would wipe those of its nodes only after their wiping delay, and
@@ -1054,6 +1043,44 @@ impl UnderTest {
             }
         }
         problems
+    }
+
+    /// Deletes one object the run made and waits until it is gone; returns
+    /// what went wrong.
+    async fn remove(&self, client: &kube::Client, m: &Made) -> Option<String> {
+        let api: Api<DynamicObject> = match &m.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &m.resource),
+            None => Api::all_with(client.clone(), &m.resource),
+        };
+        let what = format!(
+            "{} {} of driver {}",
+            m.resource.kind, m.name, self.profile.driver_name
+        );
+        match api.delete(&m.name, &DeleteParams::foreground()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return None,
+            Err(e) => return Some(format!("deleting {what}: {e}")),
+        }
+        // A dynamic type has no watch here; its deletion is short.
+        wait::poll(
+            &format!("{what} to be gone"),
+            REMOVE_TIMEOUT,
+            Duration::from_millis(500),
+            || {
+                let api = api.clone();
+                let name = m.name.clone();
+                async move {
+                    match api.get_opt(&name).await {
+                        Ok(None) => Check::Done(()),
+                        Ok(Some(_)) => Check::Pending("still there".to_owned()),
+                        Err(e) => Check::Pending(format!("reading it: {e}")),
+                    }
+                }
+            },
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
     }
 
     /// Whether the runner deployed the driver (and so removes it).
