@@ -303,6 +303,30 @@ fn the_profiles_variables_are_the_daemon_sets() {
     );
 }
 
+/// The pool is several slices (DEVICES_PER_SLICE below devicesPerNode), so
+/// that a change of the device count takes a new pool generation and the
+/// pack's consistency check of pools has something to check; the driver
+/// reads that variable.
+#[test]
+fn the_pool_is_several_slices() {
+    let p = profile();
+    let (_, _, c) = daemon_set();
+    let per_node = p
+        .devices_per_node
+        .unwrap_or_else(|| panic!("{PROFILE}: devicesPerNode"));
+    let per_slice: u32 = value(&c, "DEVICES_PER_SLICE")
+        .and_then(|v| v.parse().ok())
+        .expect("kubelet-plugin.yaml: DEVICES_PER_SLICE, a whole number");
+    assert!(
+        per_slice >= 1 && per_slice < per_node,
+        "kubelet-plugin.yaml: DEVICES_PER_SLICE {per_slice} makes one slice of {per_node} devices"
+    );
+    assert!(
+        read(DRIVER_SOURCE).contains("\"DEVICES_PER_SLICE\""),
+        "{DRIVER_SOURCE} does not read DEVICES_PER_SLICE"
+    );
+}
+
 /// One driver name in the profile, the DeviceClass (its name and its
 /// selector), the DaemonSet (the driver's own host directory, and its
 /// DRIVER_NAME or else main.go's default).

@@ -14,22 +14,49 @@
 //
 // What it does:
 //   - publishes one pool, named after the node, of NUM_DEVICES plain devices
-//     device-0 … device-N-1 in one node-local ResourceSlice;
+//     device-0 … device-N-1, DEVICES_PER_SLICE of them per node-local
+//     ResourceSlice (default: all in one slice; its DaemonSet sets 1, so
+//     the pool has several slices and the helper's ResourceSlice
+//     controller must keep them consistent, bumping the pool's generation
+//     when the device count changes);
 //   - prepares a claim by writing one CDI spec file for it into CDI_ROOT and
 //     returning one CDI device per allocated device;
 //   - unprepares a claim by removing that file;
 //   - stops the helper on SIGTERM (which removes its sockets) and exits 0.
 //
-// One setting makes it a broken driver on purpose, for the conformance
-// pack's check that a surging rollout never leaves a node without devices
-// (features/conformance/updates.feature): DELETE_SLICES_ON_STOP=true
-// deletes the node's ResourceSlices of the driver when it stops, as a
-// driver that "cleans up" on SIGTERM would. During a surge rollout the old
-// pod stops after the new one is ready and deletes the slices the new one
-// serves; the new pod's helper does not publish them again by itself (a
-// run on 2026-12-06 still saw none seconds later), so the node offers no
-// device until the driver restarts. tests/real/driver_updates.rs deploys it
-// so and expects the scenario to fail.
+// Three settings make it a broken driver on purpose, each standing for a
+// bug class of published drivers (docs/driver-mutants.md):
+//
+// DELETE_SLICES_ON_STOP=true stands for drivers that "clean up" on SIGTERM,
+// for the conformance pack's check that a surging rollout never leaves a
+// node without devices (features/conformance/updates.feature): it deletes
+// the node's ResourceSlices of the driver when it stops. During a surge
+// rollout the old pod stops after the new one is ready and deletes the
+// slices the new one serves; the new pod's helper does not publish them
+// again by itself (a run on 2026-12-06 still saw none seconds later), so
+// the node offers no device until the driver restarts.
+// tests/real/driver_updates.rs deploys it so and expects the scenario to
+// fail.
+//
+// POOL_GENERATION=kept (default bumped) stands for a vendor's hand-written
+// publisher that never bumps its pool's generation when its devices
+// change: instead of handing its pool to the helper (PublishResources), the
+// driver writes its node's slices itself once at start, with the highest
+// generation it finds: it updates the slices it finds in place with the new
+// devices and resourceSliceCount, creates missing ones and deletes surplus
+// ones last. While it does, slices of one generation disagree on the
+// pool's resourceSliceCount, or outnumber it, and a device may be in two
+// of them: the scheduler, which trusts the newest generation to be one
+// consistent pool, sees an invalid one. Restarting it with one device
+// fewer (the pack's @DeviceCount scenario) shows it.
+//
+// LEFTOVER_SLICES=true stands for drivers that leave slices behind when
+// uninstalled: besides its pool it publishes a second one, <node>-network
+// with one device network-0, in a slice without spec.nodeName (its
+// spec.nodeSelector selects its node by metadata.name), and never deletes
+// it. The kubelet wipes only a driver's slices with spec.nodeName of its
+// node once the driver is gone, so that slice stays after the DaemonSet is
+// deleted, offering a device nobody serves.
 //
 // It keeps no state between calls: with rolling updates the kubelet may
 // prepare a claim through one pod and unprepare it through the other, and
@@ -47,11 +74,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
@@ -71,8 +101,8 @@ import (
 // about half of all claims. containerd 2.x and CRI-O read 0.5.0.
 const cdiVersion = "0.5.0"
 
-// A ResourceSlice holds at most this many devices (resource.k8s.io/v1); one
-// slice is all this driver publishes.
+// A ResourceSlice holds at most this many devices (resource.k8s.io/v1). The
+// driver offers no more than fit into one slice, however it splits them.
 const maxDevicesPerSlice = 128
 
 // config is everything the driver is told, from its environment only: that
@@ -87,9 +117,16 @@ type config struct {
 	cdiRoot      string
 	registrarDir string
 	pluginsDir   string
-	// The broken variant (see the package comment): delete the node's
-	// slices when stopping.
+	// How many devices go into one slice of the pool (1 to
+	// maxDevicesPerSlice); DEVICES_PER_SLICE, default all in one.
+	devicesPerSlice int
+	// The broken variants (see the package comment): delete the node's
+	// slices when stopping; publish the pool without the helper, never
+	// bumping its generation; publish a slice without spec.nodeName that
+	// nothing ever deletes.
 	deleteSlicesOnStop bool
+	keepPoolGeneration bool
+	leftoverSlices     bool
 }
 
 func configFromEnv() (config, error) {
@@ -121,14 +158,37 @@ func configFromEnv() (config, error) {
 		return c, fmt.Errorf("NUM_DEVICES=%q: want a whole number from 0 to %d", os.Getenv("NUM_DEVICES"), maxDevicesPerSlice)
 	}
 	c.numDevices = n
-	switch v := os.Getenv("DELETE_SLICES_ON_STOP"); v {
-	case "", "false":
-	case "true":
-		c.deleteSlicesOnStop = true
+	perSlice, err := strconv.Atoi(get("DEVICES_PER_SLICE", strconv.Itoa(maxDevicesPerSlice)))
+	if err != nil || perSlice < 1 || perSlice > maxDevicesPerSlice {
+		return c, fmt.Errorf("DEVICES_PER_SLICE=%q: want a whole number from 1 to %d (unset: all devices in one slice)", os.Getenv("DEVICES_PER_SLICE"), maxDevicesPerSlice)
+	}
+	c.devicesPerSlice = perSlice
+	if c.deleteSlicesOnStop, err = boolFromEnv("DELETE_SLICES_ON_STOP"); err != nil {
+		return c, err
+	}
+	switch v := os.Getenv("POOL_GENERATION"); v {
+	case "", "bumped":
+	case "kept":
+		c.keepPoolGeneration = true
 	default:
-		return c, fmt.Errorf("DELETE_SLICES_ON_STOP=%q: want true or false", v)
+		return c, fmt.Errorf("POOL_GENERATION=%q: want bumped (the helper publishes the pool) or kept (the driver writes its slices itself and never bumps the generation)", v)
+	}
+	if c.leftoverSlices, err = boolFromEnv("LEFTOVER_SLICES"); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// boolFromEnv reads a switch that is off unless set to true.
+func boolFromEnv(name string) (bool, error) {
+	switch v := os.Getenv(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
 }
 
 // driver implements kubeletplugin.DRAPlugin.
@@ -324,15 +384,22 @@ func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceH
 
 // resources is the one pool the driver publishes: named after the node, as
 // node-local pools usually are, with plain devices (no attributes, counters
-// or capacity) that any claim of the DeviceClass may get.
+// or capacity) that any claim of the DeviceClass may get, devicesPerSlice
+// to a slice in order (device-0 in the first). Without devices it is one
+// empty slice, which says the node has none.
 func (d *driver) resources() resourceslice.DriverResources {
-	devices := make([]resourceapi.Device, 0, d.cfg.numDevices)
+	slices := []resourceslice.Slice{{}}
 	for i := 0; i < d.cfg.numDevices; i++ {
-		devices = append(devices, resourceapi.Device{Name: fmt.Sprintf("device-%d", i)})
+		last := &slices[len(slices)-1]
+		if len(last.Devices) == d.cfg.devicesPerSlice {
+			slices = append(slices, resourceslice.Slice{})
+			last = &slices[len(slices)-1]
+		}
+		last.Devices = append(last.Devices, resourceapi.Device{Name: fmt.Sprintf("device-%d", i)})
 	}
 	return resourceslice.DriverResources{
 		Pools: map[string]resourceslice.Pool{
-			d.cfg.nodeName: {Slices: []resourceslice.Slice{{Devices: devices}}},
+			d.cfg.nodeName: {Slices: slices},
 		},
 	}
 }
@@ -398,10 +465,28 @@ func run() error {
 	// Stop waits until the sockets are gone, before the process exits.
 	defer helper.Stop()
 	klog.InfoS("Started", "driver", cfg.driverName, "node", cfg.nodeName, "podUID", cfg.podUID,
-		"devices", cfg.numDevices, "registrarDir", cfg.registrarDir, "pluginDataDir", pluginDataDir, "cdiRoot", cfg.cdiRoot)
+		"devices", cfg.numDevices, "devicesPerSlice", cfg.devicesPerSlice, "registrarDir", cfg.registrarDir,
+		"pluginDataDir", pluginDataDir, "cdiRoot", cfg.cdiRoot, "deleteSlicesOnStop", cfg.deleteSlicesOnStop,
+		"keepPoolGeneration", cfg.keepPoolGeneration, "leftoverSlices", cfg.leftoverSlices)
 
-	if err := helper.PublishResources(ctx, d.resources()); err != nil {
+	resources := d.resources()
+	if cfg.keepPoolGeneration {
+		err := retry(ctx, "writing the pool's slices keeping its generation (POOL_GENERATION=kept)", func() error {
+			return writePoolKeepingGeneration(ctx, cfg, client, resources.Pools[cfg.nodeName])
+		})
+		if err != nil {
+			return err
+		}
+	} else if err := helper.PublishResources(ctx, resources); err != nil {
 		return fmt.Errorf("publish ResourceSlice: %w", err)
+	}
+	if cfg.leftoverSlices {
+		err := retry(ctx, "publishing the slice without a node name (LEFTOVER_SLICES)", func() error {
+			return publishLeftoverSlice(ctx, cfg, client)
+		})
+		if err != nil {
+			return err
+		}
 	}
 
 	// Ready once the kubelet said it registered this instance: a surge
@@ -459,6 +544,147 @@ func deleteOwnSlices(cfg config, client kubernetes.Interface) {
 		klog.InfoS("Deleted ResourceSlice on stop (DELETE_SLICES_ON_STOP)", "slice", s.Name, "err", err)
 	}
 }
+
+// retry calls f until it succeeds or ctx ends (then returning the cause),
+// logging each failure and waiting a second before the next try: what the
+// variants that write slices themselves do where the helper's controller
+// would retry.
+func retry(ctx context.Context, what string, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		klog.ErrorS(err, "Trying again", "what", what)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (stopped before it succeeded)", what, context.Cause(ctx))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// writePoolKeepingGeneration is the POOL_GENERATION=kept variant's bug: a
+// hand-written publisher of the node's pool that never bumps the pool's
+// generation. It lists the node's slices of the driver, keeps the highest
+// generation among those of the pool (1 when there are none), updates the
+// existing slices in place (in name order) with the new devices and
+// resourceSliceCount, creates the missing ones, and deletes the surplus ones
+// last. Each write is correct by itself; between them the newest
+// generation is no consistent pool. A conflict with another writer fails
+// the whole pass, which retry starts again from a new listing.
+func writePoolKeepingGeneration(ctx context.Context, cfg config, client kubernetes.Interface, pool resourceslice.Pool) error {
+	api := client.ResourceV1().ResourceSlices()
+	list, err := api.List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + cfg.nodeName + ",spec.driver=" + cfg.driverName,
+	})
+	if err != nil {
+		return fmt.Errorf("list the node's ResourceSlices: %w", err)
+	}
+	var existing []resourceapi.ResourceSlice
+	generation := int64(1)
+	for _, s := range list.Items {
+		if s.Spec.Pool.Name != cfg.nodeName {
+			continue
+		}
+		existing = append(existing, s)
+		generation = max(generation, s.Spec.Pool.Generation)
+	}
+	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
+	desired := resourceapi.ResourcePool{
+		Name:               cfg.nodeName,
+		Generation:         generation,
+		ResourceSliceCount: int64(len(pool.Slices)),
+	}
+	// Owned by the node, as the helper's slices are, so that deleting
+	// the node removes them.
+	node, err := client.CoreV1().Nodes().Get(ctx, cfg.nodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", cfg.nodeName, err)
+	}
+	for i, want := range pool.Slices {
+		if i < len(existing) {
+			s := existing[i].DeepCopy()
+			s.Spec.Pool = desired
+			s.Spec.Devices = want.Devices
+			if _, err := api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update ResourceSlice %s: %w", s.Name, err)
+			}
+			klog.InfoS("Updated ResourceSlice keeping the pool's generation", "slice", s.Name, "generation", generation,
+				"resourceSliceCount", desired.ResourceSliceCount, "devices", len(want.Devices))
+			continue
+		}
+		s := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				GenerateName: cfg.nodeName + "-" + cfg.driverName + "-",
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1",
+					Kind:       "Node",
+					Name:       node.Name,
+					UID:        node.UID,
+					Controller: ptrTo(true),
+				}},
+			},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:   cfg.driverName,
+				Pool:     desired,
+				NodeName: ptrTo(cfg.nodeName),
+				Devices:  want.Devices,
+			},
+		}
+		created, err := api.Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create a ResourceSlice: %w", err)
+		}
+		klog.InfoS("Created ResourceSlice keeping the pool's generation", "slice", created.Name, "generation", generation,
+			"resourceSliceCount", desired.ResourceSliceCount, "devices", len(want.Devices))
+	}
+	for _, s := range existing[min(len(existing), len(pool.Slices)):] {
+		err := api.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ResourceSlice %s: %w", s.Name, err)
+		}
+		klog.InfoS("Deleted surplus ResourceSlice", "slice", s.Name)
+	}
+	return nil
+}
+
+// publishLeftoverSlice is the LEFTOVER_SLICES variant's bug: a second pool,
+// <node>-network with one device, in a slice that selects the node by
+// spec.nodeSelector instead of naming it in spec.nodeName and that nothing
+// deletes. The kubelet wipes only slices with the node's spec.nodeName,
+// so this one outlives the driver. Its name is fixed, so a second pod of
+// the driver (a surge update) finds it there and leaves it.
+func publishLeftoverSlice(ctx context.Context, cfg config, client kubernetes.Interface) error {
+	pool := cfg.nodeName + "-network"
+	s := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: pool + "-" + cfg.driverName},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: cfg.driverName,
+			Pool:   resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key:      "metadata.name",
+					Operator: corev1.NodeSelectorOpIn,
+					Values:   []string{cfg.nodeName},
+				}},
+			}}},
+			Devices: []resourceapi.Device{{Name: "network-0"}},
+		},
+	}
+	_, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		klog.InfoS("ResourceSlice without a node name is there already (LEFTOVER_SLICES)", "slice", s.Name)
+	case err != nil:
+		return fmt.Errorf("create ResourceSlice %s: %w", s.Name, err)
+	default:
+		klog.InfoS("Created ResourceSlice without a node name, never to be deleted (LEFTOVER_SLICES)", "slice", s.Name, "pool", pool)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // readyMark is the file whose existence says the kubelet registered the
 // instance of this pod (in the driver's plugin data directory, which the
