@@ -1,7 +1,9 @@
 //! Updates of the driver under test while a scenario runs: a rollout of its
 //! DaemonSet that the scenario starts, acts during, and waits for, and a
 //! background watch of its ResourceSlices that tells afterwards whether any
-//! node was ever left without its devices meanwhile.
+//! node was ever left without its devices meanwhile, and whether any of its
+//! pools was ever inconsistent (its newest generation's slices disagreeing
+//! on their count, more than it, or a device in two of them).
 //!
 //! The sentences compose ("rollout starts" returns at once, "rollout
 //! completes" waits), so that a scenario can create pods while the old and
@@ -18,7 +20,8 @@ use crate::under_test::slice_watch::SliceWatch;
 sentences! {
     /// From here to the end of the scenario, every moment a node has no
     /// device of the driver is recorded (the scenario's nodes and every
-    /// node the driver publishes on now).
+    /// node the driver publishes on now), and every moment one of the
+    /// driver's pools is inconsistent.
     #[given("the driver's slices are watched")]
     fn slices_watched();
 
@@ -33,6 +36,13 @@ sentences! {
 
     #[then("the driver's slices never vanished")]
     fn slices_never_vanished();
+
+    /// Since the watch started, the slices of each pool's highest
+    /// generation always agreed on resourceSliceCount, were no more than
+    /// it, and held each device once (a pool with fewer slices than its
+    /// count, while a driver writes them, is fine).
+    #[then("the driver's pools were consistent throughout")]
+    fn pools_consistent();
 }
 
 async fn slices_watched(w: &mut World) -> anyhow::Result<()> {
@@ -72,8 +82,17 @@ async fn rollout_completes(w: &mut World) -> anyhow::Result<()> {
 }
 
 async fn slices_never_vanished(w: &World) -> anyhow::Result<()> {
-    let watch = w.slice_watch.as_ref().context(
+    slice_watch(w)?.check().map_err(anyhow::Error::msg)
+}
+
+async fn pools_consistent(w: &World) -> anyhow::Result<()> {
+    slice_watch(w)?
+        .check_consistent()
+        .map_err(anyhow::Error::msg)
+}
+
+fn slice_watch(w: &World) -> anyhow::Result<&SliceWatch> {
+    w.slice_watch.as_ref().context(
         "the driver's slices are not watched (\"Given the driver's slices are watched\" first)",
-    )?;
-    watch.check().map_err(anyhow::Error::msg)
+    )
 }

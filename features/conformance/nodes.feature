@@ -26,9 +26,13 @@ Feature: driver conformance: every node
     undone) must leave its slices, so that the scheduler stops allocating
     it; when it is back, so is it. The runner restarts the driver with one
     device fewer on every node (the profile's deviceCount says how to tell
-    it), then with all of them again.
+    it), then with all of them again. Each pool must stay consistent
+    meanwhile: a driver that rewrites several slices of a pool without a
+    new pool generation shows the scheduler an invalid pool.
     Given the driver's devices are noted
+    And the driver's slices are watched
     When the driver is restarted with one device fewer on every node
     Then the driver publishes one device fewer than noted
     When the driver is restarted with all its devices
     Then the driver publishes the devices noted
+    And the driver's pools were consistent throughout

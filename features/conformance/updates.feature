@@ -30,3 +30,4 @@ Feature: driver conformance: updates of the driver
     When pod "tester-1" is deleted and the driver lets its claims go
     Then claim "claim" is not reserved
     And the driver's slices never vanished
+    And the driver's pools were consistent throughout
