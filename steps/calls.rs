@@ -8,8 +8,8 @@ use cucumber::{then, when};
 use super::World;
 use super::claims::claim_name;
 use super::params::{ApiVersion, ClaimPhrase, DriverRef, Dur, Method, MethodOf, NodeSel};
-use crate::plugin::calls::Injection;
-use crate::plugin::{HealthApi, NodeApi};
+use crate::plugin::calls::{CallOutcome, CallRecord, INJECTED_ERROR, Injection};
+use crate::plugin::{Calls, HealthApi, NodeApi};
 use crate::wait::{self, Check};
 
 sentences! {
@@ -447,4 +447,44 @@ async fn only_current(w: &World, node: NodeSel, claim: String) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+/// What a failed pod wait adds from the call logs of `calls` (the
+/// scenario's hosted drivers, the interposed driver under test): per
+/// driver, how many `NodePrepareResources` calls for the pod's claims
+/// failed on its node, and why the last one did.
+pub(crate) fn prepare_errors(calls: Vec<Calls>) -> wait::diagnose::DriverNotes {
+    std::sync::Arc::new(move |node: &str, claim_uids: &[String]| {
+        calls
+            .iter()
+            .filter_map(|c| {
+                let failed = c.failed_prepares(node, claim_uids);
+                let last = failed.last()?;
+                Some(format!(
+                    "driver {}: {} failed NodePrepareResources call(s) on {node}, the last at {}: {}",
+                    c.driver(),
+                    failed.len(),
+                    last.started.strftime("%H:%M:%SZ"),
+                    call_failure(last)
+                ))
+            })
+            .collect()
+    })
+}
+
+/// Why a failed call failed: its error, and each of its claims' errors.
+fn call_failure(r: &CallRecord) -> String {
+    let mut parts = Vec::new();
+    match &r.outcome {
+        CallOutcome::Error { code, message } => parts.push(format!("{code:?}: {message}")),
+        CallOutcome::Injected => parts.push(format!("{INJECTED_ERROR} (injected)")),
+        CallOutcome::AnswerLost => parts.push("answered, the answer lost by injection".to_owned()),
+        _ => {}
+    }
+    parts.extend(
+        r.claim_errors
+            .iter()
+            .map(|(uid, m)| format!("claim {uid}: {m}")),
+    );
+    parts.join("; ")
 }

@@ -95,7 +95,7 @@ pub(crate) async fn claim_name(w: &World, claim: &ClaimPhrase) -> anyhow::Result
     } else {
         format!("the claim of pod {pod} to be generated")
     };
-    let name = wait::object(&api, pod, &what, CLAIM_TIMEOUT, |p| {
+    let name = wait::pod(&api, pod, &what, CLAIM_TIMEOUT, |p| {
         let Some(p) = p else {
             return Check::Pending("pod does not exist".into());
         };

@@ -81,7 +81,7 @@ async fn containers_restarted(w: &World, pod: String) -> anyhow::Result<()> {
     tracing::info!(pod, containers = ?before.keys().collect::<Vec<_>>(), "container processes ended");
     let api: Api<Pod> = w.api()?;
     let what = format!("the containers of pod {pod} to run again after they were restarted");
-    wait::object(&api, &pod, &what, RESTART_TIMEOUT, |p: Option<&Pod>| {
+    wait::pod(&api, &pod, &what, RESTART_TIMEOUT, |p: Option<&Pod>| {
         wait::containers_restarted(p, &before)
     })
     .await?;

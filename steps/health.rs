@@ -318,7 +318,7 @@ async fn wait_health(
         Some(m) => format!("the devices of pod {pod} to be reported {want} with message {m:?}"),
         None => format!("the devices of pod {pod} to be reported {want}"),
     };
-    wait::object(&api, pod, &what, timeout, |p| {
+    wait::pod(&api, pod, &what, timeout, |p| {
         let Some(p) = p else {
             return Check::Pending("pod does not exist".to_owned());
         };

@@ -267,6 +267,9 @@ pub struct StepBounds {
     pub step_timeout: Duration,
     pub interrupt: CancellationToken,
     pub broken: Watched,
+    /// What a failed pod wait adds of the drivers the runner hosts or
+    /// interposes (their failed prepare calls).
+    pub driver_notes: Option<crate::wait::diagnose::DriverNotes>,
 }
 
 impl World {
@@ -292,10 +295,17 @@ impl World {
     /// What the next step runs within (see [`run`]).
     pub fn step_bounds(&self) -> Result<StepBounds, String> {
         let ctx = self.context().map_err(|e| e.to_string())?;
+        let mut calls: Vec<crate::plugin::Calls> = self
+            .scenario
+            .drivers()
+            .map(|(_, d)| d.calls().clone())
+            .collect();
+        calls.extend(ctx.under_test.interposed.as_ref().map(|i| i.calls.clone()));
         Ok(StepBounds {
             step_timeout: ctx.step_timeout,
             interrupt: ctx.interrupt.clone(),
             broken: self.broken.clone(),
+            driver_notes: (!calls.is_empty()).then(|| calls::prepare_errors(calls)),
         })
     }
 
@@ -527,21 +537,26 @@ pub async fn run<T>(
         step_timeout,
         interrupt,
         broken: watched,
+        driver_notes,
     } = bounds;
     if interrupt.is_cancelled() {
         return Err("the run was interrupted; not starting this step".to_owned());
     }
-    let progress = crate::wait::Progress::default();
+    let progress = driver_notes
+        .map(crate::wait::Progress::with_driver_notes)
+        .unwrap_or_default();
     let fut = crate::wait::with_progress(progress.clone(), fut);
     tokio::select! {
         r = tokio::time::timeout(step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
             // Each cause once: several errors quote their source already.
             Ok(Err(e)) => Err(crate::report::error_message(&e)),
+            // A pod wait cut short says what the cluster says about its pod.
             Err(_) => Err(format!(
-                "the step did not finish within --step-timeout {}{}",
+                "the step did not finish within --step-timeout {}{}{}",
                 humantime::format_duration(step_timeout),
-                progress.last().map(|p| format!(" ({p})")).unwrap_or_default()
+                progress.last().map(|p| format!(" ({p})")).unwrap_or_default(),
+                progress.diagnosis().await.map(|d| format!("\n{d}")).unwrap_or_default()
             )),
         },
         reason = watched.first_broken() => Err(format!(
@@ -562,6 +577,7 @@ mod tests {
             step_timeout: Duration::from_secs(10),
             interrupt: CancellationToken::new(),
             broken: Watched::default(),
+            driver_notes: None,
         }
     }
 

@@ -445,7 +445,7 @@ async fn resized(
         .with_context(|| format!("resizing pod {name} with {patch}"))?;
     let generation = patched.metadata.generation.unwrap_or(0);
     let what = format!("the resize of pod {name} to be actuated");
-    crate::wait::object(
+    crate::wait::pod(
         &api,
         &name,
         &what,

@@ -194,7 +194,7 @@ async fn runs_again(w: &World, pod: String) -> anyhow::Result<()> {
     let what = format!("pod {pod} to run again after the reboot");
     // Every container's count was 0 or more: each must have gone up once.
     let before = Default::default();
-    wait::object(&api, &pod, &what, RUN_AGAIN_TIMEOUT, |p: Option<&Pod>| {
+    wait::pod(&api, &pod, &what, RUN_AGAIN_TIMEOUT, |p: Option<&Pod>| {
         wait::containers_restarted(p, &before)
     })
     .await?;

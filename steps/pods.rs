@@ -381,7 +381,7 @@ async fn pod_per_node(w: &mut World, claims: PodClaimsPhrase, step: &Step) -> an
 pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     let what = format!("pod {name} to be {state:?}").to_lowercase();
-    wait::object(&api, name, &what, POD_TIMEOUT, |p| {
+    wait::pod(&api, name, &what, POD_TIMEOUT, |p| {
         wait::pod_in_state(name, state, p)
     })
     .await?;
@@ -396,7 +396,7 @@ async fn pod_is(w: &World, name: String, PodStateWord(state): PodStateWord) -> a
     // `Unschedulable`); a pod merely not scheduled yet, or held back by
     // scheduling gates, is not.
     let api = w.api::<Pod>()?;
-    wait::object(
+    wait::pod(
         &api,
         &name,
         &format!("pod {name} to be unschedulable (PodScheduled=False, reason Unschedulable)"),
@@ -437,7 +437,7 @@ async fn wait_pod_within(
 ) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     let what = format!("pod {name} to be {state:?}").to_lowercase();
-    wait::object(&api, name, &what, timeout, |p| {
+    wait::pod(&api, name, &what, timeout, |p| {
         wait::pod_in_state(name, state, p)
     })
     .await?;
@@ -531,7 +531,7 @@ async fn stays(
         SteadyPodState::Pending => "Pending",
         SteadyPodState::Running => "Running",
     };
-    wait::consistently(
+    let held = wait::consistently(
         &format!("pod {name} to stay {word}"),
         d.0,
         Duration::from_millis(200),
@@ -546,14 +546,15 @@ async fn stays(
             }
         },
     )
-    .await?;
+    .await;
+    wait::diagnosed(&api, &name, held).await?;
     Ok(())
 }
 
 async fn unschedulable_with(w: &World, name: String, text: String) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     let what = format!("pod {name} to be unschedulable with a message containing {text:?}");
-    wait::object(&api, &name, &what, Duration::from_secs(120), |p| {
+    wait::pod(&api, &name, &what, Duration::from_secs(120), |p| {
         wait::pod_unschedulable_with(&name, &text, p)
     })
     .await?;
@@ -562,7 +563,7 @@ async fn unschedulable_with(w: &World, name: String, text: String) -> anyhow::Re
 
 async fn restarted(w: &World, name: String, n: i32) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
-    wait::object(
+    wait::pod(
         &api,
         &name,
         &format!("pod {name} to restart {n} times"),
@@ -733,7 +734,7 @@ pub(crate) async fn settled_containers(
     Ok(match which {
         Containers::Init(c) => {
             let api = w.api::<Pod>()?;
-            wait::object(
+            wait::pod(
                 &api,
                 pod,
                 &format!("init container {c} of pod {pod} to complete"),
@@ -859,7 +860,7 @@ async fn mapped_requests(
         want.sort();
     }
     let api = w.api::<Pod>()?;
-    wait::object(
+    wait::pod(
         &api,
         &pod,
         &format!("pod {pod} to map its extended resources to requests {want:?}"),

@@ -497,7 +497,7 @@ async fn taint_time_added(w: &mut World) -> anyhow::Result<()> {
 async fn evicted(w: &mut World, pod: String) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     let what = format!("pod {pod} to be evicted by the device taint manager");
-    wait::object(&api, &pod, &what, POD_TIMEOUT, |p| {
+    wait::pod(&api, &pod, &what, POD_TIMEOUT, |p| {
         let Some(p) = p else {
             return Check::Fail(format!(
                 "pod {pod} is gone; without a finalizer its status cannot be checked"

@@ -133,3 +133,64 @@ fn an_unknown_slice_controller_fault_is_named() {
         },
     );
 }
+
+/// Issue 44: a pod wait that fails says why, as the cluster says it, after
+/// what it last saw: whether the step's timeout cut it (a claim the driver
+/// cannot prepare) or the pod reached a state it cannot leave (a container
+/// that exited with an error). The same text is in the step's failure, the
+/// JUnit message and the HTML report.
+#[test]
+fn a_failed_pod_wait_says_what_the_cluster_says_about_the_pod() {
+    let html = tempfile::tempdir().unwrap();
+    let report = html.path().join("report.html");
+    let expected: [(&str, &str, &[&str]); 2] = [
+        (
+            "a pod whose claim the driver cannot prepare",
+            "Then pod \"tester-1\" is running: ",
+            &[
+                "the step did not finish within --step-timeout 20s \
+                 (waiting for pod tester-1 to be running; last seen: phase=\"Pending\"",
+                "\ndiagnosis of pod tester-1:\n  container with-resource: waiting ContainerCreating\n",
+                "\n  event Warning FailedPrepareDynamicResources (",
+                "x from kubelet on ",
+                "): Failed to prepare dynamic resources: ",
+                "injected error",
+                "\n  claim tester-1-my-inline-claim-",
+                " (my-inline-claim): allocated on ",
+                ", reserved for pods/tester-1\n",
+                "\n  driver dra-e2e-",
+                " failed NodePrepareResources call(s) on ",
+                ": injected error (injected)",
+            ],
+        ),
+        (
+            "a pod whose container exits with an error",
+            "Then pod \"tester-1\" is completed: ",
+            &[
+                "pod tester-1 failed instead of completing: phase=\"Failed\"",
+                "\ndiagnosis of pod tester-1:\n  container with-resource: terminated with exit code 3 Error",
+            ],
+        ),
+    ];
+    let run = broken_variants_with("diagnosis", &["--step-timeout", "20s"], &expected, |c| {
+        c.arg("--html").arg(&report);
+    });
+    // As the step's failure in the run's output and in the HTML report.
+    let prepare = scenario_output(&run.output, expected[0].0);
+    for part in [
+        "diagnosis of pod tester-1:",
+        "container with-resource: waiting ContainerCreating",
+        "event Warning FailedPrepareDynamicResources (",
+        "failed NodePrepareResources call(s) on ",
+    ] {
+        assert!(prepare.contains(part), "{part:?} missing in\n{prepare}");
+    }
+    let page = std::fs::read_to_string(&report).unwrap();
+    for part in [
+        "diagnosis of pod tester-1:\n  container with-resource: waiting ContainerCreating\n",
+        "\n  event Warning FailedPrepareDynamicResources (",
+        "container with-resource: terminated with exit code 3 Error",
+    ] {
+        assert!(page.contains(part), "{part:?} missing in the HTML report");
+    }
+}
