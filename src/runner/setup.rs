@@ -158,10 +158,10 @@ pub fn ensure(
     if dir.origin != DirSource::Cache {
         anyhow::bail!("{missing}");
     }
-    let build = BuildCommand::find(part)?;
     let cache_root = cache_root(&dir.dir, part);
     std::fs::create_dir_all(&cache_root)
         .with_context(|| format!("creating the build cache {}", cache_root.display()))?;
+    let build = BuildCommand::find(part, &cache_root)?;
     let deadline = lock_deadline(
         std::env::var_os(LOCK_TIMEOUT_ENV),
         last_build(&cache_root, part),
@@ -206,21 +206,16 @@ struct BuildCommand {
 }
 
 impl BuildCommand {
-    fn find(part: Part) -> anyhow::Result<BuildCommand> {
+    /// The build script, from the build sources the runner carries
+    /// (written into `cache_root` once, see
+    /// [`crate::host::build_sources`]), or the program the part's override
+    /// variable names.
+    fn find(part: Part, cache_root: &Path) -> anyhow::Result<BuildCommand> {
         if let Some(p) = std::env::var_os(part.override_env()).filter(|p| !p.is_empty()) {
             return Ok(BuildCommand { program: p.into() });
         }
-        let hack = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack");
+        let hack = crate::host::build_sources::write(cache_root)?;
         let program = hack.join(part.script());
-        if !program.exists() {
-            anyhow::bail!(
-                "{} is not built, and the dra-e2e source it is built from ({}) is not on this \
-                 machine: build it with `make {}` in a dra-e2e checkout",
-                part.describe(),
-                hack.display(),
-                part.name()
-            );
-        }
         check_go(&hack.join(part.go_module()).join("go.mod"), part)?;
         Ok(BuildCommand { program })
     }

@@ -7,6 +7,7 @@
 /// The program's name: on `PATH` in the proxy image, and what proxy pods run.
 pub const PROGRAM: &str = "dra-e2e-agent";
 
+pub mod cli;
 pub mod endpoint;
 pub mod node_init;
 pub mod proxy_agent;

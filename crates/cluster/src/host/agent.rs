@@ -6,7 +6,7 @@
 //! In order: `DRA_E2E_AGENT` (a path; an error if it is empty or not an
 //! executable; the local cluster's socket agents use it too),
 //! `dra-e2e-agent` beside the running program (or beside the test binary's
-//! `deps/` directory), else `cargo build -p dra-e2e-agent` into the target
+//! `deps/` directory), else `cargo build --bin dra-e2e-agent` into the target
 //! directory the running program came from, when that checkout and `cargo`
 //! are there.
 use std::ffi::OsString;
@@ -31,12 +31,12 @@ pub enum AgentError {
     Empty,
     #[error(
         "{AGENT_PROGRAM} is not beside {exe} and cannot be built here ({why}); build it with \
-         `cargo build -p dra-e2e-agent` in the dra-e2e checkout, or name it with {AGENT_ENV}"
+         `cargo build --bin dra-e2e-agent` in the dra-e2e checkout, or name it with {AGENT_ENV}"
     )]
     Missing { exe: String, why: String },
     #[error(
         "cannot run Cargo ({cargo}) to build {AGENT_PROGRAM}: {source}; build it with `cargo \
-         build -p dra-e2e-agent`, or name it with {AGENT_ENV}"
+         build --bin dra-e2e-agent`, or name it with {AGENT_ENV}"
     )]
     Cargo {
         cargo: String,
@@ -135,7 +135,7 @@ fn build_command(target: &Path, profile: &str) -> Vec<String> {
         "build",
         "--quiet",
         "-p",
-        "dra-e2e-agent",
+        "dra-e2e",
         "--bin",
         AGENT_PROGRAM,
         "--profile",
@@ -197,7 +197,7 @@ mod tests {
         assert!(matches!(err, AgentError::Cargo { .. }), "{err:?}");
         let msg = err.to_string();
         assert!(msg.contains(&cargo.display().to_string()), "{msg}");
-        assert!(msg.contains("cargo build -p dra-e2e-agent"), "{msg}");
+        assert!(msg.contains("cargo build --bin dra-e2e-agent"), "{msg}");
         assert!(msg.contains(AGENT_ENV), "{msg}");
     }
 
@@ -273,7 +273,7 @@ mod tests {
         let err = locate(|_| None, Some(&exe), dir.path(), no_build).unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.contains("cargo build -p dra-e2e-agent") && msg.contains("DRA_E2E_AGENT"),
+            msg.contains("cargo build --bin dra-e2e-agent") && msg.contains("DRA_E2E_AGENT"),
             "{msg}"
         );
     }

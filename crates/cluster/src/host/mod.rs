@@ -4,6 +4,7 @@
 //! plane and the real nodes both build on it.
 pub mod agent;
 pub mod binaries;
+pub mod build_sources;
 pub mod cgroups;
 pub mod go_toolchain;
 pub mod kube_version;

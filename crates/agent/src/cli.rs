@@ -1,6 +1,8 @@
-//! `dra-e2e-agent`: what runs on a node. `proxy-agent` in proxy pods (and as
+//! `dra-e2e-agent`'s command line: `proxy-agent` in proxy pods (and as
 //! upstream's `/hostpathplugin` in the proxy image), `node-init` as process 1
-//! of a real node.
+//! of a real node, `sockets` for the interposer. The binary itself is a
+//! target of the runner's package (`src/bin/dra-e2e-agent.rs`), so that
+//! `cargo install` of the runner installs the agent beside it.
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -10,21 +12,22 @@ use clap::Parser;
 enum Cli {
     /// Pairs each client of a unix socket with the runner's waiting
     /// connections (or, with --connect, relays one connection to a socket).
-    ProxyAgent(dra_e2e_agent::proxy_agent::Args),
+    ProxyAgent(crate::proxy_agent::Args),
     /// Process 1 of a real node's PID namespace; started by the runner.
-    NodeInit(dra_e2e_agent::node_init::Args),
+    NodeInit(crate::node_init::Args),
     /// Lists the unix sockets of a directory (the interposer follows a
     /// driver's registration sockets with it).
-    Sockets(dra_e2e_agent::sockets::Args),
+    Sockets(crate::sockets::Args),
 }
 
-fn main() -> ExitCode {
+/// The program's entry: parses its command line and runs the command.
+pub fn main() -> ExitCode {
     let result = match Cli::parse() {
-        Cli::ProxyAgent(args) => dra_e2e_agent::proxy_agent::run(args).map(|()| 0),
-        Cli::Sockets(args) => dra_e2e_agent::sockets::run(args).map(|()| 0),
+        Cli::ProxyAgent(args) => crate::proxy_agent::run(args).map(|()| 0),
+        Cli::Sockets(args) => crate::sockets::run(args).map(|()| 0),
         Cli::NodeInit(args) => {
-            dra_e2e_agent::init_node_init_tracing();
-            dra_e2e_agent::node_init::main(&args)
+            crate::init_node_init_tracing();
+            crate::node_init::main(&args)
         }
     };
     match result {
