@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -170,6 +170,9 @@ mutants-doc: ## write the mutant catalogue's tables into the docs: the catalogue
 
 conformance-real: controlplane node test-driver ## the driver conformance pack against upstream's dra-test-driver (profiles/dra-test-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-real.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/dra-test-driver.yaml --tags @DriverConformance --junit target/junit-conformance-real.xml --html target/conformance-real.html $(ARGS)
+
+dist: ## an optimised release archive of the runner with its agent, guides and profiles, and its SHA-256: target/dist/dra-e2e-VERSION-ARCH-linux.tar.gz (the runner carries its scenarios and build scripts)
+	hack/dist.sh
 
 installed-check: controlplane node test-driver ## the runner as a driver author installs it: cargo install (debug, sharing target/), run from a directory holding only a profile and its files, with this checkout hidden and no cargo on PATH: KEP-5970's seven behaviours against upstream's test driver on two real nodes (root); INSTALL_FROM=git installs from a file:// clone (a whole build)
 	hack/installed-check.sh
