@@ -323,6 +323,7 @@ async fn register_until_done(
 ) {
     let mut delays = cfg.retry.delays();
     let mut failures = 0u32;
+    let mut failing = Failing::default();
     loop {
         let result = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -332,7 +333,7 @@ async fn register_until_done(
             return;
         };
         failures += 1;
-        if worth_a_warning(failures) {
+        if failing.worth_a_warning(std::time::Instant::now()) {
             warn!(error = %e, failures, "plugin registration keeps failing, will retry");
         } else {
             debug!(error = %e, failures, "plugin registration failed, will retry");
@@ -348,17 +349,36 @@ async fn register_until_done(
     }
 }
 
-/// Failed registrations before one is worth a warning. Scenarios make a
-/// few fail on purpose (a plugin stopped, a socket blocked, a kubelet
-/// restarted under it), and the kubelet's own retries end those; a
-/// registration still failing after this many is one nothing ends.
-const QUIET_FAILURES: u32 = 5;
+/// How long a plugin's registration may keep failing before it is worth a
+/// warning. Scenarios make it fail on purpose for seconds (a plugin
+/// stopped, GetInfo made to fail, a socket blocked, a kubelet restarted
+/// under it) and their own steps end that; one still failing after a
+/// minute is one nothing ends. A count of failures would not do: the
+/// kubelet's fast first retries reach any small count within a scenario.
+const QUIET_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Whether the `failures`-th failure in a row is shown as a warning: from
-/// the [`QUIET_FAILURES`]-th on, every tenth, so that a plugin that never
-/// registers is seen without one line per retry.
-fn worth_a_warning(failures: u32) -> bool {
-    failures >= QUIET_FAILURES && (failures - QUIET_FAILURES).is_multiple_of(10)
+/// One run of failed registrations of a socket: when it began and when the
+/// next warning is due.
+#[derive(Debug, Default)]
+struct Failing {
+    since: Option<std::time::Instant>,
+    warned: u32,
+}
+
+impl Failing {
+    /// Whether the failure at `now` is shown as a warning: once the run
+    /// has lasted [`QUIET_FOR`], then once per further [`QUIET_FOR`], so a
+    /// plugin that never registers is seen without one line per retry.
+    fn worth_a_warning(&mut self, now: std::time::Instant) -> bool {
+        let since = *self.since.get_or_insert(now);
+        let due = QUIET_FOR * (self.warned + 1);
+        if now.duration_since(since) >= due {
+            self.warned += 1;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 async fn register_once(
@@ -607,8 +627,24 @@ mod tests {
 
     #[test]
     fn retries_a_scenario_causes_are_quiet_and_one_that_never_ends_warns() {
-        let warned: Vec<u32> = (1..=40).filter(|&n| worth_a_warning(n)).collect();
-        assert_eq!(warned, vec![5, 15, 25, 35]);
+        let start = std::time::Instant::now();
+        let mut failing = Failing::default();
+        // The kubelet's retries: fast at first, then every few seconds,
+        // for four minutes.
+        let warned: Vec<u64> = (0..=240u64)
+            .filter(|s| *s < 10 || s % 7 == 0)
+            .filter(|s| failing.worth_a_warning(start + std::time::Duration::from_secs(*s)))
+            .collect();
+        assert_eq!(
+            warned,
+            vec![63, 126, 182],
+            "a warning a minute, none before"
+        );
+        // A scenario's deliberate failures, over within a minute: quiet.
+        let mut brief = Failing::default();
+        assert!(
+            (0..50u64).all(|s| !brief.worth_a_warning(start + std::time::Duration::from_secs(s)))
+        );
     }
 
     #[tokio::test]
