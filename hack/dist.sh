@@ -12,21 +12,21 @@ cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(uname -m)
 name="dra-e2e-$version-$arch-linux"
-out=target/dist
+target=${CARGO_TARGET_DIR:-target}
+out=$target/dist
 stage="$out/$name"
 cargo build --release --locked --bin dra-e2e --bin dra-e2e-agent >&2
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/docs" "$stage/profiles"
-cp target/release/dra-e2e target/release/dra-e2e-agent "$stage/bin/"
+cp "$target/release/dra-e2e" "$target/release/dra-e2e-agent" "$stage/bin/"
 cp README.md "$stage/"
 cp docs/driver-conformance.md docs/driver-profile.md docs/driver-ci.md docs/cli.md "$stage/docs/"
 cp profiles/*.yaml "$stage/profiles/"
 # The archive's own check: the runner in it lists the pack from an empty
 # directory and finds its agent beside it.
-top=$PWD
 empty=$(mktemp -d)
 trap 'rm -rf "$empty"' EXIT
-( cd "$empty" && "$top/$stage/bin/dra-e2e" --list --tags @DriverConformance >/dev/null ) || {
+( cd "$empty" && "$(cd "$stage" && pwd)/bin/dra-e2e" --list --tags @DriverConformance >/dev/null ) || {
   echo "dist: the runner in $stage does not list the built-in pack" >&2; exit 1; }
 "$stage/bin/dra-e2e-agent" --version >/dev/null
 tar -C "$out" --owner=0 --group=0 --sort=name -czf "$out/$name.tar.gz" "$name"
