@@ -345,3 +345,50 @@ fn broken_drivers_fail_the_scenario_that_guards_against_them() {
         common::assert_nothing_left(home.path(), &out);
     }
 }
+
+/// The uninstalling scenario's check able to fail: a slice of the driver
+/// without spec.nodeName (one no kubelet wipes) outlives it, standing for
+/// one the driver never deletes (tests/fixtures/uninstall/). The failure
+/// names the slice; teardown deletes it and installs the driver again, so
+/// the next scenario passes and nothing is left.
+#[test]
+fn a_slice_left_behind_by_an_uninstalled_driver_fails_and_is_cleaned_up() {
+    assert_test_driver_built();
+    let home = tempfile::tempdir().unwrap();
+    let mut c = common::isolated(home.path());
+    c.env("DRA_E2E_AGENT", common::agent())
+        .args(["--cluster", "local", "--nodes", "2"])
+        .args(["--features", "tests/fixtures/uninstall"])
+        .args(["--profile", "profiles/dra-test-driver-simulated.yaml"])
+        .arg("--junit")
+        .arg(home.path().join("junit.xml"))
+        .arg("--artifacts")
+        .arg(home.path().join("artifacts"));
+    let ran = Ran::of(c);
+    ran.exits(1)
+        .says("2 behaviours: 1 passed, 0 skipped, 1 failed")
+        .leak_check_clean()
+        .left_nothing(home.path());
+    let got = common::junit_failures(&home.path().join("junit.xml"));
+    assert_eq!(
+        got.get("the next scenario finds the driver installed again")
+            .map(String::as_str),
+        Some("did not fail: Success"),
+        "{got:#?}"
+    );
+    let failed = &got["a slice without a node name outlives the driver"];
+    assert!(
+        failed.starts_with(
+            "Then none of the driver's ResourceSlices remain: driver test-driver.cdi.k8s.io left \
+             1 ResourceSlice(s) behind 120s after it was uninstalled"
+        ),
+        "{failed}"
+    );
+    for part in [
+        "left-behind-dra-e2e-",
+        "(pool left-behind generation 1, all nodes, 1 device(s))",
+        "no kubelet wipes a slice without spec.nodeName",
+    ] {
+        assert!(failed.contains(part), "{part:?} in {failed}");
+    }
+}
