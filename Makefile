@@ -102,8 +102,14 @@ proxy-image-real-upstream: controlplane node hostpathplugin ## upstream's own ho
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh
 
-test: controlplane node test-driver rolling-driver test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes; upstream's test driver for the conformance pack on real nodes, the rolling-update driver behind the interposer)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests -- --test-threads=2
+# `make test` runs the test binaries TEST_JOBS at a time, longest first
+# (hack/test-parallel.sh: logs and last times in target/test-logs/); each runs
+# its own tests two at a time. TEST_JOBS=1 runs them one after another.
+TEST_JOBS ?= 3
+
+test: controlplane node test-driver rolling-driver test-tools ## run every test (unit, integration, end to end on the local cluster, simulated and real nodes; upstream's test driver for the conformance pack on real nodes, the rolling-update driver behind the interposer), TEST_JOBS test binaries at a time (default 3)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) TEST_JOBS=$(TEST_JOBS) CARGO=$(CARGO) \
+	  hack/test-parallel.sh --features cluster-tests -- --test-threads=2
 
 test-fast: ## the fast tier alone: what needs no root, Go or control plane (plain `cargo test`); says what it left to `make test`
 	$(CARGO) test
