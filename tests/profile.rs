@@ -254,3 +254,211 @@ fn a_missing_file_or_a_wrong_command_line_is_one_error() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("<FILE>"), "{stderr}");
 }
+
+const INIT: &str = "tests/fixtures/profile-init";
+
+/// `profile init --manifests FILE... -o OUT` in `dir`, the fixtures given
+/// by name.
+fn init(dir: &Path, manifests: &[&str], extra: &[&str]) -> (i32, String, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut args = vec!["init".to_owned(), "--manifests".to_owned()];
+    args.extend(
+        manifests
+            .iter()
+            .map(|m| root.join(INIT).join(m).display().to_string()),
+    );
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let out = Command::new(common::bin())
+        .current_dir(dir)
+        .arg("profile")
+        .args(&args)
+        .output()
+        .expect("running dra-e2e profile init");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn init_writes_the_test_drivers_profile_from_its_manifests() {
+    use dra_e2e::profile::{Deployment, Options, Profile};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("profiles")).unwrap();
+    let files = ["rbac.yaml", "deviceclass.yaml", "kubelet-plugin.yaml"];
+    let (code, stdout, stderr) = init(dir.path(), &files, &["-o", "profiles/driver.yaml"]);
+    assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+    assert_eq!(
+        stderr,
+        "profiles/driver.yaml: the profile of driver test-driver.cdi.k8s.io; fill in its \
+         commented fields, then `dra-e2e profile check profiles/driver.yaml`\n"
+    );
+    let written = dir.path().join("profiles/driver.yaml");
+    let text = std::fs::read_to_string(&written).unwrap();
+    // The manifests' paths are relative to the profile.
+    assert!(text.contains("\n  manifests:\n    - ../../"), "{text}");
+    for hint in ["# capabilities: []\n", "# containerCheck:\n#   env:\n"] {
+        assert!(text.contains(hint), "{hint:?} in\n{text}");
+    }
+    let got = Profile::load(&written, Options { check_files: true })
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let shipped = Profile::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/dra-test-driver.yaml"),
+        Options { check_files: false },
+    )
+    .unwrap();
+    assert_eq!(got.driver_name, shipped.driver_name);
+    assert_eq!(got.device_class, shipped.device_class);
+    assert_eq!(got.registration_dir, shipped.registration_dir);
+    assert_eq!(got.devices_per_node, shipped.devices_per_node);
+    assert_eq!(got.device_count, shipped.device_count);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(INIT);
+    assert_eq!(
+        got.deployment,
+        Deployment::RealNodes {
+            manifests: files.iter().map(|f| root.join(f)).collect(),
+            image_archives: vec![],
+        }
+    );
+    // What no manifest says is left to the author: nothing claimed.
+    assert!(got.capabilities.is_empty());
+    let (code, out, err) = profile(&["check", "--no-files", written.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no mistakes: driver test-driver.cdi.k8s.io, deployment mode RealNodes"));
+
+    // OUT is not overwritten without --force.
+    let (code, _, stderr) = init(dir.path(), &files, &["-o", "profiles/driver.yaml"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            1,
+            "error: --out profiles/driver.yaml: exists already; give --force to overwrite it\n"
+        )
+    );
+    let (code, _, stderr) = init(
+        dir.path(),
+        &files,
+        &["-o", "profiles/driver.yaml", "--force"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+
+    // Without a DeviceClass the driver's name comes from the DaemonSet
+    // (its plugin directory), and the runner is to make the class.
+    let (code, stdout, stderr) = init(dir.path(), &["kubelet-plugin.yaml"], &[]);
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    assert!(
+        stdout.contains(
+            "\ndriverName: test-driver.cdi.k8s.io\n\n# No DeviceClass of the driver in the \
+             manifests: the runner creates one with\n# this selector.\ndeviceClass:\n  selector: \
+             device.driver == \"test-driver.cdi.k8s.io\"\n"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn init_says_what_it_could_not_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let shown = |f: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(INIT)
+            .join(f)
+            .display()
+            .to_string()
+    };
+    let (plugin, second, classes, rbac) = (
+        shown("kubelet-plugin.yaml"),
+        shown("second-plugin.yaml"),
+        shown("deviceclass.yaml"),
+        shown("rbac.yaml"),
+    );
+    let no_registration = shown("no-registration.yaml");
+    for (files, extra, says) in [
+        (
+            &["deviceclass.yaml", "rbac.yaml"][..],
+            &[][..],
+            format!(
+                "error: no DaemonSet in {classes}, {rbac}: a DRA driver's kubelet plugin runs as \
+                 a DaemonSet on every node, and profile init reads the driver's settings from \
+                 it (found only DeviceClass, Namespace, ServiceAccount); give the file that \
+                 holds it too\n"
+            ),
+        ),
+        (
+            &["kubelet-plugin.yaml", "second-plugin.yaml"],
+            &[],
+            format!(
+                "error: 2 DaemonSets in {plugin}, {second} look like kubelet plugins (they \
+                 mount the kubelet's plugin directories): dra-test-driver/dra-test-driver \
+                 ({plugin}), dra-test-driver/other-plugin ({second}); say which one runs the \
+                 driver with --daemonset NAME\n"
+            ),
+        ),
+        (
+            &["kubelet-plugin.yaml", "second-plugin.yaml"],
+            &["--daemonset", "nope"],
+            format!(
+                "error: --daemonset nope: no DaemonSet of that name in {plugin}, {second} (they \
+                 hold dra-test-driver/dra-test-driver ({plugin}), dra-test-driver/other-plugin \
+                 ({second}))\n"
+            ),
+        ),
+        (
+            &["no-registration.yaml", "deviceclass.yaml"],
+            &[],
+            format!(
+                "error: DaemonSet dra-test-driver/dra-test-driver ({no_registration}): no \
+                 registration setting found: looked for a container argument (--FLAG=DIR or \
+                 --FLAG DIR) or environment variable whose value is or contains \
+                 /var/lib/kubelet/plugins_registry, and for a hostPath volume of that \
+                 directory. The driver then must use the default path, which the DaemonSet \
+                 does not mount by itself; add the flag or variable that sets it to the \
+                 DaemonSet, or mount /var/lib/kubelet/plugins_registry as its own hostPath \
+                 volume\n"
+            ),
+        ),
+    ] {
+        let (code, stdout, stderr) = init(dir.path(), files, extra);
+        assert_eq!(
+            (code, stdout.as_str(), stderr.as_str()),
+            (1, "", says.as_str()),
+            "{files:?} {extra:?}"
+        );
+    }
+
+    // --daemonset picks one of two.
+    let (code, stdout, stderr) = init(
+        dir.path(),
+        &[
+            "kubelet-plugin.yaml",
+            "second-plugin.yaml",
+            "deviceclass.yaml",
+        ],
+        &["--daemonset", "dra-test-driver"],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    assert!(stdout.contains("DaemonSet dra-test-driver/dra-test-driver"));
+
+    // The default path, mounted: no registrationDir, and a warning.
+    let (code, stdout, stderr) = init(
+        dir.path(),
+        &["default-registration.yaml", "deviceclass.yaml"],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.starts_with("warning: DaemonSet dra-test-driver/dra-test-driver (")
+            && stderr.contains(
+                "no registration setting found (looked for a container argument or \
+                 environment variable whose value is or contains \
+                 /var/lib/kubelet/plugins_registry); the driver then must use the default path"
+            ),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("\nregistrationDir:"), "{stdout}");
+    assert!(
+        stdout.contains("\n# Not set: no container argument"),
+        "{stdout}"
+    );
+}

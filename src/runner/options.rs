@@ -857,6 +857,69 @@ pub static TABLE: &[Opt] = &[
         "its DeviceClass"
     ),
     opt!(
+        "profile init",
+        "--manifests",
+        EVERYWHERE,
+        ANY,
+        &["--manifests", "m.yaml"],
+        "",
+        "the driver's rendered manifests, in the order to apply them"
+    ),
+    opt!(
+        "profile init",
+        "--image-archive",
+        EVERYWHERE,
+        ANY,
+        &["--image-archive", "/nonexistent/image.tar"],
+        "",
+        "an image archive of the manifests' images, listed as the profile's imageArchives; repeatable"
+    ),
+    opt!(
+        "profile init",
+        "--out",
+        EVERYWHERE,
+        ANY,
+        &["--out", "p.yaml"],
+        "",
+        "write the profile there (its paths relative to it), not to stdout"
+    ),
+    opt!(
+        "profile init",
+        "--force",
+        EVERYWHERE,
+        ANY,
+        &["--force"],
+        "",
+        "overwrite an existing --out"
+    ),
+    opt!(
+        "profile init",
+        "--daemonset",
+        EVERYWHERE,
+        ANY,
+        &["--daemonset", "d"],
+        "",
+        "the kubelet plugin's DaemonSet, when several look like one"
+    ),
+    opt!(
+        "profile init",
+        "--driver-name",
+        EVERYWHERE,
+        ANY,
+        &["--driver-name", "d"],
+        "",
+        "the driver's name, when no DeviceClass names it"
+    ),
+    opt!(
+        "profile init",
+        "--device-class",
+        EVERYWHERE,
+        ANY,
+        &["--device-class", "c"],
+        "",
+        "the DeviceClass, when the manifests have several"
+    ),
+    opt!(
         "image",
         "--binary",
         EVERYWHERE,

@@ -18,6 +18,7 @@
 //! Ground floor: this module uses nothing of the harness.
 pub mod capability;
 mod fault;
+pub mod init;
 mod names;
 mod parse;
 mod yaml;
@@ -510,115 +511,205 @@ impl Profile {
     /// The profile as a profile file, which `parse_str` reads back to the
     /// same profile (with paths made absolute).
     pub fn to_yaml(&self) -> String {
+        self.to_annotated_yaml(&Annotations::default())
+    }
+
+    /// The profile as a profile file with comments: `header` on top, each
+    /// note above its field, and the fields `to_fill` names written
+    /// commented out (what uncommenting them gives is a valid field). What
+    /// `profile show` and `profile init` print; without annotations it is
+    /// [`Profile::to_yaml`].
+    pub fn to_annotated_yaml(&self, annotations: &Annotations) -> String {
         let mut out = String::new();
-        let line = |out: &mut String, indent: usize, text: &str| {
-            out.push_str(&" ".repeat(indent));
-            out.push_str(text);
-            out.push('\n');
-        };
-        let list = |out: &mut String, indent: usize, items: &mut dyn Iterator<Item = String>| {
-            for item in items {
-                line(out, indent, &format!("- {}", scalar(&item)));
-            }
-        };
-        line(
-            &mut out,
-            0,
-            &format!("driverName: {}", scalar(&self.driver_name)),
-        );
-        line(&mut out, 0, "deviceClass:");
-        match &self.device_class {
-            DeviceClass::Existing(n) => line(&mut out, 2, &format!("name: {}", scalar(n))),
-            DeviceClass::Selector(s) => line(&mut out, 2, &format!("selector: {}", scalar(s))),
+        for h in &annotations.header {
+            comment(&mut out, 0, h);
         }
-        line(&mut out, 0, "deployment:");
-        line(&mut out, 2, &format!("mode: {}", self.deployment.mode()));
+        for (key, lines) in self.blocks() {
+            let notes: Vec<&String> = annotations
+                .notes
+                .iter()
+                .filter(|(k, _)| *k == key)
+                .flat_map(|(_, n)| n)
+                .collect();
+            if !notes.is_empty() {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                for n in notes {
+                    match annotations.width {
+                        Some(w) => {
+                            for l in wrap(n, w.saturating_sub(2)) {
+                                comment(&mut out, 0, &l);
+                            }
+                        }
+                        None => comment(&mut out, 0, n),
+                    }
+                }
+            }
+            let commented = annotations.to_fill.contains(&key);
+            for l in lines {
+                if commented {
+                    out.push_str("# ");
+                }
+                out.push_str(&l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The profile's top-level fields in the file's order, each with its
+    /// lines (none for a field that is not set).
+    fn blocks(&self) -> Vec<(&'static str, Vec<String>)> {
+        let list =
+            |out: &mut Vec<String>, indent: usize, items: &mut dyn Iterator<Item = String>| {
+                for item in items {
+                    out.push(format!("{}- {}", " ".repeat(indent), scalar(&item)));
+                }
+            };
+        let paths =
+            |p: &[PathBuf]| -> Vec<String> { p.iter().map(|p| p.display().to_string()).collect() };
+        let mut blocks = Vec::new();
+        blocks.push((
+            "driverName",
+            vec![format!("driverName: {}", scalar(&self.driver_name))],
+        ));
+        blocks.push((
+            "deviceClass",
+            vec![
+                "deviceClass:".to_owned(),
+                match &self.device_class {
+                    DeviceClass::Existing(n) => format!("  name: {}", scalar(n)),
+                    DeviceClass::Selector(s) => format!("  selector: {}", scalar(s)),
+                },
+            ],
+        ));
+        let mut d = vec![
+            "deployment:".to_owned(),
+            format!("  mode: {}", self.deployment.mode()),
+        ];
         match &self.deployment {
             Deployment::Builtin | Deployment::Installed => {}
             Deployment::RealNodes {
                 manifests,
                 image_archives,
             } => {
-                line(&mut out, 2, "manifests:");
-                list(
-                    &mut out,
-                    4,
-                    &mut manifests.iter().map(|p| p.display().to_string()),
-                );
+                d.push("  manifests:".to_owned());
+                list(&mut d, 4, &mut paths(manifests).into_iter());
                 if !image_archives.is_empty() {
-                    line(&mut out, 2, "imageArchives:");
-                    list(
-                        &mut out,
-                        4,
-                        &mut image_archives.iter().map(|p| p.display().to_string()),
-                    );
+                    d.push("  imageArchives:".to_owned());
+                    list(&mut d, 4, &mut paths(image_archives).into_iter());
                 }
             }
             Deployment::Manifests { manifests } => {
-                line(&mut out, 2, "manifests:");
-                list(
-                    &mut out,
-                    4,
-                    &mut manifests.iter().map(|p| p.display().to_string()),
-                );
+                d.push("  manifests:".to_owned());
+                list(&mut d, 4, &mut paths(manifests).into_iter());
             }
             Deployment::SimulatedNodes { command } => {
-                line(&mut out, 2, "command:");
-                list(&mut out, 4, &mut command.iter().cloned());
+                d.push("  command:".to_owned());
+                list(&mut d, 4, &mut command.iter().cloned());
             }
         }
         if !self.faults.is_empty() {
-            line(&mut out, 2, "faults:");
+            d.push("  faults:".to_owned());
             list(
-                &mut out,
+                &mut d,
                 4,
                 &mut self.faults.iter().map(|f| f.name().to_owned()),
             );
         }
+        blocks.push(("deployment", d));
         for (field, setting) in [
             ("registrationDir", &self.registration_dir),
             ("deviceCount", &self.device_count),
         ] {
-            if let Some(r) = setting {
-                line(&mut out, 0, &format!("{field}:"));
-                match r {
-                    Setting::Flag(f) => line(&mut out, 2, &format!("flag: {}", scalar(f))),
-                    Setting::Env(e) => line(&mut out, 2, &format!("env: {}", scalar(e))),
+            let lines = match setting {
+                Some(Setting::Flag(f)) => {
+                    vec![format!("{field}:"), format!("  flag: {}", scalar(f))]
                 }
-            }
+                Some(Setting::Env(e)) => vec![format!("{field}:"), format!("  env: {}", scalar(e))],
+                None => Vec::new(),
+            };
+            blocks.push((field, lines));
         }
+        let mut c = Vec::new();
         if self.capabilities.is_empty() {
-            line(&mut out, 0, "capabilities: []");
+            c.push("capabilities: []".to_owned());
         } else {
-            line(&mut out, 0, "capabilities:");
+            c.push("capabilities:".to_owned());
             list(
-                &mut out,
+                &mut c,
                 2,
                 &mut self.capabilities.iter().map(|c| c.name().to_owned()),
             );
         }
-        line(&mut out, 0, "containerCheck:");
+        blocks.push(("capabilities", c));
+        let mut c = vec!["containerCheck:".to_owned()];
         if !self.container_check.env.is_empty() {
-            line(&mut out, 2, "env:");
+            c.push("  env:".to_owned());
             list(
-                &mut out,
+                &mut c,
                 4,
                 &mut self.container_check.env.iter().map(|e| e.0.clone()),
             );
         }
         if !self.container_check.command.is_empty() {
-            line(&mut out, 2, "command:");
-            list(
-                &mut out,
-                4,
-                &mut self.container_check.command.iter().cloned(),
-            );
+            c.push("  command:".to_owned());
+            list(&mut c, 4, &mut self.container_check.command.iter().cloned());
         }
-        if let Some(n) = self.devices_per_node {
-            line(&mut out, 0, &format!("devicesPerNode: {n}"));
-        }
-        out
+        blocks.push(("containerCheck", c));
+        blocks.push((
+            "devicesPerNode",
+            self.devices_per_node
+                .map(|n| vec![format!("devicesPerNode: {n}")])
+                .unwrap_or_default(),
+        ));
+        blocks
     }
+}
+
+/// Comments for [`Profile::to_annotated_yaml`]; fields are named as in the
+/// file (`registrationDir`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Annotations {
+    /// Comment lines on top of the file.
+    pub header: Vec<String>,
+    /// Comment lines above a top-level field (also when it is not set).
+    pub notes: Vec<(&'static str, Vec<String>)>,
+    /// Top-level fields written commented out, for the user to fill in.
+    pub to_fill: Vec<&'static str>,
+    /// The notes' lines wrapped at this many columns (`None`: as given).
+    pub width: Option<usize>,
+}
+
+/// `text` in lines of at most `width` characters where its words allow,
+/// continued lines indented as the first.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let indent: String = text.chars().take_while(|c| *c == ' ').collect();
+    let mut lines = Vec::new();
+    let mut line = indent.clone();
+    for word in text.split_whitespace() {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::replace(&mut line, indent.clone()));
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+}
+
+/// `text` as a comment line (`#` alone for an empty one).
+fn comment(out: &mut String, indent: usize, text: &str) {
+    out.push_str(&" ".repeat(indent));
+    out.push('#');
+    if !text.is_empty() {
+        out.push(' ');
+        out.push_str(text);
+    }
+    out.push('\n');
 }
 
 /// A string as a YAML scalar, quoted where YAML would read it otherwise.
