@@ -359,8 +359,7 @@ async fn keep_files_leaves_logs_after_stop_and_crashes_are_reported() {
         .iter()
         .find(|c| c.name == "kube-scheduler")
         .unwrap();
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(scheduler.pid as libc::pid_t, libc::SIGKILL) };
+    let _ = dra_e2e::sys::kill(scheduler.pid, dra_e2e::sys::Signal::Kill);
     let exited = tokio::time::timeout(DEADLINE, cluster.component_exited())
         .await
         .expect("the scheduler's exit is noticed");
@@ -468,8 +467,7 @@ async fn cluster_up_serves_until_sigint_then_cleans_up() {
         processes_using(&dir)
     );
 
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGINT) };
+    let _ = dra_e2e::sys::kill(child.id().unwrap(), dra_e2e::sys::Signal::Int);
     let status = tokio::time::timeout(DEADLINE, child.wait())
         .await
         .expect("cluster up stopped after SIGINT")

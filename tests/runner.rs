@@ -241,14 +241,12 @@ fn run_and_kill(component: &str) -> (String, Option<i32>, Duration) {
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         let ours = cmd.contains(&*home.path().to_string_lossy());
         let binary = cmd.split(' ').next()?.rsplit('/').next()?.to_owned() + " ";
-        (ours && binary == needle).then(|| e.file_name().to_string_lossy().parse::<i32>().ok())?
+        (ours && binary == needle).then(|| e.file_name().to_string_lossy().parse::<u32>().ok())?
     });
     let killed_at = Instant::now();
     if let Some(pid) = pid {
-        // SAFETY: a process of the run this test started.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
+        // A process of the run this test started.
+        let _ = dra_e2e::sys::kill(pid, dra_e2e::sys::Signal::Kill);
     }
     let (code, t) = run.finish();
     let took = killed_at.elapsed();

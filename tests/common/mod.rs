@@ -161,10 +161,8 @@ impl Watched {
     }
 
     pub fn sigint(&self) {
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGINT);
-        }
+        // Our own child: it may have ended already, which the caller sees.
+        let _ = dra_e2e::sys::kill(self.child.id(), dra_e2e::sys::Signal::Int);
     }
 
     /// Waits for the run to end: its exit code and all it printed.

@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::AGENT_EXE;
+use dra_e2e::sys::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::process::{Child, ChildStdout, Command};
@@ -55,8 +56,7 @@ async fn start_on_tcp(sock: &Path) -> Running {
 }
 
 async fn terminate(mut r: Running) -> std::process::ExitStatus {
-    let pid = r.child.id().unwrap() as i32;
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let _ = dra_e2e::sys::kill(r.child.id().unwrap(), Signal::Term);
     tokio::time::timeout(WAIT, r.child.wait())
         .await
         .unwrap()
@@ -81,7 +81,7 @@ async fn hostpathplugin_style_flags_and_term_cleanup() {
     assert!(status.success(), "{status}");
     assert!(!sock.exists(), "socket removed on TERM");
 
-    for signal in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+    for signal in [Signal::Int, Signal::Hup, Signal::Quit] {
         let uri = format!("unix://{}", sock.display());
         let mut r = start(&[
             "--v",
@@ -93,13 +93,13 @@ async fn hostpathplugin_style_flags_and_term_cleanup() {
         ])
         .await;
         assert!(is_socket(&sock));
-        unsafe { libc::kill(r.child.id().unwrap() as i32, signal) };
+        let _ = dra_e2e::sys::kill(r.child.id().unwrap(), signal);
         let status = tokio::time::timeout(WAIT, r.child.wait())
             .await
             .unwrap()
             .unwrap();
-        assert!(status.success(), "signal {signal}: {status}");
-        assert!(!sock.exists(), "signal {signal}: socket removed");
+        assert!(status.success(), "signal {signal:?}: {status}");
+        assert!(!sock.exists(), "signal {signal:?}: socket removed");
     }
 }
 

@@ -28,8 +28,8 @@ async fn an_agent_killed_from_outside_is_reported_then_replaced() {
         .unwrap();
     assert_eq!(socket.pool().broken(), None);
 
-    // SAFETY: signalling the agent child this test started.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    // The agent child this test started.
+    dra_e2e::sys::kill(pid, dra_e2e::sys::Signal::Kill).unwrap();
 
     let item = tokio::time::timeout(WAIT, incoming.next())
         .await

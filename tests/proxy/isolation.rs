@@ -4,11 +4,18 @@
 //! and sockets opened up on purpose here), the agent closes its connection
 //! unused instead of pairing it. And the agent opens no TCP port at all, so
 //! connecting to loopback finds nothing.
+//!
+//! The other user is a thread of this test that has dropped to `nobody`
+//! (`dra_e2e::sys::drop_thread_to_user`): the kernel checks a path's
+//! permissions and records a socket's peer credentials per thread, so to
+//! the agent and the file system it is another user's process.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt as _;
+use std::io::Read as _;
+use std::net::Shutdown;
 use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::support::*;
@@ -16,14 +23,12 @@ use dra_e2e::proxy::{LocalAgent, ProxySide};
 
 const WAIT: Duration = Duration::from_secs(20);
 /// `nobody` on Debian.
-const NOBODY: libc::uid_t = 65534;
+const NOBODY: u32 = 65534;
 
 fn assert_root() {
-    assert_eq!(
-        // SAFETY: no preconditions.
-        unsafe { libc::geteuid() },
-        0,
-        "the isolation tests switch a child to uid {NOBODY} and must run as root"
+    assert!(
+        dra_e2e::sys::is_root(),
+        "the isolation tests switch a thread to uid {NOBODY} and must run as root"
     );
 }
 
@@ -39,109 +44,72 @@ enum Foreign {
     Other(String),
 }
 
-/// A forked child running as `nobody` that connected (or failed to) and now
-/// reads until the other end closes.
+/// A thread of its own running as `nobody` that connected (or failed to)
+/// and now reads until the other end closes.
 struct ForeignClient {
-    pid: libc::pid_t,
-    /// Whether connect(2) succeeded.
-    connected: bool,
+    /// Its end of the connection, when connect(2) succeeded: shut down to
+    /// end its read when the agent never closes it.
+    connected: Option<UnixStream>,
+    /// What it got, once it ends.
+    outcome: mpsc::Receiver<Foreign>,
 }
 
 impl ForeignClient {
-    /// Forks, drops to uid/gid `nobody`, connects to `path`; returns once the
-    /// connection is made or refused.
+    /// Starts a thread, drops it to uid/gid `nobody` for good, connects to
+    /// `path`; returns once the connection is made or refused. A thread of
+    /// its own, never one of tokio's pools that other work would reuse.
     fn connect(path: &Path) -> ForeignClient {
-        // Everything the child needs is prepared before fork: after it, in a
-        // multi-threaded process, only async-signal-safe calls are allowed.
-        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        let bytes = CString::new(path.as_os_str().as_bytes()).unwrap();
-        let bytes = bytes.as_bytes_with_nul();
-        assert!(bytes.len() <= addr.sun_path.len(), "{}", path.display());
-        for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-        let mut pipe = [0; 2];
-        assert_eq!(
-            unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
-            0
-        );
-        let (rx, tx) = (pipe[0], pipe[1]);
-        // SAFETY: the child only makes raw system calls and ends with _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-        if pid == 0 {
-            unsafe {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                // Keep no copy of the test process's other descriptors (other
-                // tests' connections), which would hold them open: only the
-                // pipe, as fd 3.
-                if libc::dup2(tx, 3) != 3 {
-                    libc::_exit(92);
+        let path = path.to_owned();
+        let (connected_tx, connected_rx) = mpsc::channel();
+        let (outcome_tx, outcome) = mpsc::channel();
+        std::thread::spawn(move || {
+            let got = (|| {
+                if let Err(e) = dra_e2e::sys::drop_thread_to_user(NOBODY, NOBODY) {
+                    return Foreign::Other(format!("becoming nobody: {e}"));
                 }
-                let tx = 3;
-                libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
-                if libc::setgroups(0, std::ptr::null()) != 0
-                    || libc::setgid(NOBODY) != 0
-                    || libc::setuid(NOBODY) != 0
-                {
-                    libc::_exit(90);
+                let mut stream = match UnixStream::connect(&path) {
+                    Ok(s) => s,
+                    Err(e) => return Foreign::Refused(e.raw_os_error().unwrap_or_default()),
+                };
+                match stream.try_clone() {
+                    Ok(end) => drop(connected_tx.send(end)),
+                    Err(e) => return Foreign::Other(format!("cloning the stream: {e}")),
                 }
-                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
-                if fd < 0 {
-                    libc::_exit(91);
+                match stream.read(&mut [0u8; 1]) {
+                    Ok(0) => Foreign::ClosedUnused,
+                    Ok(_) => Foreign::GotData,
+                    Err(e) => Foreign::Other(format!("reading: {e}")),
                 }
-                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-                if libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) != 0 {
-                    libc::_exit(100 + *libc::__errno_location());
-                }
-                libc::write(tx, b"c".as_ptr().cast(), 1);
-                libc::close(tx);
-                let mut buf = [0u8; 1];
-                let n = libc::read(fd, buf.as_mut_ptr().cast(), 1);
-                libc::_exit(match n {
-                    0 => 0,
-                    n if n > 0 => 1,
-                    _ => 2,
-                });
-            }
-        }
-        unsafe { libc::close(tx) };
-        // One byte once connected; end of file if the child exited first.
-        let mut byte = [0u8; 1];
-        let n = unsafe { libc::read(rx, byte.as_mut_ptr().cast(), 1) };
-        unsafe { libc::close(rx) };
+            })();
+            drop(connected_tx);
+            let _ = outcome_tx.send(got);
+        });
+        // The stream once connected; nothing if the thread ended first.
         ForeignClient {
-            pid,
-            connected: n == 1,
+            connected: connected_rx.recv().ok(),
+            outcome,
         }
     }
 
-    /// Waits for the child to end (at most `WAIT`) and says what it got.
+    fn connected(&self) -> bool {
+        self.connected.is_some()
+    }
+
+    /// Waits for the thread to end (at most `WAIT`) and says what it got.
     async fn outcome(self) -> Foreign {
-        let pid = self.pid;
-        let wait = tokio::task::spawn_blocking(move || {
-            let mut status = 0;
-            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-            (r, status)
-        });
-        let (r, status) = match tokio::time::timeout(WAIT, wait).await {
-            Ok(joined) => joined.unwrap(),
+        let ForeignClient { connected, outcome } = self;
+        let got = tokio::task::spawn_blocking(move || outcome.recv_timeout(WAIT))
+            .await
+            .unwrap();
+        match got {
+            Ok(got) => got,
             Err(_) => {
                 // Still connected and waiting: not closed by the agent.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                return Foreign::Other(format!("still connected after {WAIT:?}"));
+                if let Some(s) = connected {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
+                Foreign::Other(format!("still connected after {WAIT:?}"))
             }
-        };
-        assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
-        if !libc::WIFEXITED(status) {
-            return Foreign::Other(format!("wait status {status}"));
-        }
-        match libc::WEXITSTATUS(status) {
-            0 => Foreign::ClosedUnused,
-            1 => Foreign::GotData,
-            code if code > 100 => Foreign::Refused(code - 100),
-            code => Foreign::Other(format!("exit {code}")),
         }
     }
 }
@@ -202,7 +170,7 @@ async fn another_user_cannot_reach_a_local_agent_and_it_has_no_port() {
         let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{}", path.display());
         let client = ForeignClient::connect(path);
-        assert!(!client.connected, "{} let nobody in", path.display());
+        assert!(!client.connected(), "{} let nobody in", path.display());
         assert_eq!(
             client.outcome().await,
             Foreign::Refused(libc::EACCES),
@@ -234,12 +202,12 @@ async fn another_users_connection_is_closed_unused_even_where_it_can_connect() {
     // Queued on the runner's side before any of the runner's connections,
     // as an intruder hoping to be paired with the next kubelet would be.
     let at_runner_side = ForeignClient::connect(&runner_side);
-    assert!(at_runner_side.connected);
+    assert!(at_runner_side.connected());
     let (pool, plugin, _server) = serve_pooled(&agent);
     pool.wait_for(|s| s.waiting == 10, WAIT).await.unwrap();
     // An intruder posing as a kubelet.
     let at_kubelet_side = ForeignClient::connect(agent.socket());
-    assert!(at_kubelet_side.connected);
+    assert!(at_kubelet_side.connected());
     assert_eq!(at_kubelet_side.outcome().await, Foreign::ClosedUnused);
 
     // The next kubelet is paired with the runner's connection, not the

@@ -114,8 +114,9 @@ fn a_killed_agent_fails_its_scenario_at_once_and_teardown_cleans_up() {
     // A moment for the wait to start (it would end the scenario either way).
     std::thread::sleep(Duration::from_secs(1));
     let killed = Instant::now();
-    // SAFETY: kill(2) on a pid just read from /proc; a test-only process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "{cmd}");
+    // A pid just read from /proc; a test-only process.
+    dra_e2e::sys::kill(pid.unsigned_abs(), dra_e2e::sys::Signal::Kill)
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
     let status = child.wait().unwrap();
     let after_kill = killed.elapsed();
     let t = output();

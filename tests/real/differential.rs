@@ -140,7 +140,10 @@ struct Hosts {
 #[async_trait]
 impl HostProvider for Hosts {
     async fn node_host(&self, hosted: HostedDriver<'_>) -> anyhow::Result<Arc<dyn NodeHost>> {
-        let local: Arc<dyn NodeHost> = Arc::new(LocalHost::new(vec![self.sim.clone()]));
+        // The simulated node's local agents are the workspace's dra-e2e-agent
+        // (this test binary has no `proxy-agent`); the real node finds it too.
+        let local: Arc<dyn NodeHost> =
+            Arc::new(LocalHost::new(vec![self.sim.clone()]).with_agent(crate::common::agent()));
         let remote = HostedDriver {
             nodes: std::slice::from_ref(&self.real),
             ..hosted
@@ -650,11 +653,6 @@ async fn wait_gone(client: &kube::Client, ns: &str, names: &[String]) -> Result<
 
 #[test]
 fn simulated_and_real_kubelet_report_the_same() {
-    // SAFETY: set before the test starts any thread of its own; the local
-    // agents of the simulated node are the workspace's dra-e2e-agent.
-    unsafe {
-        std::env::set_var("DRA_E2E_AGENT", crate::common::agent());
-    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -123,7 +123,7 @@ impl TestContainerd {
             }
         }
         if let Some(mut child) = self.child.take() {
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = dra_e2e::sys::kill(child.id(), dra_e2e::sys::Signal::Term);
             let deadline = std::time::Instant::now() + Duration::from_secs(20);
             loop {
                 match child.try_wait() {
@@ -144,13 +144,12 @@ impl TestContainerd {
         // live in the test's cgroup.
         for pid in processes_of(&dir, &self.cgroup_parent) {
             left.push(format!("process {pid} was still running"));
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = dra_e2e::sys::kill(pid, dra_e2e::sys::Signal::Kill);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         for m in mounts_below(&dir).into_iter().rev() {
             left.push(format!("{} was still mounted", m.display()));
-            let c = std::ffi::CString::new(m.as_os_str().as_encoded_bytes()).unwrap();
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            let _ = dra_e2e::sys::unmount_detached(&m);
         }
         remove_cgroups(&self.cgroup_parent);
         if let Some(tmp) = self.dir.take()
@@ -194,16 +193,16 @@ impl Drop for TestContainerd {
 
 /// Processes whose command line names `dir` or that sit in a cgroup below
 /// `/<cgroup_parent>`.
-fn processes_of(dir: &Path, cgroup_parent: &str) -> Vec<i32> {
+fn processes_of(dir: &Path, cgroup_parent: &str) -> Vec<u32> {
     let needle = dir.to_string_lossy().into_owned();
     let cg = format!(":{cgroup_parent}/");
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
             .file_name()
             .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
+            .and_then(|s| s.parse::<u32>().ok())
         else {
             continue;
         };
@@ -269,9 +268,8 @@ fn node_binaries() -> NodeBinaries {
 }
 
 async fn start_containerd(bins: &NodeBinaries) -> TestContainerd {
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        dra_e2e::sys::is_root(),
         "real_images runs containerd and must run as root"
     );
     let tmp = tempfile::Builder::new()

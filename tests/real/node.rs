@@ -233,10 +233,7 @@ fn interrupted_run_on_a_real_node_leaves_nothing() {
 
 /// Interrupts the runner as Ctrl-C would: its exit code and transcript.
 fn interrupt(child: std::process::Child) -> (Option<i32>, String) {
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
+    let _ = dra_e2e::sys::kill(child.id(), dra_e2e::sys::Signal::Int);
     let o = child.wait_with_output().unwrap();
     (o.status.code(), common::text(&o))
 }
@@ -397,11 +394,9 @@ fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     };
     let killed = Instant::now();
     if let Some((pid, _)) = &agent {
-        // SAFETY: kill(2) on a pid just read from /proc, a descendant of the
-        // runner this test started.
-        unsafe {
-            libc::kill(*pid, libc::SIGKILL);
-        }
+        // A pid just read from /proc, a descendant of the runner this test
+        // started.
+        let _ = dra_e2e::sys::kill(pid.unsigned_abs(), dra_e2e::sys::Signal::Kill);
     }
     let (code, t) = run.finish();
     let after_kill = killed.elapsed();
@@ -594,14 +589,12 @@ mv {out}/record.tmp {out}/boot-$n"#,
         .unwrap()
         .split_whitespace()
         .next()
-        .and_then(|p| p.parse::<i32>().ok())
+        .and_then(|p| p.parse::<u32>().ok())
         .expect("node-init runs as the child of unshare");
-    // SAFETY: kill has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(init, libc::SIGUSR1) }, 0);
+    dra_e2e::sys::kill(init, dra_e2e::sys::Signal::Usr1).unwrap();
     let second = wait_file(&out.join("boot-2"));
     let daemon_starts = daemon_lines(2);
-    // SAFETY: as above.
-    unsafe { libc::kill(init, libc::SIGTERM) };
+    let _ = dra_e2e::sys::kill(init, dra_e2e::sys::Signal::Term);
     let status = unshare.wait().unwrap();
 
     let field = |rec: &str, key: &str| {

@@ -135,10 +135,7 @@ fn a_run_killed_with_sigkill_leaves_what_clean_removes() {
     let run = Watched::spawn(real_run(home.path(), &registry, "interrupt"));
     // Once its pod runs, the node has containers, shims and pod links.
     let up = run.wait_line("pod \"tester-1\" is running", NODE_UP);
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(run.child.id() as i32, libc::SIGKILL);
-    }
+    let _ = dra_e2e::sys::kill(run.child.id(), dra_e2e::sys::Signal::Kill);
     let (code, t) = run.finish();
     assert!(up, "the scenario's pod never ran\n{t}");
     assert_eq!(code, None, "killed by a signal\n{t}");

@@ -17,13 +17,25 @@ use dra_e2e_conn::node_host::{Dialled, NodeHost, Served, SocketError, SocketFile
 /// Node name -> (kubelet root dir, CDI dir).
 pub struct LocalHost {
     nodes: BTreeMap<String, (PathBuf, PathBuf)>,
+    /// The agent program named in code ([`LocalHost::with_agent`]).
+    agent: Option<PathBuf>,
 }
 
 impl LocalHost {
     pub fn new(nodes: Vec<(String, PathBuf, PathBuf)>) -> Self {
         Self {
             nodes: nodes.into_iter().map(|(n, r, c)| (n, (r, c))).collect(),
+            agent: None,
         }
+    }
+
+    /// Runs the sockets' agents from `program` (dra-e2e or dra-e2e-agent),
+    /// whatever DRA_E2E_AGENT says: for tests that host drivers in a binary
+    /// of their own, which cannot set the variable for themselves safely
+    /// once threads run.
+    pub fn with_agent(mut self, program: impl Into<PathBuf>) -> Self {
+        self.agent = Some(program.into());
+        self
     }
 }
 
@@ -56,18 +68,20 @@ impl NodeHost for LocalHost {
                 .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
         }
         // The agent is this executable's `proxy-agent`; tests that host drivers
-        // in another binary point DRA_E2E_AGENT at a program that has one
-        // (dra-e2e or dra-e2e-agent), as real nodes take it too.
-        let config = match std::env::var_os("DRA_E2E_AGENT") {
-            Some(program) if program.is_empty() => {
+        // in another binary name a program that has one (dra-e2e or
+        // dra-e2e-agent) with `with_agent` or DRA_E2E_AGENT, which real
+        // nodes take too.
+        let config = match (&self.agent, std::env::var_os("DRA_E2E_AGENT")) {
+            (Some(program), _) => LocalAgentConfig::with_program(program, socket),
+            (None, Some(program)) if program.is_empty() => {
                 return Err(err(
                     "DRA_E2E_AGENT is set but empty: unset it (the runner then uses its own \
                      proxy-agent) or name a dra-e2e-agent program"
                         .to_owned(),
                 ));
             }
-            Some(program) => LocalAgentConfig::with_program(program, socket),
-            None => LocalAgentConfig::new(socket).map_err(|e| err(e.to_string()))?,
+            (None, Some(program)) => LocalAgentConfig::with_program(program, socket),
+            (None, None) => LocalAgentConfig::new(socket).map_err(|e| err(e.to_string()))?,
         };
         let (proxied, incoming) = ProxiedSocket::local(config, PoolConfig::default())
             .await

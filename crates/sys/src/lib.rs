@@ -38,6 +38,10 @@ pub enum Signal {
     Term,
     /// SIGINT: a terminal's Ctrl-C.
     Int,
+    /// SIGHUP: the terminal hung up.
+    Hup,
+    /// SIGQUIT: a terminal's Ctrl-\.
+    Quit,
     /// SIGKILL: end now.
     Kill,
     /// SIGUSR1: a real node's process 1 reboots the node.
@@ -50,9 +54,11 @@ pub enum Signal {
 }
 
 impl Signal {
-    const ALL: [Signal; 6] = [
+    const ALL: [Signal; 8] = [
         Signal::Term,
         Signal::Int,
+        Signal::Hup,
+        Signal::Quit,
         Signal::Kill,
         Signal::Usr1,
         Signal::Usr2,
@@ -64,6 +70,8 @@ impl Signal {
         match self {
             Signal::Term => S::TERM,
             Signal::Int => S::INT,
+            Signal::Hup => S::HUP,
+            Signal::Quit => S::QUIT,
             Signal::Kill => S::KILL,
             Signal::Usr1 => S::USR1,
             Signal::Usr2 => S::USR2,
@@ -138,6 +146,23 @@ pub fn is_root() -> bool {
 /// The process's effective UID.
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
+}
+
+/// Makes the calling thread, and only it, run as user `uid` and group `gid`
+/// with no supplementary group, for good: `setgroups`, `setgid` and `setuid`
+/// as the kernel has them, per thread (the C library's wrappers change every
+/// thread of the process). Needs root; call it from a thread of its own
+/// that ends when its work is done, never from a pool's thread that other
+/// work reuses. The kernel checks everything the thread does from then on
+/// (paths, a socket's peer credentials) as that user's. Changing the
+/// effective user also makes the whole process non-dumpable, as it stays.
+pub fn drop_thread_to_user(uid: u32, gid: u32) -> io::Result<()> {
+    use rustix::thread::{set_thread_gid, set_thread_groups, set_thread_uid};
+    // Groups first: once the user is not root, they cannot change.
+    set_thread_groups(&[])?;
+    set_thread_gid(rustix::process::Gid::from_raw(gid))?;
+    set_thread_uid(rustix::process::Uid::from_raw(uid))?;
+    Ok(())
 }
 
 /// Makes the child `cmd` spawns die with SIGKILL when the thread that
@@ -412,10 +437,48 @@ mod tests {
         );
     }
 
+    /// The `Uid:` and `Gid:` lines of the calling thread's status.
+    fn thread_ids() -> (String, String, String) {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap_or_else(|| panic!("no {key} in {status}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        (line("Uid:"), line("Gid:"), line("Groups:"))
+    }
+
+    #[test]
+    fn a_thread_dropped_to_another_user_leaves_the_others_as_they_were() {
+        let before = thread_ids();
+        let dropped = std::thread::spawn(|| {
+            drop_thread_to_user(65534, 65534).map(|()| (effective_uid(), thread_ids()))
+        })
+        .join()
+        .unwrap();
+        if is_root() {
+            let (uid, (uids, gids, groups)) = dropped.unwrap();
+            assert_eq!(uid, 65534);
+            // Real, effective, saved and file system IDs alike: no way back.
+            assert_eq!(uids, "65534 65534 65534 65534");
+            assert_eq!(gids, "65534 65534 65534 65534");
+            assert_eq!(groups, "");
+        } else {
+            assert_eq!(dropped.unwrap_err().kind(), io::ErrorKind::PermissionDenied);
+        }
+        assert_eq!(thread_ids(), before, "this thread kept its own");
+    }
+
     #[test]
     fn signals_have_their_numbers() {
         assert_eq!(Signal::Kill.number(), 9);
         assert_eq!(Signal::Term.number(), 15);
+        assert_eq!(Signal::Hup.number(), 1);
+        assert_eq!(Signal::Quit.number(), 3);
         for s in Signal::ALL {
             assert_eq!(Signal::from_number(s.number()), Some(s));
         }
