@@ -171,3 +171,107 @@ fn a_crate_whose_tests_pause_the_clock_asks_for_it_itself() {
     assert!(has_test_util(&with));
     assert!(uses_paused_clock(&root.join("crates/kube/src")));
 }
+
+/// What is wrong with the lints of the crate `name` whose manifest is
+/// `manifest`, given the workspace's `[workspace.lints]`: every crate but
+/// `dra-e2e-sys` inherits them (`[lints] workspace = true`), and
+/// `dra-e2e-sys`, where the workspace's `unsafe` lives, has a table of its
+/// own that is the workspace's but allows `unsafe_code`.
+fn lint_problems(name: &str, manifest: &toml::Table, workspace: &toml::Table) -> Vec<String> {
+    let lints = manifest.get("lints").and_then(|l| l.as_table());
+    let inherits = lints
+        .and_then(|l| l.get("workspace"))
+        .and_then(|w| w.as_bool())
+        == Some(true);
+    if name != "dra-e2e-sys" {
+        return match inherits {
+            true => vec![],
+            false => vec![format!(
+                "{name} does not inherit the workspace's lints ([lints] workspace = true)"
+            )],
+        };
+    }
+    let Some(own) = lints.filter(|_| !inherits) else {
+        return vec![format!(
+            "{name} must have its own [lints] table allowing unsafe_code"
+        )];
+    };
+    // The workspace's lints with `unsafe_code` allowed.
+    let mut expected = workspace.clone();
+    expected
+        .entry("rust")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        .as_table_mut()
+        .unwrap()
+        .insert("unsafe_code".into(), "allow".into());
+    match *own == expected {
+        true => vec![],
+        false => vec![format!(
+            "{name}'s lints {own:?} are not the workspace's with unsafe_code allowed: {expected:?}"
+        )],
+    }
+}
+
+/// `unsafe` only in crates/sys (docs/development.md): the workspace forbids
+/// it, and every crate's manifest, the runner's package with its tests
+/// included, takes that lint but crates/sys.
+#[test]
+fn unsafe_code_is_forbidden_outside_crates_sys() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &Path| -> toml::Table {
+        std::fs::read_to_string(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let top = read(&root.join("Cargo.toml"));
+    let workspace = top["workspace"]["lints"].as_table().unwrap().clone();
+    assert_eq!(
+        workspace["rust"]["unsafe_code"].as_str(),
+        Some("forbid"),
+        "{workspace:?}"
+    );
+    let mut manifests = vec![root.join("Cargo.toml")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        manifests.push(entry.path().join("Cargo.toml"));
+    }
+    let mut problems = Vec::new();
+    for m in &manifests {
+        let manifest = read(m);
+        let name = manifest["package"]["name"].as_str().unwrap().to_owned();
+        problems.extend(lint_problems(&name, &manifest, &workspace));
+    }
+    assert_eq!(manifests.len(), FLOORS.len());
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    // What the check refuses: a crate without the workspace's lints, one
+    // that overrides them, and crates/sys inheriting the forbid or
+    // dropping another workspace lint.
+    let parse = |s: &str| -> toml::Table { s.parse().unwrap() };
+    let with_more = parse("rust.unsafe_code = \"forbid\"\nclippy.dbg_macro = \"deny\"\n");
+    for (name, manifest, lints) in [
+        ("dra-e2e-kube", "", &workspace),
+        (
+            "dra-e2e-kube",
+            "[lints.rust]\nunsafe_code = \"allow\"\n",
+            &workspace,
+        ),
+        ("dra-e2e-sys", "[lints]\nworkspace = true\n", &workspace),
+        (
+            "dra-e2e-sys",
+            "[lints.rust]\nunsafe_code = \"allow\"\n",
+            &with_more,
+        ),
+    ] {
+        assert_eq!(
+            lint_problems(name, &parse(manifest), lints).len(),
+            1,
+            "{name}: {manifest}"
+        );
+    }
+    let sys_own = "[lints.rust]\nunsafe_code = \"allow\"\n[lints.clippy]\ndbg_macro = \"deny\"\n";
+    assert_eq!(
+        lint_problems("dra-e2e-sys", &parse(sys_own), &with_more),
+        Vec::<String>::new()
+    );
+}
