@@ -125,15 +125,7 @@ pub fn features_command(args: FeaturesArgs) -> anyhow::Result<()> {
             );
         }
         FeaturesCommand::List => {
-            let parsed = feature_source::parse_builtin().map_err(|errs| {
-                anyhow::anyhow!(
-                    "{}",
-                    errs.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                )
-            })?;
+            let parsed = feature_source::parse_builtin().map_err(feature_source::one_error)?;
             for f in &parsed {
                 let n = features::scenarios(std::slice::from_ref(f)).len();
                 let path = f.path.as_deref().unwrap_or(std::path::Path::new("?"));

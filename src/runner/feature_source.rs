@@ -112,6 +112,19 @@ pub fn load(
     }
 }
 
+/// Every problem of a [`load`] or [`parse_builtin`] as one error, a line
+/// each.
+pub fn one_error(errors: Vec<FeatureError>) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}",
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}
+
 /// Why `features export` wrote nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

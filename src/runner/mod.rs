@@ -173,15 +173,7 @@ fn load_features(opts: &Opts, typed: &Typed) -> anyhow::Result<Vec<cucumber::ghe
         typed.input.as_deref(),
         &opts.parser,
     )
-    .map_err(|errs| {
-        anyhow::anyhow!(
-            "{}",
-            errs.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-    })
+    .map_err(feature_source::one_error)
 }
 
 /// What the run reads its scenarios from, for messages.
