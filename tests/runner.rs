@@ -547,6 +547,16 @@ fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
         .says("did not register the plugin")
         .says("0 passed, 1 failed")
         .never_says("teardown(s) failed");
+    // The tail names the failed scenario, so a log cut to its last lines
+    // (CI's) still says what failed.
+    let tail: Vec<&str> = ran.text.lines().rev().take(12).collect();
+    assert!(
+        tail.iter().any(|l| l.starts_with("failed: ")
+            && l.contains("tests/fixtures/unregistered/")
+            && l.contains("did not register the plugin")),
+        "no failure line in the run's tail\n{}",
+        ran.text
+    );
     let t = &ran.text;
     assert!(
         !t.contains("to be removed"),

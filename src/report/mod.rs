@@ -227,6 +227,47 @@ pub fn skip_summary(records: &BTreeMap<ScenarioId, Record>) -> Vec<String> {
         .collect()
 }
 
+/// One line per failed scenario, said last beside the counts: a run's tail
+/// (what CI logs and `tail` show) names what failed and why without
+/// scrolling back through the scenarios. The error's first line only; the
+/// scenario's own output above and the reports hold the rest.
+pub fn failure_summary(
+    log: &collect::RunLog,
+    records: &BTreeMap<ScenarioId, Record>,
+) -> Vec<String> {
+    const MAX: usize = 300;
+    log.scenarios
+        .iter()
+        .filter_map(|s| {
+            let record = records.get(&s.id);
+            if s.outcome(record) != Outcome::Failed {
+                return None;
+            }
+            let (step, error) = s.failure(record).unwrap_or_else(|| {
+                (
+                    "(unfinished)".to_owned(),
+                    "the run stopped under it".to_owned(),
+                )
+            });
+            let mut first = error
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            if first.chars().count() > MAX {
+                first = first.chars().take(MAX).collect::<String>() + "…";
+            }
+            Some(format!(
+                "failed: {}:{}: {}: {step}: {first}",
+                s.id.path,
+                s.id.line,
+                s.title_with_example()
+            ))
+        })
+        .collect()
+}
+
 /// Where a run's time went: its own phases (cluster start, scenarios, the
 /// waits after them), per scenario (median, slowest five), the fixed cost
 /// each scenario pays in harness work, and every setup and teardown phase.
@@ -437,6 +478,49 @@ mod tests {
         m.insert(id(3), rec(Outcome::Skipped, 0));
         assert_eq!(summary_line(&m), "1 passed, 1 failed, 1 skipped");
         assert_eq!(skip_summary(&m), vec!["1 skipped: too few nodes"]);
+    }
+
+    #[test]
+    fn failures_are_named_last_with_their_first_line() {
+        use collect::{RunLog, ScenarioLog, StepLog, StepStatus};
+        let log_of = |n: usize, status: StepStatus| ScenarioLog {
+            id: id(n),
+            feature: "f".into(),
+            feature_path: None,
+            rule: None,
+            example: vec![],
+            tags: vec![],
+            started: None,
+            finished: None,
+            steps: vec![StepLog {
+                keyword: "Then".into(),
+                text: "the pod runs".into(),
+                background: false,
+                status,
+                started: None,
+                finished: None,
+            }],
+            hook_failure: None,
+        };
+        let log = RunLog {
+            scenarios: vec![
+                log_of(1, StepStatus::Passed),
+                log_of(
+                    2,
+                    StepStatus::Failed("\npod p not running\nlast seen: Pending".into()),
+                ),
+            ],
+            ..RunLog::default()
+        };
+        let mut m = BTreeMap::new();
+        m.insert(id(1), rec(Outcome::Passed, 1));
+        m.insert(id(2), rec(Outcome::Failed, 1));
+        assert_eq!(
+            failure_summary(&log, &m),
+            vec!["failed: f.feature:2: s2: Then the pod runs: pod p not running"]
+        );
+        m.insert(id(2), rec(Outcome::Passed, 1));
+        assert!(failure_summary(&log, &m).is_empty());
     }
 
     #[test]

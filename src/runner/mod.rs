@@ -1006,6 +1006,9 @@ async fn run_on(
     };
     laps.lap(run_timings, report::Phase::harness("leak check"));
 
+    for line in report::failure_summary(&collector.snapshot(), &records) {
+        println!("{line}");
+    }
     for line in report::skip_summary(&records) {
         println!("{line}");
     }
