@@ -490,3 +490,89 @@ mod tests {
         }
     }
 }
+
+/// Generated quantities: whatever a feature file or the API server writes
+/// is parsed or refused naming it, and what is parsed keeps its exact
+/// amount. `PROPTEST_CASES` raises the bounded count (`make props-long`).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text of up to `len` pieces: the `words` the grammar knows and any
+    /// other character.
+    fn text(words: &[&'static str], len: usize) -> impl Strategy<Value = String> {
+        let word = proptest::sample::select(words.to_vec()).prop_map(str::to_owned);
+        let piece = prop_oneof![word, any::<char>().prop_map(String::from)];
+        proptest::collection::vec(piece, 0..=len).prop_map(|p| p.concat())
+    }
+
+    const PIECES: &[&str] = &[
+        "0",
+        "1",
+        "9",
+        "12345678901234567890",
+        ".",
+        "+",
+        "-",
+        "e",
+        "E",
+        "Ki",
+        "Gi",
+        "Ei",
+        "m",
+        "k",
+        "n",
+        "E",
+        "e-",
+        "e+",
+        "2147483647",
+        "2147483648",
+        " ",
+    ];
+
+    fn quantity() -> impl Strategy<Value = Quantity> {
+        (any::<i64>(), -40i32..40).prop_map(|(d, e)| Quantity::normalised(d.into(), e))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::default())]
+
+        /// Any text: a quantity, or a refusal quoting the text.
+        #[test]
+        fn any_text_parses_or_is_named(s in text(PIECES, 12)) {
+            match Quantity::parse(&s) {
+                Ok(q) => {
+                    // Whatever parsed can be computed with or says why not.
+                    let _ = (q.value(), q.milli(), q.to_string());
+                }
+                Err(e) => {
+                    prop_assert_eq!(&e.input, &s);
+                    let quoted = format!("{s:?} is not a quantity: ");
+                    prop_assert!(e.to_string().starts_with(&quoted), "{}", e);
+                }
+            }
+        }
+
+        /// A quantity displayed and parsed again is the same amount.
+        #[test]
+        fn display_round_trips(q in quantity()) {
+            prop_assert_eq!(Quantity::parse(&q.to_string()), Ok(q));
+        }
+
+        /// One amount in several spellings is one value, and its order is
+        /// the numbers'.
+        #[test]
+        fn spellings_agree_and_order_is_numeric(a in any::<i64>(), b in any::<i64>()) {
+            let q = |s: String| Quantity::parse(&s).map_err(|e| TestCaseError::fail(e.to_string()));
+            let plain = q(a.to_string())?;
+            prop_assert_eq!(q(format!("{a}000m"))?, plain);
+            prop_assert_eq!(q(format!("{a}e0"))?, plain);
+            prop_assert_eq!(q(format!("{a}000e-3"))?, plain);
+            prop_assert_eq!(plain.value(), Some(i128::from(a)));
+            prop_assert_eq!(q(format!("{a}k"))?.value(), Some(i128::from(a) * 1000));
+            prop_assert_eq!(q(format!("{a}Ki"))?.value(), Some(i128::from(a) * 1024));
+            prop_assert_eq!(plain.cmp(&q(format!("{b}"))?), a.cmp(&b));
+        }
+    }
+}

@@ -631,3 +631,138 @@ mod tests {
         assert!(expand("${driver", &vars).is_err());
     }
 }
+
+/// Generated input for the two parsers here a feature file feeds: the
+/// `${...}` placeholders of doc strings and sentences, and the `tolerating`
+/// phrase. `PROPTEST_CASES` raises the bounded count (`make props-long`).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn vars() -> impl Strategy<Value = Vars> {
+        // Keys as the runner makes them (`driver`, `class:gpu`, `node0`),
+        // values without `${` so that an expansion is never re-read.
+        proptest::collection::btree_map("[a-z][a-z0-9:]{0,8}", "[a-z0-9.-]{0,12}", 0..5)
+    }
+
+    type Vars = BTreeMap<String, String>;
+    /// Literal text, then the key of a placeholder or none.
+    type Piece = (String, Option<String>);
+
+    /// A template of literal text (no `$`) and placeholders of known keys.
+    fn known_template(vars: Vars) -> impl Strategy<Value = (Vars, Vec<Piece>)> {
+        let keys: Vec<String> = vars.keys().cloned().collect();
+        let piece = if keys.is_empty() {
+            "[^$]{0,6}".prop_map(|t| (t, None)).boxed()
+        } else {
+            prop_oneof![
+                "[^$]{0,6}".prop_map(|t| (t, None)),
+                proptest::sample::select(keys).prop_map(|k| (String::new(), Some(k))),
+            ]
+            .boxed()
+        };
+        (Just(vars), proptest::collection::vec(piece, 0..8))
+    }
+
+    /// Text of up to `len` pieces: the `words` a parser looks for, and any
+    /// other character (cheaper to draw than a regex's `.`).
+    fn text(words: &[&'static str], len: usize) -> impl Strategy<Value = String> {
+        let word = proptest::sample::select(words.to_vec()).prop_map(str::to_owned);
+        let piece = prop_oneof![word, any::<char>().prop_map(String::from)];
+        proptest::collection::vec(piece, 0..=len).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::default())]
+
+        /// Any text: expanded, or refused naming the placeholder that is
+        /// wrong (an unknown one, with the known ones; an unterminated one).
+        #[test]
+        fn any_template_expands_or_names_the_placeholder(
+            template in text(&["${", "}", "$", "driver", "class:", "node0"], 40),
+            vars in vars(),
+        ) {
+            match expand(&template, &vars) {
+                // Text without placeholders stays as it is (what expansion
+                // makes of the others is `known_placeholders_are_replaced`).
+                Ok(out) => {
+                    if !template.contains("${") {
+                        prop_assert_eq!(out, template);
+                    }
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    if let Some(key) = m.strip_prefix("unknown placeholder ${").and_then(|r| r.split_once('}')).map(|(k, _)| k) {
+                        prop_assert!(template.contains(&format!("${{{key}}}")), "{m}");
+                        prop_assert!(!vars.contains_key(key), "{m}");
+                        for k in vars.keys() {
+                            prop_assert!(m.contains(&format!("${{{k}}}")), "{m} lists no ${{{k}}}");
+                        }
+                    } else {
+                        prop_assert!(m.starts_with("unterminated placeholder in \"${"), "{m}");
+                    }
+                }
+            }
+        }
+
+        /// Known placeholders between literal text: each replaced by its
+        /// value, the text kept as it is.
+        #[test]
+        fn known_placeholders_are_replaced(
+            (vars, pieces) in vars().prop_flat_map(known_template),
+        ) {
+            let mut template = String::new();
+            let mut want = String::new();
+            for (text, key) in &pieces {
+                template.push_str(text);
+                want.push_str(text);
+                if let Some(k) = key {
+                    template.push_str(&format!("${{{k}}}"));
+                    want.push_str(&vars[k]);
+                }
+            }
+            prop_assert_eq!(expand(&template, &vars).map_err(|e| e.to_string()), Ok(want));
+        }
+
+        /// Any `tolerating` text: a toleration, or a refusal that quotes
+        /// it (or says it is empty).
+        #[test]
+        fn any_toleration_parses_or_is_named(
+            s in text(&["NoSchedule", "NoExecute", "None", ":", "=", "example.com/t", " "], 8),
+        ) {
+            match s.parse::<DeviceToleration>() {
+                Ok(t) => prop_assert!(t.key.is_some() || t.effect.is_some()),
+                Err(e) => {
+                    let m = e.to_string();
+                    prop_assert!(
+                        m.contains(&format!("{:?}", s.trim())) || m.starts_with("an empty toleration"),
+                        "{m}"
+                    );
+                }
+            }
+        }
+
+        /// A toleration written `key[=value][:Effect]` reads back as written.
+        #[test]
+        fn tolerations_round_trip(
+            key in "[a-z0-9./-]{1,16}",
+            value in proptest::option::of("[a-z0-9.-]{0,8}"),
+            effect in proptest::option::of(proptest::sample::select(TAINT_EFFECTS.to_vec())),
+        ) {
+            let mut text = key.clone();
+            if let Some(v) = &value {
+                text.push_str(&format!("={v}"));
+            }
+            if let Some(e) = effect {
+                text.push_str(&format!(":{e}"));
+            }
+            let t: DeviceToleration = text.parse().map_err(|e: ObjectError| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(t, DeviceToleration {
+                key: Some(key),
+                value,
+                effect: effect.map(str::to_owned),
+            });
+        }
+    }
+}

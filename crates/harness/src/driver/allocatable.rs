@@ -167,3 +167,82 @@ mod tests {
         ));
     }
 }
+
+/// Generated device lines: each parses or is refused naming the device,
+/// term or quantity that is wrong. `PROPTEST_CASES` raises the bounded
+/// count (`make props-long`).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text(words: &[&'static str], len: usize) -> impl Strategy<Value = String> {
+        let word = proptest::sample::select(words.to_vec()).prop_map(str::to_owned);
+        let piece = prop_oneof![word, any::<char>().prop_map(String::from)];
+        proptest::collection::vec(piece, 0..=len).prop_map(|p| p.concat())
+    }
+
+    const PIECES: &[&str] = &[
+        "device-01",
+        ": ",
+        "memory ",
+        "cpu ",
+        "1Gi",
+        "100m",
+        "x",
+        " per ",
+        "device",
+        "pod",
+        "container",
+        " + ",
+        ", ",
+        "; ",
+        " ",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::default())]
+
+        /// Any line: devices, or a refusal that quotes the part at fault.
+        #[test]
+        fn any_line_parses_or_names_the_part(s in text(PIECES, 24)) {
+            match parse_devices(&s) {
+                Ok(devices) => prop_assert!(!devices.is_empty()),
+                Err(e) => {
+                    let m = e.to_string();
+                    let named = match &e {
+                        AllocatableError::Device(d) | AllocatableError::Term(d) => {
+                            s.contains(d.as_str()) && m.contains(&format!("{d:?}"))
+                        }
+                        AllocatableError::Twice { device, resource, per } => {
+                            s.contains(device.as_str()) && s.contains(resource.as_str())
+                                && m.contains(&format!("per {per}"))
+                        }
+                        AllocatableError::Empty => s.split(';').all(|d| d.trim().is_empty()),
+                        AllocatableError::Quantity(q) => s.contains(q.input.as_str()),
+                    };
+                    prop_assert!(named, "{m}");
+                }
+            }
+        }
+
+        /// Well-formed devices parse to their names, in order.
+        #[test]
+        fn well_formed_lines_parse(
+            devices in proptest::collection::vec(
+                ("[a-z][a-z0-9-]{0,8}", 1u32..5000, proptest::sample::select(vec!["device", "pod", "container"])),
+                1..4,
+            ),
+        ) {
+            let line = devices
+                .iter()
+                .map(|(n, q, per)| format!("{n}: memory {q}Mi per {per}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            let parsed = parse_devices(&line).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let names: Vec<&str> = parsed.iter().map(|d| d.name.as_str()).collect();
+            let want: Vec<&str> = devices.iter().map(|(n, _, _)| n.as_str()).collect();
+            prop_assert_eq!(names, want);
+        }
+    }
+}

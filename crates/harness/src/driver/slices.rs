@@ -1126,3 +1126,43 @@ mod tests {
         assert!(err.contains("pool"), "{err}");
     }
 }
+
+/// Generated `tainted` phrases: a taint, or a refusal naming the phrase or
+/// the effect. `PROPTEST_CASES` raises the bounded count (`make
+/// props-long`).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text(words: &[&'static str], len: usize) -> impl Strategy<Value = String> {
+        let word = proptest::sample::select(words.to_vec()).prop_map(str::to_owned);
+        let piece = prop_oneof![word, any::<char>().prop_map(String::from)];
+        proptest::collection::vec(piece, 0..=len).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::default())]
+
+        #[test]
+        fn any_taint_parses_or_is_named(
+            s in text(&["example.com/t", "=", ":", "NoSchedule", "NoExecute", "None", "x"], 8),
+        ) {
+            match s.parse::<Taint>() {
+                Ok(t) => {
+                    prop_assert!(["NoSchedule", "NoExecute", "None"].contains(&t.effect.as_str()));
+                    let back = if t.value.is_empty() && !s.contains('=') {
+                        format!("{}:{}", t.key, t.effect)
+                    } else {
+                        format!("{}={}:{}", t.key, t.value, t.effect)
+                    };
+                    prop_assert_eq!(back, s);
+                }
+                Err(m) => prop_assert!(
+                    m.contains(&format!("{s:?}")) || m.starts_with("taint effect "),
+                    "{m}"
+                ),
+            }
+        }
+    }
+}
