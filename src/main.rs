@@ -39,6 +39,15 @@ fn main() -> ExitCode {
             init_tracing("warn");
             dra_e2e::real_node::in_cluster::cli_main(a.args)
         }
+        // Run in the pod of `dra-e2e job`; the runner it starts logs as a run does.
+        Some(Command::JobPod(a)) => {
+            init_tracing("warn");
+            runner::job_pod::cli_main(a.args)
+        }
+        Some(Command::Job(a)) => {
+            init_tracing("warn,kube_client::client::builder=off");
+            runner::job::cli_main(a)
+        }
         Some(Command::Setup(a)) => {
             init_tracing("warn");
             runner::setup::cli_main(a)

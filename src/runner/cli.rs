@@ -301,6 +301,7 @@ pub enum Command {
     Clean(super::clean::CleanArgs),
     Profile(super::profile_cli::ProfileArgs),
     Image(crate::images::cli::ImageArgs),
+    Job(super::job::JobArgs),
     /// Print where each option applies: on which cluster, nodes and driver.
     Options(super::options::OptionsArgs),
     /// Print a shell completion script, e.g. `dra-e2e completions bash > ~/.local/share/bash-completion/completions/dra-e2e`.
@@ -311,6 +312,9 @@ pub enum Command {
     /// Run in a pod by the real-node tests: reaches the API server as a driver does.
     #[command(hide = true, disable_help_flag = true)]
     InClusterCheck(Passthrough),
+    /// Run in the pod of `dra-e2e job`: runs the runner, stores its results in ConfigMaps.
+    #[command(hide = true, disable_help_flag = true)]
+    JobPod(Passthrough),
 }
 
 /// The arguments of an internal command, handed as they are to its own
@@ -527,7 +531,7 @@ mod tests {
         let help = help_of(&["--help"]);
         let commands = &help[help.find("Commands:").unwrap()..help.find("Options:").unwrap()];
         assert!(commands.contains("  setup "), "{commands}");
-        for internal in ["proxy-agent", "in-cluster-check"] {
+        for internal in ["proxy-agent", "in-cluster-check", "job-pod"] {
             assert!(!commands.contains(internal), "{commands}");
         }
     }

@@ -6,6 +6,8 @@ pub mod cluster_up;
 pub mod feature_source;
 pub mod features;
 pub mod history;
+pub mod job;
+pub mod job_pod;
 pub mod mutants;
 pub mod options;
 pub mod preflight;

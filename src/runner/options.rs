@@ -1001,6 +1001,123 @@ pub static TABLE: &[Opt] = &[
         "compress the layer"
     ),
     opt!(
+        "image runner",
+        "--out",
+        EVERYWHERE,
+        ANY,
+        &["--out", "r.tar"],
+        "",
+        "the archive to write"
+    ),
+    opt!(
+        "image runner",
+        "--reference",
+        EVERYWHERE,
+        ANY,
+        &["--reference", "localhost/runner:v1"],
+        "",
+        "the image's full reference [default: `dra-e2e.local/runner:<version>`]"
+    ),
+    opt!(
+        "image runner",
+        "--gzip",
+        EVERYWHERE,
+        ANY,
+        &["--gzip"],
+        "",
+        "compress the layer"
+    ),
+    opt!(
+        "job",
+        "--kubeconfig",
+        EVERYWHERE,
+        ANY,
+        &["--kubeconfig", "/nonexistent/kubeconfig"],
+        "",
+        "the cluster's kubeconfig (default `KUBECONFIG`, then `~/.kube/config`)"
+    ),
+    opt!(
+        "job",
+        "--image",
+        EVERYWHERE,
+        ANY,
+        &["--image", "localhost/runner:v1"],
+        "",
+        "the runner image the Job runs, as the nodes know it [default: `dra-e2e image runner`'s reference]"
+    ),
+    opt!(
+        "job",
+        "--image-pull-policy",
+        EVERYWHERE,
+        ANY,
+        &["--image-pull-policy", "Never"],
+        "",
+        "the Job container's imagePullPolicy"
+    ),
+    opt!(
+        "job",
+        "--profile",
+        EVERYWHERE,
+        ANY,
+        &["--profile", "p.yaml"],
+        "",
+        "the driver under test: a profile whose `deployment.mode` is Installed or Manifests (its manifests travel in a ConfigMap)"
+    ),
+    opt!(
+        "job",
+        "--driver-name",
+        EVERYWHERE,
+        ANY,
+        &["--driver-name", "d.example.com", "--device-class", "c"],
+        "",
+        "KEP-5970's invocation: a driver installed in the cluster (with `--device-class`)"
+    ),
+    opt!(
+        "job",
+        "--device-class",
+        EVERYWHERE,
+        ANY,
+        &["--driver-name", "d.example.com", "--device-class", "c"],
+        "",
+        "with `--driver-name`: the DeviceClass of its devices"
+    ),
+    opt!(
+        "job",
+        "--tags",
+        EVERYWHERE,
+        ANY,
+        &["--tags", "@DriverConformance"],
+        "",
+        "the runner's `--tags` in the pod [default, without `--name`: `@DriverConformance`]"
+    ),
+    opt!(
+        "job",
+        "--name",
+        EVERYWHERE,
+        ANY,
+        &["--name", "^the kubelet"],
+        "",
+        "the runner's `--name` in the pod (instead of `--tags`)"
+    ),
+    opt!(
+        "job",
+        "--out",
+        EVERYWHERE,
+        ANY,
+        &["--out", "results"],
+        "",
+        "where junit.xml, report.html, run.log and artifacts/ are written"
+    ),
+    opt!(
+        "job",
+        "--timeout",
+        EVERYWHERE,
+        ANY,
+        &["--timeout", "20m"],
+        "",
+        "the Job's activeDeadlineSeconds; past it the pod is stopped and the command fails"
+    ),
+    opt!(
         "options",
         "--markdown",
         EVERYWHERE,

@@ -7,6 +7,7 @@ pub mod remote;
 // What reaching a cluster takes on this machine and on its nodes.
 pub mod host;
 pub mod images;
+pub mod job;
 pub mod proxy;
 pub mod real_node;
 

@@ -25,6 +25,39 @@ pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
         .is_some_and(|p| p.exists())
 }
 
+/// Whether this process runs in a pod: the kubelet sets the API server's
+/// service address in every container's environment.
+pub fn in_pod() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty())
+}
+
+/// The client config of `kubeconfig`; without one, of `KUBECONFIG` or
+/// `~/.kube/config`, or in a pod with neither, the in-cluster config (the
+/// pod's ServiceAccount, as `dra-e2e job` runs the runner).
+pub async fn load_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
+        Some(path) => {
+            // Read here so that a missing file is said once, plainly.
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kc = kube::config::Kubeconfig::from_yaml(&text)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None if !kubeconfig_configured(None) && in_pod() => kube::Config::incluster().context(
+            "loading the in-cluster config (no kubeconfig given, KUBECONFIG unset and no \
+             ~/.kube/config, in a pod: KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT and \
+             the ServiceAccount's token and ca.crt under \
+             /var/run/secrets/kubernetes.io/serviceaccount)",
+        )?,
+        None => kube::Config::from_kubeconfig(&Default::default())
+            .await
+            .context("loading the kubeconfig from KUBECONFIG or ~/.kube/config")?,
+    })
+}
+
 pub struct RemoteEnv {
     pub client: kube::Client,
     pub config: kube::Config,
@@ -39,21 +72,7 @@ pub struct RemoteEnv {
 
 impl RemoteEnv {
     pub async fn connect(opts: &ConnectOptions) -> anyhow::Result<RemoteEnv> {
-        let config = match &opts.kubeconfig {
-            Some(path) => {
-                // Read here so that a missing file is said once, plainly.
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                let kc = kube::config::Kubeconfig::from_yaml(&text)
-                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                    .await
-                    .with_context(|| format!("using kubeconfig {}", path.display()))?
-            }
-            None => kube::Config::from_kubeconfig(&Default::default())
-                .await
-                .context("loading the kubeconfig from KUBECONFIG or ~/.kube/config")?,
-        };
+        let config = load_config(opts.kubeconfig.as_deref()).await?;
         let server = config.cluster_url.to_string();
         let mut quick = config.clone();
         quick.connect_timeout = Some(Duration::from_secs(5));

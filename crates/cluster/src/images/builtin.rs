@@ -54,6 +54,8 @@ pub const HOSTPATHPLUGIN_IMAGE: &str = "registry.k8s.io/sig-storage/hostpathplug
 pub const HOSTPATHPLUGIN_PATH: &str = "/hostpathplugin";
 /// Where the proxy image carries the program, on `PATH`.
 pub const PROXY_PROGRAM_PATH: &str = "/usr/local/bin/dra-e2e-agent";
+/// Where the runner image carries the runner, on `PATH`.
+pub const RUNNER_PROGRAM_PATH: &str = "/usr/local/bin/dra-e2e";
 /// Where busybox sits in every image built here.
 pub const BUSYBOX_PATH: &str = "/bin/busybox";
 
@@ -147,6 +149,22 @@ pub fn proxy(reference: &str, program: &Path, busybox: &Path) -> Result<ImageSpe
     if reference != HOSTPATHPLUGIN_IMAGE {
         spec.other_references.push(HOSTPATHPLUGIN_IMAGE.to_owned());
     }
+    Ok(spec)
+}
+
+/// The runner image `reference`: busybox (a shell for whoever debugs the
+/// pod), the runner `program` at [`RUNNER_PROGRAM_PATH`] with the shared
+/// libraries it loads, and the runner as entrypoint. The runner carries its
+/// scenarios and build scripts, so nothing else is needed to run the pack
+/// against a driver installed in the cluster the pod runs in.
+pub fn runner(reference: &str, program: &Path, busybox: &Path) -> Result<ImageSpec, ImageError> {
+    let mut spec = with_program(reference, program, RUNNER_PROGRAM_PATH, busybox)?;
+    spec.entrypoint = vec![RUNNER_PROGRAM_PATH.into()];
+    spec.cmd = vec!["--help".into()];
+    // The runner writes its reports, artifacts and cache under the working
+    // directory and HOME; /tmp is the one writable directory of the image.
+    spec.env.push("HOME=/tmp".into());
+    spec.working_dir = Some("/tmp".into());
     Ok(spec)
 }
 

@@ -22,21 +22,27 @@ use anyhow::{Context as _, bail};
     about = "Write an OCI image archive holding one static program, for real local nodes",
     long_about = "Write an OCI image archive holding one program (a static binary) and a \
                   writable /tmp, for real local nodes to import (--image-archive, a profile's \
-                  imageArchives): no container build or registry needed."
+                  imageArchives): no container build or registry needed. `dra-e2e image runner` \
+                  writes the runner's own image, for `dra-e2e job`.",
+    // `image runner --out F` needs no --binary or --reference.
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true,
 )]
 pub struct ImageArgs {
+    #[command(subcommand)]
+    kind: Option<ImageKind>,
     /// The program to put in the image; statically linked unless
     /// --with-shared-libs is given.
-    #[arg(long, value_name = "PATH")]
-    binary: PathBuf,
+    #[arg(long, value_name = "PATH", required = true)]
+    binary: Option<PathBuf>,
     /// The full reference, with a tag, that pods name the image by
     /// (`localhost/example/driver:v1`); the import names the image after it.
-    #[arg(long, value_name = "REF")]
-    reference: String,
+    #[arg(long, value_name = "REF", required = true)]
+    reference: Option<String>,
     /// The archive to write (its directory is created if needed; an existing
     /// file is replaced).
-    #[arg(long, value_name = "FILE")]
-    out: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    out: Option<PathBuf>,
     /// Where the program goes inside the image (default: `/` and the
     /// binary's file name).
     #[arg(long, value_name = "PATH")]
@@ -63,11 +69,53 @@ pub struct ImageArgs {
     gzip: bool,
 }
 
+/// The images `dra-e2e image` writes besides one program's.
+#[derive(Debug, clap::Subcommand)]
+enum ImageKind {
+    Runner(RunnerImageArgs),
+}
+
+/// The options of `dra-e2e image runner`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Write an OCI image archive of this runner, for `dra-e2e job`",
+    long_about = "Write an OCI image archive carrying this runner (the running dra-e2e, with the \
+                  shared libraries it loads and busybox), which `dra-e2e job` runs in the \
+                  cluster under test. Load it into the cluster's nodes (`kind load \
+                  image-archive`, `dra-e2e cluster up --image-archive`) or push it to a \
+                  registry the nodes pull from."
+)]
+pub struct RunnerImageArgs {
+    /// The archive to write (its directory is created if needed; an existing
+    /// file is replaced).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// The full reference, with a tag, that the Job names the image by.
+    #[arg(long, value_name = "REF", default_value_t = runner_reference())]
+    reference: String,
+    /// gzip the layer (smaller archive, slower to write and import).
+    #[arg(long)]
+    gzip: bool,
+}
+
+/// The runner image's default reference: this runner's version, under a
+/// registry domain no one pulls from (the image is loaded, not pulled).
+pub fn runner_reference() -> String {
+    format!("dra-e2e.local/runner:{}", env!("CARGO_PKG_VERSION"))
+}
+
 /// Runs `dra-e2e image ARGS`; returns the exit status.
 pub fn cli_main(cli: ImageArgs) -> anyhow::Result<i32> {
+    if let Some(ImageKind::Runner(runner)) = cli.kind {
+        return runner_main(runner);
+    }
+    // clap requires the three without a subcommand.
+    let (Some(binary), Some(reference), Some(out)) = (cli.binary, cli.reference, cli.out) else {
+        bail!("dra-e2e image needs --binary, --reference and --out (or: dra-e2e image runner)");
+    };
     let options = ProgramImage {
-        binary: cli.binary,
-        reference: cli.reference,
+        binary,
+        reference,
         path: cli.path,
         entrypoint: cli.entrypoint,
         env: cli.env,
@@ -82,21 +130,45 @@ pub fn cli_main(cli: ImageArgs) -> anyhow::Result<i32> {
         },
     };
     let spec = options.spec()?;
-    if let Some(dir) = cli.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+    write_for_handing_on(&spec, &out)
+}
+
+/// `dra-e2e image runner`: the running executable is the program.
+fn runner_main(cli: RunnerImageArgs) -> anyhow::Result<i32> {
+    check_reference(&cli.reference)
+        .map_err(|reason| anyhow::anyhow!("--reference {}: {reason}", cli.reference))?;
+    let program = std::env::current_exe().context("finding the running dra-e2e executable")?;
+    let busybox = PathBuf::from(crate::real_node::binaries::BUSYBOX);
+    let mut spec = builtin::runner(&cli.reference, &program, &busybox).with_context(|| {
+        format!(
+            "the runner image of {} (busybox from {})",
+            program.display(),
+            busybox.display()
+        )
+    })?;
+    if cli.gzip {
+        spec.compression = LayerCompression::Gzip;
+    }
+    write_for_handing_on(&spec, &cli.out)
+}
+
+/// Writes `spec` to `out` with a plain file's mode and says what it wrote.
+fn write_for_handing_on(spec: &ImageSpec, out: &std::path::Path) -> anyhow::Result<i32> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the directory {}", dir.display()))?;
     }
-    let info = write_archive(&spec, &cli.out)?;
+    let info = write_archive(spec, out)?;
     // The archive is written through a private temporary file (0600); it is
     // meant to be handed on, so it gets a plain file's mode.
-    std::fs::set_permissions(&cli.out, std::fs::Permissions::from_mode(0o644))
-        .with_context(|| format!("setting the mode of {}", cli.out.display()))?;
-    let size = std::fs::metadata(&cli.out)
-        .with_context(|| format!("reading {}", cli.out.display()))?
+    std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o644))
+        .with_context(|| format!("setting the mode of {}", out.display()))?;
+    let size = std::fs::metadata(out)
+        .with_context(|| format!("reading {}", out.display()))?
         .len();
     println!(
         "wrote {}: image {} ({} MiB, manifest {})",
-        cli.out.display(),
+        out.display(),
         info.reference,
         size.div_ceil(1 << 20),
         info.manifest_digest
