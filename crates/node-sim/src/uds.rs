@@ -137,11 +137,31 @@ fn connector(
 + Send
 + 'static {
     let path = path.to_owned();
+    // A DRA channel connects once. The kubelet keeps one gRPC connection per
+    // plugin and, when it ends, makes the next one itself; here the node's
+    // monitor dials a fresh channel instead (`plugins::monitor`). Were the
+    // old channel also to reconnect on its own, a call or health stream
+    // still holding it would open a second connection beside the monitor's,
+    // which a kubelet never does (seen as 3 connections after a blocked
+    // socket was unblocked, where the kubelet opens 2).
+    let spent = Arc::new(std::sync::atomic::AtomicBool::new(false));
     tower::service_fn(move |_: Uri| {
         let path = path.clone();
         let count = count.clone();
+        let spent = spent.clone();
         async move {
-            let stream = CountedStream::new(UnixStream::connect(&path).await?, count);
+            let once = socket == KubeletSocket::Dra;
+            if once && spent.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "this channel's connection ended; the node dials a new one",
+                ));
+            }
+            let stream = UnixStream::connect(&path).await?;
+            if once {
+                spent.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            let stream = CountedStream::new(stream, count);
             Ok::<_, io::Error>(TokioIo::new(socket.client_io(&path, stream)))
         }
     })
