@@ -510,6 +510,9 @@ impl Driver {
     pub async fn set_up(&mut self) -> Result<(), DriverError> {
         let mut laps = Laps::start();
         self.create_identity().await?;
+        rbac::wait_authorized(&self.ctx.admin, &self.identity, POLICY_TIMEOUT)
+            .await
+            .map_err(|e| DriverError::Wait(e, self.name.clone()))?;
         laps.lap(
             &mut self.setup_timings,
             Phase::harness("create RBAC and admission policy"),

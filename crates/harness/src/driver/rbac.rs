@@ -84,6 +84,59 @@ pub fn impersonate_service_account(
     config
 }
 
+/// Waits until the API server authorizes the plugin to list and watch
+/// ResourceSlices. The RBAC authorizer reads bindings from a cache that
+/// follows a watch, so a plugin acting the moment its binding was created
+/// may be refused once (kube's watcher then warns with a 403 and retries).
+/// A real plugin's pod starts long after its chart's RBAC; the harness
+/// creates both at once, so it waits here rather than letting a green run
+/// print that warning. Asked as the admin with a SubjectAccessReview, which
+/// goes through the same authorizer and its cache.
+pub async fn wait_authorized(
+    admin: &kube::Client,
+    id: &Identity,
+    timeout: std::time::Duration,
+) -> Result<(), dra_e2e_kube::wait::WaitError> {
+    use dra_e2e_kube::wait::{self, Check};
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = |verb: &str| SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(id.user()),
+            groups: Some(id.groups()),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("resource.k8s.io".to_owned()),
+                resource: Some("resourceslices".to_owned()),
+                verb: Some(verb.to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(admin.clone());
+    wait::poll(
+        &format!("the RBAC of {} to be in force", id.user()),
+        timeout,
+        std::time::Duration::from_millis(50),
+        || async {
+            for verb in ["list", "watch"] {
+                match api.create(&PostParams::default(), &review(verb)).await {
+                    Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => {}
+                    Ok(r) => {
+                        let reason = r.status.and_then(|s| s.reason).unwrap_or_default();
+                        return Check::Pending(format!("{verb} not allowed yet: {reason}"));
+                    }
+                    Err(e) => return Check::Pending(format!("asking the API server: {e}")),
+                }
+            }
+            Check::Done(())
+        },
+    )
+    .await
+}
+
 /// The identity objects, in creation order.
 pub struct Objects {
     pub service_account: ServiceAccount,
