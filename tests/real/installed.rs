@@ -14,7 +14,7 @@ use crate::kubeconfig::{KubeconfigCluster, manifest_objects, root};
 const DRIVER: &str = "test-driver.cdi.k8s.io";
 
 /// Creates every object of the manifest files, as `kubectl create -f`.
-async fn install(client: &kube::Client, files: &[PathBuf]) {
+pub async fn install(client: &kube::Client, files: &[PathBuf]) {
     for found in manifest_objects(client, files).await {
         let found = found.unwrap_or_else(|e| panic!("{e}"));
         found

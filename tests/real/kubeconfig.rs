@@ -30,6 +30,12 @@ pub struct KubeconfigCluster {
 impl KubeconfigCluster {
     /// Starts the cluster and waits for its kubeconfig.
     pub fn up() -> Self {
+        Self::up_with(&[])
+    }
+
+    /// [`KubeconfigCluster::up`] with more image archives for the nodes to
+    /// import (the runner's own image, say).
+    pub fn up_with(extra_archives: &[PathBuf]) -> Self {
         let archive = test_driver_dir().join("dra-test-driver.oci.tar");
         assert!(
             archive.exists(),
@@ -49,6 +55,9 @@ impl KubeconfigCluster {
             "--image-archive",
         ])
         .arg(&archive);
+        for extra in extra_archives {
+            up.arg("--image-archive").arg(extra);
+        }
         let process = Watched::spawn(up);
         let Some(line) = process.line_with("kubeconfig:", Duration::from_secs(300)) else {
             process.sigint();

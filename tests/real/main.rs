@@ -9,6 +9,7 @@ mod driver_updates;
 mod images;
 mod installed;
 mod interposer;
+mod job;
 mod kubeconfig;
 mod manifests;
 mod node;

@@ -1,0 +1,217 @@
+//! `dra-e2e job`: the pack run inside the cluster under test, as a Job,
+//! its results handed back through the API server alone. The cluster is
+//! `dra-e2e cluster up` with two real nodes that imported the runner's own
+//! image (`dra-e2e image runner`) beside upstream's test driver's, which is
+//! installed as a cluster admin would; KEP-5970's seven behaviours run in
+//! the Job's pod. Two broken variants show the checks failing: an image the
+//! nodes do not have, and a profile whose container check the driver cannot
+//! meet; each leaves nothing behind either.
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, ListParams};
+
+use crate::common;
+use crate::installed::install;
+use crate::kubeconfig::{KubeconfigCluster, root};
+
+const DRIVER: &str = "test-driver.cdi.k8s.io";
+/// KEP-5970's seven behaviours (hack/installed-check.sh's `seven`).
+const SEVEN: &str = "^(the kubelet registers the driver's plugin|the driver publishes ResourceSlices \
+     with devices|a claim for the driver's class is allocated|the driver prepares the claim of a \
+     pod|the pod runs with access to its device|the driver unprepares when the pod is deleted|a \
+     device is used again after its pod is gone)$";
+const LABEL: &str = "dra-e2e.k8s.io/job";
+
+/// `dra-e2e job` against the cluster with `args`.
+async fn job(cluster: &KubeconfigCluster, args: Vec<std::ffi::OsString>) -> std::process::Output {
+    let home = cluster.home.path().to_owned();
+    let kubeconfig = cluster.kubeconfig.clone();
+    tokio::task::spawn_blocking(move || {
+        common::isolated(&home)
+            .args(["job", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// What a Job run made and left in the cluster: namespaces and
+/// ClusterRoleBindings with its label.
+async fn left_in_cluster(client: &kube::Client) -> Vec<String> {
+    let lp = ListParams::default().labels(LABEL);
+    let mut left: Vec<String> = Api::<Namespace>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|n| format!("namespace {}", n.metadata.name.unwrap_or_default()))
+        .collect();
+    left.extend(
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|b| format!("ClusterRoleBinding {}", b.metadata.name.unwrap_or_default())),
+    );
+    left
+}
+
+fn testcases(junit: &Path) -> (usize, usize) {
+    let xml = std::fs::read_to_string(junit).unwrap_or_else(|e| panic!("{}: {e}", junit.display()));
+    (
+        xml.matches("<testcase").count(),
+        xml.matches("<failure").count(),
+    )
+}
+
+fn args(list: &[&str], out: &Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = list.iter().map(Into::into).collect();
+    v.extend(["--out".into(), out.as_os_str().to_owned()]);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() {
+    let images = tempfile::tempdir().unwrap();
+    let runner = images.path().join("runner.oci.tar");
+    let wrote = common::isolated(images.path())
+        .args(["image", "runner", "--out"])
+        .arg(&runner)
+        .output()
+        .unwrap();
+    assert!(wrote.status.success(), "{}", common::text(&wrote));
+
+    let cluster = KubeconfigCluster::up_with(&[runner]);
+    let client = cluster.client().await;
+    let manifests: Vec<PathBuf> = ["rbac.yaml", "deviceclass.yaml", "kubelet-plugin.yaml"]
+        .iter()
+        .map(|f| root().join("deploy/dra-test-driver").join(f))
+        .collect();
+    install(&client, &manifests).await;
+    let home = cluster.home.path().to_owned();
+
+    // KEP-5970's two flags, the seven behaviours.
+    let green = home.join("green");
+    let run = job(
+        &cluster,
+        args(
+            &[
+                "--driver-name",
+                DRIVER,
+                "--device-class",
+                DRIVER,
+                "--name",
+                SEVEN,
+            ],
+            &green,
+        ),
+    )
+    .await;
+    let green_text = common::text(&run);
+    let green_left = left_in_cluster(&client).await;
+
+    // (a) An image the nodes do not have, never pulled: the pod's reason.
+    let run_a = job(
+        &cluster,
+        args(
+            &[
+                "--image",
+                "dra-e2e.local/runner:not-on-the-nodes",
+                "--image-pull-policy",
+                "Never",
+                "--driver-name",
+                DRIVER,
+                "--device-class",
+                DRIVER,
+            ],
+            &home.join("absent"),
+        ),
+    )
+    .await;
+    let a_text = common::text(&run_a);
+    let a_left = left_in_cluster(&client).await;
+
+    // (b) A profile (through the Job's ConfigMap) whose container check
+    // the driver cannot meet: that behaviour fails in the pod, and the
+    // fetched JUnit says so.
+    let profile = home.join("unmet.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "driverName: {DRIVER}\ndeviceClass:\n  name: {DRIVER}\ndeployment:\n  mode: Installed\n\
+             containerCheck:\n  env:\n    - no_driver_sets_this=true\n"
+        ),
+    )
+    .unwrap();
+    let failing = home.join("failing");
+    let run_b = job(
+        &cluster,
+        args(
+            &["--profile", profile.to_str().unwrap(), "--name", SEVEN],
+            &failing,
+        ),
+    )
+    .await;
+    let b_text = common::text(&run_b);
+    let b_left = left_in_cluster(&client).await;
+
+    let (code, t, home) = cluster.stop();
+
+    assert_eq!(run.status.code(), Some(0), "{green_text}");
+    assert_eq!(testcases(&green.join("junit.xml")), (7, 0), "{green_text}");
+    assert!(green.join("report.html").is_file(), "{green_text}");
+    assert!(
+        std::fs::read_to_string(green.join("run.log"))
+            .unwrap()
+            .contains("7 passed, 0 failed"),
+        "{green_text}"
+    );
+    assert!(
+        green_text.contains(&format!(
+            "driver conformance of {DRIVER}: 7 behaviours: 7 passed, 0 skipped, 0 failed"
+        )),
+        "{green_text}"
+    );
+    assert!(
+        green_text.contains("job: runner exited with status 0"),
+        "{green_text}"
+    );
+    assert!(
+        green_text.contains("job: removed namespace dra-e2e-job-"),
+        "{green_text}"
+    );
+    assert!(green_left.is_empty(), "{green_left:?}\n{green_text}");
+
+    assert_ne!(run_a.status.code(), Some(0), "{a_text}");
+    assert!(
+        a_text.contains("its container cannot start: ErrImageNeverPull"),
+        "{a_text}"
+    );
+    assert!(
+        a_text.contains("job: removed namespace dra-e2e-job-"),
+        "{a_text}"
+    );
+    assert!(a_left.is_empty(), "{a_left:?}\n{a_text}");
+
+    assert_eq!(run_b.status.code(), Some(1), "{b_text}");
+    assert_eq!(testcases(&failing.join("junit.xml")), (7, 2), "{b_text}");
+    let junit = std::fs::read_to_string(failing.join("junit.xml")).unwrap();
+    assert!(junit.contains("no_driver_sets_this"), "{junit}");
+    assert!(b_text.contains("5 passed, 2 failed"), "{b_text}");
+    assert!(
+        b_text.contains("job: runner exited with status 1"),
+        "{b_text}"
+    );
+    assert!(b_left.is_empty(), "{b_left:?}\n{b_text}");
+
+    assert_eq!(code, Some(0), "{t}");
+    common::assert_nothing_left(home.path(), &t);
+}
