@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -131,7 +131,10 @@ steps-doc: ## regenerate the step catalogue docs/steps.md (from steps/catalogue.
 cli-doc: ## regenerate docs/cli.md's option reference (from the options table, src/runner/options.rs), no cluster needed
 	$(CARGO) run --quiet -- options --write docs/cli.md
 
-docs: upstream-table steps-doc cli-doc ## regenerate the generated documents (docs/upstream-tests.md, docs/steps.md, docs/cli.md's option reference)
+profile-schema: ## regenerate docs/profile.schema.json, the JSON Schema of driver profiles (from crates/profile/src/shape.rs), no cluster needed
+	$(CARGO) run --quiet -- profile schema --out docs/profile.schema.json
+
+docs: upstream-table steps-doc cli-doc profile-schema ## regenerate the generated documents (docs/upstream-tests.md, docs/steps.md, docs/cli.md's option reference, docs/profile.schema.json)
 
 check: ## check the feature files (undefined/ambiguous steps, unknown tags), no cluster needed
 	$(CARGO) run --quiet -- check features

@@ -490,6 +490,30 @@ fn the_step_catalogue_document_is_what_the_catalogue_gives() {
     }
 }
 
+/// docs/profile.schema.json, which the shipped profiles name for editors,
+/// is what `dra-e2e profile schema` prints.
+#[test]
+fn the_committed_profile_schema_is_what_profile_schema_prints() {
+    let o = Command::new(bin())
+        .current_dir(repo())
+        .args(["profile", "schema"])
+        .output()
+        .expect("the runner binary starts");
+    assert!(o.status.success(), "{}", output(&o));
+    let generated = String::from_utf8(o.stdout).expect("utf-8");
+    let written = std::fs::read_to_string(repo().join("docs/profile.schema.json"))
+        .expect("docs/profile.schema.json");
+    assert!(
+        written == generated,
+        "docs/profile.schema.json is not what `dra-e2e profile schema` prints; run `make \
+         profile-schema`"
+    );
+    assert!(
+        generated.contains("\"$schema\": \"http://json-schema.org/draft-07/schema#\""),
+        "{generated}"
+    );
+}
+
 #[test]
 fn steps_takes_no_other_argument() {
     let o = Command::new(bin())

@@ -292,10 +292,18 @@ fn init_writes_the_test_drivers_profile_from_its_manifests() {
     assert_eq!(
         stderr,
         "profiles/driver.yaml: the profile of driver test-driver.cdi.k8s.io; fill in its \
-         commented fields, then `dra-e2e profile check profiles/driver.yaml`\n"
+         commented fields, then `dra-e2e profile check profiles/driver.yaml`\n\
+         profiles/driver.yaml: its first line names the schema profiles/profile.schema.json \
+         for editors; `dra-e2e profile schema --out profiles/profile.schema.json` writes it\n"
     );
     let written = dir.path().join("profiles/driver.yaml");
     let text = std::fs::read_to_string(&written).unwrap();
+    // Editors find the schema beside the profile.
+    assert_eq!(
+        text.lines().next(),
+        Some("# yaml-language-server: $schema=profile.schema.json"),
+        "{text}"
+    );
     // The manifests' paths are relative to the profile.
     assert!(text.contains("\n  manifests:\n    - ../../"), "{text}");
     for hint in ["# capabilities: []\n", "# containerCheck:\n#   env:\n"] {
@@ -336,12 +344,29 @@ fn init_writes_the_test_drivers_profile_from_its_manifests() {
             "error: --out profiles/driver.yaml: exists already; give --force to overwrite it\n"
         )
     );
+    // With the schema there, nothing more is said about it.
+    std::fs::write(dir.path().join("profiles/profile.schema.json"), "{}").unwrap();
     let (code, _, stderr) = init(
         dir.path(),
         &files,
         &["-o", "profiles/driver.yaml", "--force"],
     );
     assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("schema"), "{stderr}");
+    // --schema names another, e.g. a URL.
+    let (code, stdout, stderr) = init(
+        dir.path(),
+        &files,
+        &["--schema", "https://example.com/profile.schema.json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.starts_with(
+            "# yaml-language-server: $schema=https://example.com/profile.schema.json\n# \
+             Written by `dra-e2e profile init`"
+        ),
+        "{stdout}"
+    );
 
     // Without a DeviceClass the driver's name comes from the DaemonSet
     // (its plugin directory), and the runner is to make the class.
@@ -460,5 +485,33 @@ fn init_says_what_it_could_not_find() {
     assert!(
         stdout.contains("\n# Not set: no container argument"),
         "{stdout}"
+    );
+}
+
+/// `profile schema` prints the JSON Schema; `--out` writes the same; a
+/// profile whose first line names it still passes the check.
+#[test]
+fn schema_prints_the_json_schema_and_out_writes_it() {
+    let (code, stdout, stderr) = profile(&["schema"]);
+    assert_eq!(code, 0, "{stderr}");
+    let schema: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+    assert!(schema["properties"]["deployment"].is_object(), "{stdout}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("profile.schema.json");
+    let (code, written, stderr) = profile(&["schema", "--out", out.to_str().unwrap()]);
+    assert_eq!((code, written.as_str()), (0, ""), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), stdout);
+
+    let nowhere = dir.path().join("no/such/dir/s.json");
+    let (code, _, stderr) = profile(&["schema", "--out", nowhere.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: --out {}: cannot write it",
+            nowhere.display()
+        )),
+        "{stderr}"
     );
 }

@@ -920,6 +920,24 @@ pub static TABLE: &[Opt] = &[
         "the DeviceClass, when the manifests have several"
     ),
     opt!(
+        "profile init",
+        "--schema",
+        EVERYWHERE,
+        ANY,
+        &["--schema", "s.json"],
+        "",
+        "the JSON Schema the profile's first line names for editors (a path relative to it, or a URL; default profile.schema.json beside it)"
+    ),
+    opt!(
+        "profile schema",
+        "--out",
+        EVERYWHERE,
+        ANY,
+        &["--out", "s.json"],
+        "",
+        "write the JSON Schema of profiles there, not to stdout"
+    ),
+    opt!(
         "image",
         "--binary",
         EVERYWHERE,

@@ -1,23 +1,25 @@
 //! `dra-e2e profile`: checking a driver profile, showing the profile
-//! KEP-5970's two flags stand for, and writing one from a driver's
-//! rendered manifests. None needs a cluster, so a profile can be got right
-//! before any run uses it.
+//! KEP-5970's two flags stand for, writing one from a driver's rendered
+//! manifests, and printing the JSON Schema editors check one with. None
+//! needs a cluster, so a profile can be got right before any run uses it.
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
 
 use crate::profile::init::{self, Archive, Choices, Manifest};
-use crate::profile::{Annotations, Options, Profile, ProfileError};
+use crate::profile::{Annotations, Options, Profile, ProfileError, schema};
 
 /// The options of `dra-e2e profile`.
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Check a driver profile, print the one --driver-name stands for, or write one from \
-             a driver's manifests",
+    about = "Check a driver profile, print the one --driver-name stands for, write one from a \
+             driver's manifests, or print the profiles' JSON Schema",
     long_about = "Driver profiles say which DRA driver is under test (docs/driver-profile.md). \
                   Check one, print the profile KEP-5970's --driver-name and --device-class \
-                  stand for, or write one from the driver's rendered manifests (profile init)."
+                  stand for, write one from the driver's rendered manifests (profile init), \
+                  or print the JSON Schema that editors complete and check profiles with \
+                  (profile schema)."
 )]
 pub struct ProfileArgs {
     #[command(subcommand)]
@@ -74,8 +76,25 @@ enum Command {
         /// The DeviceClass to use, when the manifests have several.
         #[arg(long, value_name = "CLASS")]
         device_class: Option<String>,
+        /// The JSON Schema the profile's first line names for editors (`#
+        /// yaml-language-server: $schema=REF`): a path relative to the
+        /// profile, or a URL (`profile schema --out` writes the file).
+        #[arg(long, value_name = "REF", default_value = DEFAULT_SCHEMA)]
+        schema: String,
+    },
+    /// Print the JSON Schema (draft-07) of profile files, generated from
+    /// the fields `profile check` knows: editors with YAML support complete
+    /// and check a profile whose first line is `# yaml-language-server:
+    /// $schema=PATH`.
+    Schema {
+        /// Write the schema to OUT instead of stdout.
+        #[arg(short = 'o', long = "out", value_name = "OUT")]
+        out: Option<PathBuf>,
     },
 }
+
+/// What `profile init` names as the schema: a file beside the profile.
+const DEFAULT_SCHEMA: &str = "profile.schema.json";
 
 /// Runs `dra-e2e profile ARGS`; returns the exit status.
 pub fn cli_main(args: ProfileArgs) -> anyhow::Result<i32> {
@@ -137,13 +156,24 @@ pub fn cli_main(args: ProfileArgs) -> anyhow::Result<i32> {
             daemonset,
             driver_name,
             device_class,
+            schema,
         } => {
             let choices = Choices {
                 daemonset,
                 driver_name,
                 device_class,
+                schema: Some(schema),
             };
             init_profile(&manifests, &image_archive, out.as_deref(), force, &choices)
+        }
+        Command::Schema { out } => {
+            let text = schema::text();
+            match out {
+                Some(o) => std::fs::write(&o, text)
+                    .with_context(|| format!("--out {}: cannot write it", o.display()))?,
+                None => print!("{text}"),
+            }
+            Ok(0)
         }
     }
 }
@@ -208,10 +238,38 @@ fn init_profile(
                 made.profile.driver_name,
                 o.display()
             );
+            if let Some(missing) = missing_schema(&base, choices.schema.as_deref()) {
+                eprintln!(
+                    "{}: its first line names the schema {} for editors; `dra-e2e profile \
+                     schema --out {}` writes it",
+                    o.display(),
+                    missing.display(),
+                    missing.display()
+                );
+            }
         }
         None => print!("{text}"),
     }
     Ok(0)
+}
+
+/// The schema file a profile in directory `base` names, when it names a
+/// file (not a URL) that is not there, as a path to give `--out`.
+fn missing_schema(base: &Path, reference: Option<&str>) -> Option<PathBuf> {
+    let reference = reference?;
+    if reference.contains("://") {
+        return None;
+    }
+    let path = base.join(reference);
+    if path.exists() {
+        return None;
+    }
+    // Shown relative to the current directory when it is below it.
+    let cwd = std::env::current_dir().ok()?;
+    Some(
+        path.strip_prefix(&cwd)
+            .map_or(path.clone(), Path::to_path_buf),
+    )
 }
 
 /// `to` relative to directory `from` (both absolute), lexically: `..` as

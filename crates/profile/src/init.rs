@@ -47,6 +47,9 @@ pub struct Choices {
     pub daemonset: Option<String>,
     pub driver_name: Option<String>,
     pub device_class: Option<String>,
+    /// The JSON Schema the profile's first line names for editors (a path
+    /// relative to the profile, or a URL); no such line when `None`.
+    pub schema: Option<String>,
 }
 
 /// The profile found, with its comments and what the user should know.
@@ -671,6 +674,7 @@ pub fn init(
     }
     let header = header.iter().flat_map(|h| wrap_note(h)).collect();
     let annotations = Annotations {
+        schema: choices.schema.clone(),
         header,
         notes: vec![
             ("driverName", vec![format!("From {driver_from}.")]),

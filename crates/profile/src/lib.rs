@@ -21,6 +21,8 @@ mod fault;
 pub mod init;
 mod names;
 mod parse;
+pub mod schema;
+mod shape;
 mod yaml;
 
 use std::collections::BTreeSet;
@@ -521,6 +523,11 @@ impl Profile {
     /// [`Profile::to_yaml`].
     pub fn to_annotated_yaml(&self, annotations: &Annotations) -> String {
         let mut out = String::new();
+        // First, where the YAML language server looks for it.
+        if let Some(r) = &annotations.schema {
+            out.push_str(&schema::comment(r));
+            out.push('\n');
+        }
         for h in &annotations.header {
             comment(&mut out, 0, h);
         }
@@ -672,7 +679,11 @@ impl Profile {
 /// file (`registrationDir`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Annotations {
-    /// Comment lines on top of the file.
+    /// The JSON Schema that the first line names for editors (a path
+    /// relative to the file, or a URL; [`schema::comment`]); none when
+    /// `None`.
+    pub schema: Option<String>,
+    /// Comment lines on top of the file (below the schema's).
     pub header: Vec<String>,
     /// Comment lines above a top-level field (also when it is not set).
     pub notes: Vec<(&'static str, Vec<String>)>,

@@ -1,6 +1,11 @@
 //! Reading a profile file: the YAML tree walked field by field, every
 //! mistake collected with its line and field path, then the settings that
 //! parse but do not fit together.
+//!
+//! Which keys a mapping has, and what kind of value each takes, is not
+//! written here but in [`super::shape`], from which the JSON Schema is
+//! generated too: fields are taken by their key there, a mapping's kind
+//! says its shape, and keys it does not list are unknown.
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -8,6 +13,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::names::{closest, dns_subdomain_problem, is_env_name};
+use super::shape::{self, Choice, Kind, Shape};
 use super::yaml::{self, Node, Value, describe, line};
 use super::{
     COMMAND_PLACEHOLDERS, Capability, ContainerCheck, Deployment, DeviceClass, ENV_PLACEHOLDERS,
@@ -22,17 +28,6 @@ pub struct Options {
     /// build has yet to produce.
     pub check_files: bool,
 }
-
-const FIELDS: &[&str] = &[
-    "driverName",
-    "deviceClass",
-    "deployment",
-    "registrationDir",
-    "capabilities",
-    "containerCheck",
-    "devicesPerNode",
-    "deviceCount",
-];
 
 /// Parses and checks profile text read from `file` (whose directory
 /// relative paths are relative to); every mistake, sorted by line.
@@ -144,8 +139,14 @@ impl Ctx<'_> {
         Some(out)
     }
 
-    /// A mapping, whose fields are then taken one by one.
-    fn map<'n>(&mut self, node: &'n Node, field: &str, at: u64) -> Option<Map<'n>> {
+    /// A mapping of `shape`, whose fields are then taken one by one.
+    fn map<'n>(
+        &mut self,
+        node: &'n Node,
+        field: &str,
+        at: u64,
+        shape: &'static Shape,
+    ) -> Option<Map<'n>> {
         let Value::Map(entries) = &node.value else {
             self.expected(node, field, "a mapping");
             return None;
@@ -163,11 +164,53 @@ impl Ctx<'_> {
             })
             .collect();
         Some(Map {
+            shape,
             field: field.to_owned(),
             line: at,
             entries,
             taken: Vec::new(),
         })
+    }
+
+    /// The mapping a field of kind [`Kind::Mapping`] holds, of the shape
+    /// that kind names.
+    fn mapping<'n>(&mut self, f: &Field<'n>) -> Option<Map<'n>> {
+        let Kind::Mapping(shape) = f.spec.kind else {
+            self.bug(f, "a mapping");
+            return None;
+        };
+        self.map(f.node, &f.path, f.line, shape)
+    }
+
+    /// A field of kind [`Kind::Text`] or [`Kind::Name`].
+    fn text(&mut self, f: &Field) -> Option<String> {
+        if !matches!(f.spec.kind, Kind::Text { .. } | Kind::Name(_)) {
+            self.bug(f, "a string");
+            return None;
+        }
+        self.string(f.node, &f.path)
+    }
+
+    /// A field of kind [`Kind::List`].
+    fn list(&mut self, f: &Field) -> Option<Vec<Item>> {
+        if !matches!(f.spec.kind, Kind::List { .. }) {
+            self.bug(f, "a list");
+            return None;
+        }
+        self.strings(f.node, &f.path)
+    }
+
+    /// The checker reads a field otherwise than [`shape`] describes it: a
+    /// bug of dra-e2e's, said rather than hidden (tests walk every field).
+    fn bug(&mut self, f: &Field, read_as: &str) {
+        self.mistake(
+            f.line,
+            &f.path,
+            format!(
+                "read as {read_as}, but the profile's shape says {} (a bug in dra-e2e)",
+                f.spec.kind.what()
+            ),
+        );
     }
 
     /// A relative path resolved against the profile's directory and, when
@@ -222,6 +265,8 @@ struct Item {
 }
 
 struct Map<'n> {
+    /// Its keys and their kinds.
+    shape: &'static Shape,
     field: String,
     /// Where the mapping is: its key's line (the first field's for the
     /// root), where missing fields are reported.
@@ -230,8 +275,10 @@ struct Map<'n> {
     taken: Vec<usize>,
 }
 
-/// A field that is set: its value, the line of its key and its path.
+/// A field that is set: its value, the line of its key, its path and
+/// what the shape says it is.
 struct Field<'n> {
+    spec: &'static shape::Field,
     node: &'n Node,
     line: u64,
     path: String,
@@ -246,14 +293,23 @@ impl<'n> Map<'n> {
         }
     }
 
-    /// The field `key`; `None` when absent or null (`key:` with nothing).
+    /// The field `key` of the shape; `None` when absent or null (`key:`
+    /// with nothing).
     fn take(&mut self, key: &str) -> Option<Field<'n>> {
+        // A key the shape lacks is never taken, so a user's field of that
+        // name is reported unknown: the checker cannot accept more than the
+        // schema. Tests catch the slip.
+        let Some(spec) = self.shape.field(key) else {
+            debug_assert!(false, "{key} is no field of {}", self.field);
+            return None;
+        };
         let i = self.entries.iter().position(|(k, _, _)| k == key)?;
         self.taken.push(i);
         let (_, line, node) = self.entries[i];
         match node.value {
             Value::Null => None,
             _ => Some(Field {
+                spec,
                 node,
                 line,
                 path: self.path(key),
@@ -275,6 +331,10 @@ impl<'n> Map<'n> {
     /// Takes a field that must be there; reports it missing (saying
     /// `what` it is) when it is not.
     fn required(&mut self, ctx: &mut Ctx, key: &str, what: &str) -> Option<Field<'n>> {
+        debug_assert!(
+            self.shape.field(key).is_some_and(|f| f.required),
+            "{key} is no required field of the shape"
+        );
         let field = self.take(key);
         if field.is_none() {
             self.missing(ctx, key, what);
@@ -283,7 +343,8 @@ impl<'n> Map<'n> {
     }
 
     /// Reports the fields nobody took: typos, or fields of another version.
-    fn finish(self, ctx: &mut Ctx, known: &[&str]) {
+    fn finish(self, ctx: &mut Ctx) {
+        let known = self.shape.keys();
         for (i, (key, line, _)) in self.entries.iter().enumerate() {
             if self.taken.contains(&i) {
                 continue;
@@ -330,7 +391,7 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
         });
         return None;
     };
-    let mut m = ctx.map(root, "", line(root))?;
+    let mut m = ctx.map(root, "", line(root), &shape::PROFILE)?;
 
     let driver = m
         .required(
@@ -338,7 +399,7 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
             "driverName",
             "the DRA driver's name, e.g. gpu.example.com",
         )
-        .and_then(|f| ctx.string(f.node, &f.path).map(|s| (s, f)));
+        .and_then(|f| ctx.text(&f).map(|s| (s, f)));
     let class = m
         .required(
             ctx,
@@ -368,6 +429,10 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
         None => Some((ContainerCheck::any_injected_env(), None)),
     };
     let devices = m.take("devicesPerNode").and_then(|f| match &f.node.value {
+        _ if !matches!(f.spec.kind, Kind::Count) => {
+            ctx.bug(&f, "a whole number");
+            None
+        }
         Value::Int(n) if *n >= 1 => match u32::try_from(*n) {
             Ok(n) => Some((n, f.line, f.path)),
             Err(_) => {
@@ -384,11 +449,11 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
             None
         }
         _ => {
-            ctx.expected(f.node, &f.path, "a whole number");
+            ctx.expected(f.node, &f.path, f.spec.kind.what());
             None
         }
     });
-    m.finish(ctx, FIELDS);
+    m.finish(ctx);
 
     // What parses but does not fit together. Each rule needs the mode; a
     // mode that did not parse was reported already.
@@ -515,13 +580,13 @@ fn read(ctx: &mut Ctx, root: &Node, file: &Path) -> Option<Profile> {
 }
 
 fn device_class(ctx: &mut Ctx, f: &Field) -> Option<(DeviceClass, u64, String)> {
-    let mut m = ctx.map(f.node, &f.path, f.line)?;
+    let mut m = ctx.mapping(f)?;
     let name = m
         .take("name")
-        .and_then(|n| Some((ctx.string(n.node, &n.path)?, line(n.node), n.path)));
+        .and_then(|n| Some((ctx.text(&n)?, line(n.node), n.path)));
     let selector = m.take("selector").and_then(|s| {
-        let text = ctx.string(s.node, &s.path)?;
-        if text.trim().is_empty() {
+        let text = ctx.text(&s)?;
+        if matches!(s.spec.kind, Kind::Text { blank_ok: false }) && text.trim().is_empty() {
             ctx.mistake(
                 line(s.node),
                 &s.path,
@@ -533,7 +598,7 @@ fn device_class(ctx: &mut Ctx, f: &Field) -> Option<(DeviceClass, u64, String)> 
         Some((text, line(s.node), s.path))
     });
     let set = m.has("name") || m.has("selector");
-    m.finish(ctx, &["name", "selector"]);
+    m.finish(ctx);
     let chosen = one_of(
         ctx,
         f,
@@ -577,6 +642,18 @@ fn one_of<A, B>(
     conflict: impl FnOnce(u64) -> String,
     missing: String,
 ) -> Option<OneOf<Located<A>, Located<B>>> {
+    // The schema says the same only if the shape does.
+    debug_assert!(
+        matches!(
+            f.spec.kind,
+            Kind::Mapping(Shape {
+                choice: Some(Choice::OneOf(_)),
+                ..
+            })
+        ),
+        "the shape of {} has no OneOf",
+        f.path
+    );
     match fields {
         (Some(a), None) => Some(OneOf::First(a)),
         (None, Some(b)) => Some(OneOf::Second(b)),
@@ -605,33 +682,37 @@ fn modes_text() -> String {
 
 /// The deployment, and where its `command` is (for the rules about it).
 fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, BTreeSet<Fault>, (u64, String))> {
-    let mut m = ctx.map(f.node, &f.path, f.line)?;
+    let mut m = ctx.mapping(f)?;
     let known_modes = || Mode::ALL.map(Mode::name).join(", ");
-    let mode = match m.take("mode") {
-        Some(mf) => ctx.string(mf.node, &mf.path).and_then(|s| {
-            match Mode::ALL.into_iter().find(|mode| mode.name() == s) {
-                Some(mode) => Some(mode),
-                None => {
-                    let hint = match closest(&s, Mode::ALL.map(Mode::name)) {
-                        Some(c) => format!("did you mean `{c}`?"),
-                        None => format!("known: {}", known_modes()),
-                    };
-                    ctx.mistake(
-                        line(mf.node),
-                        &mf.path,
-                        format!("unknown mode `{s}` ({hint})"),
-                    );
-                    None
+    let mode =
+        match m.take(shape::MODE) {
+            Some(mf) => ctx.text(&mf).and_then(|s| {
+                match Mode::ALL.into_iter().find(|mode| mode.name() == s) {
+                    Some(mode) => Some(mode),
+                    None => {
+                        let hint = match closest(&s, Mode::ALL.map(Mode::name)) {
+                            Some(c) => format!("did you mean `{c}`?"),
+                            None => format!("known: {}", known_modes()),
+                        };
+                        ctx.mistake(
+                            line(mf.node),
+                            &mf.path,
+                            format!("unknown mode `{s}` ({hint})"),
+                        );
+                        None
+                    }
                 }
+            }),
+            None => {
+                m.missing(ctx, shape::MODE, &format!("one of {}", known_modes()));
+                None
             }
-        }),
-        None => {
-            m.missing(ctx, "mode", &format!("one of {}", known_modes()));
-            None
-        }
-    };
-    let only = |ctx: &mut Ctx, field: &Field, wanted: &[Mode]| {
+        };
+    // The modes a field is for are the shape's.
+    let only = |ctx: &mut Ctx, field: &Field| {
+        let wanted = field.spec.modes;
         if let Some(mode) = mode
+            && !wanted.is_empty()
             && !wanted.contains(&mode)
         {
             let names: Vec<&str> = wanted.iter().map(|m| m.name()).collect();
@@ -648,32 +729,20 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, BTreeSet<Fault>, 
             ctx.mistake(field.line, &field.path, message);
         }
     };
-    let files = |ctx: &mut Ctx, key: &str, what: &str, modes: &[Mode], m: &mut Map| {
+    let files = |ctx: &mut Ctx, key: &str, what: &str, m: &mut Map| {
         let field = m.take(key)?;
-        only(ctx, &field, modes);
-        let items = ctx.strings(field.node, &field.path)?;
+        only(ctx, &field);
+        let items = ctx.list(&field)?;
         Some((
             items.iter().map(|i| ctx.file(i, what)).collect::<Vec<_>>(),
             field.line,
         ))
     };
-    let manifests = files(
-        ctx,
-        "manifests",
-        "manifest",
-        &[Mode::RealNodes, Mode::Manifests],
-        &mut m,
-    );
-    let archives = files(
-        ctx,
-        "imageArchives",
-        "image archive",
-        &[Mode::RealNodes],
-        &mut m,
-    );
+    let manifests = files(ctx, "manifests", "manifest", &mut m);
+    let archives = files(ctx, "imageArchives", "image archive", &mut m);
     let faults_field = m.take("faults");
     let faults = faults_field.as_ref().and_then(|field| {
-        let items = ctx.strings(field.node, &field.path)?;
+        let items = ctx.list(field)?;
         let mut set = BTreeSet::new();
         for i in items {
             let Some(fault) = Fault::from_name(&i.value) else {
@@ -729,8 +798,8 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, BTreeSet<Fault>, 
     });
     let command_field = m.take("command");
     let command = command_field.as_ref().and_then(|field| {
-        only(ctx, field, &[Mode::SimulatedNodes]);
-        let items = ctx.strings(field.node, &field.path)?;
+        only(ctx, field);
+        let items = ctx.list(field)?;
         check_command(ctx, &items);
         Some(items.into_iter().map(|i| i.value).collect::<Vec<_>>())
     });
@@ -738,10 +807,7 @@ fn deployment(ctx: &mut Ctx, f: &Field) -> Option<(Deployment, BTreeSet<Fault>, 
     let command_at = command_field
         .as_ref()
         .map_or_else(|| (f.line, m.path("command")), |c| (c.line, c.path.clone()));
-    m.finish(
-        ctx,
-        &["mode", "manifests", "imageArchives", "command", "faults"],
-    );
+    m.finish(ctx);
     let deployment = match mode? {
         Mode::Builtin => Deployment::Builtin,
         Mode::Installed => Deployment::Installed,
@@ -846,9 +912,9 @@ fn check_command(ctx: &mut Ctx, items: &[Item]) {
 /// for the messages).
 fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, String)> {
     let field = f.path.clone();
-    let mut m = ctx.map(f.node, &f.path, f.line)?;
+    let mut m = ctx.mapping(f)?;
     let flag = m.take("flag").and_then(|ff| {
-        let s = ctx.string(ff.node, &ff.path)?;
+        let s = ctx.text(&ff)?;
         if !s.starts_with('-') || s.len() < 2 || s.contains(char::is_whitespace) || s.contains('=')
         {
             ctx.mistake(
@@ -864,7 +930,7 @@ fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, Str
         Some((s, line(ff.node), ff.path))
     });
     let env = m.take("env").and_then(|ef| {
-        let s = ctx.string(ef.node, &ef.path)?;
+        let s = ctx.text(&ef)?;
         if !is_env_name(&s) {
             ctx.mistake(
                 line(ef.node),
@@ -879,7 +945,7 @@ fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, Str
         Some((s, line(ef.node), ef.path))
     });
     let set = m.has("flag") || m.has("env");
-    m.finish(ctx, &["flag", "env"]);
+    m.finish(ctx);
     let chosen = one_of(
         ctx,
         f,
@@ -901,7 +967,7 @@ fn setting(ctx: &mut Ctx, f: &Field, example: &str) -> Option<(Setting, u64, Str
 }
 
 fn capabilities(ctx: &mut Ctx, f: &Field) -> Option<BTreeSet<Capability>> {
-    let items = ctx.strings(f.node, &f.path)?;
+    let items = ctx.list(f)?;
     let mut out = BTreeSet::new();
     let mut first_line = std::collections::BTreeMap::new();
     for item in items {
@@ -926,9 +992,9 @@ fn capabilities(ctx: &mut Ctx, f: &Field) -> Option<BTreeSet<Capability>> {
 
 /// The check, and where its command is when it has one.
 fn container_check(ctx: &mut Ctx, f: &Field) -> Option<(ContainerCheck, Option<(u64, String)>)> {
-    let mut m = ctx.map(f.node, &f.path, f.line)?;
+    let mut m = ctx.mapping(f)?;
     let env = m.take("env").and_then(|ef| {
-        let items = ctx.strings(ef.node, &ef.path)?;
+        let items = ctx.list(&ef)?;
         if items.is_empty() {
             ctx.mistake(
                 ef.line,
@@ -979,7 +1045,7 @@ fn container_check(ctx: &mut Ctx, f: &Field) -> Option<(ContainerCheck, Option<(
     });
     let command_field = m.take("command");
     let command = command_field.as_ref().and_then(|cf| {
-        let items = ctx.strings(cf.node, &cf.path)?;
+        let items = ctx.list(cf)?;
         if items.is_empty() {
             ctx.mistake(
                 cf.line,
@@ -989,8 +1055,13 @@ fn container_check(ctx: &mut Ctx, f: &Field) -> Option<(ContainerCheck, Option<(
         }
         Some(items.into_iter().map(|i| i.value).collect::<Vec<_>>())
     });
+    debug_assert!(
+        matches!(m.shape.choice, Some(Choice::AnyOf(_))),
+        "the shape of {} has no AnyOf",
+        f.path
+    );
     let keys_set = m.has("env") || m.has("command");
-    m.finish(ctx, &["env", "command"]);
+    m.finish(ctx);
     let check = ContainerCheck {
         env: env.unwrap_or_default(),
         command: command.unwrap_or_default(),
