@@ -186,6 +186,10 @@ dist: ## an optimised release archive of the runner with its agent, guides and p
 installed-check: controlplane node test-driver ## the runner as a driver author installs it: cargo install (debug, sharing target/), run from a directory holding only a profile and its files, with this checkout hidden and no cargo on PATH: KEP-5970's seven behaviours against upstream's test driver on two real nodes (root); INSTALL_FROM=git installs from a file:// clone (a whole build)
 	hack/installed-check.sh
 
+.PHONY: job-check
+job-check: controlplane node test-driver ## the pack inside the cluster under test, as a Job (dra-e2e job): the runner image and upstream's test driver imported into two real nodes of dra-e2e cluster up, the driver installed with kubectl, KEP-5970's seven behaviours in the Job's pod, results fetched through the API into target/job-check/ (root)
+	hack/job-check.sh
+
 conformance-rolling: controlplane node rolling-driver ## the pack's surging-rollout scenario (@DriverSurges: slices never vanish, new pods served) against the project's rolling-update driver (profiles/rolling-driver.yaml) on two real nodes (root), JUnit in target/junit-conformance-rolling.xml
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --node-kind real --nodes 2 --profile profiles/rolling-driver.yaml --tags @DriverSurges --junit target/junit-conformance-rolling.xml $(ARGS)
 
