@@ -55,13 +55,21 @@ fn count_of(s: &str, unit: &str) -> Option<usize> {
 impl std::str::FromStr for DriverPhrase {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
+    fn from_str(input: &str) -> Result<Self, Self::Err> {
+        // A part's error quotes the part, which may be empty (`, in
+        // rolling-update mode`): the whole phrase is said too.
+        let whole = |e: String| format!("{e}, in {input:?}");
         // A colon may introduce the table of `these devices` or the doc
         // string of `these slices per node`.
-        let s = s.strip_suffix(':').unwrap_or(s);
+        let s = input.strip_suffix(':').unwrap_or(input);
         let mut parts = settings(s).into_iter();
         let mut phrase = DriverPhrase {
-            resources: parts.next().unwrap_or_default().trim().parse()?,
+            resources: parts
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .parse()
+                .map_err(whole)?,
             with_kubelet: true,
             apis: None,
             health_apis: None,
@@ -84,7 +92,7 @@ impl std::str::FromStr for DriverPhrase {
                     setting = format!("{setting}, {more}");
                 }
             }
-            phrase.apply(&setting)?;
+            phrase.apply(&setting).map_err(whole)?;
         }
         Ok(phrase)
     }

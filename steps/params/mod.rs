@@ -148,12 +148,15 @@ impl MethodOf {
 impl FromStr for MethodOf {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // The parts' errors quote only their part, which may be empty
+        // (`GetInfo of `): the whole is said too.
+        let whole = |e: String| format!("{e}, in {s:?}");
         let (method, driver) = match s.split_once(" of ") {
-            Some((m, d)) => (m, d.parse()?),
+            Some((m, d)) => (m, d.parse().map_err(whole)?),
             None => (s, DriverRef::The),
         };
         Ok(MethodOf {
-            method: method.parse()?,
+            method: method.parse().map_err(whole)?,
             driver,
         })
     }
@@ -440,7 +443,7 @@ impl FromStr for NodeRange {
         let number = |n: &str| {
             n.trim()
                 .parse::<usize>()
-                .map_err(|e| format!("node count {n:?}: {e}"))
+                .map_err(|e| format!("node count {n:?} in {s:?}: {e}"))
         };
         match s.split_once(" to ") {
             Some((min, max)) => Ok(NodeRange {
@@ -707,7 +710,8 @@ impl FromStr for ClassOptions {
             rest = head;
         }
         if let Some(driver) = rest.strip_prefix(" for ") {
-            options.driver = driver.parse()?;
+            // The driver's error quotes only its part, which may be empty.
+            options.driver = driver.parse().map_err(|e| format!("{e}, in {s:?}"))?;
         } else if !rest.is_empty() {
             return Err(format!("unknown device class options {s:?}"));
         }
@@ -734,7 +738,8 @@ impl FromStr for ClaimOptions {
             None => (s, false),
         };
         let driver = match rest.strip_prefix(" for ") {
-            Some(d) => d.parse()?,
+            // The driver's error quotes only its part, which may be empty.
+            Some(d) => d.parse().map_err(|e| format!("{e}, in {s:?}"))?,
             None if rest.is_empty() => DriverRef::The,
             None => return Err(format!("unknown claim options {s:?}")),
         };
@@ -963,3 +968,6 @@ mod tests {
         assert!("blue".parse::<InstanceSettings>().is_err());
     }
 }
+
+#[cfg(test)]
+mod props;
