@@ -50,6 +50,10 @@ pub fn tag_is_known(tag: &str) -> bool {
     if let Some(api) = tag.strip_prefix("API:") {
         return crate::discovery::NeededApi::parse(api).is_some();
     }
+    // A version that does not read would skip nothing, silently.
+    if let Some(version) = tag.strip_prefix("KubeletMinVersion:") {
+        return crate::node_ready::major_minor(version).is_some();
+    }
     KNOWN_TAGS.contains(&tag)
         || TAG_PREFIXES
             .iter()
@@ -969,5 +973,91 @@ mod tests {
                 .parse()
                 .unwrap();
         assert_eq!(unknown_expression_tags(&op, &[]), vec!["@Typo".to_owned()]);
+    }
+}
+
+/// Generated tags and `--tags` expressions: whatever a feature file or the
+/// command line holds is known, or reported naming the tag; a tag the
+/// check lets through is one the runner can act on. `PROPTEST_CASES`
+/// raises the bounded count (`make props-long`).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Tags near the known ones: the known words, their prefixes and values,
+    /// and any other character.
+    fn tag() -> impl Strategy<Value = String> {
+        let mut words: Vec<&'static str> = KNOWN_TAGS.to_vec();
+        words.extend(TAG_PREFIXES);
+        words.extend([
+            "DriverCapability:",
+            "SharedDevices",
+            "v",
+            "1",
+            ".",
+            "34",
+            "x",
+            ":",
+            "(",
+            ")",
+            "resource.k8s.io/v1",
+            "DRADeviceTaints",
+        ]);
+        let word = proptest::sample::select(words).prop_map(str::to_owned);
+        let piece = prop_oneof![3 => word, 1 => any::<char>().prop_map(String::from)];
+        proptest::collection::vec(piece, 0..5).prop_map(|p| p.concat())
+    }
+
+    /// A one-scenario feature carrying `tag`, as gherkin reads it.
+    fn feature(tag: &str) -> Option<gherkin::Feature> {
+        let text = format!("Feature: f\n  @{tag}\n  Scenario: s\n    Given 1 ready node\n");
+        gherkin::Feature::parse(text, GherkinEnv::default()).ok()
+    }
+
+    proptest! {
+        // Failures are kept as plain tests beside these, not in files.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any tag: known (and then one the runner can act on), or
+        /// unknown, with a suggestion other than itself if any.
+        #[test]
+        fn any_tag_is_known_or_reported(t in tag()) {
+            if tag_is_known(&t) {
+                if let Some(v) = t.strip_prefix("KubeletMinVersion:") {
+                    prop_assert!(crate::node_ready::major_minor(v).is_some(), "{t}");
+                }
+            } else if let Some(s) = super::super::suggest::tag(&t, KNOWN_TAGS, TAG_PREFIXES) {
+                prop_assert!(s != t, "{t} suggested as itself");
+            }
+        }
+
+        /// A `--tags` expression: the tags it names that are neither known
+        /// nor on a scenario are reported, each by its name, and no other.
+        #[test]
+        fn expression_tags_are_reported_by_name(a in tag(), b in tag(), on_scenario in tag()) {
+            let expression = format!("@{a} and not @{b}");
+            // The expression parser is cucumber's; only what it reads counts here.
+            let Ok(op) = expression.parse::<gherkin::tagexpr::TagOperation>() else {
+                return Ok(());
+            };
+            let features: Vec<gherkin::Feature> = feature(&on_scenario).into_iter().collect();
+            let on = features.first().map(|f| f.scenarios[0].tags.clone()).unwrap_or_default();
+            for reported in unknown_expression_tags(&op, &features) {
+                let name = reported.strip_prefix('@').unwrap_or(&reported);
+                prop_assert!(expression.contains(name), "{reported} is not in {expression}");
+                prop_assert!(!tag_is_known(name) && !on.iter().any(|t| t == name), "{reported}");
+            }
+        }
+    }
+
+    /// Inputs the properties found.
+    #[test]
+    fn regressions() {
+        // A version that does not read used to pass the check and then
+        // skip nothing.
+        assert!(!tag_is_known("KubeletMinVersion:x"));
+        assert!(!tag_is_known("KubeletMinVersion:1"));
+        assert!(tag_is_known("KubeletMinVersion:1.34"));
     }
 }

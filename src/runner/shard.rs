@@ -123,3 +123,58 @@ mod tests {
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }
+
+/// Generated `--shard` values: a shard, or a refusal quoting the value;
+/// a shard printed reads back; every scenario is in exactly one shard.
+/// `PROPTEST_CASES` raises the bounded count (`make props-long`).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        let word = proptest::sample::select(vec![
+            "/",
+            "0",
+            "1",
+            "3",
+            " ",
+            "+",
+            "-",
+            "18446744073709551616",
+        ]);
+        let piece = prop_oneof![
+            word.prop_map(str::to_owned),
+            any::<char>().prop_map(String::from)
+        ];
+        proptest::collection::vec(piece, 0..8).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        // Failures are kept as plain tests beside these, not in files.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_value_is_a_shard_or_refused_quoting_it(s in text()) {
+            match s.parse::<Shard>() {
+                Ok(shard) => prop_assert!(shard.index >= 1 && shard.index <= shard.count),
+                Err(e) => prop_assert!(e.starts_with(&format!("{s:?}")), "{e}"),
+            }
+        }
+
+        #[test]
+        fn shards_read_back_and_split_every_scenario_once(
+            count in 1u64..64,
+            pick in any::<u64>(),
+            identity in any::<String>(),
+        ) {
+            let index = pick % count + 1;
+            let shard: Shard = format!("{index}/{count}").parse().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(shard.to_string().parse::<Shard>(), Ok(shard));
+            let holding = (1..=count)
+                .filter(|i| Shard { index: *i, count }.holds(&identity))
+                .count();
+            prop_assert_eq!(holding, 1);
+        }
+    }
+}
