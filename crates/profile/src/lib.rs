@@ -21,6 +21,8 @@ mod fault;
 pub mod init;
 mod names;
 mod parse;
+#[cfg(test)]
+mod props;
 pub mod schema;
 mod shape;
 mod yaml;

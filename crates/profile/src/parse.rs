@@ -160,6 +160,13 @@ impl Ctx<'_> {
                         .map(str::to_owned)
                         .unwrap_or_else(|| describe(self.src, k)),
                 };
+                // `: value` has a key of no text; a path ending in nothing
+                // (field ``) would not say which field is meant.
+                let key = if key.trim().is_empty() {
+                    format!("<empty key {key:?}>")
+                } else {
+                    key
+                };
                 (key, line(k), v)
             })
             .collect();
