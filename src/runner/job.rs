@@ -268,9 +268,48 @@ struct Made {
     namespace: String,
     has_namespace: bool,
     has_binding: bool,
+    has_job: bool,
 }
 
 impl Made {
+    /// Deletes the Job and waits until its pod is gone. Before the rest: a
+    /// runner still running (the command was interrupted, or its wait
+    /// failed) tears its scenarios down when stopped, which takes the
+    /// permissions the binding gives, and stores what it has.
+    async fn stop_pod(&self) -> anyhow::Result<()> {
+        let dp = DeleteParams::background();
+        let ns = &self.namespace;
+        if self.has_job {
+            let jobs: Api<Job> = Api::namespaced(self.client.clone(), ns);
+            crate::objects::delete_if_present(&jobs, JOB_NAME, &dp)
+                .await
+                .with_context(|| format!("deleting Job {ns}/{JOB_NAME}"))?;
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            wait::list(
+                &pods,
+                kube::runtime::watcher::Config::default()
+                    .labels(&format!("{JOB_NAME_LABEL}={JOB_NAME}")),
+                &format!("the pod of Job {ns}/{JOB_NAME} to stop"),
+                objects::STOP_GRACE + GRACE,
+                |items| {
+                    if items.is_empty() {
+                        Check::Done(())
+                    } else {
+                        Check::Pending(
+                            items
+                                .iter()
+                                .map(|p| wait::describe_pod(Some(p)))
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        )
+                    }
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Deletes the binding and the namespace (with everything in it) and
     /// waits until the namespace is gone.
     async fn remove(&self) -> anyhow::Result<()> {
@@ -325,13 +364,36 @@ async fn run(args: &JobArgs, plan: &JobPlan) -> anyhow::Result<i32> {
         namespace: plan.namespace.clone(),
         has_namespace: false,
         has_binding: false,
+        has_job: false,
     };
     let outcome = tokio::select! {
         r = in_cluster(&client, &server, args, plan, &mut made) => r,
-        _ = interrupt.recv() => Err(anyhow::anyhow!("interrupted")).map(|()| 130),
-        _ = terminate.recv() => Err(anyhow::anyhow!("terminated")).map(|()| 143),
+        _ = interrupt.recv() => Err(anyhow::anyhow!("interrupted (SIGINT)")),
+        _ = terminate.recv() => Err(anyhow::anyhow!("terminated (SIGTERM)")),
     };
-    let removed = made.remove().await;
+    if outcome.is_err() && made.has_job {
+        println!(
+            "job: stopping the Job's pod (its runner tears its scenarios down), then removing \
+             namespace {} and ClusterRoleBinding {}",
+            plan.namespace, plan.namespace
+        );
+    }
+    let stopped = made.stop_pod().await;
+    // An interrupted runner stores what it has when stopped: the scenarios
+    // so far, and its transcript up to the interruption.
+    if outcome.is_err()
+        && made.has_job
+        && stopped.is_ok()
+        && let Ok(Some(results)) = fetch(&client, &plan.namespace).await
+        && let Err(e) = hand_over(&args.out, &results)
+    {
+        eprintln!("job: the interrupted run's results: {e:#}");
+    }
+    let removed = match stopped {
+        Ok(()) => made.remove().await,
+        // Removing the namespace stops the pod too, without its teardown.
+        Err(e) => made.remove().await.and(Err(e)),
+    };
     match (outcome, removed) {
         (Ok(code), Ok(())) => Ok(code),
         (Ok(_), Err(e)) => Err(e.context(format!(
@@ -387,6 +449,7 @@ async fn in_cluster(
         .create(&pp, &plan.job()?)
         .await
         .with_context(|| format!("creating Job {ns}/{JOB_NAME}"))?;
+    made.has_job = true;
     println!(
         "job: Job {ns}/{JOB_NAME} created (image {}, deadline {})",
         plan.image,
@@ -423,7 +486,15 @@ async fn in_cluster(
             ended.message.trim_end()
         );
     };
-    write_results(&args.out, &results)?;
+    hand_over(&args.out, &results)?;
+    println!("job: runner exited with status {}", results.exit_status);
+    Ok(results.exit_status)
+}
+
+/// Writes the results into `out` and prints the transcript's closing lines
+/// and what was written.
+fn hand_over(out: &Path, results: &Results) -> anyhow::Result<()> {
+    write_results(out, results)?;
     let log = results
         .files
         .get("run.log")
@@ -441,13 +512,8 @@ async fn in_cluster(
         })
         .collect();
     listed.sort_unstable();
-    println!(
-        "job: results in {}: {}",
-        args.out.display(),
-        listed.join(", ")
-    );
-    println!("job: runner exited with status {}", results.exit_status);
-    Ok(results.exit_status)
+    println!("job: results in {}: {}", out.display(), listed.join(", "));
+    Ok(())
 }
 
 /// The Job's true conditions on a line of their own, for an error about

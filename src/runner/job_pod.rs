@@ -7,7 +7,7 @@
 //! the API server: a cluster whose kubelets it cannot reach (no logs, exec
 //! or port-forward) still hands them over.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,37 +40,11 @@ pub fn cli_main(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {OUT_DIR}"))?;
     let exe = std::env::current_exe().context("finding the running dra-e2e executable")?;
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut child = Command::new(&exe)
-        .args(&args)
-        .arg("--junit")
-        .arg(out.join("junit.xml"))
-        .arg("--html")
-        .arg(out.join("report.html"))
-        .arg("--artifacts")
-        .arg(out.join("artifacts"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", exe.display()))?;
-    let copies = [
-        child
-            .stdout
-            .take()
-            .map(|s| tee(s, std::io::stdout(), log.clone())),
-        child
-            .stderr
-            .take()
-            .map(|s| tee(s, std::io::stderr(), log.clone())),
-    ];
-    let status = child.wait().context("waiting for the runner")?;
-    for copy in copies.into_iter().flatten() {
-        let _ = copy.join();
-    }
-    let exit_status = status.code().unwrap_or_else(|| {
-        use std::os::unix::process::ExitStatusExt as _;
-        128 + status.signal().unwrap_or(0)
-    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let exit_status = rt.block_on(run_runner(&exe, &args, &out, &log))?;
     let transcript = log.lock().map(|l| l.clone()).unwrap_or_default();
 
     let mut files = std::collections::BTreeMap::new();
@@ -92,10 +66,6 @@ pub fn cli_main(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
     }
     files.insert("run.log".to_owned(), transcript.clone());
     let results = Results { exit_status, files };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
     let stored = rt.block_on(async {
         tokio::time::timeout(STORE_TIMEOUT, store(&results))
             .await
@@ -115,20 +85,80 @@ pub fn cli_main(args: Vec<std::ffi::OsString>) -> anyhow::Result<i32> {
     Ok(exit_status)
 }
 
+/// Runs the runner with `args` and reports in `out`, its output passed on
+/// and kept in `log`; returns its exit status (128 + the signal that ended
+/// it). The wrapper is the container's process 1, the one the kubelet
+/// stops the pod through: SIGTERM and SIGINT are passed on, so that the
+/// runner tears its scenarios down as it does when stopped anywhere else.
+async fn run_runner(
+    exe: &Path,
+    args: &[std::ffi::OsString],
+    out: &Path,
+    log: &Arc<Mutex<Vec<u8>>>,
+) -> anyhow::Result<i32> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut child = tokio::process::Command::new(exe)
+        .args(args)
+        .arg("--junit")
+        .arg(out.join("junit.xml"))
+        .arg("--html")
+        .arg(out.join("report.html"))
+        .arg("--artifacts")
+        .arg(out.join("artifacts"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    let copies = [
+        child
+            .stdout
+            .take()
+            .map(|s| tee(s, tokio::io::stdout(), log.clone())),
+        child
+            .stderr
+            .take()
+            .map(|s| tee(s, tokio::io::stderr(), log.clone())),
+    ];
+    let pid = child.id();
+    let status = loop {
+        let signal = tokio::select! {
+            status = child.wait() => break status.context("waiting for the runner")?,
+            _ = terminate.recv() => crate::sys::Signal::Term,
+            _ = interrupt.recv() => crate::sys::Signal::Int,
+        };
+        if let Some(pid) = pid {
+            // It may have ended already; its status says so.
+            let _ = crate::sys::kill(pid, signal);
+        }
+    };
+    for copy in copies.into_iter().flatten() {
+        let _ = copy.await;
+    }
+    Ok(status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt as _;
+        128 + status.signal().unwrap_or(0)
+    }))
+}
+
 /// Copies `from` to `to` and into `log` as it comes.
 fn tee(
-    mut from: impl std::io::Read + Send + 'static,
-    mut to: impl std::io::Write + Send + 'static,
+    mut from: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    mut to: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
     log: Arc<Mutex<Vec<u8>>>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
+) -> tokio::task::JoinHandle<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    tokio::spawn(async move {
         let mut buf = [0u8; 8192];
-        while let Ok(n) = from.read(&mut buf) {
+        while let Ok(n) = from.read(&mut buf).await {
             if n == 0 {
                 break;
             }
-            let _ = to.write_all(&buf[..n]);
-            let _ = to.flush();
+            let _ = to.write_all(&buf[..n]).await;
+            let _ = to.flush().await;
             if let Ok(mut l) = log.lock() {
                 l.extend_from_slice(&buf[..n]);
             }

@@ -23,6 +23,8 @@ const SEVEN: &str = "^(the kubelet registers the driver's plugin|the driver publ
      pod|the pod runs with access to its device|the driver unprepares when the pod is deleted|a \
      device is used again after its pod is gone)$";
 const LABEL: &str = "dra-e2e.k8s.io/job";
+/// The label of a run's scenario namespaces.
+const RUN_LABEL: &str = "dra-e2e.k8s.io/run";
 
 /// `dra-e2e job` against the cluster with `args`.
 async fn job(cluster: &KubeconfigCluster, args: Vec<std::ffi::OsString>) -> std::process::Output {
@@ -163,6 +165,28 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
     let b_text = common::text(&run_b);
     let b_left = left_in_cluster(&client).await;
 
+    // (c) Ctrl-C while a scenario of the whole pack runs in the pod (the
+    // pack takes longer than the pod's grace period): the pod is stopped
+    // first, its runner (sent SIGTERM by the kubelet through the wrapper)
+    // tears its scenario down and stores what it has, which is fetched;
+    // then the Job's namespace and binding go.
+    let interrupted_out = home.join("interrupted");
+    let mut interrupted = common::isolated(cluster.home.path());
+    interrupted
+        .args(["job", "--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .args(args(
+            &["--driver-name", DRIVER, "--device-class", DRIVER],
+            &interrupted_out,
+        ));
+    let interrupted = common::Watched::spawn(interrupted);
+    let running = interrupted.wait_line("running on node", std::time::Duration::from_secs(120));
+    let scenario_started = running && scenario_namespace_appears(&client).await;
+    interrupted.sigint();
+    let (c_code, c_text) = interrupted.finish();
+    let c_left = left_in_cluster(&client).await;
+    let c_scenarios_left = scenario_namespaces(&client).await;
+
     let (code, t, home) = cluster.stop();
 
     assert_eq!(run.status.code(), Some(0), "{green_text}");
@@ -212,6 +236,45 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
     );
     assert!(b_left.is_empty(), "{b_left:?}\n{b_text}");
 
+    assert!(scenario_started, "no scenario namespace appeared\n{c_text}");
+    assert_ne!(c_code, Some(0), "{c_text}");
+    assert!(c_text.contains("interrupted (SIGINT)"), "{c_text}");
+    assert!(c_text.contains("job: stopping the Job's pod"), "{c_text}");
+    assert!(
+        c_text.contains("job: removed namespace dra-e2e-job-"),
+        "{c_text}"
+    );
+    assert!(c_left.is_empty(), "{c_left:?}\n{c_text}");
+    assert!(
+        c_scenarios_left.is_empty(),
+        "{c_scenarios_left:?}\n{c_text}"
+    );
+
     assert_eq!(code, Some(0), "{t}");
     common::assert_nothing_left(home.path(), &t);
+}
+
+/// The namespaces of runs' scenarios (the runner labels them with its run).
+async fn scenario_namespaces(client: &kube::Client) -> Vec<String> {
+    Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().labels(RUN_LABEL))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
+/// Whether a scenario of the runner in the pod starts within a minute (a
+/// short poll: the test has no watch helper of its own).
+async fn scenario_namespace_appears(client: &kube::Client) -> bool {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        if !scenario_namespaces(client).await.is_empty() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    false
 }

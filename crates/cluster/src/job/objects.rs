@@ -24,6 +24,10 @@ pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 /// claims, pods and RBAC of its own, and reads nodes and slices.
 pub const CLUSTER_ROLE: &str = "cluster-admin";
 
+/// How long the runner in the pod has to tear its scenarios down when the
+/// pod is stopped (the Job's deadline, or the command interrupted).
+pub const STOP_GRACE: Duration = Duration::from_secs(90);
+
 #[derive(Debug, thiserror::Error)]
 #[error("building the {kind} of the in-cluster run: {source}")]
 pub struct ObjectError {
@@ -119,6 +123,7 @@ impl JobPlan {
                         "spec": {
                             "serviceAccountName": SERVICE_ACCOUNT,
                             "restartPolicy": "Never",
+                            "terminationGracePeriodSeconds": STOP_GRACE.as_secs(),
                             "containers": [ {
                                 "name": JOB_NAME,
                                 "image": self.image,
