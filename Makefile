@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream props-long
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -113,6 +113,15 @@ test: controlplane node test-driver rolling-driver test-tools ## run every test 
 
 test-fast: ## the fast tier alone: what needs no root, Go or control plane (plain `cargo test`); says what it left to `make test`
 	$(CARGO) test
+
+# The property tests' cases per property in `make props-long` (the fast tier
+# runs 256 each), and the milliseconds after which one case counts as a hang.
+PROPS_CASES ?= 100000
+PROPS_TIMEOUT_MS ?= 10000
+
+props-long: ## the property tests of the parsers a user feeds (profiles, step parameters, placeholders, quantities, tags, --shard) with PROPS_CASES cases each (default 100000), a case running longer than PROPS_TIMEOUT_MS a failure: a nightly-length run
+	PROPTEST_CASES=$(PROPS_CASES) PROPTEST_TIMEOUT=$(PROPS_TIMEOUT_MS) \
+	  $(CARGO) test -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e --lib -- props
 
 fmt: ## format the code
 	$(CARGO) fmt
