@@ -121,7 +121,7 @@ PROPS_TIMEOUT_MS ?= 10000
 
 props-long: ## the property tests of the parsers a user feeds (profiles, step parameters, placeholders, quantities, tags, --shard) with PROPS_CASES cases each (default 100000), a case running longer than PROPS_TIMEOUT_MS a failure: a nightly-length run
 	PROPTEST_CASES=$(PROPS_CASES) PROPTEST_TIMEOUT=$(PROPS_TIMEOUT_MS) \
-	  $(CARGO) test -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e --lib -- props
+	  $(CARGO) test --no-fail-fast -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e --lib -- props
 
 fmt: ## format the code
 	$(CARGO) fmt
