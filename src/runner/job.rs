@@ -76,8 +76,16 @@ pub struct JobArgs {
 
     /// The directory the results go to: junit.xml, report.html, run.log
     /// (the runner's transcript) and artifacts/.
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "remove_leftovers")]
+    pub out: Option<PathBuf>,
+
+    /// Remove what earlier `dra-e2e job` commands killed before their end
+    /// (SIGKILL, a lost machine) left in the cluster: every namespace and
+    /// ClusterRoleBinding labelled dra-e2e.k8s.io/job, their Jobs stopped
+    /// first; then exit. It stops a Job whose command still runs elsewhere
+    /// too, so use it when none does.
+    #[arg(long, conflicts_with_all = ["profile", "driver_name", "device_class", "tags", "name", "out", "image"])]
+    pub remove_leftovers: bool,
 
     /// The Job's limit (its activeDeadlineSeconds): when it passes, the pod
     /// is stopped and the command fails.
@@ -106,11 +114,67 @@ const HOPELESS: &[&str] = &[
     "CreateContainerError",
 ];
 
+impl JobArgs {
+    /// `--out`, which clap requires unless `--remove-leftovers` is given.
+    fn out(&self) -> &Path {
+        self.out.as_deref().unwrap_or(Path::new("."))
+    }
+}
+
+/// `--remove-leftovers`: stops and removes what killed `dra-e2e job`
+/// commands left, found by their label, as their own ending would have.
+async fn remove_leftovers(kubeconfig: Option<&Path>) -> anyhow::Result<i32> {
+    use kube::api::ListParams;
+    let config = crate::cluster::remote::load_config(kubeconfig).await?;
+    let client = kube::Client::try_from(config).context("building the cluster client")?;
+    let labelled = ListParams::default().labels(crate::cluster::job::JOB_LABEL);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let mut names = std::collections::BTreeSet::new();
+    for ns in namespaces
+        .list(&labelled)
+        .await
+        .context("listing the namespaces labelled dra-e2e.k8s.io/job")?
+    {
+        names.extend(ns.metadata.name);
+    }
+    for b in bindings
+        .list(&labelled)
+        .await
+        .context("listing the ClusterRoleBindings labelled dra-e2e.k8s.io/job")?
+    {
+        names.extend(b.metadata.name);
+    }
+    if names.is_empty() {
+        println!("job: nothing left by earlier jobs");
+        return Ok(0);
+    }
+    for name in &names {
+        // The namespace and the binding share the run's name.
+        let made = Made {
+            client: client.clone(),
+            namespace: name.clone(),
+            has_namespace: true,
+            has_binding: true,
+            has_job: true,
+        };
+        made.stop_pod()
+            .await
+            .with_context(|| format!("stopping the Job of {name}"))?;
+        made.remove().await?;
+    }
+    Ok(0)
+}
+
 /// Runs `dra-e2e job`; returns the runner's exit status.
 pub fn cli_main(args: JobArgs) -> anyhow::Result<i32> {
+    if args.remove_leftovers {
+        let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+        return rt.block_on(remove_leftovers(args.kubeconfig.as_deref()));
+    }
     let (inputs, selection) = selection(&args)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("--out {}: creating the directory", args.out.display()))?;
+    std::fs::create_dir_all(args.out())
+        .with_context(|| format!("--out {}: creating the directory", args.out().display()))?;
     let image = args
         .image
         .clone()
@@ -385,7 +449,7 @@ async fn run(args: &JobArgs, plan: &JobPlan) -> anyhow::Result<i32> {
         && made.has_job
         && stopped.is_ok()
         && let Ok(Some(results)) = fetch(&client, &plan.namespace).await
-        && let Err(e) = hand_over(&args.out, &results)
+        && let Err(e) = hand_over(args.out(), &results)
     {
         eprintln!("job: the interrupted run's results: {e:#}");
     }
@@ -401,7 +465,7 @@ async fn run(args: &JobArgs, plan: &JobPlan) -> anyhow::Result<i32> {
              in {}",
             plan.namespace,
             plan.namespace,
-            args.out.display()
+            args.out().display()
         ))),
         (Err(e), Ok(())) => Err(e),
         (Err(e), Err(r)) => Err(e.context(format!(
@@ -486,7 +550,7 @@ async fn in_cluster(
             ended.message.trim_end()
         );
     };
-    hand_over(&args.out, &results)?;
+    hand_over(args.out(), &results)?;
     println!("job: runner exited with status {}", results.exit_status);
     Ok(results.exit_status)
 }

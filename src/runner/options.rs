@@ -1136,6 +1136,15 @@ pub static TABLE: &[Opt] = &[
         "the Job's activeDeadlineSeconds; past it the pod is stopped and the command fails"
     ),
     opt!(
+        "job",
+        "--remove-leftovers",
+        EVERYWHERE,
+        ANY,
+        &["--remove-leftovers"],
+        "",
+        "stop and remove what `dra-e2e job` commands killed outright left (namespaces and bindings labelled `dra-e2e.k8s.io/job`), then exit"
+    ),
+    opt!(
         "options",
         "--markdown",
         EVERYWHERE,

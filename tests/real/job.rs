@@ -5,7 +5,8 @@
 //! installed as a cluster admin would; KEP-5970's seven behaviours run in
 //! the Job's pod. Two broken variants show the checks failing: an image the
 //! nodes do not have, and a profile whose container check the driver cannot
-//! meet; each leaves nothing behind either.
+//! meet; each leaves nothing behind either. A job killed outright leaves its
+//! objects, which `--remove-leftovers` removes.
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -187,6 +188,29 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
     let c_left = left_in_cluster(&client).await;
     let c_scenarios_left = scenario_namespaces(&client).await;
 
+    // (d) A `dra-e2e job` killed outright (SIGKILL: nothing of its own
+    // ending runs) leaves its Job running and its namespace and binding;
+    // `--remove-leftovers` stops and removes them, and says so.
+    let killed_out = home.join("killed");
+    let mut killed = common::isolated(cluster.home.path());
+    killed
+        .args(["job", "--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .args(args(
+            &["--driver-name", DRIVER, "--device-class", DRIVER],
+            &killed_out,
+        ));
+    let killed = common::Watched::spawn(killed);
+    let killed_running = killed.wait_line("running on node", std::time::Duration::from_secs(120));
+    let _ = dra_e2e::sys::kill(killed.child.id(), dra_e2e::sys::Signal::Kill);
+    let (_, killed_text) = killed.finish();
+    let d_left_by_kill = left_in_cluster(&client).await;
+    let removal = job(&cluster, vec!["--remove-leftovers".into()]).await;
+    let removal_text = common::text(&removal);
+    let d_left = left_in_cluster(&client).await;
+    let d_scenarios_left = scenario_namespaces(&client).await;
+    let again = job(&cluster, vec!["--remove-leftovers".into()]).await;
+
     let (code, t, home) = cluster.stop();
 
     assert_eq!(run.status.code(), Some(0), "{green_text}");
@@ -248,6 +272,24 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
     assert!(
         c_scenarios_left.is_empty(),
         "{c_scenarios_left:?}\n{c_text}"
+    );
+
+    assert!(killed_running, "the killed job never ran\n{killed_text}");
+    assert_eq!(d_left_by_kill.len(), 2, "{d_left_by_kill:?}\n{killed_text}");
+    assert_eq!(removal.status.code(), Some(0), "{removal_text}");
+    assert!(
+        removal_text.contains("job: removed namespace dra-e2e-job-"),
+        "{removal_text}"
+    );
+    assert!(d_left.is_empty(), "{d_left:?}\n{removal_text}");
+    assert!(
+        d_scenarios_left.is_empty(),
+        "{d_scenarios_left:?}\n{removal_text}"
+    );
+    assert!(
+        common::text(&again).contains("job: nothing left by earlier jobs"),
+        "{}",
+        common::text(&again)
     );
 
     assert_eq!(code, Some(0), "{t}");
