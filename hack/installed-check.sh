@@ -5,7 +5,9 @@
 # checkout instead, a whole build), then, from a directory holding only a
 # profile and the files it names, with this checkout out of reach (a mount
 # namespace hides it under an empty tmpfs) and no cargo on PATH, KEP-5970's
-# seven behaviours against upstream's test driver on two real local nodes.
+# seven behaviours against upstream's test driver on two real local nodes,
+# then against a kubeconfig cluster (`dra-e2e cluster up`, kind's stand-in)
+# where the driver was installed with kubectl, named by KEP-5970's flags.
 # The runner carries its scenarios and build scripts and finds the agent
 # that `cargo install` put beside it; the control plane and the nodes'
 # programs come from the dra-e2e cache as on any machine where they were
@@ -49,4 +51,29 @@ unshare --mount --propagation private env top="$top" work="$work" cache="$cache"
   cd "$work/repo"
   DRA_E2E_CACHE_DIR="$work/cache" "$work/install/bin/dra-e2e" --cluster local --node-kind real --nodes 2 \
     --profile profiles/dra-test-driver.yaml --name "^($seven)\$" --junit "$work/junit.xml"
+
+  # The same seven against a kubeconfig cluster with the driver installed by
+  # an admin, KEP-5970'"'"'s two flags and no profile: `dra-e2e cluster up`
+  # with two real nodes is the stand-in for kind here.
+  DRA_E2E_CACHE_DIR="$work/cache" "$work/install/bin/dra-e2e" cluster up --node-kind real --nodes 2 \
+    --image-archive target/dra-test-driver/dra-test-driver.oci.tar >"$work/up.log" 2>&1 &
+  up=$!
+  trap "kill -INT $up 2>/dev/null; wait $up" EXIT
+  kubeconfig=
+  # cluster up prints its kubeconfig line once the cluster is ready (as
+  # make job-check reads it).
+  for _ in $(seq 300); do
+    kubeconfig=$(sed -n "s/^ *kubeconfig: *//p" "$work/up.log")
+    [[ -n $kubeconfig ]] && break
+    kill -0 $up 2>/dev/null || break
+    sleep 1
+  done
+  [[ -n $kubeconfig ]] || { cat "$work/up.log" >&2; echo "installed-check: cluster up printed no kubeconfig" >&2; exit 1; }
+  echo "installed-check: kubeconfig cluster up ($kubeconfig); installing the test driver as an admin would"
+  kubectl --kubeconfig "$kubeconfig" create -f target/dra-test-driver/rbac.yaml \
+    -f target/dra-test-driver/deviceclass.yaml -f target/dra-test-driver/kubelet-plugin.yaml >/dev/null
+  DRA_E2E_CACHE_DIR="$work/cache" "$work/install/bin/dra-e2e" --cluster kubeconfig --kubeconfig "$kubeconfig" \
+    --driver-name test-driver.cdi.k8s.io --device-class test-driver.cdi.k8s.io \
+    --name "^($seven)\$" --junit "$work/junit-kubeconfig.xml"
+  echo "installed-check: the kubeconfig run passed"
 '
