@@ -119,9 +119,9 @@ test-fast: ## the fast tier alone: what needs no root, Go or control plane (plai
 PROPS_CASES ?= 100000
 PROPS_TIMEOUT_MS ?= 10000
 
-props-long: ## the property tests of the parsers a user feeds (profiles, step parameters, placeholders, quantities, tags, --shard) with PROPS_CASES cases each (default 100000), a case running longer than PROPS_TIMEOUT_MS a failure: a nightly-length run
+props-long: ## the property tests of the parsers a user feeds (profiles, step parameters, placeholders, quantities, tags, --shard, commands of simulated containers) with PROPS_CASES cases each (default 100000), a case running longer than PROPS_TIMEOUT_MS a failure: a nightly-length run
 	PROPTEST_CASES=$(PROPS_CASES) PROPTEST_TIMEOUT=$(PROPS_TIMEOUT_MS) \
-	  $(CARGO) test --no-fail-fast -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e --lib -- props
+	  $(CARGO) test --no-fail-fast -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e-node-sim -p dra-e2e --lib -- props
 
 fmt: ## format the code
 	$(CARGO) fmt

@@ -22,6 +22,10 @@
 //! deletion, as an unknown long-running program would.
 use std::time::Duration;
 
+/// The longest a script may sleep in all and still exit by itself: ten
+/// years, beyond any run. Longer ones run until deleted.
+const LONGEST_SLEEP: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// The simulated life of one container run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Behaviour {
@@ -260,7 +264,13 @@ fn run_statements(statements: Vec<(Connector, Pipeline)>, env: &[(String, String
         match run_pipeline(&pipeline, code, env) {
             Outcome::Status(c, took) => {
                 code = c;
-                elapsed += took;
+                // Sleeps beyond any run end only with the pod, as `sleep
+                // infinity` does; a deadline that far would overflow the
+                // clock (`sleep 10000000000000000000` panicked there).
+                match elapsed.checked_add(took).filter(|e| *e <= LONGEST_SLEEP) {
+                    Some(e) => elapsed = e,
+                    None => return Behaviour::RunForever,
+                }
             }
             Outcome::Exit(c) => {
                 return Behaviour::Exit {
@@ -636,5 +646,91 @@ mod tests {
         );
         assert_eq!(tokenize("a # b"), None);
         assert_eq!(tokenize("a#b").unwrap(), vec![Token::Word("a#b".into())]);
+    }
+}
+
+/// Generated container commands: a feature file's pod command is read
+/// without panicking, and what exits does so at a time the clock can hold.
+/// `PROPTEST_CASES` raises the bounded count.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn script() -> impl Strategy<Value = String> {
+        let words = vec![
+            "sleep ",
+            "exit ",
+            "true",
+            "false",
+            "env",
+            "echo x",
+            " | grep -qxF ",
+            "a=b",
+            "; ",
+            "\n",
+            " && ",
+            " || ",
+            " | ",
+            "'",
+            "\"",
+            "\\",
+            "0",
+            "1",
+            "0.5",
+            "1e3",
+            "m",
+            "d",
+            "10000000000000000000",
+            "18446744073709551615",
+            "99999999999",
+            "-1",
+            " ",
+            "$x",
+            "#",
+            SLEEP_UNTIL_TERMINATED,
+        ];
+        let word = proptest::sample::select(words).prop_map(str::to_owned);
+        let piece = prop_oneof![4 => word, 1 => any::<char>().prop_map(String::from)];
+        proptest::collection::vec(piece, 0..12).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        // Failures are kept as plain tests beside these, not in files.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_script_runs_or_exits_within_the_clock(s in script()) {
+            let env = vec![("a".to_owned(), "b".to_owned())];
+            let argv = |shell: &str| vec![shell.to_owned(), "-c".to_owned(), s.clone()];
+            for b in [behaviour(&argv("sh"), &[], &env), behaviour(std::slice::from_ref(&s), &[], &env)] {
+                if let Behaviour::Exit { after, .. } = b {
+                    prop_assert!(after <= LONGEST_SLEEP, "{s:?}: {after:?}");
+                    prop_assert!(std::time::Instant::now().checked_add(after).is_some());
+                }
+            }
+        }
+
+        #[test]
+        fn sleep_then_exit_exits_then(n in 0u64..1_000_000, code in 0i32..256) {
+            let script = format!("sleep {n}; exit {code}");
+            let b = behaviour(&["sh".into(), "-c".into(), script], &[], &[]);
+            prop_assert_eq!(b, Behaviour::Exit { after: Duration::from_secs(n), code });
+        }
+    }
+
+    /// Inputs the properties found.
+    #[test]
+    fn regressions() {
+        // Sleeps past what the clock holds panicked adding them up, or
+        // later at `now + after`; they run until deleted instead.
+        for script in [
+            "sleep 10000000000000000000",
+            "sleep 10000000000000000000; sleep 10000000000000000000",
+            "sleep 99999999999",
+        ] {
+            let b = behaviour(&["sh".into(), "-c".into(), script.into()], &[], &[]);
+            assert_eq!(b, Behaviour::RunForever, "{script}");
+        }
     }
 }
