@@ -16,6 +16,7 @@ mod pass_through;
 pub mod later;
 pub mod node_files;
 pub mod node_host;
+pub mod persisting;
 
 pub use authority::KubeletSocket;
 pub use gate::SocketGate;

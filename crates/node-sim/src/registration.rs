@@ -323,7 +323,7 @@ async fn register_until_done(
 ) {
     let mut delays = cfg.retry.delays();
     let mut failures = 0u32;
-    let mut failing = Failing::default();
+    let mut failing = dra_e2e_conn::persisting::Persisting::default();
     loop {
         let result = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -345,38 +345,6 @@ async fn register_until_done(
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(delays.next_delay()) => {}
-        }
-    }
-}
-
-/// How long a plugin's registration may keep failing before it is worth a
-/// warning. Scenarios make it fail on purpose for seconds (a plugin
-/// stopped, GetInfo made to fail, a socket blocked, a kubelet restarted
-/// under it) and their own steps end that; one still failing after a
-/// minute is one nothing ends. A count of failures would not do: the
-/// kubelet's fast first retries reach any small count within a scenario.
-const QUIET_FOR: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// One run of failed registrations of a socket: when it began and when the
-/// next warning is due.
-#[derive(Debug, Default)]
-struct Failing {
-    since: Option<std::time::Instant>,
-    warned: u32,
-}
-
-impl Failing {
-    /// Whether the failure at `now` is shown as a warning: once the run
-    /// has lasted [`QUIET_FOR`], then once per further [`QUIET_FOR`], so a
-    /// plugin that never registers is seen without one line per retry.
-    fn worth_a_warning(&mut self, now: std::time::Instant) -> bool {
-        let since = *self.since.get_or_insert(now);
-        let due = QUIET_FOR * (self.warned + 1);
-        if now.duration_since(since) >= due {
-            self.warned += 1;
-            true
-        } else {
-            false
         }
     }
 }
@@ -623,28 +591,6 @@ mod tests {
             name: format!("c-{uid}"),
             uid: uid.into(),
         }
-    }
-
-    #[test]
-    fn retries_a_scenario_causes_are_quiet_and_one_that_never_ends_warns() {
-        let start = std::time::Instant::now();
-        let mut failing = Failing::default();
-        // The kubelet's retries: fast at first, then every few seconds,
-        // for four minutes.
-        let warned: Vec<u64> = (0..=240u64)
-            .filter(|s| *s < 10 || s % 7 == 0)
-            .filter(|s| failing.worth_a_warning(start + std::time::Duration::from_secs(*s)))
-            .collect();
-        assert_eq!(
-            warned,
-            vec![63, 126, 182],
-            "a warning a minute, none before"
-        );
-        // A scenario's deliberate failures, over within a minute: quiet.
-        let mut brief = Failing::default();
-        assert!(
-            (0..50u64).all(|s| !brief.worth_a_warning(start + std::time::Duration::from_secs(s)))
-        );
     }
 
     #[tokio::test]

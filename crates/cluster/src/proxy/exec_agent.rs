@@ -193,6 +193,7 @@ async fn supervise(
 ) {
     let api: Api<Pod> = Api::namespaced(client, &session.target.namespace);
     let mut backoff = Backoff::default();
+    let mut restarts = dra_e2e_conn::persisting::Persisting::default();
     loop {
         let started = Instant::now();
         let (listening_tx, listening) = watch::channel(false);
@@ -206,35 +207,44 @@ async fn supervise(
                 tokio::time::timeout(SESSION_END_GRACE, &mut run).await.ok()
             }
         };
-        match outcome {
+        // Each restart below is one a scenario's node operation causes (a
+        // kubelet or container runtime restarted): shown at -v, and a
+        // warning only when restarts go on for a minute (`Persisting`).
+        let why = match outcome {
             // An exec that ends before its agent listened lost nothing: a
             // kubelet that has just restarted answers "pod does not exist"
             // until it has synced its pods again (a 1.34 kubelet, seen by
             // make e2e-skew), and the next try works.
             Some(Ok(status)) if !*was_listening.borrow() => {
-                warn!(%status, "agent exec ended before the agent listened; starting it again");
+                format!("agent exec ended before the agent listened ({status}); starting it again")
             }
             // The agent exited 0: it shuts down when the reader of its
             // stdout goes, as when a restarting kubelet (1.34, seen by make
             // e2e-skew) ends its exec sessions. The node's own restart, as
             // below; a killed agent ends with a non-zero code instead.
-            Some(Ok(status)) if status.starts_with(EXITED_CLEANLY) => {
-                warn!(%status, "agent exec ended with its session (the node's kubelet restarted?); starting it again");
-            }
+            Some(Ok(status)) if status.starts_with(EXITED_CLEANLY) => format!(
+                "agent exec ended with its session ({status}; the node's kubelet restarted?); \
+                 starting it again"
+            ),
             // The session was up: the agent ended under the plugin's feet.
             Some(Ok(status)) => {
-                warn!(%status, "agent exec ended; restarting");
                 far_end.lost(session.lost(&status));
+                format!("agent exec ended ({status}); restarting")
             }
             // Not started (yet): the pool's dialling tells when it works.
-            Some(Err(e)) => warn!(error = %e, "agent exec failed; restarting"),
-            None => warn!(
-                "the agent no longer listens while its exec session seems alive (the node's \
-                 kubelet or container runtime restarted?); starting it again"
-            ),
+            Some(Err(e)) => format!("agent exec failed ({e}); restarting"),
+            None => "the agent no longer listens while its exec session seems alive (the node's \
+                     kubelet or container runtime restarted?); starting it again"
+                .to_owned(),
+        };
+        if restarts.worth_a_warning(std::time::Instant::now()) {
+            warn!("{why} (restarting for over a minute)");
+        } else {
+            info!("{why}");
         }
         if started.elapsed() >= BACKOFF_RESET_AFTER {
             backoff.reset();
+            restarts.ended();
         }
         let delay = backoff.next_delay();
         tokio::select! {

@@ -299,7 +299,7 @@ async fn refill_loop(
     let target = transport.target();
     let mut tick = tokio::time::interval(config.refill_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing = false;
+    let mut failing = dra_e2e_conn::persisting::Persisting::default();
     let mut seq: u64 = 0;
     loop {
         tokio::select! {
@@ -325,12 +325,16 @@ async fn refill_loop(
                         },
                     };
                     shared.stats.send_modify(|s| s.dial_failures += 1);
-                    if failing {
-                        debug!(%error, "dial failed again");
+                    // A scenario's node operation makes dialling fail for
+                    // seconds: shown at -v; a minute of it warns.
+                    let first = !failing.is_failing();
+                    if failing.worth_a_warning(std::time::Instant::now()) {
+                        warn!(%error, "dial keeps failing (for over a minute); retrying every tick");
+                    } else if first {
+                        info!(%error, "dial failed; retrying every tick");
                     } else {
-                        warn!(%error, "dial failed; retrying every tick");
+                        debug!(%error, "dial failed again");
                     }
-                    failing = true;
                     drop(permit);
                     if !wait_ready(&*transport, &config, &cancel).await {
                         return;
@@ -338,9 +342,9 @@ async fn refill_loop(
                     break;
                 }
             };
-            if failing {
+            if failing.is_failing() {
                 info!("dialling works again");
-                failing = false;
+                failing.ended();
             }
             seq += 1;
             shared.stats.send_modify(|s| {
@@ -362,7 +366,7 @@ async fn wait_ready(
     config: &PoolConfig,
     cancel: &CancellationToken,
 ) -> bool {
-    let mut warned = false;
+    let mut waiting = dra_e2e_conn::persisting::Persisting::default();
     loop {
         let r = tokio::select! {
             _ = cancel.cancelled() => return false,
@@ -370,10 +374,16 @@ async fn wait_ready(
         };
         match r {
             Ok(()) => return true,
-            Err(e) if warned => debug!(error = %e, "transport still not ready"),
+            // As dialling: seconds of it are a scenario's doing.
             Err(e) => {
-                warn!(error = %e, "transport not ready; waiting");
-                warned = true;
+                let first = !waiting.is_failing();
+                if waiting.worth_a_warning(std::time::Instant::now()) {
+                    warn!(error = %e, "transport still not ready after a minute; waiting");
+                } else if first {
+                    info!(error = %e, "transport not ready; waiting");
+                } else {
+                    debug!(error = %e, "transport still not ready");
+                }
             }
         }
         tokio::select! {
