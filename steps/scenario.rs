@@ -613,19 +613,7 @@ impl Scenario {
             Default::default(),
             "the scenario's claims to be gone",
             TEARDOWN_WAIT,
-            |items| {
-                if items.is_empty() {
-                    Check::Done(())
-                } else {
-                    Check::Pending(
-                        items
-                            .iter()
-                            .map(describe_leftover_claim)
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    )
-                }
-            },
+            wait::none_left(describe_leftover_claim),
         )
         .await;
         if let Err(e) = gone {

@@ -355,19 +355,7 @@ impl Made {
                     .labels(&format!("{JOB_NAME_LABEL}={JOB_NAME}")),
                 &format!("the pod of Job {ns}/{JOB_NAME} to stop"),
                 objects::STOP_GRACE + GRACE,
-                |items| {
-                    if items.is_empty() {
-                        Check::Done(())
-                    } else {
-                        Check::Pending(
-                            items
-                                .iter()
-                                .map(|p| wait::describe_pod(Some(p)))
-                                .collect::<Vec<_>>()
-                                .join("; "),
-                        )
-                    }
-                },
+                wait::none_left(|p: &Pod| wait::describe_pod(Some(p))),
             )
             .await?;
         }

@@ -729,19 +729,9 @@ impl Cluster {
             config,
             "the run's namespaces to be deleted",
             Duration::from_secs(120),
-            |items| {
-                if items.is_empty() {
-                    dra_e2e_kube::wait::Check::Done(())
-                } else {
-                    dra_e2e_kube::wait::Check::Pending(
-                        items
-                            .iter()
-                            .filter_map(|n| n.metadata.name.clone())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    )
-                }
-            },
+            dra_e2e_kube::wait::none_left(|n: &Namespace| {
+                n.metadata.name.clone().unwrap_or_default()
+            }),
         )
         .await
     }

@@ -230,6 +230,19 @@ fn pod_diagnoser(api: &Api<Pod>, name: &str) -> Diagnoser {
     })
 }
 
+/// The named condition for [`list`] that waits for nothing to be left:
+/// done on an empty list, else pending with each item as `describe` says
+/// it, so a timeout reports what was still there.
+pub fn none_left<K>(describe: impl Fn(&K) -> String) -> impl FnMut(&[K]) -> Check<()> {
+    move |items| {
+        if items.is_empty() {
+            Check::Done(())
+        } else {
+            Check::Pending(items.iter().map(&describe).collect::<Vec<_>>().join("; "))
+        }
+    }
+}
+
 /// Watches objects of a list selection until `check` over the current set is done.
 pub async fn list<K, T>(
     api: &Api<K>,
@@ -638,6 +651,17 @@ pub fn containers_restarted(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn none_left_is_done_on_nothing_and_names_what_is_left() {
+        use super::*;
+        let mut check = none_left(|s: &&str| format!("pod {s}"));
+        assert!(matches!(check(&[]), Check::Done(())));
+        match check(&["a", "b"]) {
+            Check::Pending(seen) => assert_eq!(seen, "pod a; pod b"),
+            _ => panic!("two items left, yet not pending"),
+        }
+    }
+
     #[tokio::test]
     async fn progress_keeps_what_a_wait_last_saw_after_it_is_cut_off() {
         use super::*;

@@ -228,23 +228,10 @@ async fn slices_removed(
     let api: Api<ResourceSlice> = Api::all(admin.clone());
     let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
     let what = format!("the ResourceSlices of driver {driver} to be removed");
-    wait::list(&api, config, &what, timeout, |items| {
-        if items.is_empty() {
-            Check::Done(())
-        } else {
-            Check::Pending(format!(
-                "{} slices: {}",
-                items.len(),
-                items
-                    .iter()
-                    .filter_map(|s| s.metadata.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        }
-    })
-    .await
-    .map_err(|e| DriverError::Wait(e, driver.to_owned()))
+    let name = |s: &ResourceSlice| s.metadata.name.clone().unwrap_or_default();
+    wait::list(&api, config, &what, timeout, wait::none_left(name))
+        .await
+        .map_err(|e| DriverError::Wait(e, driver.to_owned()))
 }
 
 struct NodeInstance {

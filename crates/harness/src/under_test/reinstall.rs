@@ -224,25 +224,20 @@ async fn pods_gone(client: &kube::Client, set: &super::DriverPods) -> Result<(),
         "the pods of DaemonSet {}/{} to be gone",
         set.namespace, set.daemonset
     );
-    wait::list(&api, config, &what, PODS_GONE_TIMEOUT, |items: &[Pod]| {
-        if items.is_empty() {
-            Check::Done(())
-        } else {
-            Check::Pending(
-                items
-                    .iter()
-                    .map(|p| {
-                        format!(
-                            "pod {}: {}",
-                            p.metadata.name.as_deref().unwrap_or("?"),
-                            wait::describe_pod(Some(p))
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        }
-    })
+    let describe = |p: &Pod| {
+        format!(
+            "pod {}: {}",
+            p.metadata.name.as_deref().unwrap_or("?"),
+            wait::describe_pod(Some(p))
+        )
+    };
+    wait::list(
+        &api,
+        config,
+        &what,
+        PODS_GONE_TIMEOUT,
+        wait::none_left(describe),
+    )
     .await
     .map_err(|e| e.to_string())
 }
