@@ -14,6 +14,8 @@ pub mod driver;
 pub mod kubelet_metrics;
 pub mod node_lease;
 pub mod pool_status;
+#[cfg(test)]
+mod props;
 pub mod quantity;
 pub mod timing;
 pub mod under_test;

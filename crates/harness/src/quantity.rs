@@ -497,15 +497,8 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
+    use crate::props::text;
     use proptest::prelude::*;
-
-    /// Text of up to `len` pieces: the `words` the grammar knows and any
-    /// other character.
-    fn text(words: &[&'static str], len: usize) -> impl Strategy<Value = String> {
-        let word = proptest::sample::select(words.to_vec()).prop_map(str::to_owned);
-        let piece = prop_oneof![word, any::<char>().prop_map(String::from)];
-        proptest::collection::vec(piece, 0..=len).prop_map(|p| p.concat())
-    }
 
     const PIECES: &[&str] = &[
         "0",

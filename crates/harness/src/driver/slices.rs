@@ -1133,13 +1133,8 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
+    use crate::props::text;
     use proptest::prelude::*;
-
-    fn text(words: &[&'static str], len: usize) -> impl Strategy<Value = String> {
-        let word = proptest::sample::select(words.to_vec()).prop_map(str::to_owned);
-        let piece = prop_oneof![word, any::<char>().prop_map(String::from)];
-        proptest::collection::vec(piece, 0..=len).prop_map(|p| p.concat())
-    }
 
     proptest! {
         #![proptest_config(ProptestConfig::default())]
