@@ -8,6 +8,26 @@ use crate::cluster::{ClusterChoice, ConnectOptions};
 use crate::host::kube_version::KubeVersion;
 use crate::proxy::pods::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 
+/// Which driver a run tests: the options `dra-e2e` and `dra-e2e job` share.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DriverArgs {
+    /// The driver under test, from a driver profile (docs/driver-profile.md).
+    /// Without it, and without --driver-name, runs test the suite's own
+    /// driver (profiles/builtin.yaml), which `dra-e2e job` cannot host.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["driver_name", "device_class"])]
+    pub profile: Option<PathBuf>,
+
+    /// KEP-5970's invocation: the name of a driver already installed in the
+    /// kubeconfig cluster (with --device-class; the rest of its profile is
+    /// defaulted and printed).
+    #[arg(long, value_name = "NAME", requires = "device_class")]
+    pub driver_name: Option<String>,
+
+    /// With --driver-name: the DeviceClass that selects the driver's devices.
+    #[arg(long, value_name = "CLASS", requires = "driver_name")]
+    pub device_class: Option<String>,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Feature file or directory of feature files to run instead of the
@@ -44,21 +64,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// The driver under test, from a driver profile (docs/driver-profile.md).
-    /// Without it, and without --driver-name, runs test the suite's own
-    /// driver (profiles/builtin.yaml).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["driver_name", "device_class"])]
-    pub profile: Option<PathBuf>,
-
-    /// KEP-5970's invocation: the name of a driver already installed in the
-    /// kubeconfig cluster (with --device-class; the rest of its profile is
-    /// defaulted and printed).
-    #[arg(long, value_name = "NAME", requires = "device_class")]
-    pub driver_name: Option<String>,
-
-    /// With --driver-name: the DeviceClass that selects the driver's devices.
-    #[arg(long, value_name = "CLASS", requires = "driver_name")]
-    pub device_class: Option<String>,
+    #[command(flatten)]
+    pub driver: DriverArgs,
 
     /// Put the runner's interposer between the kubelet and the driver under
     /// test: the driver registers in a directory of the runner's choosing

@@ -50,19 +50,10 @@ pub struct JobArgs {
     #[arg(long, value_name = "POLICY", default_value = "IfNotPresent", value_parser = ["IfNotPresent", "Never", "Always"])]
     pub image_pull_policy: String,
 
-    /// The driver under test, from a driver profile whose deployment.mode
-    /// is Installed or Manifests (its manifests travel with it).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["driver_name", "device_class"])]
-    pub profile: Option<PathBuf>,
-
-    /// KEP-5970's invocation: the name of a driver installed in the cluster
-    /// (with --device-class).
-    #[arg(long, value_name = "NAME", requires = "device_class")]
-    pub driver_name: Option<String>,
-
-    /// With --driver-name: the DeviceClass that selects the driver's devices.
-    #[arg(long, value_name = "CLASS", requires = "driver_name")]
-    pub device_class: Option<String>,
+    /// The driver under test: a profile whose deployment.mode is Installed
+    /// or Manifests (its manifests travel with it), or KEP-5970's two flags.
+    #[command(flatten)]
+    pub driver: super::cli::DriverArgs,
 
     /// The scenarios to run, as the runner's --tags [default, without
     /// --name: @DriverConformance].
@@ -222,7 +213,7 @@ fn suffix() -> String {
 
 /// The ConfigMap's files and the runner's driver options in the pod.
 fn selection(args: &JobArgs) -> anyhow::Result<(BTreeMap<String, String>, Vec<String>)> {
-    if let (Some(name), Some(class)) = (&args.driver_name, &args.device_class) {
+    if let (Some(name), Some(class)) = (&args.driver.driver_name, &args.driver.device_class) {
         Profile::from_flags(name, class)?;
         return Ok((
             BTreeMap::new(),
@@ -234,7 +225,7 @@ fn selection(args: &JobArgs) -> anyhow::Result<(BTreeMap<String, String>, Vec<St
             ],
         ));
     }
-    let Some(path) = &args.profile else {
+    let Some(path) = &args.driver.profile else {
         bail!(
             "name the driver under test, installed in the cluster: --profile FILE, or \
              --driver-name NAME --device-class CLASS (the suite's own driver is hosted by the \

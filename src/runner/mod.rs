@@ -1066,10 +1066,10 @@ async fn run_on(
 /// `--driver-name` and `--device-class`, or none (the suite's own driver).
 fn driver_profile(args: &RunArgs) -> anyhow::Result<Option<crate::profile::Profile>> {
     use crate::profile::{Options, Profile};
-    if let Some(path) = &args.profile {
+    if let Some(path) = &args.driver.profile {
         return Ok(Some(Profile::load(path, Options { check_files: true })?));
     }
-    if let (Some(name), Some(class)) = (&args.driver_name, &args.device_class) {
+    if let (Some(name), Some(class)) = (&args.driver.driver_name, &args.driver.device_class) {
         let defaulted = Profile::from_flags(name, class)?;
         crate::note!("dra-e2e: {defaulted}");
         return Ok(Some(defaulted.profile));

@@ -1432,7 +1432,7 @@ pub fn check_run(
     };
     all(refusals_at(TABLE, matches, place, None)).map_err(|r| Refusal(format!("{}{auto}", r.0)))?;
     check_run_files(args, matches)?;
-    let profile = match &args.profile {
+    let profile = match &args.driver.profile {
         Some(p) => Some(
             crate::profile::Profile::load(p, crate::profile::Options { check_files: false })
                 .map_err(|e| Refusal(format!("--profile {}: {e}", p.display())))?,
@@ -1440,7 +1440,7 @@ pub fn check_run(
         None => None,
     };
     // --driver-name makes an Installed profile (KEP-5970's defaults).
-    let mode = match (&profile, &args.driver_name) {
+    let mode = match (&profile, &args.driver.driver_name) {
         (Some(p), _) => Some(p.deployment.mode()),
         (None, Some(_)) => Some(Mode::Installed),
         (None, None) => None,
@@ -1582,7 +1582,7 @@ fn check_run_files(args: &super::cli::RunArgs, matches: &clap::ArgMatches) -> Re
     if let Some(p) = &args.kubeconfig {
         readable_file("--kubeconfig", p)?;
     }
-    if let Some(p) = &args.profile {
+    if let Some(p) = &args.driver.profile {
         readable_file("--profile", p)?;
     }
     if let Some(d) = &args.binaries_dir
