@@ -13,6 +13,16 @@ use crate::kubeconfig::{KubeconfigCluster, manifest_objects, root};
 
 const DRIVER: &str = "test-driver.cdi.k8s.io";
 
+/// Installs upstream's test driver from its manifests, as a cluster admin
+/// would.
+pub async fn install_test_driver(client: &kube::Client) {
+    let manifests: Vec<PathBuf> = ["rbac.yaml", "deviceclass.yaml", "kubelet-plugin.yaml"]
+        .iter()
+        .map(|f| root().join("deploy/dra-test-driver").join(f))
+        .collect();
+    install(client, &manifests).await;
+}
+
 /// Creates every object of the manifest files, as `kubectl create -f`.
 pub async fn install(client: &kube::Client, files: &[PathBuf]) {
     for found in manifest_objects(client, files).await {
@@ -29,11 +39,7 @@ pub async fn install(client: &kube::Client, files: &[PathBuf]) {
 async fn the_pack_runs_against_an_installed_driver_named_by_keps_two_flags() {
     let cluster = KubeconfigCluster::up();
     let client = cluster.client().await;
-    let manifests: Vec<PathBuf> = ["rbac.yaml", "deviceclass.yaml", "kubelet-plugin.yaml"]
-        .iter()
-        .map(|f| root().join("deploy/dra-test-driver").join(f))
-        .collect();
-    install(&client, &manifests).await;
+    install_test_driver(&client).await;
 
     let junit = cluster.home.path().join("junit.xml");
     let run = cluster

@@ -7,15 +7,15 @@
 //! nodes do not have, and a profile whose container check the driver cannot
 //! meet; each leaves nothing behind either. A job killed outright leaves its
 //! objects, which `--remove-leftovers` removes.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams};
 
 use crate::common;
-use crate::installed::install;
-use crate::kubeconfig::{KubeconfigCluster, root};
+use crate::installed::install_test_driver;
+use crate::kubeconfig::KubeconfigCluster;
 
 const DRIVER: &str = "test-driver.cdi.k8s.io";
 /// KEP-5970's seven behaviours (hack/installed-check.sh's `seven`).
@@ -41,6 +41,19 @@ async fn job(cluster: &KubeconfigCluster, args: Vec<std::ffi::OsString>) -> std:
     })
     .await
     .unwrap()
+}
+
+/// `dra-e2e job` with the whole pack against the installed test driver,
+/// followed line by line (for the cases that stop it on the way).
+fn whole_pack_job(cluster: &KubeconfigCluster, out: &Path) -> common::Watched {
+    let mut c = common::isolated(cluster.home.path());
+    c.args(["job", "--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .args(args(
+            &["--driver-name", DRIVER, "--device-class", DRIVER],
+            out,
+        ));
+    common::Watched::spawn(c)
 }
 
 /// What a Job run made and left in the cluster: namespaces and
@@ -94,11 +107,7 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
 
     let cluster = KubeconfigCluster::up_with(&[runner]);
     let client = cluster.client().await;
-    let manifests: Vec<PathBuf> = ["rbac.yaml", "deviceclass.yaml", "kubelet-plugin.yaml"]
-        .iter()
-        .map(|f| root().join("deploy/dra-test-driver").join(f))
-        .collect();
-    install(&client, &manifests).await;
+    install_test_driver(&client).await;
     let home = cluster.home.path().to_owned();
 
     // KEP-5970's two flags, the seven behaviours.
@@ -171,16 +180,7 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
     // first, its runner (sent SIGTERM by the kubelet through the wrapper)
     // tears its scenario down and stores what it has, which is fetched;
     // then the Job's namespace and binding go.
-    let interrupted_out = home.join("interrupted");
-    let mut interrupted = common::isolated(cluster.home.path());
-    interrupted
-        .args(["job", "--kubeconfig"])
-        .arg(&cluster.kubeconfig)
-        .args(args(
-            &["--driver-name", DRIVER, "--device-class", DRIVER],
-            &interrupted_out,
-        ));
-    let interrupted = common::Watched::spawn(interrupted);
+    let interrupted = whole_pack_job(&cluster, &home.join("interrupted"));
     let running = interrupted.wait_line("running on node", std::time::Duration::from_secs(120));
     let scenario_started = running && scenario_namespace_appears(&client).await;
     interrupted.sigint();
@@ -191,16 +191,7 @@ async fn the_pack_runs_inside_the_cluster_as_a_job_and_hands_its_results_back() 
     // (d) A `dra-e2e job` killed outright (SIGKILL: nothing of its own
     // ending runs) leaves its Job running and its namespace and binding;
     // `--remove-leftovers` stops and removes them, and says so.
-    let killed_out = home.join("killed");
-    let mut killed = common::isolated(cluster.home.path());
-    killed
-        .args(["job", "--kubeconfig"])
-        .arg(&cluster.kubeconfig)
-        .args(args(
-            &["--driver-name", DRIVER, "--device-class", DRIVER],
-            &killed_out,
-        ));
-    let killed = common::Watched::spawn(killed);
+    let killed = whole_pack_job(&cluster, &home.join("killed"));
     let killed_running = killed.wait_line("running on node", std::time::Duration::from_secs(120));
     let _ = dra_e2e::sys::kill(killed.child.id(), dra_e2e::sys::Signal::Kill);
     let (_, killed_text) = killed.finish();
