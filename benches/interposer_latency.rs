@@ -31,9 +31,9 @@ use tokio::net::{UnixListener, UnixStream};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use dra_e2e::conn::authority::{CLIENT_URI, KubeletSocket};
+use dra_e2e::conn::node_files::{LocalDir, NodeFiles};
+use dra_e2e::conn::node_host::{Dialled, NodeHost, Served, SocketError, SocketFile};
 use dra_e2e::conn::unix_incoming;
-use dra_e2e::node_files::{LocalDir, NodeFiles};
-use dra_e2e::node_host::{Dialled, NodeHost, Served, SocketError, SocketFile};
 use dra_e2e::plugin::interposer::{
     InjectedHealth, InterposerConfig, InterposerFault, NodeInterposer,
 };

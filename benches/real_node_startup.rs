@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Instant;
 
-use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+use dra_e2e::cluster::real_node::{RealNodes, RealNodesOptions};
 use support::summary;
 
 fn main() {

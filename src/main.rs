@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<i32> = match cli.command {
         Some(Command::ProxyAgent(a)) => {
             init_tracing("info");
-            dra_e2e::proxy::agent::cli_main(a.args).map(|()| 0)
+            dra_e2e::cluster::proxy::agent::cli_main(a.args).map(|()| 0)
         }
         // Sets up its own logging: info, without the kube client's errors
         // for every 5xx of an apiserver that is still starting.
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
         // the in-cluster config, as a DaemonSet driver does.
         Some(Command::InClusterCheck(a)) => {
             init_tracing("warn");
-            dra_e2e::real_node::in_cluster::cli_main(a.args)
+            dra_e2e::cluster::real_node::in_cluster::cli_main(a.args)
         }
         // Run in the pod of `dra-e2e job`; the runner it starts logs as a run does.
         Some(Command::JobPod(a)) => {
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         Some(Command::Upstream(a)) => runner::upstream::cli_main(a),
         Some(Command::Mutants(a)) => runner::mutants::cli_main(&a),
         Some(Command::Profile(a)) => runner::profile_cli::cli_main(a),
-        Some(Command::Image(a)) => dra_e2e::images::cli::cli_main(a),
+        Some(Command::Image(a)) => dra_e2e::cluster::images::cli::cli_main(a),
         Some(Command::Options(a)) => runner::options::cli_main(&a).map(|()| 0),
         Some(Command::Completions(a)) => runner::cli::completions(&a).map(|()| 0),
         None => match tokio::runtime::Runtime::new() {

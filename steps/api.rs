@@ -15,9 +15,9 @@ use serde_json::json;
 
 use super::World;
 use super::params::{DriverRef, Identity, Verb};
-use crate::driver::rbac;
-use crate::objects::{self, delete_if_present};
-use crate::wait::{self, Check};
+use crate::ground::objects::{self, delete_if_present};
+use crate::ground::wait::{self, Check};
+use crate::harness::driver::rbac;
 
 sentences! {
     #[given("the following objects are created:")]
@@ -355,7 +355,7 @@ fn amounts(
     list.into_iter()
         .flatten()
         .map(|(k, q)| {
-            crate::quantity::milli(&q.0)
+            crate::harness::quantity::milli(&q.0)
                 .map(|v| (k.clone(), v))
                 .map_err(|e| e.to_string())
         })
@@ -374,8 +374,8 @@ async fn quota_status(w: &World, name: String, step: &Step) -> anyhow::Result<()
             bail!("rows are | resource | hard | used |, got {row:?}");
         };
         let resource = objects::expand(resource.trim(), &vars)?;
-        hard.insert(resource.clone(), crate::quantity::milli(h.trim())?);
-        used.insert(resource, crate::quantity::milli(u.trim())?);
+        hard.insert(resource.clone(), crate::harness::quantity::milli(h.trim())?);
+        used.insert(resource, crate::harness::quantity::milli(u.trim())?);
     }
     let api = w.api::<ResourceQuota>()?;
     wait::object(

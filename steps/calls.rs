@@ -8,9 +8,9 @@ use cucumber::{then, when};
 use super::World;
 use super::claims::claim_name;
 use super::params::{ApiVersion, ClaimPhrase, DriverRef, Dur, Method, MethodOf, NodeSel};
+use crate::ground::wait::{self, Check};
 use crate::plugin::calls::{CallOutcome, CallRecord, INJECTED_ERROR, Injection};
 use crate::plugin::{Calls, HealthApi, NodeApi};
-use crate::wait::{self, Check};
 
 sentences! {
     #[when(expr = "{method} is made to fail on {node}")]

@@ -10,8 +10,8 @@ use kube::api::DeleteParams;
 
 use super::World;
 use super::params::{ClaimOptions, ClaimPhrase, ClaimState, DriverRef, Strings};
-use crate::objects::{self, ClaimShape};
-use crate::wait::{self, Check};
+use crate::ground::objects::{self, ClaimShape};
+use crate::ground::wait::{self, Check};
 
 sentences! {
     #[given(expr = "an external claim {string}{claimoptions}")]

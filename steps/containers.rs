@@ -10,7 +10,7 @@ use cucumber::when;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
-use crate::wait;
+use crate::ground::wait;
 
 use super::World;
 

@@ -18,9 +18,9 @@ use serde_json::Value;
 use super::World;
 use super::api::client_for;
 use super::params::{Identity, Kind, Strings, phrase_words};
-use crate::api_conformance::merge;
-use crate::objects::{self, delete_if_present};
-use crate::wait::{self, Check};
+use crate::ground::objects::{self, delete_if_present};
+use crate::ground::wait::{self, Check};
+use crate::harness::api_conformance::merge;
 
 sentences! {
     #[when(expr = "{kind} {string} is patched with:")]

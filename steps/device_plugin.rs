@@ -14,9 +14,9 @@ use serde_json::json;
 use super::World;
 use super::claims::generated_claim;
 use super::params::{ClaimPhrase, Gets, NodeList, Strings};
-use crate::images::builtin::SAMPLE_DEVICE_PLUGIN_IMAGE;
-use crate::quantity::Quantity;
-use crate::wait::{self, Check, describe_pod};
+use crate::cluster::images::builtin::SAMPLE_DEVICE_PLUGIN_IMAGE;
+use crate::ground::wait::{self, Check, describe_pod};
+use crate::harness::quantity::Quantity;
 
 sentences! {
     #[given(expr = "the sample device plugin is deployed on {nodelist}")]
@@ -199,8 +199,8 @@ async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
 
 /// Whether the scheduler may put a pod of scenario `namespace` on the node.
 fn reachable_for(n: &Node, namespace: &str) -> bool {
-    let owned_by_other = crate::node_ready::owner(n).is_some_and(|o| o != namespace);
-    crate::node_ready::node_is_ready_and_schedulable(n) && !owned_by_other
+    let owned_by_other = crate::ground::node_ready::owner(n).is_some_and(|o| o != namespace);
+    crate::ground::node_ready::node_is_ready_and_schedulable(n) && !owned_by_other
 }
 
 /// The node's allocatable amount of the plugin's resource, unless none:
@@ -324,7 +324,7 @@ mod tests {
         let mut spec = serde_json::json!({});
         if let Some(owner) = own_taint {
             spec = json!({ "taints": [ {
-                "key": crate::node_lease::OWN_NODE_TAINT, "value": owner, "effect": "NoSchedule",
+                "key": crate::harness::node_lease::OWN_NODE_TAINT, "value": owner, "effect": "NoSchedule",
             } ] });
         }
         let allocatable = allocatable.map_or(json!({}), |q| json!({ RESOURCE: q }));

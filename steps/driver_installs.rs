@@ -3,7 +3,7 @@
 //! it afterwards (none of its ResourceSlices may be), and whether it comes
 //! back as it was.
 //!
-//! The harness does the work ([`crate::under_test::reinstall`]); the
+//! The harness does the work ([`crate::harness::under_test::reinstall`]); the
 //! scenario's teardown installs the driver again when a scenario ends
 //! without doing so, so that the scenarios after it find it as deployed.
 use anyhow::Context as _;
@@ -11,7 +11,7 @@ use cucumber::{then, when};
 
 use super::World;
 use super::params::DriverRef;
-use crate::under_test::reinstall;
+use crate::harness::under_test::reinstall;
 
 sentences! {
     /// Deletes every object of the profile's manifests, most recent first

@@ -8,14 +8,14 @@
 //! The sentences compose ("rollout starts" returns at once, "rollout
 //! completes" waits), so that a scenario can create pods while the old and
 //! the new driver pods overlap; the waiting is the harness's
-//! ([`crate::under_test::UnderTest::start_roll_out`],
-//! [`crate::under_test::slice_watch`]).
+//! ([`crate::harness::under_test::UnderTest::start_roll_out`],
+//! [`crate::harness::under_test::slice_watch`]).
 use anyhow::{Context as _, bail};
 use cucumber::{given, then, when};
 
 use super::World;
 use super::params::DriverRef;
-use crate::under_test::slice_watch::SliceWatch;
+use crate::harness::under_test::slice_watch::SliceWatch;
 
 sentences! {
     /// From here to the end of the scenario, every moment a node has no

@@ -13,10 +13,10 @@ use super::params::{
     ClassOptions, DriverPhrase, DriverRef, InstanceSettings, NodeList, NodeRange, NodeSel, Quoted,
     ResourcesPhrase,
 };
-use crate::driver::allocatable;
-use crate::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
-use crate::driver::{DraServiceStart, DraSocketDir, DriverOptions, Resources};
-use crate::objects;
+use crate::ground::objects;
+use crate::harness::driver::allocatable;
+use crate::harness::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
+use crate::harness::driver::{DraServiceStart, DraSocketDir, DriverOptions, Resources};
 use crate::plugin::{HealthApi, NodeApi};
 
 sentences! {
@@ -188,7 +188,7 @@ fn slices_from_doc(w: &World, step: &Step, phrase: &str) -> anyhow::Result<Vec<S
 async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
     let ctx = w.context()?.clone();
     let client = ctx.cluster.client();
-    let ready = crate::under_test::ready_nodes(&client)
+    let ready = crate::harness::under_test::ready_nodes(&client)
         .await
         .context("listing nodes")?;
     if ready.len() < min {
@@ -222,11 +222,11 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
     ));
 
     w.nodes = lease.nodes().to_vec();
-    let own = lease.how() == crate::node_lease::Use::Own;
+    let own = lease.how() == crate::harness::node_lease::Use::Own;
     w.scenario.hold_nodes(lease);
     if own {
         for n in w.nodes.clone() {
-            crate::node_lease::set_taint(&client, &n, Some(&w.namespace))
+            crate::harness::node_lease::set_taint(&client, &n, Some(&w.namespace))
                 .await
                 .with_context(|| format!("tainting node {n}, the scenario's own"))?;
             w.scenario.own_node_tainted(&n);
@@ -496,16 +496,18 @@ async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Resu
     if cluster.simulated_plugins(node).is_some() {
         // A simulated kubelet serves no metrics; it says what it registered.
         let what = format!("the simulated kubelet of {node} to register driver {driver}'s plugin");
-        crate::wait::poll(
+        crate::ground::wait::poll(
             &what,
             KUBELET_REGISTRATION,
             std::time::Duration::from_millis(200),
             || async {
                 let drivers = cluster.simulated_plugins(node).unwrap_or_default();
                 if drivers.iter().any(|d| d == driver) {
-                    crate::wait::Check::Done(())
+                    crate::ground::wait::Check::Done(())
                 } else {
-                    crate::wait::Check::Pending(format!("connected plugins of drivers {drivers:?}"))
+                    crate::ground::wait::Check::Pending(format!(
+                        "connected plugins of drivers {drivers:?}"
+                    ))
                 }
             },
         )
@@ -514,7 +516,7 @@ async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Resu
     }
     let path = format!("/api/v1/nodes/{node}/proxy/metrics");
     let what = format!("the kubelet of {node} to list driver {driver}'s plugin as registered");
-    crate::wait::poll(
+    crate::ground::wait::poll(
         &what,
         KUBELET_REGISTRATION,
         std::time::Duration::from_secs(1),
@@ -530,13 +532,13 @@ async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Resu
                     Err(e) => Err(e),
                 };
                 match text {
-                    Err(e) => crate::wait::Check::Pending(format!("reading {path}: {e}")),
+                    Err(e) => crate::ground::wait::Check::Pending(format!("reading {path}: {e}")),
                     Ok(text) => {
                         let sockets = registered_sockets(&text);
                         if sockets.iter().any(|s| s.contains(driver)) {
-                            crate::wait::Check::Done(())
+                            crate::ground::wait::Check::Done(())
                         } else {
-                            crate::wait::Check::Pending(format!(
+                            crate::ground::wait::Check::Pending(format!(
                                 "registered plugin sockets: {sockets:?}"
                             ))
                         }
@@ -570,7 +572,7 @@ const REGISTRATION_RECORDED: std::time::Duration = std::time::Duration::from_sec
 
 /// The name `a device class` gives a driver's class, known before it
 /// exists: a quota or manifest may name it first, as upstream's do.
-pub(crate) fn class_name(namespace: &str, driver: &crate::driver::Driver) -> String {
+pub(crate) fn class_name(namespace: &str, driver: &crate::harness::driver::Driver) -> String {
     format!("{namespace}{}-class", driver.options.name_suffix)
 }
 

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 
 use super::World;
 use super::params::{ApiVersion, DriverRef, Dur, Health, NodeSel};
+use crate::ground::wait::{self, Check};
 use crate::plugin::HealthApi;
-use crate::wait::{self, Check};
 
 /// Upstream waits up to a minute for the kubelet to pass a change on.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -218,7 +218,7 @@ async fn stream_of_kubelet_version(w: &World, d: DriverRef, node: NodeSel) -> an
             .and_then(|s| s.node_info.as_ref())
             .map(|i| i.kubelet_version.clone())
             .unwrap_or_default();
-        let (major, minor) = crate::node_ready::kubelet_version(&node)
+        let (major, minor) = crate::ground::node_ready::kubelet_version(&node)
             .with_context(|| format!("node {n} reports kubelet version {version:?}"))?;
         let want = HealthApi::of_kubelet(major, minor);
         let observed = || {

@@ -9,9 +9,9 @@ use cucumber::then;
 
 use super::World;
 use super::params::NodeSel;
-use crate::kubelet_metrics;
-use crate::objects;
-use crate::wait::{self, Check};
+use crate::ground::objects;
+use crate::ground::wait::{self, Check};
+use crate::harness::kubelet_metrics;
 
 sentences! {
     /// The table's header names the label (`driver_name`) and `value`; the

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::{Context, World};
 use crate::cluster::RUN_LABEL;
-use crate::driver::Unfinished;
+use crate::harness::driver::Unfinished;
 use crate::report::{
     self, Laps, Outcome, Phase, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped,
 };

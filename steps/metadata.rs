@@ -10,9 +10,9 @@ use super::World;
 use super::claims::claim_name;
 use super::params::{ClaimPhrase, DriverRef};
 use super::pods::wait_pod;
-use crate::device_metadata::{self, Expected};
+use crate::cluster::proxy::exec::{ExecError, ExecTarget, exec_capture};
+use crate::harness::device_metadata::{self, Expected};
 use crate::plugin::metadata::MetadataVersion;
-use crate::proxy::exec::{ExecError, ExecTarget, exec_capture};
 
 sentences! {
     #[then(expr = "container {string} of pod {string} reads the {word} device metadata of request {string} of {claim}")]
@@ -37,7 +37,7 @@ async fn locate(
     d: &DriverRef,
     version: MetadataVersion,
 ) -> anyhow::Result<(ExecTarget, String, Expected)> {
-    wait_pod(w, pod, crate::wait::PodState::Running).await?;
+    wait_pod(w, pod, crate::ground::wait::PodState::Running).await?;
     let driver = w.driver(d)?.name.clone();
     let claim = claim_name(w, claim).await?;
     let object = w

@@ -100,8 +100,8 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
-use crate::driver::Driver;
-use crate::driver::sockets::Broken;
+use crate::harness::driver::Driver;
+use crate::harness::driver::sockets::Broken;
 use crate::report::Outcomes;
 use params::DriverRef;
 use scenario::Scenario;
@@ -126,9 +126,9 @@ pub struct Context {
     /// wiped); the runner waits for them before it reports.
     pub after_scenarios: tokio_util::task::TaskTracker,
     /// The driver the run tests (the suite's own unless a profile says).
-    pub under_test: Arc<crate::under_test::UnderTest>,
+    pub under_test: Arc<crate::harness::under_test::UnderTest>,
     /// Which scenario uses which node (`@OwnNodes` ones have theirs alone).
-    pub node_leases: Arc<crate::node_lease::NodeLeases>,
+    pub node_leases: Arc<crate::harness::node_lease::NodeLeases>,
     /// How many scenarios that share nodes run at once (`--concurrency`).
     /// Those that own nodes take no slot: the nodes they own bound how many
     /// run at once, and they spend their time waiting on kubelets and
@@ -164,7 +164,7 @@ pub struct World {
     /// Whether the scenario has its nodes to itself (`@OwnNodes`).
     pub owns_nodes: bool,
     /// Its place among the owners, from its start until it has its nodes.
-    pub own_ticket: Option<crate::node_lease::Ticket>,
+    pub own_ticket: Option<crate::harness::node_lease::Ticket>,
     /// The scenario's slot among those running at once ([`Context::slots`]),
     /// from its start to its end; none for one that owns its nodes.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -181,7 +181,7 @@ pub struct World {
     /// How long the plugin was gone while one driver instance replaced another.
     pub outage: Option<Duration>,
     /// The scenario's current ResourcePoolStatusRequest and its checks.
-    pub pool_request: Option<crate::pool_status::PoolRequest>,
+    pub pool_request: Option<crate::harness::pool_status::PoolRequest>,
     /// The watch "a watch on ... objects" opened, for "the watch sees ...".
     pub crud_watch: Option<crud::ObjectWatch>,
     /// Devices per node of the driver as "the driver's devices are noted" saw them.
@@ -192,10 +192,10 @@ pub struct World {
     pub deleted_pods: BTreeMap<String, under_test::DeletedPod>,
     /// The watch "the driver's slices are watched" started; it stops with
     /// the World, at the end of the scenario.
-    pub slice_watch: Option<crate::under_test::slice_watch::SliceWatch>,
+    pub slice_watch: Option<crate::harness::under_test::slice_watch::SliceWatch>,
     /// The rollout "the driver's DaemonSet rollout starts" started and
     /// "completes" waits for.
-    pub rollout: Option<crate::under_test::RollOut>,
+    pub rollout: Option<crate::harness::under_test::RollOut>,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.
@@ -269,7 +269,7 @@ pub struct StepBounds {
     pub broken: Watched,
     /// What a failed pod wait adds of the drivers the runner hosts or
     /// interposes (their failed prepare calls).
-    pub driver_notes: Option<crate::wait::diagnose::DriverNotes>,
+    pub driver_notes: Option<crate::ground::wait::diagnose::DriverNotes>,
 }
 
 impl World {
@@ -376,7 +376,7 @@ impl World {
         &self,
         d: &DriverRef,
         node: &str,
-    ) -> anyhow::Result<std::sync::Arc<dyn crate::node_files::NodeFiles>> {
+    ) -> anyhow::Result<std::sync::Arc<dyn crate::conn::node_files::NodeFiles>> {
         if let Some(name) = self.external_driver(d) {
             return match &self.context()?.under_test.interposed {
                 Some(i) => Ok(i.cdi_files(node)),
@@ -543,9 +543,9 @@ pub async fn run<T>(
         return Err("the run was interrupted; not starting this step".to_owned());
     }
     let progress = driver_notes
-        .map(crate::wait::Progress::with_driver_notes)
+        .map(crate::ground::wait::Progress::with_driver_notes)
         .unwrap_or_default();
-    let fut = crate::wait::with_progress(progress.clone(), fut);
+    let fut = crate::ground::wait::with_progress(progress.clone(), fut);
     tokio::select! {
         r = tokio::time::timeout(step_timeout, fut) => match r {
             Ok(Ok(v)) => Ok(v),
@@ -570,7 +570,7 @@ pub async fn run<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::sockets::BrokenSender;
+    use crate::harness::driver::sockets::BrokenSender;
 
     fn bounds() -> StepBounds {
         StepBounds {

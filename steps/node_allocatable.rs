@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
 use super::World;
-use crate::cgroup::{self, Limits, NODE_CGROUP_MOUNT, QosClass, Reading};
-use crate::objects::{SLEEP_UNTIL_TERMINATED, TEST_IMAGE};
-use crate::proxy::exec::{ExecTarget, exec_capture};
-use crate::quantity::{self, Quantity};
+use crate::cluster::proxy::exec::{ExecTarget, exec_capture};
+use crate::ground::objects::{SLEEP_UNTIL_TERMINATED, TEST_IMAGE};
+use crate::harness::cgroup::{self, Limits, NODE_CGROUP_MOUNT, QosClass, Reading};
+use crate::harness::quantity::{self, Quantity};
 
 sentences! {
     #[when(expr = "pod {string} with these containers is created:")]
@@ -445,21 +445,21 @@ async fn resized(
         .with_context(|| format!("resizing pod {name} with {patch}"))?;
     let generation = patched.metadata.generation.unwrap_or(0);
     let what = format!("the resize of pod {name} to be actuated");
-    crate::wait::pod(
+    crate::ground::wait::pod(
         &api,
         &name,
         &what,
         std::time::Duration::from_secs(300),
         |p| {
             let Some(p) = p else {
-                return crate::wait::Check::Fail(format!("pod {name} is gone"));
+                return crate::ground::wait::Check::Fail(format!("pod {name} is gone"));
             };
             let status = p.status.clone().unwrap_or_default();
             let conditions = status.conditions.unwrap_or_default();
             if let Some(c) = conditions.iter().find(|c| {
                 c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Infeasible")
             }) {
-                return crate::wait::Check::Fail(format!(
+                return crate::ground::wait::Check::Fail(format!(
                     "the kubelet finds the resize of pod {name} infeasible: {}",
                     c.message.clone().unwrap_or_default()
                 ));
@@ -468,7 +468,7 @@ async fn resized(
                 .iter()
                 .find(|c| c.type_ == "PodResizePending" || c.type_ == "PodResizeInProgress")
             {
-                return crate::wait::Check::Pending(format!(
+                return crate::ground::wait::Check::Pending(format!(
                     "condition {} ({}: {})",
                     c.type_,
                     c.reason.clone().unwrap_or_default(),
@@ -477,7 +477,7 @@ async fn resized(
             }
             let observed = status.observed_generation.unwrap_or(0);
             if observed < generation {
-                return crate::wait::Check::Pending(format!(
+                return crate::ground::wait::Check::Pending(format!(
                     "status.observedGeneration {observed} < generation {generation}"
                 ));
             }
@@ -485,9 +485,9 @@ async fn resized(
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
             if !ready {
-                return crate::wait::Check::Pending("the pod is not ready".to_owned());
+                return crate::ground::wait::Check::Pending("the pod is not ready".to_owned());
             }
-            crate::wait::Check::Done(())
+            crate::ground::wait::Check::Done(())
         },
     )
     .await?;

@@ -9,14 +9,14 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 
-use crate::node_ready::node_is_ready_and_schedulable;
-use crate::wait::{self, Check};
+use crate::ground::node_ready::node_is_ready_and_schedulable;
+use crate::ground::wait::{self, Check};
 
 use super::World;
 use super::claims::claim_name;
 use super::params::{ClaimPhrase, DriverRef, NodeSel, phrase_words};
+use crate::cluster::real_node::init::DaemonOp;
 use crate::proto::dra::ClaimRef;
-use crate::real_node::init::DaemonOp;
 
 sentences! {
     #[then(expr = "pod {string} got no {string} event")]

@@ -16,9 +16,9 @@ use super::params::{
     ClaimPhrase, Containers, DriverRef, Dur, Gets, PodClaimsPhrase, PodState, PodStateWord,
     SteadyPodState, SteadyPodStateWord, Strings, quoted_list,
 };
-use crate::objects::{self, PodClaims, PodShape};
+use crate::ground::objects::{self, PodClaims, PodShape};
+use crate::ground::wait::{self, Check, describe_pod};
 use crate::plugin::driver_logic;
-use crate::wait::{self, Check, describe_pod};
 
 sentences! {
     #[given(expr = "pod {string} {podclaims} is created")]
@@ -287,7 +287,7 @@ fn extended_resources(value: &str) -> anyhow::Result<Vec<(String, String)>> {
                 .split_once('=')
                 .with_context(|| format!("extended resource {r:?} must be name=quantity"))?;
             let v = v.trim();
-            crate::quantity::Quantity::parse(v)
+            crate::harness::quantity::Quantity::parse(v)
                 .with_context(|| format!("extended resource {r:?}"))?;
             Ok((k.trim().to_owned(), v.to_owned()))
         })

@@ -3,7 +3,7 @@
 //! control plane writes into the request's status. A scenario makes one
 //! request at a time ("the pool status request") and checks its status with
 //! tables of fields; the checks and the retries with fresh requests while
-//! the status differs are the harness's ([`crate::pool_status`]).
+//! the status differs are the harness's ([`crate::harness::pool_status`]).
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{then, when};
@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 
 use super::World;
 use super::params::{DriverRef, Dur, Kind};
-use crate::objects;
-use crate::pool_status::{
+use crate::ground::objects;
+use crate::ground::wait::WaitError;
+use crate::harness::pool_status::{
     self, Expectation, POOL_FIELDS, Partition, PoolRequest, STATUS_FIELDS, UNCHANGED_STATUS_TIMEOUT,
 };
-use crate::wait::WaitError;
 
 sentences! {
     /// `the driver`, `driver "label"` or `driver name "any.name"` (a driver

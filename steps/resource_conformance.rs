@@ -11,7 +11,7 @@ use cucumber::then;
 
 use super::World;
 use super::crud::yaml_doc;
-use crate::api_conformance::{self, TestCase};
+use crate::harness::api_conformance::{self, TestCase};
 
 sentences! {
     /// `group/version resource` as discovery lists it, for example

@@ -26,10 +26,10 @@ use kube::runtime::watcher;
 
 use super::params::DriverRef;
 use super::{Context, World};
-use crate::driver::{self, Driver, DriverOptions, Unfinished};
-use crate::objects::{self, delete_if_present};
+use crate::ground::objects::{self, delete_if_present};
+use crate::ground::wait::{self, Check};
+use crate::harness::driver::{self, Driver, DriverOptions, Unfinished};
 use crate::report::{self, Timings};
-use crate::wait::{self, Check};
 
 /// How long each teardown wait may take.
 const TEARDOWN_WAIT: Duration = Duration::from_secs(60);
@@ -178,7 +178,7 @@ pub struct Scenario {
     /// to run beside the scenarios that follow.
     unfinished: Vec<Unfinished>,
     /// The scenario's nodes, shared or its own, held until teardown ends.
-    lease: Option<crate::node_lease::Lease>,
+    lease: Option<crate::harness::node_lease::Lease>,
 }
 
 impl Scenario {
@@ -376,7 +376,7 @@ impl Scenario {
     }
 
     /// The scenario's nodes are `lease`'s until its teardown ends.
-    pub fn hold_nodes(&mut self, lease: crate::node_lease::Lease) {
+    pub fn hold_nodes(&mut self, lease: crate::harness::node_lease::Lease) {
         self.lease = Some(lease);
     }
 
@@ -386,7 +386,7 @@ impl Scenario {
         self.push(Created::OwnNode(node.to_owned()));
     }
 
-    pub fn lease(&self) -> Option<&crate::node_lease::Lease> {
+    pub fn lease(&self) -> Option<&crate::harness::node_lease::Lease> {
         self.lease.as_ref()
     }
 
@@ -395,7 +395,7 @@ impl Scenario {
     pub fn owns_nodes(&self) -> bool {
         self.lease
             .as_ref()
-            .is_some_and(|l| l.how() == crate::node_lease::Use::Own)
+            .is_some_and(|l| l.how() == crate::harness::node_lease::Use::Own)
     }
 
     /// The waits teardown left: until each driver's proxy pods are gone
@@ -470,7 +470,7 @@ impl Scenario {
             .collect();
         let cluster = ctx.cluster.clone();
         let n = node.clone();
-        let start = crate::real_node::init::DaemonOp::Start;
+        let start = crate::cluster::real_node::init::DaemonOp::Start;
         tokio::task::spawn_blocking(move || cluster.node_daemon(&n, start, daemon))
             .await
             .context("the node operation's thread")??;
@@ -574,7 +574,7 @@ impl Scenario {
                     .await
                     .with_context(|| format!("deleting {} {name}", resource.kind))
             }
-            Created::OwnNode(node) => crate::node_lease::set_taint(client, node, None)
+            Created::OwnNode(node) => crate::harness::node_lease::set_taint(client, node, None)
                 .await
                 .with_context(|| format!("taking the own-node taint off node {node}")),
             Created::AllClaims
@@ -783,7 +783,7 @@ impl World {
         {
             spec.tolerations
                 .get_or_insert_default()
-                .push(crate::node_lease::toleration());
+                .push(crate::harness::node_lease::toleration());
         }
         api.create(&PostParams::default(), &pod)
             .await
@@ -831,7 +831,7 @@ impl World {
 /// `spec`, a workload's `spec.template.spec` or a CronJob's
 /// `spec.jobTemplate.spec.template.spec`; other objects stay as they are.
 fn tolerate_own_nodes(data: &mut serde_json::Value) {
-    let toleration = match serde_json::to_value(crate::node_lease::toleration()) {
+    let toleration = match serde_json::to_value(crate::harness::node_lease::toleration()) {
         Ok(t) => t,
         Err(_) => return,
     };
@@ -868,7 +868,7 @@ mod tests {
         for v in [&mut pod, &mut job, &mut cron, &mut class] {
             tolerate_own_nodes(v);
         }
-        let key = crate::node_lease::OWN_NODE_TAINT;
+        let key = crate::harness::node_lease::OWN_NODE_TAINT;
         assert_eq!(pod["spec"]["tolerations"][0]["key"], key);
         assert_eq!(
             job["spec"]["template"]["spec"]["tolerations"][0]["key"],

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use super::World;
 use super::params::{DriverRef, Dur, NodeSel, Strings};
-use crate::driver::slices::{ControllerFault, ControllerStats, SliceController};
-use crate::driver::{Resources, slices as driver_slices};
-use crate::wait::{self, Check};
+use crate::ground::wait::{self, Check};
+use crate::harness::driver::slices::{ControllerFault, ControllerStats, SliceController};
+use crate::harness::driver::{Resources, slices as driver_slices};
 
 sentences! {
     #[then(expr = "{driver} publishes one slice per node with devices {strings}")]

@@ -19,12 +19,12 @@ use kube::runtime::watcher;
 use super::World;
 use super::drivers::default_nodes;
 use super::params::{Containers, DriverPhrase, DriverRef, Method, NodeSel};
-use crate::objects::{PodClaims, PodShape};
+use crate::ground::objects::{PodClaims, PodShape};
+use crate::ground::wait::{self, Check, PodState};
+use crate::harness::under_test::{device_check, devices_per_node};
 use crate::plugin::calls::CallOutcome;
 use crate::plugin::fault::Faults;
 use crate::profile::{Deployment, Fault};
-use crate::under_test::{device_check, devices_per_node};
-use crate::wait::{self, Check, PodState};
 
 sentences! {
     #[given("the driver under test")]

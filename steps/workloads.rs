@@ -24,8 +24,8 @@ use super::World;
 use super::claims::{CLAIM_TIMEOUT, default_shape};
 use super::params::{DriverRef, PodClaimsPhrase};
 use super::pods::POD_TIMEOUT;
-use crate::objects::{self, PodShape};
-use crate::wait::{self, Check};
+use crate::ground::objects::{self, PodShape};
+use crate::ground::wait::{self, Check};
 
 sentences! {
     #[given(expr = "a workload {string} with a pod group {podclaims}")]

@@ -222,7 +222,7 @@ mod agent {
         assert_eq!(&out, b"pong");
         assert!(status.success(), "{status}: {err}");
         assert!(
-            err.contains(dra_e2e_agent::relay::CONNECTED_PREFIX),
+            err.contains(dra_e2e::agent::relay::CONNECTED_PREFIX),
             "{err}"
         );
     }

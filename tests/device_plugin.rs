@@ -20,7 +20,7 @@ fn every_device_plugin_check_fails_its_broken_variant_on_real_nodes() {
         // HOME is the test's; the node components stay where the build put them.
         .env(
             "DRA_E2E_NODE_BINARIES_DIR",
-            dra_e2e::real_node::binaries::locate(None).dir,
+            dra_e2e::cluster::real_node::binaries::locate(None).dir,
         )
         .args(["--cluster", "local", "--node-kind", "real", "--nodes", "2"])
         // Waits that can only time out (a count never reached, a pod never

@@ -300,7 +300,7 @@ async fn scheduler_allocates_a_device_from_a_slice_and_binds_the_pod() {
 
     // What `@API:` tags ask: a served resource, one its group version does
     // not have, and a group version not served at all (404, not an error).
-    use dra_e2e::discovery::{NeededApi, serves};
+    use dra_e2e::ground::discovery::{NeededApi, serves};
     let ask = |text: &str| {
         let api = NeededApi::parse(text).unwrap();
         let client = client.clone();
@@ -601,7 +601,7 @@ async fn plain_http_range(port: u16, body: &str) -> String {
 fn etcd_client(
     port: u16,
     ca_der: &[u8],
-    identity: Option<&dra_e2e::host::pki::CertPair>,
+    identity: Option<&dra_e2e::cluster::host::pki::CertPair>,
 ) -> kube::Client {
     let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
     config.root_cert = Some(vec![ca_der.to_vec()]);
@@ -692,7 +692,7 @@ async fn etcd_admits_only_clients_with_a_certificate_from_its_own_ca() {
 /// the run, the owner's pods land on it, and the taint comes off again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
-    use dra_e2e::node_lease::{NodeLeases, OWN_NODE_TAINT, set_taint, toleration};
+    use dra_e2e::harness::node_lease::{NodeLeases, OWN_NODE_TAINT, set_taint, toleration};
     let cluster = LocalCluster::start(LocalClusterOptions::default())
         .await
         .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
@@ -740,7 +740,9 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
     assert_eq!(taints.len(), 1, "{taints:?}");
     assert_eq!(taints[0].key, OWN_NODE_TAINT);
     assert_eq!(taints[0].value.as_deref(), Some("dra-own"));
-    assert!(dra_e2e::node_ready::node_is_ready_and_schedulable(&b));
+    assert!(dra_e2e::ground::node_ready::node_is_ready_and_schedulable(
+        &b
+    ));
 
     let ns = "dra-own";
     namespace_for_pods(&client, ns).await;
@@ -769,7 +771,7 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
     let p = wait_for(&pods, "owners", "the owner's pod bound", scheduled).await;
     assert_eq!(bound_to(&p).as_deref(), Some("node-b"));
     let refused = |p: Option<&Pod>| {
-        p.and_then(dra_e2e::wait::pod_unschedulable_message)
+        p.and_then(dra_e2e::ground::wait::pod_unschedulable_message)
             .is_some_and(|m| m.contains("untolerated taint"))
     };
     let p = wait_for(&pods, "on-b", "refused for the taint", refused).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dra_e2e::conn::authority::{CLIENT_URI, KubeletSocket};
-use dra_e2e::node_files::LocalDir;
+use dra_e2e::conn::node_files::LocalDir;
 use dra_e2e::plugin::{
     CallOutcome, Calls, ClaimId, ClaimRef, ClaimSource, ClaimSourceError, DeviceHealth, HealthApi,
     HealthStatus, NodeApi, NodePlugin, PluginConfig, RegistrationStatus,

@@ -1,8 +1,8 @@
 //! `dra-e2e clean`: removes, on demand, what runs that are gone left on the
 //! host (temp dirs, real nodes' network namespaces, links and cgroups), as
 //! every run does before it starts its local cluster; see
-//! [`crate::host::leftovers`] for how a gone run is told from a live one.
-use crate::host::leftovers::{REGISTRY_ENV, Registry};
+//! [`crate::cluster::host::leftovers`] for how a gone run is told from a live one.
+use crate::cluster::host::leftovers::{REGISTRY_ENV, Registry};
 
 /// The options of `dra-e2e clean` (none).
 #[derive(Debug, clap::Args)]

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cluster::host::kube_version::KubeVersion;
+use crate::cluster::proxy::pods::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 use crate::cluster::{ClusterChoice, ConnectOptions};
-use crate::host::kube_version::KubeVersion;
-use crate::proxy::pods::DEFAULT_IMAGE as DEFAULT_PROXY_IMAGE;
 
 /// Which driver a run tests: the options `dra-e2e` and `dra-e2e job` share.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -307,7 +307,7 @@ pub enum Command {
     Cluster(super::cluster_up::ClusterArgs),
     Clean(super::clean::CleanArgs),
     Profile(super::profile_cli::ProfileArgs),
-    Image(crate::images::cli::ImageArgs),
+    Image(crate::cluster::images::cli::ImageArgs),
     Job(super::job::JobArgs),
     /// Print where each option applies: on which cluster, nodes and driver.
     Options(super::options::OptionsArgs),

@@ -142,11 +142,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             }
         }
         NodeKind::Real => {
-            let options = crate::real_node::RealNodesOptions {
+            let options = crate::cluster::real_node::RealNodesOptions {
                 extra_archives: args.image_archive.clone(),
-                ..crate::real_node::RealNodesOptions::new(args.nodes)
+                ..crate::cluster::real_node::RealNodesOptions::new(args.nodes)
             };
-            let start = crate::real_node::RealNodes::start(&cluster, &options);
+            let start = crate::cluster::real_node::RealNodes::start(&cluster, &options);
             let started = tokio::select! {
                 r = start => r,
                 _ = interrupt.recv() => Err(anyhow::anyhow!("interrupted while starting the real nodes")),

@@ -48,11 +48,11 @@ pub const TAG_PREFIXES: &[&str] = &[
 /// Tags the suite understands; `check` rejects others so typos surface.
 pub fn tag_is_known(tag: &str) -> bool {
     if let Some(api) = tag.strip_prefix("API:") {
-        return crate::discovery::NeededApi::parse(api).is_some();
+        return crate::ground::discovery::NeededApi::parse(api).is_some();
     }
     // A version that does not read would skip nothing, silently.
     if let Some(version) = tag.strip_prefix("KubeletMinVersion:") {
-        return crate::node_ready::major_minor(version).is_some();
+        return crate::ground::node_ready::major_minor(version).is_some();
     }
     KNOWN_TAGS.contains(&tag)
         || TAG_PREFIXES
@@ -116,7 +116,7 @@ pub fn skip_reason(
         if let Some(api) = tag.strip_prefix("API:")
             && env.unserved_apis.iter().any(|a| a == api)
         {
-            let shown = crate::discovery::NeededApi::parse(api)
+            let shown = crate::ground::discovery::NeededApi::parse(api)
                 .map_or_else(|| api.to_owned(), |a| a.to_string());
             return Some(format!("needs {shown}, which this cluster does not serve"));
         }
@@ -133,8 +133,10 @@ pub fn skip_reason(
             ));
         }
         if let Some(min) = tag.strip_prefix("KubeletMinVersion:")
-            && let (Some(want), Some(have)) =
-                (crate::node_ready::major_minor(min), env.kubelet_version)
+            && let (Some(want), Some(have)) = (
+                crate::ground::node_ready::major_minor(min),
+                env.kubelet_version,
+            )
             && have < want
         {
             return Some(format!(
@@ -198,7 +200,7 @@ pub fn skip_reason(
         return Some(reason);
     }
     if names.clone().any(|t| t == "DriverUninstalls")
-        && let Some(reason) = crate::under_test::reinstall::skip_reason(&profile)
+        && let Some(reason) = crate::harness::under_test::reinstall::skip_reason(&profile)
     {
         return Some(reason);
     }
@@ -271,7 +273,7 @@ fn no_surge_reason(profile: &crate::profile::Profile) -> Option<String> {
              deploys the driver from manifests (deployment.mode: RealNodes or Manifests)"
         ));
     }
-    let sets = match crate::under_test::manifest_daemonsets(profile) {
+    let sets = match crate::harness::under_test::manifest_daemonsets(profile) {
         Ok(sets) => sets,
         Err(e) => {
             return Some(format!(
@@ -287,7 +289,7 @@ fn no_surge_reason(profile: &crate::profile::Profile) -> Option<String> {
     let not: Vec<String> = sets
         .iter()
         .filter_map(|ds| {
-            let why = crate::under_test::surges(ds).err()?;
+            let why = crate::harness::under_test::surges(ds).err()?;
             let name = ds.metadata.name.as_deref().unwrap_or_default();
             Some(format!("DaemonSet {name} {why}"))
         })
@@ -1025,7 +1027,7 @@ mod props {
         fn any_tag_is_known_or_reported(t in tag()) {
             if tag_is_known(&t) {
                 if let Some(v) = t.strip_prefix("KubeletMinVersion:") {
-                    prop_assert!(crate::node_ready::major_minor(v).is_some(), "{t}");
+                    prop_assert!(crate::ground::node_ready::major_minor(v).is_some(), "{t}");
                 }
             } else if let Some(s) = super::super::suggest::tag(&t, KNOWN_TAGS, TAG_PREFIXES) {
                 prop_assert!(s != t, "{t} suggested as itself");

@@ -17,8 +17,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 
 use crate::cluster::job::objects::{self, INPUTS_DIR, JOB_NAME, JOB_NAME_LABEL, JobPlan};
 use crate::cluster::job::results::{self, Results};
+use crate::ground::wait::{self, Check};
 use crate::profile::{Deployment, Profile};
-use crate::wait::{self, Check};
 
 /// The options of `dra-e2e job`.
 #[derive(Debug, clap::Args)]
@@ -169,7 +169,7 @@ pub fn cli_main(args: JobArgs) -> anyhow::Result<i32> {
     let image = args
         .image
         .clone()
-        .unwrap_or_else(crate::images::cli::runner_reference);
+        .unwrap_or_else(crate::cluster::images::cli::runner_reference);
     if image.trim().is_empty() || image.contains(char::is_whitespace) {
         bail!("--image {image:?}: not an image reference");
     }
@@ -336,7 +336,7 @@ impl Made {
         let ns = &self.namespace;
         if self.has_job {
             let jobs: Api<Job> = Api::namespaced(self.client.clone(), ns);
-            crate::objects::delete_if_present(&jobs, JOB_NAME, &dp)
+            crate::ground::objects::delete_if_present(&jobs, JOB_NAME, &dp)
                 .await
                 .with_context(|| format!("deleting Job {ns}/{JOB_NAME}"))?;
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
@@ -360,13 +360,13 @@ impl Made {
         let ns = &self.namespace;
         if self.has_binding {
             let api: Api<ClusterRoleBinding> = Api::all(self.client.clone());
-            crate::objects::delete_if_present(&api, ns, &dp)
+            crate::ground::objects::delete_if_present(&api, ns, &dp)
                 .await
                 .with_context(|| format!("deleting ClusterRoleBinding {ns}"))?;
         }
         if self.has_namespace {
             let api: Api<Namespace> = Api::all(self.client.clone());
-            crate::objects::delete_if_present(&api, ns, &dp)
+            crate::ground::objects::delete_if_present(&api, ns, &dp)
                 .await
                 .with_context(|| format!("deleting namespace {ns}"))?;
             wait::object(

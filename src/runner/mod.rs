@@ -29,9 +29,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
+use crate::harness::under_test::UnderTest;
 use crate::report;
 use crate::steps::{self, World};
-use crate::under_test::UnderTest;
 use cli::RunArgs;
 use history::History;
 
@@ -389,7 +389,7 @@ fn refused_gates(
             ));
         }
     }
-    let version = crate::host::kube_version::program_version(&apiserver)
+    let version = crate::cluster::host::kube_version::program_version(&apiserver)
         .map_or_else(|| "this release".to_owned(), |v| format!("Kubernetes {v}"));
     if let Some((gate, why)) = refused.iter().find(|(g, _)| !added.contains(g)) {
         anyhow::bail!(
@@ -427,10 +427,10 @@ async fn unserved_apis(
         .collect();
     let mut unserved = Vec::new();
     for tag in tags {
-        let Some(api) = crate::discovery::NeededApi::parse(tag) else {
+        let Some(api) = crate::ground::discovery::NeededApi::parse(tag) else {
             continue; // `check` names malformed tags
         };
-        let served = crate::discovery::serves(&cluster.client(), &api)
+        let served = crate::ground::discovery::serves(&cluster.client(), &api)
             .await
             .with_context(|| format!("asking the cluster whether it serves {api}"))?;
         if !served {
@@ -1332,7 +1332,7 @@ async fn leak_check(cluster: &Cluster, args: &RunArgs, ctx: &steps::Context) -> 
 /// cannot make for its driver, and why: the runner sees a driver's answers
 /// and CDI specs only when it hosts the driver or stands in front of it, and
 /// repeats calls only from in front of it.
-fn unchecked(under: &crate::under_test::UnderTest) -> Vec<String> {
+fn unchecked(under: &crate::harness::under_test::UnderTest) -> Vec<String> {
     if under.interposed.is_some() {
         return Vec::new();
     }

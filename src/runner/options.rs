@@ -11,8 +11,8 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::cluster::NodeKind;
+use crate::cluster::proxy::pods::DEFAULT_IMAGE as UPSTREAM_PROXY_IMAGE;
 use crate::profile::Mode;
-use crate::proxy::pods::DEFAULT_IMAGE as UPSTREAM_PROXY_IMAGE;
 
 /// Where a run happens: the cluster and its kind of nodes. A kubeconfig
 /// cluster (kind, or any other) has the nodes it was made with.
@@ -1176,7 +1176,7 @@ fn proxy_image_where_it_runs(g: &Given) -> Option<Finer> {
              `dra-e2e-agent proxy-agent --connect`, which upstream's hostpathplugin lacks: give \
              --proxy-image an image carrying dra-e2e-agent (on real local nodes: drop \
              --proxy-image, and they run the runner's own, {})",
-            crate::real_node::proxy_image()
+            crate::cluster::real_node::proxy_image()
         )));
     }
     if g.place != Place::LocalReal {

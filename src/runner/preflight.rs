@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 
 /// `sun_path` holds 108 bytes including the terminating NUL.
-pub const MAX_SOCKET_PATH: usize = crate::driver::sockets::MAX_SOCKET_PATH;
+pub const MAX_SOCKET_PATH: usize = crate::harness::driver::sockets::MAX_SOCKET_PATH;
 
 /// The longest driver label (`a driver "<label>" with ...`) in the suite's
 /// features; a unit test keeps it true.
@@ -20,8 +20,10 @@ pub const LONGEST_DRIVER_LABEL: &str = "long-driver-name";
 /// characters, a namespace is `dra-e2e-` plus 5, a uid 8 hex digits.)
 pub fn longest_socket_tail(nodes: usize) -> String {
     let node = nodes.saturating_sub(1);
-    let driver =
-        crate::driver::Driver::name_for("dra-e2e-xxxxx", &format!("-{LONGEST_DRIVER_LABEL}"));
+    let driver = crate::harness::driver::Driver::name_for(
+        "dra-e2e-xxxxx",
+        &format!("-{LONGEST_DRIVER_LABEL}"),
+    );
     format!("/dra-e2e-XXXXXX/n/{node}/plugins/{driver}/dra-xxxxxxxx.sock")
 }
 
@@ -120,14 +122,14 @@ mod tests {
 
     #[test]
     fn the_socket_tail_is_the_longest_socket_path_the_driver_makes() {
-        use crate::driver::sockets::socket_paths;
+        use crate::harness::driver::sockets::socket_paths;
         for nodes in [1, 2, 10, 11] {
             // The longest temp dir the check lets through.
             let tail = longest_socket_tail(nodes);
             let tmp = "/".to_owned() + &"t".repeat(MAX_SOCKET_PATH - tail.len() - 1);
             check_temp_dir(Path::new(&tmp), nodes).unwrap();
             let root = PathBuf::from(format!("{tmp}/dra-e2e-XXXXXX/n/{}", nodes - 1));
-            let driver = crate::driver::Driver::name_for(
+            let driver = crate::harness::driver::Driver::name_for(
                 "dra-e2e-xxxxx",
                 &format!("-{LONGEST_DRIVER_LABEL}"),
             );

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use crate::host::binaries::{BinariesDir, DirSource};
-use crate::host::kube_version::KubeVersion;
+use crate::cluster::host::binaries::{BinariesDir, DirSource};
+use crate::cluster::host::kube_version::KubeVersion;
 
 /// What a build provides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl Part {
                 (dir, missing)
             }
             Part::Node => {
-                use crate::real_node::binaries::{NodeVersions, locate_at, verify_with};
+                use crate::cluster::real_node::binaries::{NodeVersions, locate_at, verify_with};
                 let versions =
                     version.map_or_else(NodeVersions::pinned, NodeVersions::with_kubelet);
                 let dir = locate_at(explicit, &versions);
@@ -96,7 +96,7 @@ impl Part {
     fn versioned_program(self) -> &'static str {
         match self {
             Part::ControlPlane => crate::cluster::local::binaries::KUBE_APISERVER,
-            Part::Node => crate::real_node::binaries::KUBELET,
+            Part::Node => crate::cluster::real_node::binaries::KUBELET,
         }
     }
 
@@ -134,7 +134,7 @@ pub fn ensure(
             && let Some(want) = version
         {
             let program = dir.dir.join(part.versioned_program());
-            let have = crate::host::kube_version::program_version(&program);
+            let have = crate::cluster::host::kube_version::program_version(&program);
             if have != Some(want) {
                 anyhow::bail!(
                     "{} asks for {want}, but {} ({}) holds {}: unset it (or the option) so that \
@@ -208,13 +208,13 @@ struct BuildCommand {
 impl BuildCommand {
     /// The build script, from the build sources the runner carries
     /// (written into `cache_root` once, see
-    /// [`crate::host::build_sources`]), or the program the part's override
+    /// [`crate::cluster::host::build_sources`]), or the program the part's override
     /// variable names.
     fn find(part: Part, cache_root: &Path) -> anyhow::Result<BuildCommand> {
         if let Some(p) = std::env::var_os(part.override_env()).filter(|p| !p.is_empty()) {
             return Ok(BuildCommand { program: p.into() });
         }
-        let hack = crate::host::build_sources::write(cache_root)?;
+        let hack = crate::cluster::host::build_sources::write(cache_root)?;
         let program = hack.join(part.script());
         check_go(&hack.join(part.go_module()).join("go.mod"), part)?;
         Ok(BuildCommand { program })
@@ -235,7 +235,7 @@ impl BuildCommand {
             cmd.env(part.version_env(), v.to_string());
         }
         cmd.env_remove(crate::cluster::local::binaries::BINARIES_DIR_ENV)
-            .env_remove(crate::real_node::binaries::NODE_BINARIES_DIR_ENV)
+            .env_remove(crate::cluster::real_node::binaries::NODE_BINARIES_DIR_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -278,7 +278,7 @@ impl BuildCommand {
 /// PATH: a missing, unreadable or old toolchain is one message naming what
 /// to install.
 fn check_go(go_mod: &Path, part: Part) -> anyhow::Result<()> {
-    use crate::host::go_toolchain;
+    use crate::cluster::host::go_toolchain;
     let text =
         std::fs::read_to_string(go_mod).with_context(|| format!("reading {}", go_mod.display()))?;
     let needed = go_toolchain::module_requirement(&text)
@@ -289,7 +289,7 @@ fn check_go(go_mod: &Path, part: Part) -> anyhow::Result<()> {
         part.describe(),
         match part {
             Part::ControlPlane => "--binaries-dir",
-            Part::Node => crate::real_node::binaries::NODE_BINARIES_DIR_ENV,
+            Part::Node => crate::cluster::real_node::binaries::NODE_BINARIES_DIR_ENV,
         }
     );
     match go_toolchain::installed() {
@@ -652,7 +652,7 @@ pub fn cli_main(args: SetupArgs) -> anyhow::Result<i32> {
         println!("dra-e2e: the real nodes' programs are in {}", dir.display());
         // Process 1 of every real node and the program of their proxy
         // pods; `cargo run` builds only the runner.
-        let agent = crate::host::agent::agent_program()?;
+        let agent = crate::cluster::host::agent::agent_program()?;
         println!("dra-e2e: the node agent is {}", agent.display());
     }
     println!("dra-e2e: everything the local cluster needs is built");

@@ -1,7 +1,7 @@
 //! The grammar of driver sentences: `2 devices per node, serving the v1beta1
 //! API`, `a network pool of 10 tainted devices`, `these devices:` ...
 use super::NodeList;
-use crate::driver::slices::{self, Taint};
+use crate::harness::driver::slices::{self, Taint};
 use crate::plugin::metadata::MetadataVersion;
 use crate::plugin::{HealthApi, NodeApi};
 

@@ -57,8 +57,8 @@ macro_rules! phrase_words {
 }
 pub(crate) use phrase_words;
 
+pub use crate::ground::wait::{PodState, SteadyPodState};
 use crate::proto::method;
-pub use crate::wait::{PodState, SteadyPodState};
 pub use driver_phrase::{DriverPhrase, ResourcesPhrase};
 
 /// A kubelet plugin gRPC method, across all API versions.

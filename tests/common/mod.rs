@@ -322,7 +322,7 @@ pub fn broken_variants_with(
 pub fn on_real_nodes(c: &mut Command) {
     c.env(
         "DRA_E2E_NODE_BINARIES_DIR",
-        dra_e2e::real_node::binaries::locate(None).dir,
+        dra_e2e::cluster::real_node::binaries::locate(None).dir,
     );
 }
 

@@ -9,8 +9,8 @@ mod allocation;
 
 use crate::support::*;
 use allocation::allocation_results;
+use dra_e2e::ground::objects::{PodClaims, PodShape};
 use dra_e2e::node_sim::{NodeEventKind, SimNode};
-use dra_e2e::objects::{PodClaims, PodShape};
 use dra_e2e::plugin::{DeviceHealth, HealthApi, HealthStatus, NodeApi};
 use dra_e2e::proto::method;
 use k8s_openapi::api::core::v1::Pod;

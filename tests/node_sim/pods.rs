@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use crate::support::*;
+use dra_e2e::ground::objects::{self, PodClaims, PodShape};
 use dra_e2e::node_sim::NodeEventKind;
-use dra_e2e::objects::{self, PodClaims, PodShape};
 use dra_e2e::plugin::NodeApi;
 use dra_e2e::proto::method;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
-use dra_e2e::node_files::LocalDir;
+use dra_e2e::conn::node_files::LocalDir;
+use dra_e2e::ground::objects;
 use dra_e2e::node_sim::{SimNode, SimNodeConfig};
-use dra_e2e::objects;
 use dra_e2e::plugin::{Calls, NodeApi, NodePlugin, PluginConfig};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::resource::v1::{

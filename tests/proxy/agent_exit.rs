@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use dra_e2e::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
+use dra_e2e::cluster::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
 use futures::StreamExt as _;
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -19,7 +19,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::support::*;
-use dra_e2e::proxy::{LocalAgent, ProxySide};
+use dra_e2e::cluster::proxy::{LocalAgent, ProxySide};
 
 const WAIT: Duration = Duration::from_secs(20);
 /// `nobody` on Debian.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use dra_e2e::proxy::{LocalAgent, ProxySide};
+use dra_e2e::cluster::proxy::{LocalAgent, ProxySide};
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use dra_e2e::proxy::{LocalAgent, LocalAgentConfig, PoolConfig, PortForward, PreDialled};
+use dra_e2e::cluster::proxy::{LocalAgent, LocalAgentConfig, PoolConfig, PortForward, PreDialled};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};

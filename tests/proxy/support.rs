@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dra_e2e::cluster::proxy::{
+    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, ProxySide,
+};
 use dra_e2e::conn::Incoming;
 use dra_e2e::proto::pluginregistration::registration_client::RegistrationClient;
 use dra_e2e::proto::pluginregistration::registration_server::{Registration, RegistrationServer};
 use dra_e2e::proto::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
-};
-use dra_e2e::proxy::{
-    LocalAgent, LocalAgentConfig, PoolConfig, PreDialled, ProxiedSocket, ProxySide,
 };
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;

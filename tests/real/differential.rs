@@ -41,13 +41,13 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
 use dra_e2e::cluster::local_host::LocalHost;
+use dra_e2e::cluster::real_node::{RealNodes, RealNodesOptions};
 use dra_e2e::cluster::remote::RemoteEnv;
-use dra_e2e::driver::{self, Driver, DriverOptions, Resources};
-use dra_e2e::node_files::{NodeFiles, NodeFilesError};
-use dra_e2e::node_host::{HostProvider, HostedDriver, NodeHost, Served, SocketError};
-use dra_e2e::objects::{self, ClaimShape, PodClaims, PodShape};
+use dra_e2e::conn::node_files::{NodeFiles, NodeFilesError};
+use dra_e2e::conn::node_host::{HostProvider, HostedDriver, NodeHost, Served, SocketError};
+use dra_e2e::ground::objects::{self, ClaimShape, PodClaims, PodShape};
+use dra_e2e::harness::driver::{self, Driver, DriverOptions, Resources};
 use dra_e2e::proto::method;
-use dra_e2e::real_node::{RealNodes, RealNodesOptions};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -768,9 +768,9 @@ async fn differential(
             client.clone(),
             cluster.kube_config(),
             cluster.server_url().to_owned(),
-            PathBuf::from(dra_e2e::real_node::kubelet::ROOT_DIR),
-            dra_e2e::real_node::proxy_image(),
-            dra_e2e::real_node::CDI_DIR.to_owned(),
+            PathBuf::from(dra_e2e::cluster::real_node::kubelet::ROOT_DIR),
+            dra_e2e::cluster::real_node::proxy_image(),
+            dra_e2e::cluster::real_node::CDI_DIR.to_owned(),
         ),
     });
     let mut driver = Driver::new(

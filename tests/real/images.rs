@@ -1,5 +1,5 @@
 //! The runner's own image archives under a real containerd: written with
-//! `dra_e2e::images`, configured with `dra_e2e::real_node::containerd`,
+//! `dra_e2e::cluster::images`, configured with `dra_e2e::cluster::real_node::containerd`,
 //! imported with `ctr`, and run with `ctr run`.
 //!
 //! Needs root and the node binaries (`make node` / `hack/build-node.sh`);
@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use dra_e2e::images::{self, builtin};
-use dra_e2e::real_node::binaries::NodeBinaries;
-use dra_e2e::real_node::containerd::{self, ContainerdConfig, K8S_NAMESPACE};
+use dra_e2e::cluster::images::{self, builtin};
+use dra_e2e::cluster::real_node::binaries::NodeBinaries;
+use dra_e2e::cluster::real_node::containerd::{self, ContainerdConfig, K8S_NAMESPACE};
 
 const PROXY_IMAGE: &str = "dra-e2e.local/proxy-agent:real-images-test";
 /// Generous: the machine is shared with big builds.

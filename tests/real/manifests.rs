@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::runtime::watcher;
 
-use dra_e2e::wait::{self, Check};
+use dra_e2e::ground::wait::{self, Check};
 
 use crate::common;
 use crate::kubeconfig::{KubeconfigCluster, manifest_objects, test_driver_dir};
@@ -108,7 +108,7 @@ async fn the_runner_deploys_a_driver_on_a_kubeconfig_cluster_and_interposes_it()
         .run(
             [
                 "--proxy-image",
-                &dra_e2e::real_node::proxy_image(),
+                &dra_e2e::cluster::real_node::proxy_image(),
                 "--profile",
                 &profile.display().to_string(),
                 "--interpose",

@@ -12,7 +12,7 @@ use crate::common::{self, Watched};
 use crate::pod_api;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
-use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+use dra_e2e::cluster::real_node::{RealNodes, RealNodesOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -75,7 +75,7 @@ fn real_run(home: &Path, fixture: &str) -> Command {
         // HOME is the test's; the node components stay where the build put them.
         .env(
             "DRA_E2E_NODE_BINARIES_DIR",
-            dra_e2e::real_node::binaries::locate(None).dir,
+            dra_e2e::cluster::real_node::binaries::locate(None).dir,
         )
         .args([
             "--cluster",
@@ -159,7 +159,7 @@ async fn a_real_node_runs_pods_behind_an_authenticated_kubelet_and_leaves_nothin
         "spec": {
             "containers": [{
                 "name": "c",
-                "image": dra_e2e::images::BUSYBOX_IMAGE,
+                "image": dra_e2e::cluster::images::BUSYBOX_IMAGE,
                 "command": ["sh", "-c", "echo started; trap exit TERM; while true; do sleep 1; done"],
                 "env": [{ "name": "MARKER", "value": "from-the-pod-spec" }],
             }],
@@ -478,7 +478,7 @@ fn checks_that_need_a_node_operation_fail_without_it() {
 /// daemon started again.
 #[test]
 fn a_reboot_empties_run_keeps_var_lib_ends_every_process_and_changes_the_boot_id() {
-    use dra_e2e::real_node::init::{InitPlan, Step};
+    use dra_e2e::cluster::real_node::init::{InitPlan, Step};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let (run, lib, out) = (root.join("run"), root.join("lib"), root.join("out"));

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::common::{self, Watched};
-use dra_e2e::host::leftovers::{Item, Record};
+use dra_e2e::cluster::host::leftovers::{Item, Record};
 
 const NODE_UP: Duration = Duration::from_secs(400);
 
@@ -58,7 +58,7 @@ fn present(items: &[Item]) -> Vec<String> {
     for i in items {
         match i {
             Item::Cgroup(root) => {
-                for h in dra_e2e::host::cgroups::hierarchies() {
+                for h in dra_e2e::cluster::host::cgroups::hierarchies() {
                     let d = h.join(root.trim_start_matches('/'));
                     if d.exists() {
                         found.push(format!("cgroup {}", d.display()));

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
-use dra_e2e::real_node::{RealNodes, RealNodesOptions};
+use dra_e2e::cluster::real_node::{RealNodes, RealNodesOptions};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, LogParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -54,7 +54,7 @@ fn driver_pod(name: &str, node: &str) -> Pod {
             "hostNetwork": true,
             "containers": [{
                 "name": "c",
-                "image": dra_e2e::images::BUSYBOX_IMAGE,
+                "image": dra_e2e::cluster::images::BUSYBOX_IMAGE,
                 "command": ["sh", "-c", "trap exit TERM; while true; do sleep 1; done"],
                 "securityContext": { "privileged": true },
                 "volumeMounts": mounts,
@@ -83,18 +83,18 @@ async fn two_real_nodes() -> (LocalCluster, RealNodes) {
     let cluster = LocalCluster::start(LocalClusterOptions::default())
         .await
         .expect("local control plane");
-    let busybox = dra_e2e::real_node::binaries::NodeBinaries::find(None)
+    let busybox = dra_e2e::cluster::real_node::binaries::NodeBinaries::find(None)
         .expect("node binaries (hack/build-node.sh)")
         .busybox;
     let archive = cluster.dir().join("runner-image.tar");
-    let spec = dra_e2e::images::builtin::with_program(
+    let spec = dra_e2e::cluster::images::builtin::with_program(
         RUNNER_IMAGE,
         Path::new(common::bin()),
         RUNNER_PATH,
         &busybox,
     )
     .expect("the runner's image");
-    dra_e2e::images::write_archive(&spec, &archive).expect("writing the runner's image");
+    dra_e2e::cluster::images::write_archive(&spec, &archive).expect("writing the runner's image");
     let options = RealNodesOptions {
         extra_archives: vec![archive],
         ..RealNodesOptions::new(2)
@@ -288,7 +288,7 @@ async fn pods_reach_the_api_server_at_the_kubernetes_service() {
     // Port 443 is implied, as client-go leaves it out too.
     let service = format!(
         "server: https://{}",
-        dra_e2e::host::services::KUBERNETES_SERVICE_IP
+        dra_e2e::cluster::host::services::KUBERNETES_SERVICE_IP
     );
     let user = format!("user: system:serviceaccount:{ns}:default");
     for (name, node) in &names {
