@@ -36,6 +36,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use dra_e2e_kube::dynamic::{ConflictRetry, is_conflict};
 use dra_e2e_kube::wait::note;
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use kube::api::{Api, Patch, PatchParams};
@@ -347,20 +348,13 @@ pub fn toleration() -> Toleration {
 
 /// Puts the own-node taint on `node` (`Some(owner)`) or takes it off
 /// (`None`), leaving every other taint as it is. A node is written by its
-/// kubelet all the time, so a conflict is read again and retried.
+/// kubelet all the time, so a conflict is read again and retried, as every
+/// conflict is ([`ConflictRetry`]).
 pub async fn set_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match write_taint(client, node, owner).await {
-            Err(kube::Error::Api(e)) if e.code == 409 && attempt < CONFLICT_ATTEMPTS => {}
-            other => return other,
-        }
-    }
+    ConflictRetry::DEFAULT
+        .run(is_conflict, || write_taint(client, node, owner))
+        .await
 }
-
-/// How often a node's taints are written before a conflict is an error.
-const CONFLICT_ATTEMPTS: usize = 50;
 
 async fn write_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
