@@ -275,3 +275,335 @@ fn unsafe_code_is_forbidden_outside_crates_sys() {
         Vec::<String>::new()
     );
 }
+
+/// The crates whose plain name (below) is a crate the runner uses, and the
+/// name src/lib.rs gives them instead: `kube` would read as kube-rs.
+const RENAMED: &[(&str, &str)] = &[("dra-e2e-kube", "ground")];
+
+/// The name src/lib.rs re-exports the workspace crate `package` under: its
+/// package name without `dra-e2e-`, `-` as `_` (its directory in `crates/`),
+/// but for the crates in [`RENAMED`].
+fn front_door_name(package: &str) -> String {
+    match RENAMED.iter().find(|(p, _)| *p == package) {
+        Some((_, name)) => (*name).to_owned(),
+        None => package.trim_start_matches("dra-e2e-").replace('-', "_"),
+    }
+}
+
+/// The workspace's crates below the runner: (package, the identifier code
+/// names it by, its front door name).
+fn workspace_crates() -> Vec<(&'static str, String, String)> {
+    FLOORS
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| *p != "dra-e2e")
+        .map(|p| (p, p.replace('-', "_"), front_door_name(p)))
+        .collect()
+}
+
+/// What one `use` item brings in: each leaf's path and the name it is
+/// brought in under (`None` for a glob).
+fn use_leaves(
+    tree: &syn::UseTree,
+    prefix: &[String],
+    out: &mut Vec<(Vec<String>, Option<String>)>,
+) {
+    let with = |ident: &syn::Ident| {
+        let mut path = prefix.to_vec();
+        if ident != "self" {
+            path.push(ident.to_string());
+        }
+        path
+    };
+    match tree {
+        syn::UseTree::Path(p) => use_leaves(&p.tree, &with(&p.ident), out),
+        syn::UseTree::Name(n) => {
+            let path = with(&n.ident);
+            let name = path.last().cloned();
+            out.push((path, name));
+        }
+        syn::UseTree::Rename(r) => out.push((with(&r.ident), Some(r.rename.to_string()))),
+        syn::UseTree::Glob(_) => out.push((prefix.to_vec(), None)),
+        syn::UseTree::Group(g) => g.items.iter().for_each(|t| use_leaves(t, prefix, out)),
+    }
+}
+
+/// What is wrong with the front door, `lib` (the text of src/lib.rs), given
+/// the workspace's `crates` ([`workspace_crates`]): it re-exports each crate
+/// once, whole, `pub`, under its front door name, at its top, and nothing
+/// from inside a crate, so that code says `crate::ground::wait` and not
+/// `crate::wait`.
+fn front_door_problems(lib: &str, crates: &[(&str, String, String)]) -> Vec<String> {
+    let file = match syn::parse_file(lib) {
+        Ok(f) => f,
+        Err(e) => return vec![format!("src/lib.rs does not parse: {e}")],
+    };
+    let mut problems = Vec::new();
+    let mut times = vec![0; crates.len()];
+    // (items, the inline module they are in)
+    let mut todo = vec![(&file.items, None::<String>)];
+    while let Some((items, module)) = todo.pop() {
+        for item in items {
+            let (leaves, public) = match item {
+                syn::Item::Mod(m) => {
+                    if let Some((_, inner)) = &m.content {
+                        todo.push((inner, Some(m.ident.to_string())));
+                    }
+                    continue;
+                }
+                syn::Item::ExternCrate(e) => {
+                    let rename = e.rename.as_ref().map(|(_, r)| r.to_string());
+                    let name = rename.unwrap_or_else(|| e.ident.to_string());
+                    let public = matches!(e.vis, syn::Visibility::Public(_));
+                    (vec![(vec![e.ident.to_string()], Some(name))], public)
+                }
+                syn::Item::Use(u) => {
+                    let mut leaves = Vec::new();
+                    use_leaves(&u.tree, &[], &mut leaves);
+                    (leaves, matches!(u.vis, syn::Visibility::Public(_)))
+                }
+                _ => continue,
+            };
+            for (path, name) in leaves {
+                let shown = match &name {
+                    None => format!("{}::*", path.join("::")),
+                    Some(n) if path.last() == Some(n) => path.join("::"),
+                    Some(n) => format!("{} as {n}", path.join("::")),
+                };
+                // `crate::ground::wait` and `ground::wait` name the same.
+                let inside = path
+                    .iter()
+                    .skip_while(|s| *s == "crate" || *s == "self")
+                    .collect::<Vec<_>>();
+                let Some(first) = inside.first() else {
+                    continue;
+                };
+                let Some(i) = crates
+                    .iter()
+                    .position(|(_, ident, door)| *first == ident || *first == door)
+                else {
+                    continue;
+                };
+                let (package, ident, door) = &crates[i];
+                if inside.len() > 1 || name.is_none() {
+                    let rest = match inside.len() > 1 {
+                        true => inside[1..].iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+                        false => vec!["*"],
+                    };
+                    problems.push(format!(
+                        "src/lib.rs re-exports `{shown}` from inside {package}: re-export the \
+                         crate whole (`pub use {ident} as {door};`) and name `{door}::{}`",
+                        rest.join("::")
+                    ));
+                    continue;
+                }
+                if let Some(m) = &module {
+                    problems.push(format!(
+                        "src/lib.rs's module {m} re-exports `{shown}`: the crates are re-exported \
+                         at the top of src/lib.rs"
+                    ));
+                    continue;
+                }
+                times[i] += 1;
+                if !public {
+                    problems.push(format!(
+                        "src/lib.rs brings in `{shown}` without `pub`: `pub use {ident} as {door};`"
+                    ));
+                } else if *first != ident || name.as_ref() != Some(door) {
+                    problems.push(format!(
+                        "src/lib.rs re-exports `{shown}`: {package} is `pub use {ident} as {door};`"
+                    ));
+                }
+            }
+        }
+    }
+    for ((package, ident, door), n) in crates.iter().zip(times) {
+        match n {
+            1 => {}
+            0 => problems.push(format!(
+                "src/lib.rs does not re-export {package}: `pub use {ident} as {door};`"
+            )),
+            n => problems.push(format!(
+                "src/lib.rs re-exports {package} {n} times: once, `pub use {ident} as {door};`"
+            )),
+        }
+    }
+    problems
+}
+
+/// The front door names each crate once, under its own name
+/// (docs/development.md, "Layout"): `crate::cluster::proxy`, never a flat
+/// `crate::proxy` that hides which crate `proxy` lives in.
+#[test]
+fn the_front_door_names_each_crate_once_whole() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crates = workspace_crates();
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let problems = front_door_problems(&lib, &crates);
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    // A crate gets another name only where its plain one is a crate the
+    // runner uses, and no other crate's plain name is one.
+    let top: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let used = |name: &str| {
+        ["dependencies", "dev-dependencies"].iter().any(|s| {
+            top.get(*s)
+                .and_then(|d| d.as_table())
+                .is_some_and(|d| d.keys().any(|k| k.replace('-', "_") == name))
+        })
+    };
+    for (package, _, door) in &crates {
+        let plain = package.trim_start_matches("dra-e2e-").replace('-', "_");
+        match RENAMED.iter().any(|(p, _)| p == package) {
+            true => assert!(
+                used(&plain),
+                "{package} is renamed {door}, but `{plain}` is free"
+            ),
+            false => assert!(
+                !used(&plain),
+                "{package}'s name `{plain}` is a crate the runner uses"
+            ),
+        }
+    }
+
+    // What the check refuses.
+    let whole = "pub use dra_e2e_kube as ground;\n";
+    let others: String = crates
+        .iter()
+        .filter(|(p, _, _)| *p != "dra-e2e-kube")
+        .map(|(_, ident, door)| format!("pub use {ident} as {door};\n"))
+        .collect();
+    assert_eq!(
+        front_door_problems(&format!("{others}{whole}"), &crates),
+        Vec::<String>::new()
+    );
+    let refused = |text: &str| front_door_problems(&format!("{others}{text}"), &crates);
+    assert_eq!(
+        refused(&format!("{whole}pub use dra_e2e_kube::wait;\n")),
+        [
+            "src/lib.rs re-exports `dra_e2e_kube::wait` from inside dra-e2e-kube: re-export the \
+          crate whole (`pub use dra_e2e_kube as ground;`) and name `ground::wait`"
+        ]
+    );
+    for (text, names) in [
+        // flat, in a group, through the front door's name, glob
+        (
+            "pub use dra_e2e_kube::{objects, wait as waits};",
+            "`dra_e2e_kube::wait as waits`",
+        ),
+        ("pub use crate::ground::wait;", "`crate::ground::wait`"),
+        ("pub use dra_e2e_kube::*;", "`dra_e2e_kube::*`"),
+        // in a module of its own
+        (
+            "pub mod waits { pub use dra_e2e_kube::wait; }",
+            "`dra_e2e_kube::wait`",
+        ),
+    ] {
+        let problems = refused(&format!("{whole}{text}\n"));
+        assert!(
+            problems.iter().any(|p| p.contains(names)),
+            "{text}: {problems:#?}"
+        );
+    }
+    for (text, names) in [
+        ("", "does not re-export dra-e2e-kube"),
+        (
+            "pub use dra_e2e_kube as kube_ground;",
+            "`dra_e2e_kube as kube_ground`",
+        ),
+        ("pub use dra_e2e_kube;", "`dra_e2e_kube`"),
+        ("use dra_e2e_kube as ground;", "without `pub`"),
+        (
+            "pub use dra_e2e_kube as ground;\npub use ground as kube2;",
+            "2 times",
+        ),
+        (
+            "pub use dra_e2e_kube as ground;\npub mod m { pub use dra_e2e_kube as ground; }",
+            "module m",
+        ),
+    ] {
+        let problems = refused(&format!("{text}\n"));
+        assert!(
+            problems.iter().any(|p| p.contains(names)),
+            "{text}: {problems:#?}"
+        );
+    }
+}
+
+/// Where `text` (Rust source) names one of the workspace's crates by its
+/// own identifier (`dra_e2e_kube`), comments and strings left out.
+fn named_directly(text: &str, crates: &[(&str, String, String)]) -> Vec<String> {
+    fn walk(tokens: proc_macro2::TokenStream, idents: &[&str], out: &mut Vec<String>) {
+        for t in tokens {
+            match t {
+                proc_macro2::TokenTree::Ident(i) if idents.iter().any(|n| i == n) => {
+                    out.push(i.to_string())
+                }
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), idents, out),
+                _ => {}
+            }
+        }
+    }
+    let idents: Vec<&str> = crates.iter().map(|(_, i, _)| i.as_str()).collect();
+    let mut out = Vec::new();
+    match text.parse::<proc_macro2::TokenStream>() {
+        Ok(tokens) => walk(tokens, &idents, &mut out),
+        Err(e) => out.push(format!("does not read as Rust tokens: {e}")),
+    }
+    out
+}
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The runner's code reaches the crates through the front door
+/// (`crate::harness::driver`, `dra_e2e::harness::driver`), never by their
+/// own identifiers, which src/lib.rs alone uses. The agent's program, the
+/// agent crate's binary that the runner's package builds, calls its crate.
+#[test]
+fn the_runner_reaches_the_crates_through_the_front_door() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crates = workspace_crates();
+    let mut files = vec![root.join("build-features.rs")];
+    for dir in ["src", "steps", "tests", "benches"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let own = [
+        root.join("src/lib.rs"),
+        root.join("src/bin/dra-e2e-agent.rs"),
+    ];
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| !own.contains(f)) {
+        for name in named_directly(&std::fs::read_to_string(f).unwrap(), &crates) {
+            found.push(format!(
+                "{}: {name}",
+                f.strip_prefix(root).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "name these through the front door (`crate::ground::wait` in src/ and steps/, \
+         `dra_e2e::ground::wait` in tests/ and benches/): {found:#?}"
+    );
+    // What the check reads: code, not comments or strings.
+    let agent = std::fs::read_to_string(&own[1]).unwrap();
+    assert_eq!(named_directly(&agent, &crates), ["dra_e2e_agent"]);
+    let text = "// dra_e2e_kube::wait\nconst S: &str = \"dra_e2e_kube::wait\";\nuse dra_e2e_kube::wait;\nfn f() { dra_e2e_harness::driver::f() }\n";
+    assert_eq!(
+        named_directly(text, &crates),
+        ["dra_e2e_kube", "dra_e2e_harness"]
+    );
+}
