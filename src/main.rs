@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<i32> = match cli.command {
         Some(Command::ProxyAgent(a)) => {
             init_tracing("info");
-            dra_e2e::cluster::proxy::agent::cli_main(a.args).map(|()| 0)
+            dra_e2e::agent::proxy_agent::cli_main(a.args).map(|()| 0)
         }
         // Sets up its own logging: info, without the kube client's errors
         // for every 5xx of an apiserver that is still starting.

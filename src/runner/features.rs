@@ -204,29 +204,6 @@ pub fn skip_reason(
     {
         return Some(reason);
     }
-    let reboots = feature
-        .background
-        .iter()
-        .flat_map(|b| b.steps.iter())
-        .chain(scenario.steps.iter())
-        .any(|s| s.value.ends_with(" is rebooted"));
-    if names.clone().any(|t| t == "NodeOperations")
-        && reboots
-        && matches!(profile.deployment, crate::profile::Deployment::Builtin)
-        && env.container_runtime()
-    {
-        // Known gap (2026-12-05): the suite's own plugin registers again
-        // after the reboot (its agents are started again in the node host
-        // pod), but the pod's container never starts again: the kubelet asks
-        // it for no NodePrepareResources, so no CDI spec is written again in
-        // the emptied /var/run/cdi.
-        return Some(
-            "needs a driver that runs on the node: the suite's own driver, served from the \
-             runner, registers again after a reboot but its pod's container does not start \
-             again yet (run the pack with a driver's profile)"
-                .to_owned(),
-        );
-    }
     let steps: Vec<Step> = feature
         .background
         .iter()

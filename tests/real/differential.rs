@@ -771,6 +771,7 @@ async fn differential(
             PathBuf::from(dra_e2e::cluster::real_node::kubelet::ROOT_DIR),
             dra_e2e::cluster::real_node::proxy_image(),
             dra_e2e::cluster::real_node::CDI_DIR.to_owned(),
+            dra_e2e::cluster::proxy::HostRoute::PodAddress,
         ),
     });
     let mut driver = Driver::new(

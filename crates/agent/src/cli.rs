@@ -13,6 +13,9 @@ enum Cli {
     /// Pairs each client of a unix socket with the runner's waiting
     /// connections (or, with --connect, relays one connection to a socket).
     ProxyAgent(crate::proxy_agent::Args),
+    /// The node host pod's own process: serves the runner's sockets and
+    /// files on the node for the whole run.
+    NodeHost(crate::node_host::Args),
     /// Process 1 of a real node's PID namespace; started by the runner.
     NodeInit(crate::node_init::Args),
     /// Lists the unix sockets of a directory (the interposer follows a
@@ -24,6 +27,7 @@ enum Cli {
 pub fn main() -> ExitCode {
     let result = match Cli::parse() {
         Cli::ProxyAgent(args) => crate::proxy_agent::run(args).map(|()| 0),
+        Cli::NodeHost(args) => crate::node_host::run(args).map(|()| 0),
         Cli::Sockets(args) => crate::sockets::run(args).map(|()| 0),
         Cli::NodeInit(args) => {
             crate::init_node_init_tracing();

@@ -1,7 +1,8 @@
-//! The program that runs on nodes rather than beside the runner: the proxy
-//! agent of a proxy pod ([`proxy_agent`], with its `--connect` mode in
-//! [`relay`]) and process 1 of a real node's PID namespace
-//! ([`node_init`]). It is its own small binary, `dra-e2e-agent`, so the
+//! The program that runs on nodes rather than beside the runner: the node
+//! host, the long-lived process of a node host pod ([`node_host`], its wire
+//! in [`host_wire`]), the proxy agent that upstream's way of proxying runs by
+//! exec ([`proxy_agent`], with its `--connect` mode in [`relay`]) and
+//! process 1 of a real node's PID namespace ([`node_init`]). It is its own small binary, `dra-e2e-agent`, so the
 //! proxy image carries this and not the whole runner; the runner links the
 //! same code for the agents it starts on this machine.
 /// The program's name: on `PATH` in the proxy image, and what proxy pods run.
@@ -9,6 +10,8 @@ pub const PROGRAM: &str = "dra-e2e-agent";
 
 pub mod cli;
 pub mod endpoint;
+pub mod host_wire;
+pub mod node_host;
 pub mod node_init;
 pub mod proxy_agent;
 pub mod relay;

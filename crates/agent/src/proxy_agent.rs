@@ -209,7 +209,7 @@ fn announce(agent: &Agent) {
 
 /// Resolves on TERM, INT, HUP or QUIT, or when the process that reads our
 /// output went away (a cancelled `kubectl exec`-style session).
-fn stop_signal() -> Result<impl Future<Output = ()>, AgentError> {
+pub(crate) fn stop_signal() -> Result<impl Future<Output = ()>, AgentError> {
     let mut signals = Vec::new();
     for kind in [
         SignalKind::terminate(),
@@ -262,7 +262,7 @@ fn output_reader_gone() -> impl Future<Output = ()> {
 
 /// A unix socket file this agent created, so shutdown never removes a socket
 /// that a newer agent created at the same path.
-struct OwnSocket {
+pub(crate) struct OwnSocket {
     path: PathBuf,
     ino: Option<(u64, u64)>,
 }
@@ -271,7 +271,7 @@ impl OwnSocket {
     /// Replaces any stale file at `path` and listens there. The directory
     /// is made if missing: a node host serves every driver's directory,
     /// and a driver's is made when its first socket is.
-    fn bind(path: &Path) -> Result<(UnixListener, OwnSocket), AgentError> {
+    pub(crate) fn bind(path: &Path) -> Result<(UnixListener, OwnSocket), AgentError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| AgentError::ListenUnix {
                 path: path.to_owned(),
@@ -310,7 +310,7 @@ impl OwnSocket {
         )
     }
 
-    fn remove(&self) {
+    pub(crate) fn remove(&self) {
         let ours = std::fs::symlink_metadata(&self.path)
             .ok()
             .map(|m| (m.dev(), m.ino()));
@@ -503,7 +503,7 @@ enum RunnerStream {
     Unix(UnixStream),
 }
 
-async fn bind_tcp(host: &str, port: u16) -> Result<TcpListener, AgentError> {
+pub(crate) async fn bind_tcp(host: &str, port: u16) -> Result<TcpListener, AgentError> {
     let err = |source| AgentError::ListenTcp {
         addr: format!("{host}:{port}"),
         source,
@@ -532,7 +532,7 @@ async fn pair(id: u64, unix: UnixStream, runner: RunnerStream) {
 
 /// Copies both ways until either direction ends. Both sockets are closed
 /// when the halves drop, never half-closed.
-async fn splice<R>(unix: UnixStream, runner: R) -> (&'static str, std::io::Result<u64>)
+pub(crate) async fn splice<R>(unix: UnixStream, runner: R) -> (&'static str, std::io::Result<u64>)
 where
     R: tokio::io::AsyncRead + tokio::io::AsyncWrite,
 {

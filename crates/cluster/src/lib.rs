@@ -348,6 +348,8 @@ impl Cluster {
             PathBuf::from(crate::real_node::kubelet::ROOT_DIR),
             proxy_image,
             crate::real_node::CDI_DIR.to_owned(),
+            // The nodes' addresses are on links of this machine's.
+            crate::proxy::HostRoute::PodAddress,
         );
         Ok(Cluster {
             client,

@@ -119,6 +119,8 @@ impl RemoteEnv {
             opts.kubelet_root.clone(),
             opts.proxy_image.clone(),
             opts.cdi_dir.clone(),
+            // A kubeconfig's nodes may be anywhere: through the API server.
+            crate::proxy::HostRoute::PortForward,
         ))
     }
 
@@ -129,11 +131,13 @@ impl RemoteEnv {
         kubelet_root: PathBuf,
         proxy_image: String,
         cdi_dir: String,
+        route: crate::proxy::HostRoute,
     ) -> RemoteEnv {
         let layout = crate::proxy::NodeLayout {
             kubelet_root: kubelet_root.display().to_string(),
             image: self::proxy_image(&proxy_image),
             cdi_host_dir: cdi_dir.clone(),
+            route,
         };
         // A client of their own: a port-forward or exec the API server
         // refuses (its kubelet restarting) can leave the connection it came
@@ -510,7 +514,10 @@ impl NodeHost for RemoteHost {
 
     fn cdi_files(&self, node: &str) -> std::sync::Arc<dyn dra_e2e_conn::node_files::NodeFiles> {
         match self.pods.get(node) {
-            Some(pod) => std::sync::Arc::new(pod.cdi_files(self.client.clone())),
+            Some(pod) => match pod.link() {
+                Some(link) => std::sync::Arc::new(link.files(crate::proxy::pods::CDI_MOUNT)),
+                None => std::sync::Arc::new(pod.cdi_files(self.client.clone())),
+            },
             // Without a proxy pod there is no way onto the node; writes fail
             // with a clear error from the empty local directory instead.
             None => std::sync::Arc::new(dra_e2e_conn::node_files::LocalDir::new(format!(
@@ -527,6 +534,9 @@ impl NodeHost for RemoteHost {
         let pod = self.pods.get(node)?;
         // The host pod mounts the plugin directories at their host paths.
         let dir = self.kubelet_root.join("plugins").join(driver);
+        if let Some(link) = pod.link() {
+            return Some(std::sync::Arc::new(link.files(dir)));
+        }
         Some(std::sync::Arc::new(crate::proxy::pod_files::PodFiles::new(
             self.client.clone(),
             pod.exec_target(),
@@ -544,14 +554,21 @@ impl NodeHost for RemoteHost {
         let err = |message: String| SocketError::new(node, socket, message);
         let pod = self.proxy_pod(node, socket)?;
         let path = socket.display().to_string();
-        let (proxied, incoming) = crate::proxy::ProxiedSocket::remote(
-            self.client.clone(),
-            &pod,
-            &path,
-            crate::proxy::PoolConfig::default(),
-        )
-        .await
-        .map_err(|e| err(e.to_string()))?;
+        let (proxied, incoming) = match pod.link() {
+            Some(link) => crate::proxy::ProxiedSocket::hosted(
+                link.clone(),
+                &path,
+                crate::proxy::PoolConfig::default(),
+            ),
+            None => crate::proxy::ProxiedSocket::remote(
+                self.client.clone(),
+                &pod,
+                &path,
+                crate::proxy::PoolConfig::default(),
+            )
+            .await
+            .map_err(|e| err(e.to_string()))?,
+        };
         let stop = async move {
             if let Err(e) = proxied.stop().await {
                 tracing::warn!(socket = %path, error = %e, "stopping the proxied socket");
@@ -569,6 +586,13 @@ impl NodeHost for RemoteHost {
     async fn dial(&self, node: &str, socket: &Path) -> Result<Dialled, SocketError> {
         let err = |message: String| SocketError::new(node, socket, message);
         let pod = self.proxy_pod(node, socket)?;
+        if let Some(link) = pod.link() {
+            let request = dra_e2e_agent::host_wire::Request::Connect(socket.to_owned());
+            return link
+                .open(&request, b"")
+                .await
+                .map_err(|e| err(e.to_string()));
+        }
         let path = socket
             .to_str()
             .ok_or_else(|| err("the socket path is not UTF-8".to_owned()))?;
@@ -587,6 +611,21 @@ impl NodeHost for RemoteHost {
     ) -> Result<Vec<dra_e2e_conn::node_host::SocketFile>, SocketError> {
         let err = |message: String| SocketError::new(node, dir, message);
         let pod = self.proxy_pod(node, dir)?;
+        if let Some(link) = pod.link() {
+            let request = dra_e2e_agent::host_wire::Request::Sockets(dir.to_owned());
+            let out = link
+                .call(&request, b"")
+                .await
+                .map_err(|e| err(format!("listing the directory: {e}")))?;
+            return Ok(String::from_utf8_lossy(&out)
+                .lines()
+                .filter_map(dra_e2e_agent::sockets::parse_line)
+                .map(|e| dra_e2e_conn::node_host::SocketFile {
+                    name: e.name,
+                    identity: e.identity,
+                })
+                .collect());
+        }
         if pod.agent != crate::proxy::AgentKind::DraE2e {
             return Err(err(
                 "the node host pod runs upstream's hostpathplugin, which cannot list a \

@@ -127,11 +127,14 @@ impl NodeDriver {
             name: claim.name.clone(),
             uid: claim.uid.clone(),
         };
-        if let Some(done) = self.prepared.get(&id) {
-            debug!(driver = %self.driver, node = %self.node, %claim, "claim already prepared");
-            return Ok(done.devices);
+        // A claim prepared before is answered as before, but its CDI specs
+        // are written again: after a reboot the kubelet asks again while
+        // /var/run/cdi is empty, and a driver answering from memory alone
+        // leaves the containers without their devices (kubernetes#141433).
+        let done = self.prepared.get(&id);
+        if done.is_none() {
+            self.refuse_planted(object)?;
         }
-        self.refuse_planted(object)?;
         let mut plan = driver_logic::plan_claim(&self.driver, object)?;
         if let Some(m) = &self.metadata {
             // The data files exist before the specs that mount them.
@@ -171,6 +174,10 @@ impl NodeDriver {
                 .create(&name, file.content.as_bytes())
                 .await
                 .map_err(ClaimError::WriteCdi)?;
+        }
+        if let Some(done) = done {
+            debug!(driver = %self.driver, node = %self.node, %claim, "claim already prepared; its CDI specs written again");
+            return Ok(done.devices);
         }
         info!(
             driver = %self.driver,

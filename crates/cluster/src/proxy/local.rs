@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use super::agent::READY_PREFIX;
 use super::transport::{TcpTransport, Transport, UnixTransport};
+use dra_e2e_agent::proxy_agent::READY_PREFIX;
 
 /// Where an agent waits for the runner's connections.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,16 @@
 //! The run's node host pods: one privileged pod per node, made the first
 //! time a driver needs that node and kept until the run ends.
 //!
-//! Every driver's agents run in it by exec, so a scenario pays for a few
-//! execs instead of a ReplicaSet's pods starting and terminating (about 3 s
-//! each way on real nodes). The pod mounts the kubelet's whole `plugins` and
+//! With an image carrying `dra-e2e-agent` the pod's own process is the node
+//! host (`dra-e2e-agent node-host`, [`super::host_link`]): it serves every
+//! driver's sockets on the node's address, so the kubelet finds them
+//! answering whether or not the kubelet's streaming and the container
+//! runtime work, as a driver's process would. It listens on a port chosen
+//! for the run and takes only requests with the run's token, which the pod
+//! reads from a Secret of the run's namespace. With upstream's hostpathplugin
+//! image the pod only waits, and agents run in it by exec, as upstream's
+//! suite runs them. Either way a scenario pays for no pod of its own (a
+//! ReplicaSet's pods take about 3 s each way on real nodes). The pod mounts the kubelet's whole `plugins` and
 //! `plugins_registry` directories at their host paths, so a socket created
 //! in it is the socket the kubelet sees; a driver's own plugin directory is
 //! made by its first agent. The pods live in a namespace of the run's
@@ -14,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, HostPathVolumeSource, Namespace, Pod, PodSpec, SecurityContext, ServiceAccount,
-    Toleration, Volume, VolumeMount,
+    Container, EnvVar, EnvVarSource, HostPathVolumeSource, Namespace, Pod, PodSpec, Secret,
+    SecretKeySelector, SecurityContext, ServiceAccount, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -23,15 +30,27 @@ use kube::runtime::wait::{await_condition, conditions};
 use tokio::sync::OnceCell;
 use tracing::info;
 
+use super::host_link::HostLink;
 use super::pods::ProxyPod;
-use super::pods::{CDI_MOUNT, ProxyImage};
+use super::pods::{AgentKind, CDI_MOUNT, ProxyImage};
+use super::portforward::PortForward;
 use super::portforward::container_state;
+use super::transport::{TcpTransport, Transport};
+use dra_e2e_agent::host_wire::TOKEN_ENV;
 
 /// Marks the namespaces of node host pods, for the leak check.
 pub const NODE_HOSTS_LABEL: &str = "dra-e2e.k8s.io/node-hosts";
 /// The container agents are exec'd in.
 pub const CONTAINER: &str = "node-host";
 const SERVICE_ACCOUNT: &str = "node-host";
+/// The Secret holding the run's token, and its key.
+const TOKEN_SECRET: &str = "node-host-token";
+const TOKEN_KEY: &str = "token";
+/// The node hosts' port is picked per run from here: below the kernel's
+/// ephemeral ports, above the well-known services'.
+const PORTS: std::ops::Range<u16> = 20000..30000;
+/// How long the node host may take to stop: it removes its sockets.
+const STOP_GRACE_SECONDS: i64 = 5;
 const NAMESPACE_PREFIX: &str = "dra-e2e-node-hosts-";
 /// How long a node host pod may take to run.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -56,6 +75,12 @@ pub enum NodePodsError {
         timeout: Duration,
         last: String,
     },
+    #[error("node host pod {namespace}/{pod} on node {node} runs but has no address")]
+    NoAddress {
+        namespace: String,
+        pod: String,
+        node: String,
+    },
     #[error("namespace {namespace} of the node host pods still exists after {timeout:?}")]
     NotGone {
         namespace: String,
@@ -71,6 +96,19 @@ fn api_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> NodePodsErr
     }
 }
 
+/// How the runner reaches a node host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostRoute {
+    /// The pod's address, which is the node's: where the runner's machine
+    /// routes to the nodes (the local cluster). Needs neither the kubelet
+    /// nor the container runtime.
+    PodAddress,
+    /// Port-forward through the API server and the kubelet, for clusters
+    /// whose nodes the runner cannot reach; the pools dial again by
+    /// themselves after the pod, the kubelet or the node restarted.
+    PortForward,
+}
+
 /// Where the node host pods find the kubelet's directories.
 #[derive(Debug, Clone)]
 pub struct NodeLayout {
@@ -78,6 +116,7 @@ pub struct NodeLayout {
     pub image: ProxyImage,
     /// The node's CDI spec directory, as its runtime reads it.
     pub cdi_host_dir: String,
+    pub route: HostRoute,
 }
 
 impl NodeLayout {
@@ -94,8 +133,10 @@ impl NodeLayout {
     }
 
     /// The pod serving `node`, pinned to it without the scheduler: a node
-    /// host must run where it is asked to, tainted or not.
-    pub fn pod(&self, namespace: &str, node: &str) -> Pod {
+    /// host must run where it is asked to, tainted or not. With the
+    /// dra-e2e image its process is the node host on `port` of the node's
+    /// network; with hostpathplugin's it waits for execs.
+    pub fn pod(&self, namespace: &str, node: &str, port: u16) -> Pod {
         let host_path = |name: &str, path: String| Volume {
             name: name.into(),
             host_path: Some(HostPathVolumeSource {
@@ -121,6 +162,39 @@ impl NodeLayout {
             mount("plugins-registry", self.registry_dir()),
             mount("cdi", CDI_MOUNT.into()),
         ];
+        let hosted = self.image.agent == AgentKind::DraE2e;
+        let (command, env) = if hosted {
+            (
+                vec![
+                    dra_e2e_agent::PROGRAM.into(),
+                    "node-host".into(),
+                    "--listen".into(),
+                    format!("tcp://:{port}"),
+                ],
+                Some(vec![EnvVar {
+                    name: TOKEN_ENV.into(),
+                    value_from: Some(EnvVarSource {
+                        secret_key_ref: Some(SecretKeySelector {
+                            name: TOKEN_SECRET.into(),
+                            key: TOKEN_KEY.into(),
+                            optional: None,
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+            )
+        } else {
+            // A shell that waits: agents are started by exec.
+            (
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "while true; do sleep 10000; done".into(),
+                ],
+                None,
+            )
+        };
         Pod {
             metadata: ObjectMeta {
                 name: Some(pod_name(node)),
@@ -142,15 +216,12 @@ impl NodeLayout {
                     operator: Some("Exists".into()),
                     ..Default::default()
                 }]),
+                host_network: hosted.then_some(true),
                 containers: vec![Container {
                     name: CONTAINER.into(),
                     image: Some(self.image.image.clone()),
-                    // A shell that waits: agents are started by exec.
-                    command: Some(vec![
-                        "/bin/sh".into(),
-                        "-c".into(),
-                        "while true; do sleep 10000; done".into(),
-                    ]),
+                    command: Some(command),
+                    env,
                     security_context: Some(SecurityContext {
                         privileged: Some(true),
                         ..Default::default()
@@ -159,8 +230,9 @@ impl NodeLayout {
                     ..Default::default()
                 }],
                 volumes: Some(volumes),
-                // PID 1 `sh` ignores TERM: nothing to wait for at the end.
-                termination_grace_period_seconds: Some(0),
+                // The node host removes its sockets on TERM; PID 1 `sh`
+                // ignores it, and has nothing to wait for.
+                termination_grace_period_seconds: Some(if hosted { STOP_GRACE_SECONDS } else { 0 }),
                 ..Default::default()
             }),
             ..Default::default()
@@ -176,6 +248,9 @@ pub fn pod_name(node: &str) -> String {
 pub struct NodePods {
     client: kube::Client,
     layout: NodeLayout,
+    /// The node hosts' port on their nodes, and the token they take.
+    port: u16,
+    token: Arc<str>,
     namespace: OnceCell<String>,
     pods: Mutex<BTreeMap<String, Arc<OnceCell<Arc<ProxyPod>>>>>,
 }
@@ -191,9 +266,16 @@ impl std::fmt::Debug for NodePods {
 
 impl NodePods {
     pub fn new(client: kube::Client, layout: NodeLayout) -> Self {
+        use rand::Rng as _;
+        let mut rng = rand::rng();
+        let token: String = (0..32)
+            .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+            .collect();
         Self {
             client,
             layout,
+            port: rng.random_range(PORTS),
+            token: token.into(),
             namespace: OnceCell::new(),
             pods: Mutex::new(BTreeMap::new()),
         }
@@ -269,6 +351,21 @@ impl NodePods {
                     .map_err(api_err(format!(
                         "creating service account {SERVICE_ACCOUNT} in {name}"
                     )))?;
+                let secret = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(TOKEN_SECRET.into()),
+                        ..Default::default()
+                    },
+                    string_data: Some(BTreeMap::from([(
+                        TOKEN_KEY.to_owned(),
+                        self.token.to_string(),
+                    )])),
+                    ..Default::default()
+                };
+                Api::<Secret>::namespaced(self.client.clone(), &name)
+                    .create(&PostParams::default(), &secret)
+                    .await
+                    .map_err(api_err(format!("creating secret {TOKEN_SECRET} in {name}")))?;
                 info!(namespace = %name, "node host pods' namespace created");
                 Ok(name)
             })
@@ -281,7 +378,10 @@ impl NodePods {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let name = pod_name(node);
         match api
-            .create(&PostParams::default(), &self.layout.pod(namespace, node))
+            .create(
+                &PostParams::default(),
+                &self.layout.pod(namespace, node, self.port),
+            )
             .await
         {
             Ok(_) => {}
@@ -311,14 +411,59 @@ impl NodePods {
             }
         };
         info!(pod = %name, %node, "node host pod running");
-        Ok(Arc::new(ProxyPod::new(
-            namespace,
-            name,
-            pod.metadata.uid.unwrap_or_default(),
-            node,
-            CONTAINER,
-            self.layout.image.agent,
-        )))
+        let link = match self.layout.image.agent {
+            AgentKind::HostPathPlugin => None,
+            AgentKind::DraE2e => Some(Arc::new(HostLink::new(
+                self.route(namespace, &name, node, &pod)?,
+                self.token.clone(),
+                node,
+            ))),
+        };
+        Ok(Arc::new(
+            ProxyPod::new(
+                namespace,
+                name,
+                pod.metadata.uid.unwrap_or_default(),
+                node,
+                CONTAINER,
+                self.layout.image.agent,
+            )
+            .with_link(link),
+        ))
+    }
+
+    /// The way to the node host in `pod` (running on `node`).
+    fn route(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        pod: &Pod,
+    ) -> Result<Arc<dyn Transport>, NodePodsError> {
+        Ok(match self.layout.route {
+            HostRoute::PortForward => Arc::new(PortForward::new(
+                self.client.clone(),
+                namespace,
+                name,
+                CONTAINER,
+                self.port,
+            )),
+            HostRoute::PodAddress => {
+                // The node's network: the pod's address is the node's, and
+                // stays so across the pod's restarts.
+                let ip = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.as_deref())
+                    .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+                    .ok_or_else(|| NodePodsError::NoAddress {
+                        namespace: namespace.to_owned(),
+                        pod: name.to_owned(),
+                        node: node.to_owned(),
+                    })?;
+                Arc::new(TcpTransport::new(std::net::SocketAddr::new(ip, self.port)))
+            }
+        })
     }
 
     /// Deletes the pods' namespace and waits until it is gone. Call once
@@ -366,12 +511,13 @@ mod tests {
                 agent: AgentKind::DraE2e,
             },
             cdi_host_dir: "/var/lib/cdi".into(),
+            route: HostRoute::PortForward,
         }
     }
 
     #[test]
     fn one_privileged_pod_pinned_to_its_node_tolerating_every_taint() {
-        let pod = layout().pod("ns", "worker-2");
+        let pod = layout().pod("ns", "worker-2", 20001);
         assert_eq!(pod.metadata.name.as_deref(), Some("node-host-worker-2"));
         let spec = pod.spec.unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("worker-2"));
@@ -386,11 +532,50 @@ mod tests {
         assert_eq!(c.security_context.as_ref().unwrap().privileged, Some(true));
     }
 
+    /// With the dra-e2e image the pod's own process is the node host, on
+    /// the node's network, with the run's token from the Secret; with
+    /// hostpathplugin's it waits for execs, as upstream's suite has it.
+    #[test]
+    fn the_node_host_is_the_pods_own_process_with_the_dra_e2e_image() {
+        let spec = layout().pod("ns", "n", 20001).spec.unwrap();
+        assert_eq!(spec.host_network, Some(true));
+        let c = &spec.containers[0];
+        assert_eq!(
+            c.command.as_deref().unwrap(),
+            ["dra-e2e-agent", "node-host", "--listen", "tcp://:20001"]
+        );
+        let env = &c.env.as_ref().unwrap()[0];
+        assert_eq!(env.name, TOKEN_ENV);
+        let from = env
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (from.name.as_str(), from.key.as_str()),
+            (TOKEN_SECRET, TOKEN_KEY)
+        );
+        assert!(env.value.is_none(), "the token is not in the pod's spec");
+        assert_eq!(
+            spec.termination_grace_period_seconds,
+            Some(STOP_GRACE_SECONDS)
+        );
+
+        let mut upstream = layout();
+        upstream.image = ProxyImage::default();
+        let spec = upstream.pod("ns", "n", 20001).spec.unwrap();
+        assert_eq!(spec.host_network, None);
+        assert_eq!(spec.containers[0].command.as_ref().unwrap()[0], "/bin/sh");
+        assert!(spec.containers[0].env.is_none());
+    }
+
     /// Every driver's directory is reachable: the mounts are the kubelet's
     /// whole plugin directories, at their host paths.
     #[test]
     fn kubelet_directories_mounted_at_their_host_paths() {
-        let spec = layout().pod("ns", "n").spec.unwrap();
+        let spec = layout().pod("ns", "n", 20001).spec.unwrap();
         let volumes = spec.volumes.unwrap();
         let mounts = spec.containers[0].volume_mounts.clone().unwrap();
         let expect = [

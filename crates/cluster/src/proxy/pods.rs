@@ -103,6 +103,8 @@ pub struct ProxyPod {
     pub node: String,
     pub container: String,
     pub agent: AgentKind,
+    /// The pod's own node host process, with an image that carries one.
+    link: Option<std::sync::Arc<super::host_link::HostLink>>,
     last_port: AtomicU16,
 }
 
@@ -122,8 +124,21 @@ impl ProxyPod {
             node: node.into(),
             container: container.into(),
             agent,
+            link: None,
             last_port: AtomicU16::new(FIRST_PORT_BASE),
         }
+    }
+
+    /// The pod's node host process, where it has one.
+    pub fn with_link(mut self, link: Option<std::sync::Arc<super::host_link::HostLink>>) -> Self {
+        self.link = link;
+        self
+    }
+
+    /// The pod's node host process: with it, nothing of the pod is reached
+    /// by exec.
+    pub fn link(&self) -> Option<&std::sync::Arc<super::host_link::HostLink>> {
+        self.link.as_ref()
     }
 
     /// A pod port never used before in this pod (9001, 9002, …): a stopped

@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::exec_agent::ExecAgent;
+use super::host_link::{HostLink, HostLinkError};
 use super::local::{LocalAgent, LocalAgentConfig, LocalAgentError, ProxySide};
 use super::pods::{ProxyPod, ProxyPodsError};
 use super::pool::{FarEnd, PoolConfig, PoolStats, PreDialled};
@@ -21,12 +22,16 @@ pub enum ProxyError {
     Local(#[from] LocalAgentError),
     #[error(transparent)]
     Pods(#[from] ProxyPodsError),
+    #[error(transparent)]
+    Host(#[from] HostLinkError),
 }
 
 #[derive(Debug)]
 enum Agent {
     Local(Supervised),
     Exec(ExecAgent),
+    /// The node host serves the socket for as long as the pool dials it.
+    Hosted(Arc<HostLink>),
 }
 
 /// What is known of the local agent currently serving a socket.
@@ -166,6 +171,26 @@ impl ProxiedSocket {
         ))
     }
 
+    /// Real cluster with a node host: the pool's connections ask the node
+    /// host to serve `socket` and wait there for its clients. Nothing else
+    /// runs for it: a node host started again listens once the pool has
+    /// dialled it again, which the pool does after any lost connection.
+    pub fn hosted(
+        link: Arc<HostLink>,
+        socket: &str,
+        pool: PoolConfig,
+    ) -> (ProxiedSocket, Incoming) {
+        let (pool, incoming) = PreDialled::start(link.serving(socket), pool);
+        (
+            ProxiedSocket {
+                path: PathBuf::from(socket),
+                pool,
+                agent: Agent::Hosted(link),
+            },
+            incoming,
+        )
+    }
+
     /// The socket path on the node.
     pub fn path(&self) -> &Path {
         &self.path
@@ -183,7 +208,7 @@ impl ProxiedSocket {
     pub fn local_agent(&self) -> Option<LocalAgentInfo> {
         match &self.agent {
             Agent::Local(a) => Some(a.info.borrow().clone()),
-            Agent::Exec(_) => None,
+            Agent::Exec(_) | Agent::Hosted(_) => None,
         }
     }
 
@@ -222,6 +247,7 @@ impl ProxiedSocket {
                 }
             }
             Agent::Exec(a) => a.stop().await?,
+            Agent::Hosted(link) => link.close(&self.path).await?,
         }
         info!(socket = %self.path.display(), "proxied socket stopped");
         Ok(())
