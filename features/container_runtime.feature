@@ -6,7 +6,9 @@ Feature: the container runtime stops and restarts
   for the claim while the runtime is down: it prepares before it makes the
   pod's sandbox); a pod already running keeps its prepared claim across a
   runtime restart, and the next pod gets its device through CDI from the
-  restarted runtime. Only the runner's real
+  restarted runtime. The driver's process does not live in the runtime's
+  streams: its sockets keep answering, so the kubelet never registers it
+  again. Only the runner's real
   nodes can stop their containerd (through the node's process 1); @OwnNodes
   because the node is away for every scenario on it: no other scenario uses
   it meanwhile, the others run on the other nodes.
@@ -26,6 +28,7 @@ Feature: the container runtime stops and restarts
     Then pod "tester-1" is running
     And every container of pod "tester-1" has env "user_a=b"
     And the plugin on node 0 has prepared claim "external-claim"
+    And NotifyRegistrationStatus was called 1 time on node 0
 
   Scenario: a running pod keeps its claim across a container runtime restart
     When pod "tester-1" using claim "external-claim" is created
@@ -35,6 +38,7 @@ Feature: the container runtime stops and restarts
     Then pod "tester-1" stays running for 10s
     And NodePrepareResources was called 1 time on node 0
     And NodeUnprepareResources was called 0 times on node 0
+    And NotifyRegistrationStatus was called 1 time on node 0
     When pod "tester-2" with an inline claim is created
       | node selector | 0 |
     Then pod "tester-2" is running

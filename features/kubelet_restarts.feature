@@ -66,6 +66,17 @@ Feature: kubelet stops and restarts
       When pod "tester-1" using claim "external-claim" is created
       Then pod "tester-1" is running
 
+    # Ours: a driver's process outlives the kubelet, so its sockets are the
+    # same ones when the kubelet is back. The kubelet registers them once
+    # at its start and never again; a socket bound anew meanwhile (a plugin
+    # behind the kubelet's streaming, which a restart ends) is registered
+    # a second time.
+    Scenario: a driver's sockets outlive a kubelet restart: registered once more, and no more
+      Then NotifyRegistrationStatus is called on node 0
+      When the kubelet on node 0 is restarted
+      Then NotifyRegistrationStatus has been called again on node 0
+      And NotifyRegistrationStatus is not called again on node 0 for 15s
+
     # GetInfo fails: the kubelet never gets to NotifyRegistrationStatus and
     # keeps trying until GetInfo answers.
     Scenario: must recover and register after registration failure

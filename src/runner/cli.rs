@@ -85,6 +85,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "FAULT", requires = "interpose", value_parser = parse_interposer_fault, default_value = "none")]
     pub interposer_fault: crate::plugin::interposer::InterposerFault,
 
+    /// Real nodes: break the node hosts on purpose, to see the
+    /// node-operation scenarios that must notice fail: `exec-agents`
+    /// (sockets served by agents exec'd through the kubelet, as before node
+    /// hosts), `no-redial` (a socket's connections are not dialled again
+    /// once the first ones are used or lost).
+    #[arg(long, value_enum, value_name = "FAULT", default_value = "none")]
+    pub node_host_fault: crate::cluster::proxy::NodeHostFault,
+
     /// Local cluster: number of nodes.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub nodes: usize,
@@ -207,6 +215,7 @@ impl RunArgs {
             // Given, it is used as it is (real local nodes otherwise swap
             // upstream's name for the runner's own image).
             proxy_image_given: self.proxy_image.is_some(),
+            node_host_fault: self.node_host_fault,
         }
     }
 }

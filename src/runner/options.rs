@@ -541,6 +541,15 @@ pub static TABLE: &[Opt] = &[
     ),
     opt!(
         "",
+        "--node-host-fault",
+        REAL_NODES,
+        ANY,
+        &["--node-host-fault", "no-redial"],
+        "simulated nodes run no node hosts: the runner reaches their plugin sockets directly",
+        "break the node hosts on purpose (`exec-agents`, `no-redial`) to see the node-operation scenarios that must notice fail ([development.md](development.md#broken-variants-of-the-node-hosts)); refused with upstream's hostpathplugin image, which runs no node host"
+    ),
+    opt!(
+        "",
         "--cdi-dir",
         KUBECONFIG,
         ANY,

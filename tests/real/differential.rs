@@ -768,10 +768,15 @@ async fn differential(
             client.clone(),
             cluster.kube_config(),
             cluster.server_url().to_owned(),
-            PathBuf::from(dra_e2e::cluster::real_node::kubelet::ROOT_DIR),
-            dra_e2e::cluster::real_node::proxy_image(),
-            dra_e2e::cluster::real_node::CDI_DIR.to_owned(),
-            dra_e2e::cluster::proxy::HostRoute::PodAddress,
+            dra_e2e::cluster::proxy::NodeLayout {
+                kubelet_root: dra_e2e::cluster::real_node::kubelet::ROOT_DIR.to_owned(),
+                image: dra_e2e::cluster::remote::proxy_image(
+                    &dra_e2e::cluster::real_node::proxy_image(),
+                ),
+                cdi_host_dir: dra_e2e::cluster::real_node::CDI_DIR.to_owned(),
+                route: dra_e2e::cluster::proxy::HostRoute::PodAddress,
+                fault: Default::default(),
+            },
         ),
     });
     let mut driver = Driver::new(

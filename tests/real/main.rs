@@ -13,6 +13,7 @@ mod job;
 mod kubeconfig;
 mod manifests;
 mod node;
+mod node_hosts;
 mod pod_api;
 mod proxy_image;
 mod reclaim;

@@ -93,6 +93,8 @@ pub struct ConnectOptions {
     /// upstream's hostpathplugin name included (their own image answers to
     /// it, unless an imported archive of upstream's takes the name over).
     pub proxy_image_given: bool,
+    /// Real nodes: the node hosts broken on purpose, for broken variants.
+    pub node_host_fault: crate::proxy::NodeHostFault,
 }
 
 impl ConnectOptions {
@@ -341,15 +343,20 @@ impl Cluster {
             } else {
                 opts.proxy_image.clone()
             };
+        let layout = crate::proxy::NodeLayout {
+            kubelet_root: crate::real_node::kubelet::ROOT_DIR.to_owned(),
+            image: remote::proxy_image(&proxy_image),
+            cdi_host_dir: crate::real_node::CDI_DIR.to_owned(),
+            // The nodes' addresses are on links of this machine's.
+            route: crate::proxy::HostRoute::PodAddress,
+            fault: opts.node_host_fault,
+        };
+        remote::check_fault(&layout)?;
         let remote = remote::RemoteEnv::new(
             client.clone(),
             config.clone(),
             cluster.server_url().to_owned(),
-            PathBuf::from(crate::real_node::kubelet::ROOT_DIR),
-            proxy_image,
-            crate::real_node::CDI_DIR.to_owned(),
-            // The nodes' addresses are on links of this machine's.
-            crate::proxy::HostRoute::PodAddress,
+            layout,
         );
         Ok(Cluster {
             client,

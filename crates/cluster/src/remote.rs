@@ -112,33 +112,28 @@ impl RemoteEnv {
         }
         let client =
             kube::Client::try_from(config.clone()).context("building the cluster client")?;
-        Ok(RemoteEnv::new(
-            client,
-            config,
-            server,
-            opts.kubelet_root.clone(),
-            opts.proxy_image.clone(),
-            opts.cdi_dir.clone(),
+        let layout = crate::proxy::NodeLayout {
+            kubelet_root: opts.kubelet_root.display().to_string(),
+            image: self::proxy_image(&opts.proxy_image),
+            cdi_host_dir: opts.cdi_dir.clone(),
             // A kubeconfig's nodes may be anywhere: through the API server.
-            crate::proxy::HostRoute::PortForward,
-        ))
+            route: crate::proxy::HostRoute::PortForward,
+            fault: opts.node_host_fault,
+        };
+        check_fault(&layout)?;
+        Ok(RemoteEnv::new(client, config, server, layout))
     }
 
+    /// The nodes reached through node host pods laid out as `layout` says.
     pub fn new(
         client: kube::Client,
         config: kube::Config,
         server: String,
-        kubelet_root: PathBuf,
-        proxy_image: String,
-        cdi_dir: String,
-        route: crate::proxy::HostRoute,
+        layout: crate::proxy::NodeLayout,
     ) -> RemoteEnv {
-        let layout = crate::proxy::NodeLayout {
-            kubelet_root: kubelet_root.display().to_string(),
-            image: self::proxy_image(&proxy_image),
-            cdi_host_dir: cdi_dir.clone(),
-            route,
-        };
+        let kubelet_root = PathBuf::from(&layout.kubelet_root);
+        let proxy_image = layout.image.image.clone();
+        let cdi_dir = layout.cdi_host_dir.clone();
         // A client of their own: a port-forward or exec the API server
         // refuses (its kubelet restarting) can leave the connection it came
         // on closed yet pooled, and the next request that takes it fails
@@ -451,9 +446,24 @@ fn describe_status(st: &Status) -> String {
     text
 }
 
+/// A node host fault needs node hosts: upstream's image has none.
+pub fn check_fault(layout: &crate::proxy::NodeLayout) -> anyhow::Result<()> {
+    if layout.fault != crate::proxy::NodeHostFault::None
+        && layout.image.agent != crate::proxy::AgentKind::DraE2e
+    {
+        bail!(
+            "--node-host-fault breaks the node host process, which the node host pods of image \
+             {} (upstream's hostpathplugin) do not run: give --proxy-image an image carrying \
+             dra-e2e-agent",
+            layout.image.image
+        );
+    }
+    Ok(())
+}
+
 /// How to run the agent in the proxy pods: upstream's hostpathplugin image,
 /// or any image carrying `dra-e2e` (chosen by the image name).
-fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
+pub fn proxy_image(image: &str) -> crate::proxy::ProxyImage {
     let agent = if image.contains("hostpathplugin") {
         crate::proxy::AgentKind::HostPathPlugin
     } else {
@@ -480,6 +490,7 @@ impl RemoteEnv {
         Ok(RemoteHost {
             client: self.node_pods.client(),
             kubelet_root: self.kubelet_root.clone(),
+            pool: self.node_pods.layout().pool(),
             pods,
         })
     }
@@ -489,6 +500,8 @@ impl RemoteEnv {
 pub struct RemoteHost {
     client: kube::Client,
     kubelet_root: PathBuf,
+    /// How each socket's pool dials.
+    pool: crate::proxy::PoolConfig,
     pods: std::collections::BTreeMap<String, std::sync::Arc<crate::proxy::ProxyPod>>,
 }
 
@@ -555,16 +568,14 @@ impl NodeHost for RemoteHost {
         let pod = self.proxy_pod(node, socket)?;
         let path = socket.display().to_string();
         let (proxied, incoming) = match pod.link() {
-            Some(link) => crate::proxy::ProxiedSocket::hosted(
-                link.clone(),
-                &path,
-                crate::proxy::PoolConfig::default(),
-            ),
+            Some(link) => {
+                crate::proxy::ProxiedSocket::hosted(link.clone(), &path, self.pool.clone())
+            }
             None => crate::proxy::ProxiedSocket::remote(
                 self.client.clone(),
                 &pod,
                 &path,
-                crate::proxy::PoolConfig::default(),
+                self.pool.clone(),
             )
             .await
             .map_err(|e| err(e.to_string()))?,

@@ -31,7 +31,7 @@ pub mod transport;
 pub use exec_agent::ExecAgent;
 pub use host_link::{HostFiles, HostLink, HostLinkError};
 pub use local::{LocalAgent, LocalAgentConfig, LocalAgentError, ProxySide};
-pub use node_pods::{HostRoute, NodeLayout, NodePods, NodePodsError};
+pub use node_pods::{HostRoute, NodeHostFault, NodeLayout, NodePods, NodePodsError};
 pub use pod_files::PodFiles;
 pub use pods::{AgentKind, ProxyImage, ProxyPod, ProxyPodsError};
 pub use pool::{FarEnd, PoolConfig, PoolStats, PreDialled};

@@ -109,6 +109,21 @@ pub enum HostRoute {
     PortForward,
 }
 
+/// A node host broken on purpose (`--node-host-fault`), so that a test
+/// can show the node-operation scenarios that must notice it fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NodeHostFault {
+    #[default]
+    None,
+    /// Sockets served by agents exec'd through the kubelet and the
+    /// container runtime, as before node hosts: a reboot's pod never finds
+    /// its devices again.
+    ExecAgents,
+    /// A socket's connections are never dialled again once the first ones
+    /// are used or lost: after a reboot the socket never comes back.
+    NoRedial,
+}
+
 /// Where the node host pods find the kubelet's directories.
 #[derive(Debug, Clone)]
 pub struct NodeLayout {
@@ -117,6 +132,7 @@ pub struct NodeLayout {
     /// The node's CDI spec directory, as its runtime reads it.
     pub cdi_host_dir: String,
     pub route: HostRoute,
+    pub fault: NodeHostFault,
 }
 
 impl NodeLayout {
@@ -130,6 +146,24 @@ impl NodeLayout {
 
     pub fn registry_dir(&self) -> String {
         format!("{}/plugins_registry", self.root())
+    }
+
+    /// Whether the pods' own process is the node host: with an image that
+    /// carries one, unless told to exec agents instead.
+    pub fn hosted(&self) -> bool {
+        self.image.agent == AgentKind::DraE2e && self.fault != NodeHostFault::ExecAgents
+    }
+
+    /// How a socket's pool dials: for as long as it runs, unless broken.
+    pub fn pool(&self) -> super::PoolConfig {
+        let config = super::PoolConfig::default();
+        match self.fault {
+            NodeHostFault::NoRedial => super::PoolConfig {
+                max_dials: Some(config.slots as u64),
+                ..config
+            },
+            NodeHostFault::None | NodeHostFault::ExecAgents => config,
+        }
     }
 
     /// The pod serving `node`, pinned to it without the scheduler: a node
@@ -162,7 +196,7 @@ impl NodeLayout {
             mount("plugins-registry", self.registry_dir()),
             mount("cdi", CDI_MOUNT.into()),
         ];
-        let hosted = self.image.agent == AgentKind::DraE2e;
+        let hosted = self.hosted();
         let (command, env) = if hosted {
             (
                 vec![
@@ -411,13 +445,14 @@ impl NodePods {
             }
         };
         info!(pod = %name, %node, "node host pod running");
-        let link = match self.layout.image.agent {
-            AgentKind::HostPathPlugin => None,
-            AgentKind::DraE2e => Some(Arc::new(HostLink::new(
+        let link = if self.layout.hosted() {
+            Some(Arc::new(HostLink::new(
                 self.route(namespace, &name, node, &pod)?,
                 self.token.clone(),
                 node,
-            ))),
+            )))
+        } else {
+            None
         };
         Ok(Arc::new(
             ProxyPod::new(
@@ -512,6 +547,7 @@ mod tests {
             },
             cdi_host_dir: "/var/lib/cdi".into(),
             route: HostRoute::PortForward,
+            fault: NodeHostFault::None,
         }
     }
 
@@ -565,10 +601,15 @@ mod tests {
 
         let mut upstream = layout();
         upstream.image = ProxyImage::default();
-        let spec = upstream.pod("ns", "n", 20001).spec.unwrap();
-        assert_eq!(spec.host_network, None);
-        assert_eq!(spec.containers[0].command.as_ref().unwrap()[0], "/bin/sh");
-        assert!(spec.containers[0].env.is_none());
+        let mut by_exec = layout();
+        by_exec.fault = NodeHostFault::ExecAgents;
+        for waiting in [upstream, by_exec] {
+            assert!(!waiting.hosted());
+            let spec = waiting.pod("ns", "n", 20001).spec.unwrap();
+            assert_eq!(spec.host_network, None);
+            assert_eq!(spec.containers[0].command.as_ref().unwrap()[0], "/bin/sh");
+            assert!(spec.containers[0].env.is_none());
+        }
     }
 
     /// Every driver's directory is reachable: the mounts are the kubelet's

@@ -47,6 +47,9 @@ pub struct PoolConfig {
     pub dial_timeout: Duration,
     /// Pause before asking the transport again after it was not ready.
     pub not_ready_retry: Duration,
+    /// Dials in the pool's whole life; `None`, for as long as it runs. A
+    /// limit is a pool broken on purpose (`--node-host-fault no-redial`).
+    pub max_dials: Option<u64>,
 }
 
 impl Default for PoolConfig {
@@ -57,6 +60,7 @@ impl Default for PoolConfig {
             dials_per_tick: 1,
             dial_timeout: Duration::from_secs(30),
             not_ready_retry: Duration::from_secs(1),
+            max_dials: None,
         }
     }
 }
@@ -307,6 +311,9 @@ async fn refill_loop(
             _ = tick.tick() => {}
         }
         for _ in 0..config.dials_per_tick.max(1) {
+            if config.max_dials.is_some_and(|max| seq >= max) {
+                break;
+            }
             let Ok(permit) = shared.semaphore.clone().try_acquire_owned() else {
                 break;
             };
