@@ -791,7 +791,7 @@ async fn slice_with_device_has(
                 )
             })?;
         let got = serde_json::to_value(slice)?;
-        super::crud::contains(&got, &want, "").map_err(|e| {
+        crate::ground::dynamic::contains(&got, &want).map_err(|e| {
             anyhow::anyhow!(
                 "the slice {} of {driver} on {n}: {e}",
                 slice.metadata.name.as_deref().unwrap_or_default()

@@ -113,7 +113,7 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         (
             "a patch that does not do what the update does",
             &[
-                "strategic merge patch: the object differs from what was sent: .spec.selectors[0].cel.expression: want \"1 == 0\", got \"2 == 0\"",
+                "strategic merge patch: the object differs from what was sent: .spec.selectors[0].cel.expression is \"2 == 0\", expected \"1 == 0\"",
             ],
         ),
         (
@@ -126,7 +126,7 @@ fn every_broken_api_variant_fails_with_the_check_that_caught_it() {
         (
             "an update the watches never see",
             &[
-                "update: the watch's events: the cluster-wide watch did not get there within 5s; last seen: events  where (update,)+ was expected",
+                "timed out after 5s waiting for update: the events of the cluster-wide watch on resourceclaims; last seen: events none where (update,)+ was expected",
             ],
         ),
     ];

@@ -23,6 +23,10 @@ pub mod words;
 ///
 /// `Verb as "verb"` names the parameter `{verb}` in sentences; the second
 /// string says what a word is, for the error.
+///
+/// A type of a lower floor that has words of its own (`WORDS` and
+/// `from_words`, as `ground::dynamic::PatchType`) gets a newtype here:
+/// `phrase_words! { PatchTypeWord(PatchType) as "patchtype", "patch type" }`.
 macro_rules! phrase_words {
     ($ty:ident as $name:literal, $what:literal { $($word:literal => $value:expr),+ $(,)? }) => {
         impl $ty {
@@ -51,6 +55,37 @@ macro_rules! phrase_words {
                         $crate::steps::params::words::listing(Self::WORDS)
                     )),
                 }
+            }
+        }
+    };
+    // A newtype over a type of a lower floor that keeps its own words
+    // (`WORDS`, in the order the regex tries them, and `from_words`).
+    ($ty:ident($inner:ty) as $name:literal, $what:literal) => {
+        impl $ty {
+            /// The words of the parameter, in the order its regex tries them.
+            pub const WORDS: &'static [&'static str] = &<$inner>::WORDS;
+        }
+
+        impl ::cucumber::Parameter for $ty {
+            const REGEX: &'static str = {
+                const LEN: usize = $crate::steps::params::words::alternation_len($ty::WORDS);
+                const BYTES: [u8; LEN] =
+                    $crate::steps::params::words::alternation::<LEN>($ty::WORDS);
+                $crate::steps::params::words::text(&BYTES)
+            };
+            const NAME: &'static str = $name;
+        }
+
+        impl ::std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                <$inner>::from_words(s).map($ty).ok_or_else(|| {
+                    format!(
+                        "unknown {} {s:?}; expected {}",
+                        $what,
+                        $crate::steps::params::words::listing(Self::WORDS)
+                    )
+                })
             }
         }
     };
@@ -813,7 +848,7 @@ mod tests {
         words_hold::<ApiVersion>(ApiVersion::WORDS);
         words_hold::<Gets>(Gets::WORDS);
         words_hold::<Method>(Method::WORDS);
-        words_hold::<crate::steps::crud::PatchType>(crate::steps::crud::PatchType::WORDS);
+        words_hold::<crate::steps::crud::PatchTypeWord>(crate::steps::crud::PatchTypeWord::WORDS);
         words_hold::<crate::steps::crud::Watched>(crate::steps::crud::Watched::WORDS);
         assert_eq!(
             "not reserved".parse::<ClaimState>(),

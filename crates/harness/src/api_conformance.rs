@@ -15,10 +15,8 @@
 //! failed.
 use std::time::Duration;
 
-/// Where the CRUD steps took it from; they take it from `dra_e2e_kube::dynamic` now.
-pub use dra_e2e_kube::dynamic::merge;
 use dra_e2e_kube::dynamic::{
-    self, EventKind, Lifecycles, Part, PatchType, Recorder, Update, contains,
+    self, EventKind, Lifecycles, Part, PatchType, Recorder, Update, contains, merge,
 };
 use dra_e2e_kube::wait::Check;
 use kube::api::{Api, ApiResource, DynamicObject};
