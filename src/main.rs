@@ -65,8 +65,18 @@ fn main() -> ExitCode {
         None => match tokio::runtime::Runtime::new() {
             Ok(rt) => {
                 // Scenario output owns stdout; logs go to stderr, warnings
-                // only unless RUST_LOG asks for more.
-                init_tracing("warn,kube_client::client::builder=off");
+                // only unless RUST_LOG asks for more. kube-rs warns of what
+                // an API server restarting does to watches, which start
+                // again: the client of a stream that ended ("eof in poll",
+                // "timeout in poll") and of a body that did not parse (the
+                // call returns that error too); the watcher of each error
+                // it starts again after (a 403 of a restarted API server
+                // whose RBAC is not loaded yet), which reaches the code
+                // that watches, whose waits say what they last saw.
+                init_tracing(
+                    "warn,kube_client::client::builder=off,kube_client::client=error,\
+                     kube_runtime::watcher=error",
+                );
                 rt.block_on(runner::run(cli.run, &matches))
             }
             Err(e) => Err(anyhow::anyhow!("starting the async runtime: {e}")),

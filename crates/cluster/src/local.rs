@@ -16,6 +16,7 @@ pub mod components;
 pub mod gates;
 mod kubeconfig;
 mod readiness;
+mod restart;
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt};
@@ -27,12 +28,14 @@ pub use binaries::{Binaries, MissingBinaries};
 pub use gates::{
     FeatureGates, GateProbe, GateRefusal, InvalidFeatureGate, refused_by as gates_refused_by,
 };
+pub use restart::{ControlPlaneComponent, Restart};
 
 use crate::host::leftovers::{self, Item, Registry, RunRecord};
 use crate::host::pki::{self, Pki};
 use crate::host::process::{self, LOG_TAIL_LINES, ManagedProcess};
 use crate::host::vital::Vital;
 use components::{Ports, Settings};
+use dra_e2e_kube::client::Outage;
 use readiness::NotReady;
 
 use dra_e2e_node_sim::{NodeSimError, SimNodeConfig, SimNodes};
@@ -135,6 +138,8 @@ pub enum LocalClusterError {
         last: String,
         log: Box<LogTail>,
     },
+    #[error("{component} is not running in this cluster")]
+    NotRunning { component: String },
     #[error("recording what the cluster makes on the host: {0}")]
     Record(#[from] leftovers::LeftoversError),
     #[error("removing the cluster directory {path}: {source}")]
@@ -198,7 +203,15 @@ pub struct LocalCluster {
     dir: PathBuf,
     kubeconfig_path: PathBuf,
     kube_config: kube::Config,
+    /// The admin's client for scenarios ([`AdminClients`]).
     client: kube::Client,
+    /// The admin's client for the API server's readiness probe.
+    probe_client: kube::Client,
+    /// Where `client` reports an API server that stayed away.
+    outage: Outage,
+    /// The components' ports, to probe one started again.
+    ports: Ports,
+    startup_timeout: Duration,
     server_url: String,
     feature_gates: FeatureGates,
     binaries: Binaries,
@@ -268,7 +281,7 @@ impl LocalCluster {
         let ports = free_ports()?;
         let server_url = format!("https://127.0.0.1:{}", ports.apiserver);
         let kubeconfig_path = dir.join("kubeconfig");
-        let (kube_config, client) = admin_client(&kubeconfig_path, &server_url, &pki).await?;
+        let admin = admin_client(&kubeconfig_path, &server_url, &pki).await?;
 
         let settings = Settings {
             ports,
@@ -288,7 +301,7 @@ impl LocalCluster {
             log_dir: &log_dir,
             timeout: options.startup_timeout,
         };
-        start.storage_and_api(&mut running, &client).await?;
+        start.storage_and_api(&mut running, &admin.probes).await?;
         start.controllers(&mut running).await?;
 
         tracing::info!(
@@ -301,8 +314,12 @@ impl LocalCluster {
             running,
             dir,
             kubeconfig_path,
-            kube_config,
-            client,
+            kube_config: admin.config,
+            client: admin.scenarios,
+            probe_client: admin.probes,
+            outage: admin.outage,
+            ports,
+            startup_timeout: options.startup_timeout,
             server_url,
             feature_gates: options.feature_gates.clone(),
             binaries,
@@ -312,9 +329,17 @@ impl LocalCluster {
         })
     }
 
-    /// A client with cluster-admin rights (CN=admin, O=system:masters).
+    /// A client with cluster-admin rights (CN=admin, O=system:masters),
+    /// whose requests ride out the API server restarting
+    /// ([`dra_e2e_kube::client`]).
     pub fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// Where [`LocalCluster::client`] reports an API server that stayed
+    /// away past its deadline.
+    pub fn outage(&self) -> Outage {
+        self.outage.clone()
     }
 
     /// The admin client configuration, e.g. to impersonate other users.
@@ -412,7 +437,11 @@ impl LocalCluster {
 
     /// One [`Vital`] per component process.
     pub fn vitals(&self) -> Vec<Vital> {
-        self.running.processes.iter().map(Vital::of).collect()
+        self.running
+            .processes
+            .iter()
+            .map(|p| Vital::of(p))
+            .collect()
     }
 
     /// Resolves when any component exits on its own (a crash, or a signal
@@ -423,7 +452,7 @@ impl LocalCluster {
             return std::future::pending().await;
         }
         let waits = self.running.processes.iter().map(|p| {
-            let mut exit = p.exit_watch();
+            let mut exit = p.life_watch();
             Box::pin(async move {
                 let status = match exit.wait_for(Option::is_some).await {
                     Ok(status) => *status,
@@ -535,21 +564,40 @@ impl Start<'_> {
     }
 }
 
-/// Writes the admin kubeconfig for `server_url` and makes a client from it.
+/// The admin's clients of the API server: one for scenarios, whose requests
+/// ride out the API server restarting and report when it stays away
+/// ([`dra_e2e_kube::client`]), and one for readiness probes, which answer
+/// at once.
+struct AdminClients {
+    config: kube::Config,
+    scenarios: kube::Client,
+    probes: kube::Client,
+    outage: Outage,
+}
+
+/// Writes the admin kubeconfig for `server_url` and makes clients from it.
 async fn admin_client(
     kubeconfig_path: &Path,
     server_url: &str,
     pki: &Pki,
-) -> Result<(kube::Config, kube::Client), LocalClusterError> {
+) -> Result<AdminClients, LocalClusterError> {
     pki::write_file(kubeconfig_path, &kubeconfig::render(server_url, pki), 0o600)?;
-    let kube_config = load_kubeconfig(kubeconfig_path).await?;
-    let client = kube::Client::try_from(kube_config.clone()).map_err(|source| {
-        LocalClusterError::Client {
-            what: "kube-apiserver".into(),
-            source,
-        }
-    })?;
-    Ok((kube_config, client))
+    let config = load_kubeconfig(kubeconfig_path).await?;
+    let err = |source| LocalClusterError::Client {
+        what: "kube-apiserver".into(),
+        source,
+    };
+    let outage = Outage::new();
+    let scenarios = dra_e2e_kube::client::build(config.clone(), Some(&outage)).map_err(err)?;
+    let mut probe_config = config.clone();
+    probe_config.default_retry = false;
+    let probes = kube::Client::try_from(probe_config).map_err(err)?;
+    Ok(AdminClients {
+        config,
+        scenarios,
+        probes,
+        outage,
+    })
 }
 
 impl crate::real_node::ControlPlane for LocalCluster {
@@ -586,7 +634,9 @@ impl crate::real_node::ControlPlane for LocalCluster {
 #[derive(Default)]
 struct Running {
     /// In start order: etcd, kube-apiserver, then the controllers.
-    processes: Vec<ManagedProcess>,
+    /// Shared with a restart under way ([`Restart`]), which puts the
+    /// process it started in its place.
+    processes: Vec<Arc<ManagedProcess>>,
     dir: Option<PathBuf>,
     /// The run's record of what it made on the host; closed at the end once
     /// all of it is gone.
@@ -660,7 +710,7 @@ impl Running {
                 source,
             }
         })?;
-        self.processes.push(process);
+        self.processes.push(Arc::new(process));
         Ok(self.processes.len() - 1)
     }
 
@@ -670,7 +720,7 @@ impl Running {
         // Controllers first so they do not spin on a vanished API server, then
         // the API server, then its storage.
         let core = processes.len().min(2);
-        let controllers: Vec<&ManagedProcess> = processes[core..].iter().collect();
+        let controllers: Vec<&ManagedProcess> = processes[core..].iter().map(|p| &**p).collect();
         process::stop_all(&controllers, self.grace);
         for p in processes[..core].iter().rev() {
             process::stop_all(&[p], self.grace);

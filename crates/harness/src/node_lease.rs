@@ -36,7 +36,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dra_e2e_kube::dynamic::{ConflictRetry, is_conflict};
+use dra_e2e_kube::retry::{Retry, is_conflict};
 use dra_e2e_kube::wait::note;
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use kube::api::{Api, Patch, PatchParams};
@@ -349,9 +349,9 @@ pub fn toleration() -> Toleration {
 /// Puts the own-node taint on `node` (`Some(owner)`) or takes it off
 /// (`None`), leaving every other taint as it is. A node is written by its
 /// kubelet all the time, so a conflict is read again and retried, as every
-/// conflict is ([`ConflictRetry`]).
+/// conflict is ([`Retry::CONFLICTS`]).
 pub async fn set_taint(client: &kube::Client, node: &str, owner: Option<&str>) -> kube::Result<()> {
-    ConflictRetry::DEFAULT
+    Retry::CONFLICTS
         .run(is_conflict, || write_taint(client, node, owner))
         .await
 }

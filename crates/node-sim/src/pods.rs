@@ -110,23 +110,43 @@ pub async fn run(
     };
     let mut tick = tokio::time::interval(reconcile_period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The watch breaks when the API server restarts (its stream ends, or
+    // its resource version expired: 410 Gone), and the watcher lists
+    // again: worth a warning only when it goes on.
+    let mut failing = dra_e2e_conn::persisting::Persisting::default();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tick.tick() => d.reconcile().await,
             ev = events.next() => match ev {
-                Some(Ok(watcher::Event::Apply(p))) => d.apply(p),
-                Some(Ok(watcher::Event::InitApply(p))) => d.apply(p),
-                Some(Ok(watcher::Event::Delete(p))) => {
-                    if let Some(uid) = p.uid() {
-                        d.gone(&uid);
+                Some(Err(e)) => {
+                    if failing.worth_a_warning(std::time::Instant::now()) {
+                        warn!(error = %e, "watching pods keeps failing, retrying");
+                    } else {
+                        tracing::debug!(error = %e, "watching pods failed, retrying");
                     }
                 }
-                Some(Ok(watcher::Event::Init)) => d.listing = Some(HashSet::new()),
-                Some(Ok(watcher::Event::InitDone)) => d.relisted(),
-                Some(Err(e)) => warn!(error = %e, "watching pods failed, retrying"),
+                Some(Ok(ev)) => {
+                    failing.ended();
+                    d.event(ev);
+                }
                 None => break,
             }
+        }
+    }
+}
+
+impl Dispatcher {
+    fn event(&mut self, ev: watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => self.apply(p),
+            watcher::Event::Delete(p) => {
+                if let Some(uid) = p.uid() {
+                    self.gone(&uid);
+                }
+            }
+            watcher::Event::Init => self.listing = Some(HashSet::new()),
+            watcher::Event::InitDone => self.relisted(),
         }
     }
 }

@@ -11,6 +11,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,6 +27,12 @@ struct ExitCell {
     status: Mutex<Option<ExitStatus>>,
     changed: Condvar,
     tx: watch::Sender<Option<ExitStatus>>,
+    /// Set when the process is stopped to be started again: its exit is
+    /// then not its life's end ([`ManagedProcess::life_watch`]).
+    restarting: AtomicBool,
+    /// The life of the component: shared by the processes started again in
+    /// its place.
+    life: Arc<watch::Sender<Option<ExitStatus>>>,
 }
 
 impl ExitCell {
@@ -39,6 +46,8 @@ pub struct ManagedProcess {
     component: String,
     pid: u32,
     log_path: PathBuf,
+    binary: PathBuf,
+    args: Vec<OsString>,
     exit: Arc<ExitCell>,
     reaper: Option<JoinHandle<()>>,
 }
@@ -66,10 +75,40 @@ impl ManagedProcess {
         args: Vec<OsString>,
         log_path: &Path,
     ) -> io::Result<Self> {
+        Self::spawn_with_life(
+            component,
+            binary,
+            args,
+            log_path,
+            Arc::new(watch::channel(None).0),
+        )
+    }
+
+    /// Starts the same program with the same arguments and log again, in
+    /// the place of this one, which [`ManagedProcess::stop_for_restart`]
+    /// stopped: the new process continues its life
+    /// ([`ManagedProcess::life_watch`]).
+    pub fn spawn_again(&self) -> io::Result<Self> {
+        Self::spawn_with_life(
+            &self.component,
+            &self.binary,
+            self.args.clone(),
+            &self.log_path,
+            self.exit.life.clone(),
+        )
+    }
+
+    fn spawn_with_life(
+        component: &str,
+        binary: &Path,
+        args: Vec<OsString>,
+        log_path: &Path,
+        life: Arc<watch::Sender<Option<ExitStatus>>>,
+    ) -> io::Result<Self> {
         let log = File::options().create(true).append(true).open(log_path)?;
         let log_err = log.try_clone()?;
         let mut cmd = Command::new(binary);
-        cmd.args(args)
+        cmd.args(args.clone())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -83,6 +122,8 @@ impl ManagedProcess {
             status: Mutex::new(None),
             changed: Condvar::new(),
             tx,
+            restarting: AtomicBool::new(false),
+            life,
         });
         let (spawned_tx, spawned_rx) = std::sync::mpsc::channel::<io::Result<u32>>();
         let reaper_exit = exit.clone();
@@ -115,6 +156,9 @@ impl ManagedProcess {
                 *guard = Some(status);
                 reaper_exit.changed.notify_all();
                 reaper_exit.tx.send_replace(Some(status));
+                if !reaper_exit.restarting.load(Ordering::SeqCst) {
+                    reaper_exit.life.send_replace(Some(status));
+                }
                 drop(guard);
                 tracing::debug!(component = %name, %status, "process exited");
             })?;
@@ -134,6 +178,8 @@ impl ManagedProcess {
             component: component.to_owned(),
             pid,
             log_path: log_path.to_owned(),
+            binary: binary.to_owned(),
+            args,
             exit,
             reaper: Some(reaper),
         })
@@ -159,6 +205,23 @@ impl ManagedProcess {
     /// A receiver that changes to `Some` when the process ends.
     pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
         self.exit.tx.subscribe()
+    }
+
+    /// A receiver that changes to `Some` when the component ends: when this
+    /// process exits, or one started again in its place
+    /// ([`ManagedProcess::spawn_again`]), unless it was stopped to be
+    /// started again. What a run watches of a process it cannot do
+    /// without.
+    pub fn life_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+        self.exit.life.subscribe()
+    }
+
+    /// Asks the process to end (SIGTERM) so as to start it again: its exit
+    /// does not end its life ([`ManagedProcess::life_watch`]). Returns at
+    /// once; wait on [`ManagedProcess::exit_watch`].
+    pub fn stop_for_restart(&self) {
+        self.exit.restarting.store(true, Ordering::SeqCst);
+        self.signal(Signal::Term);
     }
 
     /// Sends `signal` to the child's process group unless it has been reaped
@@ -314,6 +377,45 @@ mod tests {
         assert_eq!(killed, vec!["stubborn".to_string()]);
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&p.exit_status().unwrap()),
+            Some(Signal::Kill.number())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_started_again_continues_its_life() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("x.log");
+        let first = ManagedProcess::spawn(
+            "x",
+            Path::new("/bin/sh"),
+            sh("echo run; exec sleep 600"),
+            &log,
+        )
+        .unwrap();
+        // Each has said it runs before it is stopped.
+        let said = |text: &str| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while std::fs::read_to_string(&log).unwrap_or_default() != text {
+                assert!(Instant::now() < deadline, "never said {text:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        said("run\n");
+        let mut life = first.life_watch();
+        let mut exit = first.exit_watch();
+        first.stop_for_restart();
+        exit.wait_for(Option::is_some).await.unwrap();
+        let second = first.spawn_again().unwrap();
+        assert_ne!(second.pid(), first.pid());
+        drop(first);
+        // The planned stop did not end the life; the second's exit does.
+        assert_eq!(*life.borrow_and_update(), None);
+        // Same program, same log.
+        said("run\nrun\n");
+        second.signal(Signal::Kill);
+        let status = *life.wait_for(Option::is_some).await.unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status.unwrap()),
             Some(Signal::Kill.number())
         );
     }

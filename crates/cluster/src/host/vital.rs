@@ -18,11 +18,13 @@ pub struct Vital {
 }
 
 impl Vital {
-    /// A process that is vital on its own, with its one log.
+    /// A process that is vital on its own, with its one log: its life,
+    /// which a restart on purpose does not end
+    /// ([`ManagedProcess::life_watch`]).
     pub fn of(p: &ManagedProcess) -> Vital {
         Vital {
             what: p.component().to_owned(),
-            exit: p.exit_watch(),
+            exit: p.life_watch(),
             logs: vec![p.log_path().to_owned()],
         }
     }

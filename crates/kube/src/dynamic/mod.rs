@@ -9,7 +9,8 @@
 //!   content types and the words sentences use, every patch naming its
 //!   target as upstream's `createPatchObject` has it ([`fill_patch`]);
 //! - [`update`]: read, merge, write back whole (PUT), retried on a conflict
-//!   as [`ConflictRetry`] says (a deadline with backoff);
+//!   as the house's one policy says ([`Retry::CONFLICTS`]: a deadline with
+//!   backoff);
 //! - [`Recorder`]: a watch that records every event and the objects it
 //!   holds, with [`Lifecycles`] for what any sequence of events must obey,
 //!   [`ObjectWatch`] for a scenario's "the watch sees ..." checks and
@@ -19,12 +20,13 @@ mod recorder;
 mod subset;
 mod update;
 
+pub use crate::retry::{Retry, is_conflict};
 pub use patch::{FIELD_MANAGER, PatchType, fill_patch, patch};
 pub use recorder::{
     Event, EventKind, Lifecycles, ObjectWatch, Recorder, Recording, delete_collection,
 };
 pub use subset::{Mismatch, Problem, contains, contains_at, equals_at, value_at};
-pub use update::{ConflictRetry, Update, is_conflict, update, update_checked};
+pub use update::{Update, update, update_checked};
 
 use serde_json::Value;
 
@@ -68,7 +70,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// An update still conflicted with other writers when
-    /// [`ConflictRetry`]'s deadline passed.
+    /// [`Retry::CONFLICTS`]'s deadline passed.
     #[error("{what}: other writers kept changing it for {after:?}: {source}")]
     Conflicts {
         what: String,
