@@ -66,14 +66,16 @@ Feature: kubelet stops and restarts
       When pod "tester-1" using claim "external-claim" is created
       Then pod "tester-1" is running
 
-    # Ours: a driver's process outlives the kubelet, so its sockets are the
-    # same ones when the kubelet is back. The kubelet registers them once
-    # at its start and never again; a socket bound anew meanwhile (a plugin
-    # behind the kubelet's streaming, which a restart ends) is registered
-    # a second time.
-    Scenario: a driver's sockets outlive a kubelet restart: registered once more, and no more
+    # Ours: a driver's process outlives the kubelet, so its sockets answer
+    # while the kubelet is stopped and are the same ones when it is back.
+    # The kubelet registers them once at its start and never again; a
+    # socket bound anew meanwhile (a plugin behind the kubelet's streaming,
+    # which a stop ends) is registered a second time.
+    Scenario: a driver's sockets outlive a stopped kubelet: they answer meanwhile and are registered once more, and no more
       Then NotifyRegistrationStatus is called on node 0
-      When the kubelet on node 0 is restarted
+      When the kubelet on node 0 is stopped
+      Then the registration socket of the driver on node 0 answers
+      When the kubelet on node 0 is started
       Then NotifyRegistrationStatus has been called again on node 0
       And NotifyRegistrationStatus is not called again on node 0 for 15s
 

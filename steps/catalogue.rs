@@ -615,6 +615,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the DRA socket of the driver on node 0 is blocked",
             },
             Entry {
+                pattern: "Then the registration socket of <driver> on <node> answers",
+                description: "GetInfo on the driver's registration socket, connected as a process on the node would (through the node's host; directly on simulated nodes), answers within 10 s with the driver's name. A driver's process outlives the kubelet: its socket answers while the kubelet is stopped. Only the suite's own drivers.",
+                example: "Then the registration socket of the driver on node 0 answers",
+            },
+            Entry {
                 pattern: "Then the outage was shorter than the kubelet's wiping delay",
                 description: "After `is replaced by`: fails when the driver was gone as long as the kubelet's slice wiping delay (30s on a kubelet, `--wipe-delay` on simulated nodes).",
                 example: "Then the outage was shorter than the kubelet's wiping delay",

@@ -63,6 +63,10 @@ sentences! {
     #[then(expr = "{driver} is registered on every node")]
     fn registered(d: DriverRef);
 
+    /// GetInfo on the registration socket, through the node's host.
+    #[then(expr = "the registration socket of {driver} on {node} answers")]
+    fn registration_answers(d: DriverRef, node: NodeSel);
+
     #[then(expr = "the kubelet lists the plugin of {driver} as registered on every node")]
     fn kubelet_lists(d: DriverRef);
 
@@ -405,6 +409,13 @@ async fn set_dra_socket_blocked(
 ) -> anyhow::Result<()> {
     for n in node.resolve(w).await? {
         w.driver(&d)?.set_dra_socket_blocked(&n, blocked)?;
+    }
+    Ok(())
+}
+
+async fn registration_answers(w: &mut World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
+    for n in node.resolve(w).await? {
+        w.driver(&d)?.registration_answers(&n).await?;
     }
     Ok(())
 }

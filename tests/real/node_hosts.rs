@@ -1,20 +1,26 @@
-//! A node host broken on purpose (`--node-host-fault no-redial`: a
-//! socket's connections never dialled again once the first are used or
-//! lost) fails the pack's reboot scenario for the suite's own driver on a
-//! real local node: the sockets the reboot took never return. With working
-//! node hosts it passes (`make e2e-real`, in CI).
+//! The node hosts broken on purpose (`--node-host-fault`) fail the
+//! node-operation scenarios that show their duty, for the suite's own
+//! driver on a real local node:
 //!
-//! `exec-agents` (the sockets served by agents exec'd through the kubelet,
-//! as before node hosts) has no scenario yet that fails it every time: the
-//! extra registration after a kubelet restart that "a driver's sockets
-//! outlive a kubelet restart" catches depends on whether the new agent binds
-//! before or after the kubelet's start (two runs of two caught it; a run on
-//! one node did not).
+//! - `exec-agents` (the driver's sockets served by agents exec'd in the
+//!   node host pod, through the kubelet and containerd, as before node
+//!   hosts) fails "a driver's sockets outlive a stopped kubelet": with the
+//!   kubelet stopped nothing reaches the sockets, whose agents the
+//!   kubelet's streaming carried;
+//! - `no-redial` (a socket's connections never dialled again once the
+//!   first are used or lost) fails the pack's reboot scenario: the sockets
+//!   the reboot took never return.
+//!
+//! With working node hosts both pass (`make e2e-real`, in CI).
 use std::path::Path;
 use std::process::Command;
 
 use crate::common;
 
+const KUBELET: (&str, &str) = (
+    "features/kubelet_restarts.feature",
+    "a driver's sockets outlive a stopped kubelet: they answer meanwhile and are registered once more, and no more",
+);
 const REBOOT: (&str, &str) = (
     "features/conformance/lifecycle.feature",
     "a rebooted node prepares its claims again and the containers find their devices",
@@ -57,5 +63,26 @@ fn node_hosts_that_never_dial_again_fail_the_reboot_scenario() {
         )],
     );
     // The cluster is stopped at once; nothing of it stays on the host.
+    common::assert_nothing_left(home.path(), &out);
+}
+
+#[test]
+fn node_hosts_served_by_exec_fail_the_stopped_kubelet_scenario() {
+    let home = tempfile::tempdir().unwrap();
+    let run = broken(home.path(), "exec-agents", KUBELET)
+        .output()
+        .unwrap();
+    let out = common::text(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}");
+    assert!(out.contains("0 passed, 1 failed"), "{out}");
+    common::assert_failures(
+        &home.path().join("junit.xml"),
+        &[(
+            KUBELET.1,
+            "Then the registration socket of the driver on node 0 answers",
+            &["its registration socket on node", "GetInfo failed"],
+        )],
+    );
+    assert!(out.contains("leak check: nothing left behind"), "{out}");
     common::assert_nothing_left(home.path(), &out);
 }

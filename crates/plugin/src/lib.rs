@@ -52,6 +52,7 @@ pub mod interposer;
 pub mod metadata;
 mod node_plugin;
 pub mod prepared;
+pub mod probe;
 pub mod registration;
 mod watch;
 

@@ -188,6 +188,9 @@ pub enum DriverError {
 /// How long the kubelets may take to wipe a stopped driver's slices
 /// (upstream's `IsGone`).
 const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a registration socket may take to answer `GetInfo` (the
+/// kubelet gives it 1 s; the way onto a node adds a connection).
+const REGISTRATION_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A wait that ends a driver's teardown, detached from the driver so it can
 /// run on its own task: until the kubelets wiped the driver's slices
@@ -881,6 +884,41 @@ impl Driver {
             .then(|| self.instance_uid.clone());
         let root = host.kubelet_root(node);
         Ok(self.socket_paths(&root, rolling_uid.as_deref()).0)
+    }
+
+    /// Calls `GetInfo` on the driver's registration socket on `node` the way
+    /// a process on the node would, through the node's host, and checks
+    /// that the answer names the driver.
+    pub async fn registration_answers(&self, node: &str) -> Result<(), DriverError> {
+        let err = |message: String| DriverError::Other {
+            driver: self.name.clone(),
+            message: format!("its registration socket on node {node}: {message}"),
+        };
+        let host = self
+            .host
+            .clone()
+            .ok_or_else(|| err("the driver's nodes are not known yet".to_owned()))?;
+        let rolling_uid = self
+            .options
+            .rolling_update
+            .then(|| self.instance_uid.clone());
+        let root = host.kubelet_root(node);
+        let (_, registration) = self.socket_paths(&root, rolling_uid.as_deref());
+        let name = dra_e2e_plugin::probe::registration_name(
+            host,
+            node,
+            &registration,
+            REGISTRATION_PROBE_TIMEOUT,
+        )
+        .await
+        .map_err(|e| err(format!("{} ({e})", registration.display())))?;
+        if name != self.name {
+            return Err(err(format!(
+                "{} answered for plugin {name:?}",
+                registration.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Starts the DRA service of the plugin on `node` (its socket, server

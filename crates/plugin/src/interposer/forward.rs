@@ -31,7 +31,7 @@ use dra_e2e_proto::method;
 
 /// A gRPC channel to a socket on a node, (re)connected through the node host
 /// whenever tonic needs a connection.
-pub(super) fn channel_to(host: Arc<dyn NodeHost>, node: &str, socket: &Path) -> Channel {
+pub(crate) fn channel_to(host: Arc<dyn NodeHost>, node: &str, socket: &Path) -> Channel {
     let node = node.to_owned();
     let socket = socket.to_owned();
     let connector = tower::service_fn(move |_: tonic::transport::Uri| {

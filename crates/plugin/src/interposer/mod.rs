@@ -38,7 +38,7 @@ use super::watch::WaitTimeout;
 use dra_e2e_conn::node_host::{NodeHost, SocketFile};
 use dra_e2e_proto::pluginregistration::PluginInfo;
 
-mod forward;
+pub(crate) mod forward;
 pub mod health;
 mod instance;
 mod planted;
