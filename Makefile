@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream props-long
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream props-long chaos-api
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -240,6 +240,13 @@ bench: controlplane node ## benchmarks: local cluster and real node start-up; th
 	$(CARGO) build
 	DRA_E2E_BINARIES_DIR=$(BINARIES) hack/bench-suite.sh "simulated nodes" --cluster local $(ARGS)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/bench-suite.sh "$(REAL_NODES) real nodes" --cluster local --node-kind real --nodes $(REAL_NODES) --tags @DynamicResourceAllocation $(ARGS)
+
+# The moments of make chaos-api's restarts, after the scenarios start
+# (DRA_E2E_RESTARTS, src/runner/chaos.rs).
+CHAOS_RESTARTS ?= kube-apiserver@15s,kube-apiserver@35s,kube-apiserver@55s
+
+chaos-api: controlplane ## the local suite with the API server restarted three times during it (CHAOS_RESTARTS); ARGS as for e2e-local, e.g. ARGS='--node-kind real --nodes 2' (root)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) DRA_E2E_RESTARTS=$(CHAOS_RESTARTS) $(CARGO) run -- --cluster local --tags @DynamicResourceAllocation --junit target/junit-chaos.xml $(ARGS)
 
 SOAK_RUNS ?= 10
 soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once

@@ -70,6 +70,7 @@ pub mod calls;
 pub mod catalogue;
 pub mod claims;
 pub mod containers;
+pub mod control_plane;
 pub mod crud;
 pub mod device_plugin;
 pub mod driver_installs;

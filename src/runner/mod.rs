@@ -1,5 +1,6 @@
 //! The product's main flow: options, cluster, scenarios, reports, exit code.
 pub mod author;
+pub mod chaos;
 pub mod clean;
 pub mod cli;
 pub mod cluster_up;
@@ -93,6 +94,8 @@ struct Selection {
     refused_gates: Vec<(String, String)>,
     /// How many selected scenarios own their nodes (`@OwnNodes`).
     own_nodes: usize,
+    /// Control-plane restarts during the scenarios ([`chaos`]).
+    restarts: Vec<chaos::Planned>,
 }
 
 /// Where the scenarios' output goes: stdout, or stdout under a live status
@@ -556,6 +559,13 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
             );
         }
     }
+    let restarts = chaos::planned()?;
+    if !restarts.is_empty() && !connect.is_local() {
+        anyhow::bail!(
+            "{}: the runner restarts control-plane components only of the local cluster",
+            chaos::ENV
+        );
+    }
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
     // temp dir, and a real node's links and cgroups, behind).
@@ -625,6 +635,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
             .iter()
             .filter(|s| s.tags.iter().any(|t| t == "OwnNodes"))
             .count(),
+        restarts,
     };
     let mut run_timings = vec![(report::CLUSTER_START, connecting.elapsed())];
     let ended = run_on(
@@ -887,6 +898,7 @@ async fn run_on(
         &args,
         &cluster,
         &interrupt,
+        &selection.restarts,
     )
     .await;
     run_timings.push((report::Phase::harness("scenarios"), started.elapsed()));
@@ -1181,6 +1193,7 @@ async fn scenarios(
     args: &RunArgs,
     cluster: &Cluster,
     interrupt: &CancellationToken,
+    restarts: &[chaos::Planned],
 ) -> (Option<Stop>, Ending) {
     let mut run = std::pin::pin!(run);
     let mut finished = false;
@@ -1193,6 +1206,9 @@ async fn scenarios(
         // The signal handler has said so already.
         _ = interrupt.cancelled() => Some(Stop::Interrupted),
         what = cluster.first_death() => Some(Stop::Died(what)),
+        what = cluster.api_outage() => Some(Stop::Died(what)),
+        // Pending once done: restarts never end a run.
+        _ = chaos::run(restarts, cluster) => None,
     };
     // A component killed mid-step fails the step at once (its connections
     // break), and the last scenario may end before the component's exit is

@@ -5,6 +5,7 @@ pub mod local_host;
 pub mod remote;
 
 // What reaching a cluster takes on this machine and on its nodes.
+mod control_plane;
 pub mod host;
 pub mod images;
 pub mod job;
