@@ -212,7 +212,6 @@ pub(crate) struct LocalEnv {
     /// Real nodes, reached through proxy pods exactly as on a real cluster.
     real: Option<RealLocal>,
     node_names: Vec<String>,
-    pids: Vec<u32>,
     wipe_delay: Duration,
 }
 
@@ -272,9 +271,8 @@ impl Cluster {
             .map_err(|e| anyhow::Error::new(e).context("starting the local cluster"))?;
         let client = cluster.client();
         let config = cluster.kube_config();
-        let mut pids: Vec<u32> = cluster.components().iter().map(|c| c.pid).collect();
         if opts.node_kind == NodeKind::Real {
-            return Self::start_real_nodes(opts, cluster, client, config, pids).await;
+            return Self::start_real_nodes(opts, cluster, client, config).await;
         }
         let nodes = match cluster
             .start_nodes(opts.nodes, |c| {
@@ -289,7 +287,6 @@ impl Cluster {
                 return Err(anyhow::Error::new(e).context("starting the simulated nodes"));
             }
         };
-        pids.sort();
         Ok(Cluster {
             client,
             config,
@@ -298,7 +295,6 @@ impl Cluster {
                 node_names: nodes.iter().map(|n| n.name().to_owned()).collect(),
                 nodes: std::sync::RwLock::new(nodes),
                 real: None,
-                pids,
                 wipe_delay: opts.wipe_delay,
             })),
         })
@@ -309,7 +305,6 @@ impl Cluster {
         cluster: local::LocalCluster,
         client: kube::Client,
         config: kube::Config,
-        mut pids: Vec<u32>,
     ) -> anyhow::Result<Cluster> {
         let options = crate::real_node::RealNodesOptions {
             extra_archives: opts.image_archives.clone(),
@@ -323,9 +318,6 @@ impl Cluster {
                 return Err(e.context("starting the real nodes"));
             }
         };
-        // Real nodes are not among the processes a second Ctrl-C kills by
-        // PID: killing their `unshare` parent would orphan process 1.
-        pids.sort();
         let node_names = nodes.names();
         let kubelet_logs = nodes
             .nodes()
@@ -371,7 +363,6 @@ impl Cluster {
                     remote,
                 }),
                 node_names,
-                pids,
                 wipe_delay: Duration::from_secs(30),
             })),
         })
@@ -874,9 +865,14 @@ impl Cluster {
     pub fn kill_now(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if let Kind::Local(l) = &self.kind {
-            for pid in &l.pids {
-                // A PID we started; at worst it is gone.
-                let _ = dra_e2e_sys::kill(*pid, dra_e2e_sys::Signal::Kill);
+            // The components running now (a restarted one has a new PID),
+            // each signalled only while it is not reaped, so never a
+            // stranger who got its PID. Real nodes are not among them:
+            // killing their `unshare` parent would orphan process 1.
+            if let Ok(c) = l.cluster.lock()
+                && let Some(c) = c.as_ref()
+            {
+                c.kill_components();
             }
             // Process 1 of each real node is killed, its namespace with it;
             // then its links and cgroups are removed.

@@ -435,6 +435,14 @@ impl LocalCluster {
             .collect()
     }
 
+    /// SIGKILL to every component, without waiting (a second Ctrl-C); a
+    /// component already reaped is left alone.
+    pub fn kill_components(&self) {
+        for p in &self.running.processes {
+            p.signal(dra_e2e_sys::Signal::Kill);
+        }
+    }
+
     /// One [`Vital`] per component process.
     pub fn vitals(&self) -> Vec<Vital> {
         self.running

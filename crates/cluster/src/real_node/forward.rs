@@ -20,19 +20,40 @@ impl ApiRelay {
     pub async fn start(listen: SocketAddr, target: SocketAddr) -> std::io::Result<ApiRelay> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
+        // The API server away (restarted by a scenario) refuses the
+        // kubelets' connections for seconds, which they try again: worth
+        // a warning only when it goes on (dra_e2e_conn::persisting).
+        let failing = std::sync::Arc::new(std::sync::Mutex::new(
+            dra_e2e_conn::persisting::Persisting::default(),
+        ));
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut inbound, _)) = listener.accept().await else {
                     continue;
                 };
+                let failing = failing.clone();
                 tokio::spawn(async move {
-                    match TcpStream::connect(target).await {
+                    let connected = TcpStream::connect(target).await;
+                    let warn = {
+                        let mut failing = failing.lock().unwrap_or_else(|e| e.into_inner());
+                        match &connected {
+                            Ok(_) => {
+                                failing.ended();
+                                false
+                            }
+                            Err(_) => failing.worth_a_warning(std::time::Instant::now()),
+                        }
+                    };
+                    match connected {
                         Ok(mut outbound) => {
                             let _ =
                                 tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                         }
+                        Err(e) if warn => {
+                            tracing::warn!(%target, error = %e, "relaying a node's connection to the API server keeps failing");
+                        }
                         Err(e) => {
-                            tracing::warn!(%target, error = %e, "relaying a node's connection to the API server");
+                            tracing::debug!(%target, error = %e, "relaying a node's connection to the API server");
                         }
                     }
                 });
