@@ -58,7 +58,7 @@ impl Cluster {
                 .lock()
                 .ok()
                 .and_then(|c| c.as_ref().map(|c| c.outage())),
-            Kind::Remote(_) => None,
+            Kind::Remote(r) => r.outage.clone(),
         };
         async move {
             match outage {

@@ -68,6 +68,9 @@ pub struct RemoteEnv {
     pub cdi_dir: String,
     /// The run's node host pods, where every driver's agents run.
     pub node_pods: std::sync::Arc<crate::proxy::NodePods>,
+    /// Where `client` reports an API server that stayed away past its
+    /// deadline ([`dra_e2e_kube::client`]), when `connect` built it.
+    pub outage: Option<dra_e2e_kube::client::Outage>,
 }
 
 impl RemoteEnv {
@@ -110,8 +113,11 @@ impl RemoteEnv {
                 version.git_version
             );
         }
-        let client =
-            kube::Client::try_from(config.clone()).context("building the cluster client")?;
+        // Its requests ride out the API server restarting (an upgrade of
+        // the control plane, flow control's 429).
+        let outage = dra_e2e_kube::client::Outage::new();
+        let client = dra_e2e_kube::client::build(config.clone(), Some(&outage))
+            .context("building the cluster client")?;
         let layout = crate::proxy::NodeLayout {
             kubelet_root: opts.kubelet_root.display().to_string(),
             image: self::proxy_image(&opts.proxy_image),
@@ -121,7 +127,10 @@ impl RemoteEnv {
             fault: opts.node_host_fault,
         };
         check_fault(&layout)?;
-        Ok(RemoteEnv::new(client, config, server, layout))
+        Ok(RemoteEnv {
+            outage: Some(outage),
+            ..RemoteEnv::new(client, config, server, layout)
+        })
     }
 
     /// The nodes reached through node host pods laid out as `layout` says.
@@ -151,6 +160,7 @@ impl RemoteEnv {
             proxy_image,
             cdi_dir,
             node_pods,
+            outage: None,
         }
     }
 }
