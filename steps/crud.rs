@@ -12,9 +12,7 @@ use serde_json::Value;
 use super::World;
 use super::api::client_for;
 use super::params::{Identity, Kind, Strings, phrase_words};
-/// The scenario's watch that `a watch on ... objects` opens; the World keeps it.
-pub use crate::ground::dynamic::ObjectWatch;
-use crate::ground::dynamic::{self, EventKind, Part, PatchType, Update};
+use crate::ground::dynamic::{self, EventKind, ObjectWatch, Part, PatchType, Update};
 use crate::ground::objects::{self, delete_if_present};
 use crate::ground::wait::{self, Check};
 

@@ -184,7 +184,7 @@ pub struct World {
     /// The scenario's current ResourcePoolStatusRequest and its checks.
     pub pool_request: Option<crate::harness::pool_status::PoolRequest>,
     /// The watch "a watch on ... objects" opened, for "the watch sees ...".
-    pub crud_watch: Option<crud::ObjectWatch>,
+    pub crud_watch: Option<crate::ground::dynamic::ObjectWatch>,
     /// Devices per node of the driver as "the driver's devices are noted" saw them.
     pub noted_devices: Option<BTreeMap<String, Vec<String>>>,
     /// Pods the conformance pack deleted, with their node and claims as
