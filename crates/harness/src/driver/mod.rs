@@ -398,7 +398,8 @@ impl Driver {
             node,
             pod.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
         );
-        kube::Client::try_from(config).map_err(self.kube_err("building the plugin's client"))
+        dra_e2e_kube::client::build(config, None)
+            .map_err(self.kube_err("building the plugin's client"))
     }
 
     /// Waits, once per driver, until the admission policy that keeps its
