@@ -443,9 +443,15 @@ pub async fn wait_status(
                     break;
                 }
                 Ok(Ok(Some(WatchEvent::Bookmark(_)))) => {}
-                // The server ends watches now and then: read and watch again.
+                // The server ends watches now and then, and a restarted one
+                // breaks them: read and watch again.
                 Ok(Ok(None)) => break,
-                Ok(Err(e)) => return Err(failed(format!("watching it: {e}"))),
+                Ok(Err(e)) => {
+                    tracing::debug!(%what, error = %e, "watch broke, watching again");
+                    // Not in a tight loop while the server is away.
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                    break;
+                }
             }
         }
     }
