@@ -170,6 +170,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When the kubelet on node 0 is restarted",
             },
             Entry {
+                pattern: "When the kube-apiserver|kube-scheduler|kube-controller-manager is restarted",
+                description: "Restart a control-plane component of the local cluster as an operator would: SIGTERM (SIGKILL after 5 s), then the same program started again on the same address, certificates and etcd; done when it answers its readiness probe again. Scenarios in flight ride it out: the runner's requests are tried again while the API server is away (connection errors, 429 and 5xx, for up to a minute), its watches start again. On a kubeconfig cluster the step fails saying it needs the local cluster (tag the scenario `@serial`).",
+                example: "When the kube-apiserver is restarted",
+            },
+            Entry {
                 pattern: "Then the kubelet on <node> reports metric \"<name>\": (table | <label> | value |)",
                 description: "Read the kubelet's own metrics through the API server's node proxy (30 s until they match): the metric has exactly the table's samples, by the value of the label the first column names; placeholders allowed (tag the scenario `@KubeletMetrics`).",
                 example: "Then the kubelet on node 0 reports metric \"dra_resource_claims_in_use\":",
@@ -691,12 +696,12 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "When <Kind> \"<name>\" is patched with a(n) JSON merge|strategic merge|JSON|apply patch: / When the status of <Kind> \"<name>\" is patched with a(n) ... patch:",
-                description: "A patch of that type (YAML doc string; a JSON patch is a list of operations; an apply patch gets apiVersion, kind and name filled in and is forced, field manager dra-e2e), with strict field validation, of the object or its status.",
+                description: "A patch of that type (YAML doc string; a JSON patch is a list of operations; any other patch gets the object's apiVersion, kind, name, namespace and UID filled in, as upstream's conformance helper does; an apply patch is forced, field manager dra-e2e), with strict field validation, of the object or its status.",
                 example: "When ResourceClaim \"crud-claim\" is patched with an apply patch:",
             },
             Entry {
                 pattern: "When <Kind> \"<name>\" is updated with: / When the status of <Kind> \"<name>\" is updated [as <identity>] with:",
-                description: "Read the object (or its status), merge the YAML doc string in, write it back whole (PUT; as the admin unless said otherwise, retried for up to a minute while RBAC still forbids it); the write must give a new resourceVersion and return what was sent. Retried on conflicts.",
+                description: "Read the object (or its status), merge the YAML doc string in, write it back whole (PUT; as the admin unless said otherwise, retried for up to a minute while RBAC still forbids it); the write must give a new resourceVersion and return what was sent (as `has:` checks). A conflict (someone else wrote it meanwhile) reads and writes again, for up to 30 s, pausing from 50 ms to 1 s.",
                 example: "When the status of ResourceClaim \"crud-claim\" is updated with:",
             },
             Entry {
@@ -726,7 +731,7 @@ pub const CATALOGUE: &[Topic] = &[
             },
             Entry {
                 pattern: "Then <Kind> \"<name>\" has:",
-                description: "Every field of the YAML doc string is in the object with that value (lists must match in length).",
+                description: "Every field of the YAML doc string is in the object with that value; the object may have more fields, and a list more entries after those expected (its first entries must hold the expected ones, in order). `null` expects the field absent (or null). A failure names the first differing path.",
                 example: "Then ResourceSlice \"${namespace}-crud\" has:",
             },
             Entry {
