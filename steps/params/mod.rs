@@ -34,15 +34,7 @@ macro_rules! phrase_words {
             pub const WORDS: &'static [&'static str] = &[$($word),+];
         }
 
-        impl ::cucumber::Parameter for $ty {
-            const REGEX: &'static str = {
-                const LEN: usize = $crate::steps::params::words::alternation_len($ty::WORDS);
-                const BYTES: [u8; LEN] =
-                    $crate::steps::params::words::alternation::<LEN>($ty::WORDS);
-                $crate::steps::params::words::text(&BYTES)
-            };
-            const NAME: &'static str = $name;
-        }
+        $crate::steps::params::phrase_words!(@parameter $ty, $name);
 
         impl ::std::str::FromStr for $ty {
             type Err = String;
@@ -66,15 +58,7 @@ macro_rules! phrase_words {
             pub const WORDS: &'static [&'static str] = &<$inner>::WORDS;
         }
 
-        impl ::cucumber::Parameter for $ty {
-            const REGEX: &'static str = {
-                const LEN: usize = $crate::steps::params::words::alternation_len($ty::WORDS);
-                const BYTES: [u8; LEN] =
-                    $crate::steps::params::words::alternation::<LEN>($ty::WORDS);
-                $crate::steps::params::words::text(&BYTES)
-            };
-            const NAME: &'static str = $name;
-        }
+        $crate::steps::params::phrase_words!(@parameter $ty, $name);
 
         impl ::std::str::FromStr for $ty {
             type Err = String;
@@ -87,6 +71,18 @@ macro_rules! phrase_words {
                     )
                 })
             }
+        }
+    };
+    // The cucumber parameter of either form: a regex that tries `WORDS` in order.
+    (@parameter $ty:ident, $name:literal) => {
+        impl ::cucumber::Parameter for $ty {
+            const REGEX: &'static str = {
+                const LEN: usize = $crate::steps::params::words::alternation_len($ty::WORDS);
+                const BYTES: [u8; LEN] =
+                    $crate::steps::params::words::alternation::<LEN>($ty::WORDS);
+                $crate::steps::params::words::text(&BYTES)
+            };
+            const NAME: &'static str = $name;
         }
     };
 }

@@ -42,25 +42,30 @@ fn broken(home: &Path, fault: &str, (feature, scenario): (&str, &str)) -> Comman
     c
 }
 
-#[test]
-fn node_hosts_that_never_dial_again_fail_the_reboot_scenario() {
-    let home = tempfile::tempdir().unwrap();
-    // The plugin never comes back, so the kubelet can never unprepare the
-    // pod's claim and the teardown cannot end: cut it short.
-    let run = broken(home.path(), "no-redial", REBOOT)
-        .args(["--teardown-timeout", "30s"])
-        .output()
-        .unwrap();
+/// Runs `run`'s scenario and checks that it failed at `step`, its message
+/// holding every one of `parts`; the run's output.
+fn fails_at(home: &Path, mut run: Command, scenario: &str, step: &str, parts: &[&str]) -> String {
+    let run = run.output().unwrap();
     let out = common::text(&run);
     assert_eq!(run.status.code(), Some(1), "{out}");
     assert!(out.contains("0 passed, 1 failed"), "{out}");
-    common::assert_failures(
-        &home.path().join("junit.xml"),
-        &[(
-            REBOOT.1,
-            "Then pod \"tester-1\" runs again after the reboot",
-            &["to run again after the reboot"],
-        )],
+    common::assert_failures(&home.join("junit.xml"), &[(scenario, step, parts)]);
+    out
+}
+
+#[test]
+fn node_hosts_that_never_dial_again_fail_the_reboot_scenario() {
+    let home = tempfile::tempdir().unwrap();
+    let mut run = broken(home.path(), "no-redial", REBOOT);
+    // The plugin never comes back, so the kubelet can never unprepare the
+    // pod's claim and the teardown cannot end: cut it short.
+    run.args(["--teardown-timeout", "30s"]);
+    let out = fails_at(
+        home.path(),
+        run,
+        REBOOT.1,
+        "Then pod \"tester-1\" runs again after the reboot",
+        &["to run again after the reboot"],
     );
     // The cluster is stopped at once; nothing of it stays on the host.
     common::assert_nothing_left(home.path(), &out);
@@ -69,19 +74,12 @@ fn node_hosts_that_never_dial_again_fail_the_reboot_scenario() {
 #[test]
 fn node_hosts_served_by_exec_fail_the_stopped_kubelet_scenario() {
     let home = tempfile::tempdir().unwrap();
-    let run = broken(home.path(), "exec-agents", KUBELET)
-        .output()
-        .unwrap();
-    let out = common::text(&run);
-    assert_eq!(run.status.code(), Some(1), "{out}");
-    assert!(out.contains("0 passed, 1 failed"), "{out}");
-    common::assert_failures(
-        &home.path().join("junit.xml"),
-        &[(
-            KUBELET.1,
-            "Then the registration socket of the driver on node 0 answers",
-            &["its registration socket on node", "GetInfo failed"],
-        )],
+    let out = fails_at(
+        home.path(),
+        broken(home.path(), "exec-agents", KUBELET),
+        KUBELET.1,
+        "Then the registration socket of the driver on node 0 answers",
+        &["its registration socket on node", "GetInfo failed"],
     );
     assert!(out.contains("leak check: nothing left behind"), "{out}");
     common::assert_nothing_left(home.path(), &out);

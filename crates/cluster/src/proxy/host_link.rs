@@ -13,12 +13,11 @@
 //! connection, and their `serve` requests make the new process listen where
 //! the old one did.
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::watch;
 use tracing::info;
 
 use super::transport::{DialError, Dialled, Transport};
@@ -56,7 +55,7 @@ pub struct HostLink {
     node: String,
     /// The node host process last seen answering: a new one means it was
     /// started again (its pod's container restarted, the node rebooted).
-    instance: watch::Sender<Option<String>>,
+    instance: Mutex<Option<String>>,
 }
 
 impl HostLink {
@@ -65,22 +64,13 @@ impl HostLink {
             route,
             token,
             node: node.into(),
-            instance: watch::Sender::new(None),
+            instance: Mutex::new(None),
         }
-    }
-
-    pub fn node(&self) -> &str {
-        &self.node
     }
 
     /// Where the connections go, for messages.
     pub fn target(&self) -> String {
         self.route.target()
-    }
-
-    /// Every node host process seen, the last one now; `None` before the first answer.
-    pub fn instance(&self) -> watch::Receiver<Option<String>> {
-        self.instance.subscribe()
     }
 
     fn describe(request: &Request) -> String {
@@ -155,7 +145,11 @@ impl HostLink {
     }
 
     fn seen(&self, instance: String) {
-        let before = self.instance.send_replace(Some(instance.clone()));
+        let before = self
+            .instance
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(instance.clone());
         if let Some(before) = before
             && before != instance
         {
