@@ -200,11 +200,20 @@ pub fn agent_failure<'a>(t: &'a str, agent: &'a str) -> (&'a str, &'a str) {
         .lines()
         .find(|l| l.contains("exited unexpectedly"))
         .unwrap_or_else(|| panic!("no failure names the agent\n{t}"));
-    let socket = agent
-        .split_whitespace()
-        .skip_while(|w| *w != "--endpoint")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no --endpoint in {agent:?}"));
+    // The runner's agent takes `--endpoint <socket>`, hostpathplugin's
+    // command line `--endpoint=<socket>`.
+    let mut words = agent.split_whitespace();
+    let socket = std::iter::from_fn(|| {
+        let w = words.next()?;
+        Some(match w.strip_prefix("--endpoint") {
+            Some("") => words.next(),
+            Some(v) => v.strip_prefix('='),
+            None => None,
+        })
+    })
+    .flatten()
+    .next()
+    .unwrap_or_else(|| panic!("no --endpoint in {agent:?}"));
     (line, socket)
 }
 

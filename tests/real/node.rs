@@ -366,10 +366,20 @@ fn descends_from(mut pid: i32, ancestor: i32) -> bool {
 /// the scenario fails within seconds naming the agent's socket, pod and node
 /// (not after the pod wait's 300 s), and teardown still cleans up through the
 /// agent the exec loop starts again.
+///
+/// Exec agents serve the sockets when the proxy pods run upstream's
+/// hostpathplugin image (the runner's own image runs one node host per node
+/// instead, see node_hosts.rs), so the run names that image; without its
+/// archive the nodes run the runner's stand-in under that name.
 #[test]
 fn a_killed_exec_agent_on_a_real_node_fails_its_scenario_at_once() {
     let home = tempfile::tempdir().unwrap();
-    let mut run = Watched::spawn(real_run(home.path(), "agent-killed"));
+    let mut command = real_run(home.path(), "agent-killed");
+    command.args([
+        "--proxy-image",
+        "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1",
+    ]);
+    let mut run = Watched::spawn(command);
     let runner = run.child.id() as i32;
     // The scenario reports each step as it finishes: once the pod is created,
     // the next step waits for it (its claim can never be prepared).

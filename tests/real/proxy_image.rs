@@ -19,7 +19,7 @@
 //!   csi-driver-host-path (403 for every version), so the archive cannot be
 //!   built; `make proxy-image-real-upstream` runs it where it can.
 //! * `without_proxy_image_real_local_nodes_run_the_runners_agent`: no
-//!   option, the runner's agent with its own flags.
+//!   option, the runner's agent as each node's node host.
 //!
 //! Needs root and the node binaries (`make node`).
 use std::collections::BTreeMap;
@@ -141,9 +141,9 @@ fn run_watching_agents(extra: &[&str]) -> (Vec<Agent>, String, Option<i32>) {
     });
     let output = loop {
         for (agent_pid, cmd) in descendants(pid) {
-            // The agents, by the flag both kinds have (kube-apiserver has
-            // an --endpoint-… flag of its own).
-            if !cmd.contains("--proxy-endpoint") {
+            // The exec agents, by the flag both kinds have (kube-apiserver
+            // has an --endpoint-… flag of its own), and the node hosts.
+            if !(cmd.contains("--proxy-endpoint") || cmd.contains(" node-host --listen ")) {
                 continue;
             }
             // Looked at again while it is a shell: the exec that follows
@@ -264,17 +264,26 @@ fn upstreams_hostpathplugin_archive_runs_upstreams_program() {
     }
 }
 
-/// Without the option the nodes run the runner's agent with its own flags.
+/// Without the option each node runs the runner's agent as its node host,
+/// one process serving every socket of the node: no exec agent per socket
+/// (those are the hostpathplugin image's way).
 #[test]
 fn without_proxy_image_real_local_nodes_run_the_runners_agent() {
     let (agents, text, code) =
         run_watching_agents(&["--name", "must not run a pod if a claim is not ready"]);
     assert_eq!(code, Some(0), "{text}");
-    assert!(!agents.is_empty(), "no agent seen\n{text}");
     assert!(
         agents.iter().all(|a| a.program == Program::RunnersAgent
-            && a.cmd.contains("proxy-agent --endpoint /var/lib/kubelet/")
-            && !a.cmd.contains("--v=5")),
+            && a.cmd.contains("dra-e2e-agent node-host --listen tcp://:")
+            && !a.cmd.contains("--proxy-endpoint")),
         "{agents:?}"
+    );
+    // A node host starts on a node when a scenario first needs a socket
+    // there, and serves all of that node's sockets: at least one, and no
+    // more than the two nodes.
+    assert!(
+        (1..=2).contains(&agents.len()),
+        "{} node host(s) seen\n{agents:?}\n{text}",
+        agents.len()
     );
 }
