@@ -85,20 +85,30 @@ side() {
   child=
 }
 
-bin=${DRA_E2E_BIN:-}
-if [[ -z "$bin" ]]; then
+built=${DRA_E2E_BIN:-}
+if [[ -z "$built" ]]; then
   log "building the runner"
   cargo build --quiet
-  bin=$root/target/debug/dra-e2e
+  built=$root/target/debug/dra-e2e
 fi
-[[ -x "$bin" ]] || die "DRA_E2E_BIN=$bin is not an executable"
+[[ -x "$built" ]] || die "DRA_E2E_BIN=$built is not an executable"
 : "${DRA_E2E_BINARIES_DIR:=$("$here/build-controlplane.sh")}"
 : "${DRA_E2E_NODE_BINARIES_DIR:=$("$here/build-node.sh")}"
 export DRA_E2E_BINARIES_DIR DRA_E2E_NODE_BINARIES_DIR
 "$here/upstream-e2e.sh" build >/dev/null
 
 rm -rf "$dir"
-mkdir -p "$dir"
+mkdir -p "$dir/bin"
+# The runs use a copy of the runner and its agent (found beside it), so a
+# build in the checkout meanwhile changes neither; what it was built from
+# is kept beside the figures.
+cp "$built" "$dir/bin/dra-e2e"
+if [[ -x "$(dirname "$built")/dra-e2e-agent" ]]; then cp "$(dirname "$built")/dra-e2e-agent" "$dir/bin/"; fi
+bin=$dir/bin/dra-e2e
+{ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "uncommitted changes in the checkout when the runs started:"
+  git status --short 2>/dev/null || true
+} >"$dir/build.txt"
 
 # Upstream first: its report says which tests ran.
 log "upstream's suite on $nodes real nodes (output: $dir/upstream.out)"
