@@ -128,7 +128,8 @@ log "$summary"
 # Which of our scenarios port the tests that ran.
 "$bin" upstream >"$dir/table.md"
 "$bin" --features features --list >"$dir/all-scenarios.txt"
-mapfile -t selection < <(python3 "$here/bench-report.py" select "$dir")
+python3 "$here/bench-report.py" select "$dir" >"$dir/selection.txt"
+mapfile -t selection <"$dir/selection.txt"
 (( ${#selection[@]} >= 2 )) || die "no scenario ports a test upstream ran ($dir/selection.json)"
 regex=${selection[-1]}
 features=()
