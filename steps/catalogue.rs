@@ -95,6 +95,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "When pod \"tester-1\" is deleted and the driver lets its claims go",
             },
             Entry {
+                pattern: "When pod \"<name>\" is deleted without waiting",
+                description: "Delete the pod (gracefully) and go on at once: on a node that is away the pod stays until its kubelet lets it go. Its node and claims are noted before the deletion, for `Then the driver lets the claims of pod \"<name>\" go`.",
+                example: "When pod \"tester-1\" is deleted without waiting",
+            },
+            Entry {
                 pattern: "When pod \"<name>\" is deleted while its claims are being prepared / Then the driver lets the claims of pod \"<name>\" go",
                 description: "Delete the pod without waiting, while a NodePrepareResources of the driver is in flight on its node (`When NodePrepareResources is stalled on node N`, `Then NodePrepareResources is called on node N`); refused when none is, or where the runner does not see the driver's calls (tag the scenario `@Interposed`). Its node and claims are noted before the deletion; the `Then` step waits and checks as `When pod ... is deleted and the driver lets its claims go` does.",
                 example: "Then the driver lets the claims of pod \"tester-1\" go",
@@ -158,6 +163,16 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then the driver publishes one device fewer than noted",
                 description: "Wait (2 minutes) until each of the scenario's nodes shows the devices noted but one, and no other.",
                 example: "Then the driver publishes one device fewer than noted",
+            },
+            Entry {
+                pattern: "When <node> is cut off from the control plane / When <node> is connected again",
+                description: "Cut the node off the local cluster's control plane as a network partition would: a real node's packets to and from the API server are dropped (its pods' too), a simulated node's requests and watches stall; what stands for a driver's process on the node keeps its sockets. Its kubelet neither renews its Lease nor sees its pods meanwhile. `connected again` lifts the cut and waits (90 s) until the Node is Ready and schedulable again; teardown does the same for a node left cut, before it deletes the pods. Refused on a kubeconfig cluster (tag the scenario `@OwnNodes`: the node is away for every scenario on it).",
+                example: "When node 0 is cut off from the control plane",
+            },
+            Entry {
+                pattern: "Then <node> is reported unreachable",
+                description: "Wait (150 s: the node lifecycle controller's grace period is 50 s) until the Node's Ready condition is `Unknown` and it carries the `node.kubernetes.io/unreachable` taint; the failure says what the Node showed last.",
+                example: "Then node 0 is reported unreachable",
             },
             Entry {
                 pattern: "When <node> is rebooted",
@@ -270,8 +285,8 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Then each pod in turn is scheduled and then deleted",
             },
             Entry {
-                pattern: "Then pod \"<name>\" stays pending|running for <duration>",
-                description: "The pod stays Pending, or Running and not being deleted, the whole time (checked every 200ms).",
+                pattern: "Then pod \"<name>\" stays pending|running|terminating for <duration>",
+                description: "The pod stays Pending, or Running and not being deleted, or deleted but still there (its kubelet has not let it go), the whole time (checked every 200ms).",
                 example: "Then pod \"tester-1\" stays pending for 20s",
             },
             Entry {

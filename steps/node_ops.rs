@@ -16,6 +16,7 @@ use super::World;
 use super::claims::claim_name;
 use super::params::{ClaimPhrase, DriverRef, NodeSel, phrase_words};
 use crate::cluster::real_node::init::DaemonOp;
+use crate::harness::node_loss;
 use crate::proto::dra::ClaimRef;
 
 sentences! {
@@ -30,6 +31,17 @@ sentences! {
 
     #[then(expr = "pod {string} runs again after the reboot")]
     fn runs_again(pod: String);
+
+    /// The node's traffic to the API server cut, as by a network
+    /// partition ([`crate::harness::node_loss`]).
+    #[when(expr = "{node} is cut off from the control plane")]
+    fn cut_off(node: NodeSel);
+
+    #[when(expr = "{node} is connected again")]
+    fn connected_again(node: NodeSel);
+
+    #[then(expr = "{node} is reported unreachable")]
+    fn reported_unreachable(node: NodeSel);
 
     /// Through the node's process 1, as a node's init system would. A
     /// started or restarted kubelet is done when it has posted the Node's
@@ -123,6 +135,34 @@ async fn daemon_op(
             },
         )
         .await?;
+    }
+    Ok(())
+}
+
+async fn cut_off(w: &mut World, node: NodeSel) -> anyhow::Result<()> {
+    let cluster = w.context()?.cluster.clone();
+    for name in node.resolve(w).await? {
+        // Registered first: a cut that half happened is undone too.
+        w.scenario.node_cut(&name);
+        node_loss::cut_off(&cluster, &name)?;
+    }
+    Ok(())
+}
+
+async fn connected_again(w: &mut World, node: NodeSel) -> anyhow::Result<()> {
+    let cluster = w.context()?.cluster.clone();
+    let nodes: Api<Node> = Api::all(w.client()?);
+    for name in node.resolve(w).await? {
+        node_loss::reconnect(&cluster, &nodes, &name).await?;
+        w.scenario.node_connected(&name);
+    }
+    Ok(())
+}
+
+async fn reported_unreachable(w: &mut World, node: NodeSel) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(w.client()?);
+    for name in node.resolve(w).await? {
+        node_loss::wait_unreachable(&nodes, &name).await?;
     }
     Ok(())
 }

@@ -530,6 +530,7 @@ async fn stays(
     let word = match state {
         SteadyPodState::Pending => "Pending",
         SteadyPodState::Running => "Running",
+        SteadyPodState::Terminating => "terminating",
     };
     let held = wait::consistently(
         &format!("pod {name} to stay {word}"),

@@ -100,6 +100,10 @@ pub enum Created {
     /// started before the pods are deleted (a stopped kubelet would never
     /// let them go), as upstream's `DeferCleanup` restarts the kubelet.
     StoppedDaemon { node: String, daemon: &'static str },
+    /// A node a step cut off the control plane and no step connected again:
+    /// connected before the pods are deleted (a node away never lets them
+    /// go), and Ready again before the scenario gives it back.
+    CutNode(String),
     /// The own-node taint on a node the scenario has to itself
     /// (`@OwnNodes`), taken off last, once the scenario's pods, drivers and
     /// stopped daemons are dealt with.
@@ -151,6 +155,7 @@ impl Created {
             | Created::Pod(_)
             | Created::PodFinalizer { .. }
             | Created::StoppedDaemon { .. }
+            | Created::CutNode(_)
             | Created::DriverUninstalled => Phase::Pods,
             Created::Object {
                 namespaced: true, ..
@@ -240,6 +245,18 @@ impl Scenario {
         self.stack.retain(
             |c| !matches!(c, Created::StoppedDaemon { node: n, daemon: d } if n == node && *d == daemon),
         );
+    }
+
+    /// `node` is cut off the control plane: teardown connects it again unless a
+    /// step does.
+    pub fn node_cut(&mut self, node: &str) {
+        self.push(Created::CutNode(node.to_owned()));
+    }
+
+    /// `node` is connected again: nothing to do at teardown.
+    pub fn node_connected(&mut self, node: &str) {
+        self.stack
+            .retain(|c| !matches!(c, Created::CutNode(n) if n == node));
     }
 
     /// `finalizer` is on `pod` (or about to be): teardown removes it.
@@ -538,6 +555,10 @@ impl Scenario {
             Created::StoppedDaemon { node, daemon } => {
                 let (node, daemon) = (node.clone(), *daemon);
                 self.start_daemon(ctx, node, daemon).await
+            }
+            Created::CutNode(node) => {
+                let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+                Ok(crate::harness::node_loss::reconnect(&ctx.cluster, &nodes, node).await?)
             }
             Created::DriverUninstalled => {
                 Ok(ctx.under_test.restore_after_uninstall(&ctx.cluster).await?)

@@ -45,6 +45,12 @@ sentences! {
     #[when(expr = "pod {string} is deleted while its claims are being prepared")]
     fn deleted_while_preparing(pod: String);
 
+    /// Deletes the pod without waiting for it to go (its node may be away
+    /// and the pod stay until its kubelet lets it go); its node and claims
+    /// are noted first for `Then the driver lets the claims of pod ... go`.
+    #[when(expr = "pod {string} is deleted without waiting")]
+    fn deleted_without_waiting(pod: String);
+
     /// What `When pod ... is deleted and the driver lets its claims go`
     /// waits for and checks, for a pod deleted before by the pack's own
     /// deletion steps.
@@ -208,6 +214,10 @@ async fn deleted_and_let_go(w: &mut World, pod: String) -> anyhow::Result<()> {
     lets_claims_go(w, pod).await
 }
 
+async fn deleted_without_waiting(w: &mut World, pod: String) -> anyhow::Result<()> {
+    delete_noting(w, &pod).await
+}
+
 /// Notes the pod's node and claims, then deletes it without waiting.
 async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
     let before = w.pod(pod).await?;
@@ -258,9 +268,9 @@ async fn deleted_while_preparing(w: &mut World, pod: String) -> anyhow::Result<(
 async fn lets_claims_go(w: &World, pod: String) -> anyhow::Result<()> {
     let Some(DeletedPod { node, claims }) = w.deleted_pods.get(&pod).cloned() else {
         bail!(
-            "pod {pod} was not deleted by the pack's `When pod \"{pod}\" is deleted while its \
-             claims are being prepared`, which notes its node and claims before deleting it (a \
-             claim from a template may be gone afterwards)"
+            "pod {pod} was not deleted by `When pod \"{pod}\" is deleted without waiting` or \
+             `... is deleted while its claims are being prepared`, which note its node and claims \
+             before deleting it (a claim from a template may be gone afterwards)"
         );
     };
     let api = w.api::<Pod>()?;

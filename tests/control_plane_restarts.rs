@@ -1,7 +1,8 @@
-//! Evidence that the checks of features/control_plane_restarts.feature can
-//! fail: the runner on tests/fixtures/control-plane-restarts, whose
-//! scenarios each break what one of them guards, must fail every scenario
-//! with the message of that check, after the restart itself was ridden out.
+//! Evidence that the checks of the faults the suite rides out can fail:
+//! the runner on tests/fixtures/control-plane-restarts (for
+//! features/control_plane_restarts.feature) and tests/fixtures/node-loss
+//! (for features/node_loss.feature), whose scenarios each break what one of
+//! them guards, must fail every scenario with the message of that check.
 
 mod common;
 use common::*;
@@ -33,4 +34,27 @@ fn every_control_plane_restart_check_fails_its_broken_variant() {
         &["--step-timeout", "60s"],
         &expected,
     );
+}
+
+#[test]
+fn every_node_loss_check_fails_its_broken_variant() {
+    // (scenario, the failing step, what its message must say)
+    let expected: [(&str, &str, &[&str]); 2] = [
+        // The kubelet, not cut off, lets the pod go at once.
+        (
+            "a pod deleted on a node never cut off does not stay",
+            "Then pod \"tester-1\" stays terminating for 10s: ",
+            &["expected pod tester-1 to stay terminating, observed"],
+        ),
+        (
+            "a node never cut off is not reported unreachable",
+            "Then node 0 is reported unreachable: ",
+            &[
+                "did not finish within --step-timeout 1m",
+                "to be reported unreachable (Ready Unknown, tainted)",
+                "Ready True, not tainted unreachable",
+            ],
+        ),
+    ];
+    broken_variants("node-loss", &["--step-timeout", "60s"], &expected);
 }

@@ -417,7 +417,8 @@ impl Health {
     }
 }
 
-/// A pod state that can be held for a while: `pending` or `running`.
+/// A pod state that can be held for a while: `pending`, `running` or
+/// `terminating`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SteadyPodStateWord(pub SteadyPodState);
 
@@ -425,6 +426,7 @@ phrase_words! {
     SteadyPodStateWord as "steadystate", "state a pod can stay in" {
         "pending" => SteadyPodStateWord(SteadyPodState::Pending),
         "running" => SteadyPodStateWord(SteadyPodState::Running),
+        "terminating" => SteadyPodStateWord(SteadyPodState::Terminating),
     }
 }
 
@@ -823,7 +825,7 @@ mod tests {
             PodStateWord::REGEX,
             "running|scheduled|unschedulable|completed|failed|gone|pending"
         );
-        assert_eq!(SteadyPodStateWord::REGEX, "pending|running");
+        assert_eq!(SteadyPodStateWord::REGEX, "pending|running|terminating");
         assert_eq!(Health::REGEX, "Healthy|Unhealthy|Unknown");
         assert_eq!(
             ClaimState::REGEX,

@@ -437,6 +437,44 @@ impl Cluster {
         Ok(n.reboot()?)
     }
 
+    /// Cuts node `node` of the local cluster off the control plane (`cut`)
+    /// or connects it again: a simulated node's link to the API server
+    /// ([`dra_e2e_node_sim::link`]), a real node's packets to and from its
+    /// relay of the API server. Other clusters' nodes are not the runner's
+    /// to cut off.
+    pub fn set_node_cut(&self, node: &str, cut: bool) -> anyhow::Result<()> {
+        let verb = if cut { "cut off" } else { "reconnect" };
+        let Kind::Local(l) = &self.kind else {
+            anyhow::bail!(
+                "cannot {verb} node {node}: the runner cuts off only the local cluster's nodes \
+                 from its control plane (--cluster local)"
+            );
+        };
+        if let Some(real) = &l.real {
+            let nodes = real
+                .nodes
+                .lock()
+                .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
+            let n = nodes
+                .as_ref()
+                .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
+                .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
+            return n
+                .set_cut(cut)
+                .with_context(|| format!("cannot {verb} real node {node}"));
+        }
+        let nodes = l
+            .nodes
+            .read()
+            .map_err(|_| anyhow::anyhow!("the simulated nodes' lock is poisoned"))?;
+        let n = nodes
+            .iter()
+            .find(|n| n.name() == node)
+            .ok_or_else(|| anyhow::anyhow!("no simulated node {node} in this cluster"))?;
+        n.link().set_cut(cut);
+        Ok(())
+    }
+
     /// Stops, starts or restarts daemon `daemon` of real node `node` of the
     /// local cluster (see [`crate::real_node::RealNode::daemon`]).
     pub fn node_daemon(

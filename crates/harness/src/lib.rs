@@ -13,6 +13,7 @@ pub mod device_metadata;
 pub mod driver;
 pub mod kubelet_metrics;
 pub mod node_lease;
+pub mod node_loss;
 pub mod pool_status;
 #[cfg(test)]
 mod props;

@@ -45,6 +45,43 @@ pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
     schedulable && ready && !no_schedule_taint
 }
 
+/// The taint the node lifecycle controller puts on a node whose kubelet
+/// stopped renewing its Lease (with effects `NoSchedule` and `NoExecute`).
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+/// The status of the Node's Ready condition (`True`, `False`, `Unknown`).
+pub fn ready_status(n: &Node) -> Option<&str> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+/// What the control plane says of a node it lost: its Ready condition
+/// `Unknown` and the unreachable taint on it; `Err` says what it says now.
+pub fn reported_unreachable(n: &Node) -> Result<(), String> {
+    let ready = ready_status(n).unwrap_or("missing");
+    let tainted = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == UNREACHABLE_TAINT));
+    match (ready, tainted) {
+        ("Unknown", true) => Ok(()),
+        (ready, tainted) => Err(format!(
+            "Ready {ready}, {}",
+            if tainted {
+                "tainted unreachable"
+            } else {
+                "not tainted unreachable"
+            }
+        )),
+    }
+}
+
 /// `major.minor` of a version as Kubernetes writes it (`v1.37.2`, `1.36`,
 /// `v1.37.0-alpha.1`): what version skew is reckoned in.
 pub fn major_minor(version: &str) -> Option<(u32, u32)> {
@@ -75,6 +112,34 @@ mod tests {
             "status": { "conditions": [{ "type": "Ready", "status": "True" }] },
         }))
         .expect("a node")
+    }
+
+    #[test]
+    fn unreachable_needs_both_the_unknown_condition_and_the_taint() {
+        let node = |ready: &str, taint: Option<&str>| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "n" },
+                "spec": { "taints": taint.map(|k| vec![serde_json::json!({ "key": k, "effect": "NoExecute" })]).unwrap_or_default() },
+                "status": { "conditions": [{ "type": "Ready", "status": ready }] },
+            }))
+            .expect("a node")
+        };
+        use super::{UNREACHABLE_TAINT, reported_unreachable};
+        assert_eq!(
+            reported_unreachable(&node("Unknown", Some(UNREACHABLE_TAINT))),
+            Ok(())
+        );
+        assert_eq!(
+            reported_unreachable(&node("Unknown", None)),
+            Err("Ready Unknown, not tainted unreachable".into())
+        );
+        assert_eq!(
+            reported_unreachable(&node("True", Some(UNREACHABLE_TAINT))),
+            Err("Ready True, tainted unreachable".into())
+        );
+        assert!(
+            reported_unreachable(&node("False", Some("node.kubernetes.io/not-ready"))).is_err()
+        );
     }
 
     #[test]

@@ -400,6 +400,9 @@ pub enum SteadyPodState {
     Pending,
     /// Running and not being deleted (an eviction sets the deletion mark first).
     Running,
+    /// Deleted but still there: its kubelet has not let it go (a node
+    /// away, a claim not unprepared).
+    Terminating,
 }
 
 impl SteadyPodState {
@@ -409,6 +412,7 @@ impl SteadyPodState {
             SteadyPodState::Running => {
                 pod_phase(p) == "Running" && p.metadata.deletion_timestamp.is_none()
             }
+            SteadyPodState::Terminating => p.metadata.deletion_timestamp.is_some(),
         }
     }
 }

@@ -130,6 +130,7 @@ mod dra_manager;
 mod error;
 mod health;
 mod journal;
+pub mod link;
 mod node_object;
 mod plugins;
 mod pod_groups;
@@ -273,6 +274,8 @@ pub struct SimNode {
     plugins: Arc<plugins::PluginStore>,
     ctx: Arc<pod_worker::NodeCtx>,
     journal: journal::Journal,
+    /// Its network link to the API server ([`link`]).
+    link: link::Link,
     stopped: bool,
 }
 
@@ -357,6 +360,9 @@ impl SimNode {
                 Vec::new()
             },
         };
+        // Everything the node says to the API server goes through its link.
+        let link = link::Link::new();
+        let client = link.client(client);
         let node = node_object::register(&client, &shape).await?;
         info!("node registered and ready");
 
@@ -393,6 +399,7 @@ impl SimNode {
             plugins,
             ctx,
             journal,
+            link,
             stopped: false,
         })
     }
@@ -578,6 +585,12 @@ impl SimNode {
         self.plugins.views()
     }
 
+    /// The node's network link to the API server, which a scenario cuts to
+    /// lose the node and restores to bring it back.
+    pub fn link(&self) -> &link::Link {
+        &self.link
+    }
+
     /// Waits until a plugin of `driver` is registered and connected;
     /// false if `timeout` passed first.
     pub async fn wait_for_plugin(&self, driver: &str, timeout: Duration) -> bool {
@@ -603,6 +616,8 @@ impl SimNode {
     /// stopping kubelet leaves them.
     pub async fn stop(mut self) -> Result<(), NodeSimError> {
         self.stopped = true;
+        // A node stopped while cut off still deletes its objects.
+        self.link.set_cut(false);
         self.cancel.cancel();
         self.tracker.close();
         self.tracker.wait().await;

@@ -11,7 +11,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::error::NodeSimError;
 
@@ -141,9 +141,13 @@ pub async fn register(client: &kube::Client, shape: &NodeShape) -> Result<Node, 
         .map_err(kube_err(name, "report Node status"))
 }
 
-/// Keeps `kube-node-lease/<node>` renewed every `interval` until `cancel`.
-/// Failures are logged and retried on the next tick: a missed renewal only
-/// matters after the lease duration.
+/// Keeps `kube-node-lease/<node>` renewed every `interval` until `cancel`,
+/// and the Node's Ready condition `True`: the node lifecycle controller sets
+/// it `Unknown` when the Lease went unrenewed (the node's link was cut), and
+/// a kubelet that finds its status not what it posted posts it again, as
+/// the real one does every `nodeStatusUpdateFrequency`. Failures are logged
+/// and retried on the next tick: a missed renewal only matters after the
+/// lease duration.
 pub async fn keep_lease(
     client: kube::Client,
     node: Node,
@@ -151,6 +155,7 @@ pub async fn keep_lease(
     duration: Duration,
     cancel: CancellationToken,
 ) {
+    let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<Lease> = Api::namespaced(client, "kube-node-lease");
     let name = node.name_any();
     let owner = OwnerReference {
@@ -186,7 +191,39 @@ pub async fn keep_lease(
             Ok(_) => debug!("lease renewed"),
             Err(e) => warn!(error = %e, "renewing node lease failed"),
         }
+        if let Err(e) = post_ready_again(&nodes, &name).await {
+            warn!(error = %e, "posting the Node's Ready condition again failed");
+        }
     }
+}
+
+/// Posts the Node's Ready condition as `True` again when it is not.
+async fn post_ready_again(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
+    let node = nodes.get_status(name).await?;
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str());
+    if ready == Some("True") {
+        return Ok(());
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let status = json!({
+        "status": {
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "simulated kubelet is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }],
+        }
+    });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
+        .await?;
+    info!(was = ?ready, "posted the Node's Ready condition again");
+    Ok(())
 }
 
 /// Deletes the Node and its Lease; objects already gone are fine.

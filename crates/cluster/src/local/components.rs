@@ -146,6 +146,11 @@ const CONTROLLERS: &[&str] = &[
     "pod-garbage-collector-controller",
     // count/resourceclaims.resource.k8s.io quotas need their usage computed.
     "resourcequota-controller",
+    // A node that stops renewing its Lease is marked Ready=Unknown and
+    // tainted unreachable, and its pods evicted after their tolerations,
+    // as on any cluster (a node lost and back, features/node_loss.feature).
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
 ];
 
 fn arg(name: &str, value: impl std::fmt::Display) -> OsString {
@@ -278,8 +283,10 @@ pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
         // need none.
         arg("endpoint-reconciler-type", "none"),
         arg("allow-privileged", true),
-        // No node-lifecycle-controller runs to lift the not-ready taint this
-        // plugin puts on every new Node, so nodes would never be schedulable.
+        // This plugin taints every new Node not-ready until the
+        // node-lifecycle-controller sees it Ready and lifts the taint (on
+        // its 5 s monitor period): the nodes here post Ready when they
+        // register, so the taint would only delay every node's start.
         arg("disable-admission-plugins", "TaintNodesByCondition"),
         // Priority and fairness costs CPU the 2-core machines do not have.
         arg("enable-priority-and-fairness", false),

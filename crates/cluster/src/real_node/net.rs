@@ -183,7 +183,50 @@ impl NodeNet {
         service: SocketAddrV4,
         api: SocketAddrV4,
     ) -> Result<(), NetError> {
-        for rule in self.api_service_rules(service, api) {
+        self.iptables(self.api_service_rules(service, api))
+    }
+
+    /// The iptables commands that cut the node off the control plane, its
+    /// relay of the API server at `api` (`-I`), or lift the cut (`-D`):
+    /// every packet to or from it is dropped, from the node's own
+    /// processes and from its pods (which reach it through the `kubernetes`
+    /// Service), in both directions, as a partition does. Connections stall
+    /// rather than break, as TCP keeps them through a short cut. What the
+    /// node reaches otherwise (the runner's node host connections, which
+    /// stand for a driver's process on the node) is not cut.
+    pub fn cut_rules(&self, api: SocketAddrV4, cut: bool) -> Vec<Vec<String>> {
+        let (ip, port) = (api.ip(), api.port());
+        let op = if cut { "-I" } else { "-D" };
+        let comment = "dra-e2e: node cut off from the control plane";
+        let rule = |chain: &str, matches: String| -> Vec<String> {
+            let mut rule: Vec<String> = format!("-w {op} {chain} {matches} -m comment --comment")
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+            rule.push(comment.to_owned());
+            rule.extend(["-j", "DROP"].map(str::to_owned));
+            rule
+        };
+        let to = format!("-d {ip} -p tcp --dport {port}");
+        let from = format!("-s {ip} -p tcp --sport {port}");
+        vec![
+            rule("OUTPUT", to.clone()),
+            rule("INPUT", from.clone()),
+            rule("FORWARD", to),
+            rule("FORWARD", from),
+        ]
+    }
+
+    /// Cuts the node off the control plane at `api` or connects it again
+    /// ([`Self::cut_rules`]).
+    pub fn set_cut(&self, api: SocketAddrV4, cut: bool) -> Result<(), NetError> {
+        self.iptables(self.cut_rules(api, cut))
+    }
+
+    /// Runs each iptables command in the namespace, stopping at the first
+    /// that fails.
+    fn iptables(&self, rules: Vec<Vec<String>>) -> Result<(), NetError> {
+        for rule in rules {
             let command = format!("{IPTABLES} {}", shell_words(&rule));
             let failed = |message: String| NetError::Iptables {
                 netns: self.netns.clone(),

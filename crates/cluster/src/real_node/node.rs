@@ -87,7 +87,7 @@ pub struct RealNode {
     pub cgroup_root: String,
     pub dir: PathBuf,
     process: Option<ManagedProcess>,
-    _relay: ApiRelay,
+    relay: ApiRelay,
     /// Process 1 of the node (its host PID) and its PID namespace, to stop
     /// it and to prove at the end that nothing in it is left.
     init: Option<(u32, u64)>,
@@ -180,7 +180,7 @@ impl RealNode {
             cgroup_root,
             dir,
             process: Some(process),
-            _relay: relay,
+            relay,
             init,
         })
     }
@@ -292,6 +292,27 @@ impl RealNode {
         let mut left = self.net.remove();
         left.extend(cgroups::remove(&self.cgroup_root));
         left
+    }
+
+    /// Cuts the node off the control plane (`cut`) or connects it again:
+    /// packets to and from its relay of the API server are dropped
+    /// ([`NodeNet::cut_rules`]).
+    pub fn set_cut(&self, cut: bool) -> Result<(), RealNodeError> {
+        let SocketAddr::V4(api) = self.relay.addr else {
+            return Err(RealNodeError::Setup {
+                node: self.name.clone(),
+                message: format!(
+                    "the API server relay listens on {}, not IPv4",
+                    self.relay.addr
+                ),
+            });
+        };
+        self.net
+            .set_cut(api, cut)
+            .map_err(|e| RealNodeError::Setup {
+                node: self.name.clone(),
+                message: e.to_string(),
+            })
     }
 
     /// Asks process 1 to reboot the node (see `init::power_cycle`): every
