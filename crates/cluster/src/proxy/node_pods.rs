@@ -251,6 +251,10 @@ impl NodeLayout {
                     ..Default::default()
                 }]),
                 host_network: hosted.then_some(true),
+                // Stands for a driver's process on the node: a node short of
+                // disk or memory evicts the scenarios' pods before it, as it
+                // would a driver's DaemonSet pods of that class.
+                priority_class_name: Some("system-node-critical".into()),
                 containers: vec![Container {
                     name: CONTAINER.into(),
                     image: Some(self.image.image.clone()),
@@ -557,6 +561,10 @@ mod tests {
         assert_eq!(pod.metadata.name.as_deref(), Some("node-host-worker-2"));
         let spec = pod.spec.unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("worker-2"));
+        assert_eq!(
+            spec.priority_class_name.as_deref(),
+            Some("system-node-critical")
+        );
         let tolerations = spec.tolerations.unwrap();
         assert_eq!(tolerations.len(), 1);
         assert_eq!(tolerations[0].operator.as_deref(), Some("Exists"));

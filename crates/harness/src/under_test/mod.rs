@@ -39,6 +39,7 @@ use kube::discovery::Scope;
 use kube::runtime::watcher;
 
 use dra_e2e_cluster::Cluster;
+use dra_e2e_kube::retry::{Retry, is_conflict};
 use dra_e2e_kube::wait::{self, Check};
 use dra_e2e_plugin::interposer::InterposerFault;
 use dra_e2e_profile::{self as profile, Deployment, Profile};
@@ -1289,11 +1290,26 @@ async fn replace_and_roll_out(
     wait_generation(api, &name, generation, what).await
 }
 
-/// Replaces the DaemonSet with `ds`; returns its new generation.
+/// Replaces the DaemonSet with `ds`; returns its new generation. The
+/// DaemonSet controller writes the object too (its status, through the
+/// status subresource, which still moves the resourceVersion): a conflict
+/// is tried again on the version now stored, with `ds`'s spec, which the
+/// runner alone writes, as the house's one conflict policy says.
 async fn replace(api: &Api<DaemonSet>, ds: &DaemonSet) -> Result<i64, String> {
     let name = ds.metadata.name.clone().unwrap_or_default();
-    let updated = api
-        .replace(&name, &PostParams::default(), ds)
+    let mut first = true;
+    let updated = Retry::CONFLICTS
+        .run(is_conflict, || {
+            let again = !std::mem::replace(&mut first, false);
+            let (api, name) = (api.clone(), name.clone());
+            let mut ds = ds.clone();
+            async move {
+                if again {
+                    ds.metadata.resource_version = api.get(&name).await?.metadata.resource_version;
+                }
+                api.replace(&name, &PostParams::default(), &ds).await
+            }
+        })
         .await
         .map_err(|e| format!("updating DaemonSet {name}: {e}"))?;
     Ok(updated.metadata.generation.unwrap_or_default())
