@@ -181,6 +181,14 @@ impl NodeLeases {
         self.lock().describe(ready)
     }
 
+    /// The nodes scenarios own or have reserved now, sorted. They are the
+    /// run's even while not Ready (a scenario stopped their kubelet or cut
+    /// them off): their owner's teardown makes them Ready before it lets
+    /// them go.
+    pub fn owned(&self) -> Vec<String> {
+        self.lock().own.keys().cloned().collect()
+    }
+
     /// A place in the owners' queue, taken when an owner starts.
     pub fn ticket(self: &Arc<Self>) -> Ticket {
         let mut state = self.lock();
@@ -550,6 +558,30 @@ mod tests {
         );
         drop(shared);
         assert_eq!(leases.shared(&ready, 3, 3).await.nodes().len(), 3);
+    }
+
+    /// An owned node away (not Ready) is still counted: a shared lease
+    /// that needs every node waits for it instead of failing.
+    #[tokio::test]
+    async fn owned_nodes_are_the_runs_while_away() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(3);
+        let own = leases.own(&ready, 1, "a", leases.ticket()).await.unwrap();
+        let away = own.nodes().to_vec();
+        assert_eq!(leases.owned(), away);
+        // The owner cut its node off: only the others are Ready now.
+        let mut seen: Vec<String> = ready
+            .iter()
+            .filter(|n| !away.contains(n))
+            .cloned()
+            .collect();
+        seen.extend(leases.owned());
+        seen.sort();
+        assert_eq!(seen, ready);
+        assert!(soon(leases.shared(&seen, 3, 3)).await.is_none());
+        drop(own);
+        assert!(leases.owned().is_empty());
+        assert_eq!(leases.shared(&seen, 3, 3).await.nodes().len(), 3);
     }
 
     #[test]
