@@ -39,7 +39,12 @@ def fail(msg):
 def unbracketed(text):
     """A test name without its [labels], spaces collapsed: labels may sit in
     another order in the JUnit name than in the table."""
-    return " ".join(re.sub(r"\[[^\]]*\]", " ", text).split())
+    while True:
+        # Innermost first: ginkgo writes "[kubelet: [>=1.34]]".
+        stripped = re.sub(r"\[[^\[\]]*\]", " ", text)
+        if stripped == text:
+            return " ".join(text.split())
+        text = stripped
 
 
 def feature_rel(path):

@@ -22,6 +22,8 @@
 # passed, and the median of the per-test ratios.
 #
 #   hack/bench-upstream.sh [run] [RUNNER-ARGS...]   both runs, then the figures
+#   hack/bench-upstream.sh ours [RUNNER-ARGS...]    our side again against the upstream run
+#                                                   kept in BENCH_DIR (same runner copy)
 #   hack/bench-upstream.sh report                   the figures of the last run again
 #
 #   BENCH_DIR=DIR    reports and logs (default target/bench-upstream); emptied by `run`
@@ -54,8 +56,8 @@ report() {
 
 case "$cmd" in
   report) report; exit 0 ;;
-  run) ;;
-  *) echo "usage: $0 [run [RUNNER-ARGS...] | report]" >&2; exit 2 ;;
+  run | ours) ;;
+  *) echo "usage: $0 [run [RUNNER-ARGS...] | ours [RUNNER-ARGS...] | report]" >&2; exit 2 ;;
 esac
 
 [[ $(id -u) == 0 ]] || die "real nodes need root"
@@ -85,45 +87,62 @@ side() {
   child=
 }
 
-built=${DRA_E2E_BIN:-}
-if [[ -z "$built" ]]; then
-  log "building the runner"
-  cargo build --quiet
-  built=$root/target/debug/dra-e2e
-fi
-[[ -x "$built" ]] || die "DRA_E2E_BIN=$built is not an executable"
-: "${DRA_E2E_BINARIES_DIR:=$("$here/build-controlplane.sh")}"
-: "${DRA_E2E_NODE_BINARIES_DIR:=$("$here/build-node.sh")}"
-export DRA_E2E_BINARIES_DIR DRA_E2E_NODE_BINARIES_DIR
-"$here/upstream-e2e.sh" build >/dev/null
+if [[ $cmd == run ]]; then
+  built=${DRA_E2E_BIN:-}
+  if [[ -z "$built" ]]; then
+    log "building the runner"
+    cargo build --quiet
+    built=$root/target/debug/dra-e2e
+  fi
+  [[ -x "$built" ]] || die "DRA_E2E_BIN=$built is not an executable"
+  : "${DRA_E2E_BINARIES_DIR:=$("$here/build-controlplane.sh")}"
+  : "${DRA_E2E_NODE_BINARIES_DIR:=$("$here/build-node.sh")}"
+  export DRA_E2E_BINARIES_DIR DRA_E2E_NODE_BINARIES_DIR
+  "$here/upstream-e2e.sh" build >/dev/null
 
-rm -rf "$dir"
-mkdir -p "$dir/bin"
-# The runs use a copy of the runner and its agent (found beside it), so a
-# build in the checkout meanwhile changes neither; what it was built from
-# is kept beside the figures.
-cp "$built" "$dir/bin/dra-e2e"
-if [[ -x "$(dirname "$built")/dra-e2e-agent" ]]; then cp "$(dirname "$built")/dra-e2e-agent" "$dir/bin/"; fi
-bin=$dir/bin/dra-e2e
-{ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  echo "uncommitted changes in the checkout when the runs started:"
-  git status --short 2>/dev/null || true
-} >"$dir/build.txt"
+  rm -rf "$dir"
+  mkdir -p "$dir/bin"
+  # The runs use a copy of the runner and its agent (found beside it), so a
+  # build in the checkout meanwhile changes neither; what it was built from
+  # is kept beside the figures.
+  cp "$built" "$dir/bin/dra-e2e"
+  if [[ -x "$(dirname "$built")/dra-e2e-agent" ]]; then cp "$(dirname "$built")/dra-e2e-agent" "$dir/bin/"; fi
+  bin=$dir/bin/dra-e2e
+  { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "uncommitted changes in the checkout when the runs started:"
+    git status --short 2>/dev/null || true
+  } >"$dir/build.txt"
 
-# Upstream first: its report says which tests ran.
-log "upstream's suite on $nodes real nodes (output: $dir/upstream.out)"
-start=$(now)
-side "$dir/upstream.out" env UPSTREAM_NODES="$nodes" UPSTREAM_REPORT_DIR="$dir/upstream" DRA_E2E="$bin" "$here/upstream-e2e.sh" run
-up_rc=$rc
-up_wall=$(awk -v s="$start" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }')
-summary=$(grep -E '^upstream .* real nodes: ' "$dir/upstream.out" || true)
-up_ginkgo=$(sed -n 's/.*(wall \([0-9]*\)s, \([0-9]*\) processes).*/\1/p' <<<"$summary")
-up_procs=$(sed -n 's/.*(wall \([0-9]*\)s, \([0-9]*\) processes).*/\2/p' <<<"$summary")
-if [[ -z "$up_ginkgo" || ! -f "$dir/upstream/junit_01.xml" ]]; then
-  tail -n 30 "$dir/upstream.out" >&2
-  die "upstream's run gave no summary or no JUnit report (exit $up_rc; $dir/upstream.out)"
+  # Upstream first: its report says which tests ran.
+  log "upstream's suite on $nodes real nodes (output: $dir/upstream.out)"
+  start=$(now)
+  side "$dir/upstream.out" env UPSTREAM_NODES="$nodes" UPSTREAM_REPORT_DIR="$dir/upstream" DRA_E2E="$bin" "$here/upstream-e2e.sh" run
+  up_rc=$rc
+  up_wall=$(awk -v s="$start" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }')
+  summary=$(grep -E '^upstream .* real nodes: ' "$dir/upstream.out" || true)
+  up_ginkgo=$(sed -n 's/.*(wall \([0-9]*\)s, \([0-9]*\) processes).*/\1/p' <<<"$summary")
+  up_procs=$(sed -n 's/.*(wall \([0-9]*\)s, \([0-9]*\) processes).*/\2/p' <<<"$summary")
+  if [[ -z "$up_ginkgo" || ! -f "$dir/upstream/junit_01.xml" ]]; then
+    tail -n 30 "$dir/upstream.out" >&2
+    die "upstream's run gave no summary or no JUnit report (exit $up_rc; $dir/upstream.out)"
+  fi
+  log "$summary"
+  cat >"$dir/upstream.env" <<EOF
+UPSTREAM_RC=$up_rc
+UPSTREAM_PROCS=$up_procs
+UPSTREAM_GINKGO=$up_ginkgo
+UPSTREAM_WALL=$up_wall
+EOF
+else
+  [[ -f "$dir/upstream.env" && -f "$dir/upstream/junit_01.xml" && -x "$dir/bin/dra-e2e" ]] ||
+    die "no upstream run kept in $dir (\`hack/bench-upstream.sh run\` makes one)"
+  bin=$dir/bin/dra-e2e
+  : "${DRA_E2E_BINARIES_DIR:=$("$here/build-controlplane.sh")}"
+  : "${DRA_E2E_NODE_BINARIES_DIR:=$("$here/build-node.sh")}"
+  export DRA_E2E_BINARIES_DIR DRA_E2E_NODE_BINARIES_DIR
+  rm -f "$dir"/dra-e2e.* "$dir/walls.env" "$dir/report.txt"
+  log "our side again, against upstream's run kept in $dir"
 fi
-log "$summary"
 
 # Which of our scenarios port the tests that ran.
 "$bin" upstream >"$dir/table.md"
@@ -151,14 +170,11 @@ if [[ -z "$ours_wall" || -z "$ours_run" || ! -f "$dir/dra-e2e.xml" ]]; then
 fi
 log "$bench"
 
-cat >"$dir/walls.env" <<EOF
-UPSTREAM_RC=$up_rc
-UPSTREAM_PROCS=$up_procs
-UPSTREAM_GINKGO=$up_ginkgo
-UPSTREAM_WALL=$up_wall
+{ cat "$dir/upstream.env"; cat <<EOF
 OURS_RC=$ours_rc
 OURS_RUN=$ours_run
 OURS_WALL=$ours_wall
 EOF
+} >"$dir/walls.env"
 report
-(( up_rc == 0 && ours_rc == 0 ))
+grep -qx UPSTREAM_RC=0 "$dir/upstream.env" && (( ours_rc == 0 ))
