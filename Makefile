@@ -249,11 +249,11 @@ bench-scaling: controlplane node ## the whole @DynamicResourceAllocation suite o
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/bench-scaling.sh $(ARGS)
 
 # The moments of make chaos-api's restarts, after the scenarios start
-# (DRA_E2E_RESTARTS, src/runner/chaos.rs).
+# (--restart-control-plane, src/runner/chaos.rs).
 CHAOS_RESTARTS ?= kube-apiserver@15s,kube-apiserver@35s,kube-apiserver@55s
 
 chaos-api: controlplane ## the local suite with the API server restarted three times during it (CHAOS_RESTARTS); ARGS as for e2e-local, e.g. ARGS='--node-kind real --nodes 2' (root)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) DRA_E2E_RESTARTS=$(CHAOS_RESTARTS) $(CARGO) run -- --cluster local --tags @DynamicResourceAllocation --junit target/junit-chaos.xml $(ARGS)
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --restart-control-plane $(CHAOS_RESTARTS) --tags @DynamicResourceAllocation --junit target/junit-chaos.xml $(ARGS)
 
 SOAK_RUNS ?= 10
 soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once

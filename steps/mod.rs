@@ -136,6 +136,9 @@ pub struct Context {
     /// containerd. Cucumber starts them all beside the slots, so a queue of
     /// node operations waiting for nodes does not hold up the others.
     pub slots: Arc<tokio::sync::Semaphore>,
+    /// The suite's slice controller broken on purpose
+    /// (`--slice-controller-fault`).
+    pub slice_controller_fault: crate::harness::driver::slices::ControllerFault,
 }
 
 impl std::fmt::Debug for Context {

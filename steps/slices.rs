@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::World;
 use super::params::{DriverRef, Dur, NodeSel, Strings};
 use crate::ground::wait::{self, Check};
-use crate::harness::driver::slices::{ControllerFault, ControllerStats, SliceController};
+use crate::harness::driver::slices::{ControllerStats, SliceController};
 use crate::harness::driver::{Resources, slices as driver_slices};
 
 sentences! {
@@ -727,7 +727,7 @@ async fn controller_round(
         &driver,
         "network-attached",
         driver_slices::max_size_slices(slices),
-        ControllerFault::from_env().map_err(anyhow::Error::msg)?,
+        w.context()?.slice_controller_fault,
     );
     let checked = controller_checks(&client, &c, &driver, slices, rest.0, bounds).await;
     c.stop().await;

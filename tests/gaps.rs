@@ -87,23 +87,22 @@ fn every_restored_check_fails_its_broken_variant() {
 fn a_churning_or_never_shrinking_slice_controller_fails_creates_slices() {
     const STEP: &str = "Then a ResourceSlice controller publishes 2 maximum-size slices, rests for 3s and shrinks them to one empty slice: ";
     const SCENARIO: &str = "creates slices with a faulty controller";
-    let with_fault = |fault: &'static str| {
-        move |c: &mut std::process::Command| {
-            c.env("DRA_E2E_SLICE_CONTROLLER_FAULT", fault);
-        }
-    };
     // Deleting and recreating a slice while nothing changed: writes beyond
     // the two creates.
-    broken_variants_with(
+    broken_variants(
         "slice-controller-faults",
-        &["--step-timeout", "20s"],
+        &["--step-timeout", "20s", "--slice-controller-fault", "churn"],
         &[(SCENARIO, STEP, &["the controller", "1 deletes"])],
-        with_fault("churn"),
     );
     // Told to publish one empty slice, it keeps its two full ones.
-    broken_variants_with(
+    broken_variants(
         "slice-controller-faults",
-        &["--step-timeout", "20s"],
+        &[
+            "--step-timeout",
+            "20s",
+            "--slice-controller-fault",
+            "no-shrink",
+        ],
         &[(
             SCENARIO,
             STEP,
@@ -112,25 +111,23 @@ fn a_churning_or_never_shrinking_slice_controller_fails_creates_slices() {
                 "2 slices with 256 devices",
             ],
         )],
-        with_fault("no-shrink"),
     );
 }
 
 #[test]
 fn an_unknown_slice_controller_fault_is_named() {
-    broken_variants_with(
-        "slice-controller-faults",
-        &[],
-        &[(
-            "creates slices with a faulty controller",
-            "Then a ResourceSlice controller publishes",
-            &[
-                "DRA_E2E_SLICE_CONTROLLER_FAULT=\"sometimes\" is no fault of the slice controller: use churn or no-shrink",
-            ],
-        )],
-        |c| {
-            c.env("DRA_E2E_SLICE_CONTROLLER_FAULT", "sometimes");
-        },
+    let o = std::process::Command::new(bin())
+        .args(["--slice-controller-fault", "sometimes", "--list"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--slice-controller-fault")
+            && err.contains(
+                "\"sometimes\" is no fault of the slice controller; one of: none, churn, no-shrink"
+            ),
+        "{err}"
     );
 }
 

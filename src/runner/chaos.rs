@@ -1,8 +1,7 @@
 //! Control-plane restarts at set moments of a run, for showing that a run
-//! rides them out: `DRA_E2E_RESTARTS=kube-apiserver@20s,kube-apiserver@50s`
+//! rides them out: `--restart-control-plane kube-apiserver@20s,kube-apiserver@50s`
 //! restarts each named component of the local cluster that long after the
-//! scenarios start (`make chaos-api`). A harness switch, as
-//! `DRA_E2E_SLICE_CONTROLLER_FAULT` is: never set it in a real run.
+//! scenarios start (`make chaos-api`).
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -10,8 +9,8 @@ use anyhow::{Context as _, bail};
 use crate::cluster::Cluster;
 use crate::cluster::local::ControlPlaneComponent;
 
-/// The variable that asks for the restarts.
-pub const ENV: &str = "DRA_E2E_RESTARTS";
+/// The option that asks for the restarts.
+pub const OPTION: &str = "--restart-control-plane";
 
 /// One restart: what and when, from the scenarios' start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,16 +19,16 @@ pub struct Planned {
     pub at: Duration,
 }
 
-/// The restarts `DRA_E2E_RESTARTS` asks for, in time order; none when it is
-/// not set.
-pub fn planned() -> anyhow::Result<Vec<Planned>> {
-    match std::env::var(ENV) {
-        Ok(v) => parse(&v).with_context(|| format!("{ENV}={v:?}")),
-        Err(_) => Ok(Vec::new()),
-    }
+/// One restart as the option spells it, `<component>@<time>`.
+pub fn parse_one(item: &str) -> Result<Planned, String> {
+    parse(item)
+        .map_err(|e| format!("{e:#}"))?
+        .pop()
+        .ok_or_else(|| "no restart given: <component>@<time>, e.g. kube-apiserver@30s".to_owned())
 }
 
-fn parse(text: &str) -> anyhow::Result<Vec<Planned>> {
+/// The restarts of `text`, comma-separated, in time order.
+pub fn parse(text: &str) -> anyhow::Result<Vec<Planned>> {
     let mut all = Vec::new();
     for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let Some((name, at)) = item.split_once('@') else {
@@ -58,12 +57,12 @@ pub async fn run(plan: &[Planned], cluster: &Cluster) {
         let began = tokio::time::Instant::now();
         match cluster.restart_component(p.component.name()).await {
             Ok(()) => crate::note!(
-                "dra-e2e: {ENV}: restarted {} at {:.1} s; ready again after {:.1} s",
+                "dra-e2e: {OPTION}: restarted {} at {:.1} s; ready again after {:.1} s",
                 p.component,
                 p.at.as_secs_f64(),
                 began.elapsed().as_secs_f64()
             ),
-            Err(e) => crate::note!("dra-e2e: {ENV}: restarting {}: {e:#}", p.component),
+            Err(e) => crate::note!("dra-e2e: {OPTION}: restarting {}: {e:#}", p.component),
         }
     }
     std::future::pending().await

@@ -85,6 +85,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "FAULT", requires = "interpose", value_parser = parse_interposer_fault, default_value = "none")]
     pub interposer_fault: crate::plugin::interposer::InterposerFault,
 
+    /// Break the suite's own ResourceSlice controller on purpose, to see
+    /// the checks of upstream's "creates slices" scenarios fail
+    /// (docs/development.md): `churn` (it rewrites a slice every second
+    /// although nothing changed), `no-shrink` (it ignores being told to
+    /// publish fewer slices).
+    #[arg(long, value_name = "FAULT", value_parser = parse_slice_controller_fault, default_value = "none")]
+    pub slice_controller_fault: crate::harness::driver::slices::ControllerFault,
+
+    /// Local cluster: restart control-plane components at these moments
+    /// after the scenarios start, to show that a run rides them out:
+    /// `COMPONENT@TIME`, comma-separated or repeated (e.g.
+    /// `kube-apiserver@20s,kube-scheduler@1m`; components kube-apiserver,
+    /// kube-scheduler, kube-controller-manager).
+    #[arg(long, value_name = "COMPONENT@TIME", value_delimiter = ',', action = clap::ArgAction::Append, value_parser = super::chaos::parse_one)]
+    pub restart_control_plane: Vec<super::chaos::Planned>,
+
     /// Real nodes: break the node hosts on purpose, to see the
     /// node-operation scenarios that must notice fail: `exec-agents`
     /// (sockets served by agents exec'd through the kubelet, as before node
@@ -419,6 +435,13 @@ pub fn completions(args: &CompletionsArgs) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// `--slice-controller-fault`'s value.
+fn parse_slice_controller_fault(
+    s: &str,
+) -> Result<crate::harness::driver::slices::ControllerFault, String> {
+    crate::harness::driver::slices::ControllerFault::named(s)
 }
 
 /// `--interposer-fault`'s value, by the names the interposer gives its

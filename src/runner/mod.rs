@@ -559,13 +559,8 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
             );
         }
     }
-    let restarts = chaos::planned()?;
-    if !restarts.is_empty() && !connect.is_local() {
-        anyhow::bail!(
-            "{}: the runner restarts control-plane components only of the local cluster",
-            chaos::ENV
-        );
-    }
+    let mut restarts = args.restart_control_plane.clone();
+    restarts.sort_by_key(|p| p.at);
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
     // temp dir, and a real node's links and cgroups, behind).
@@ -838,6 +833,7 @@ async fn run_on(
         under_test: under_test.clone(),
         node_leases: Arc::default(),
         slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+        slice_controller_fault: args.slice_controller_fault,
     });
     let ctx: &steps::Context = &run_ctx;
 

@@ -541,6 +541,24 @@ pub static TABLE: &[Opt] = &[
     ),
     opt!(
         "",
+        "--slice-controller-fault",
+        EVERYWHERE,
+        ANY,
+        &["--slice-controller-fault", "churn"],
+        "",
+        "break the suite's own ResourceSlice controller on purpose (`churn`, `no-shrink`) to see the checks of upstream's \"creates slices\" scenarios fail ([development.md](development.md#from-a-step-sentence-to-the-code))"
+    ),
+    opt!(
+        "",
+        "--restart-control-plane",
+        LOCAL,
+        ANY,
+        &["--restart-control-plane", "kube-apiserver@20s"],
+        "a kubeconfig cluster's control plane is not the runner's to restart",
+        "restart control-plane components at these moments after the scenarios start (`kube-apiserver@20s,kube-scheduler@1m`), to show that the run rides them out (`make chaos-api`, [local-cluster.md](local-cluster.md))"
+    ),
+    opt!(
+        "",
         "--node-host-fault",
         REAL_NODES,
         ANY,

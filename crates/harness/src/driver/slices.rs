@@ -692,7 +692,7 @@ struct Desired {
 /// slices are as wanted.
 /// A fault the slice controller can be given on purpose, so a test can show
 /// that the checks of upstream's "creates slices" catch it. Set for a whole
-/// run with `DRA_E2E_SLICE_CONTROLLER_FAULT`; never in a real run.
+/// run with `--slice-controller-fault`; never in a real run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ControllerFault {
     #[default]
@@ -704,20 +704,26 @@ pub enum ControllerFault {
 }
 
 impl ControllerFault {
-    pub const ENV: &str = "DRA_E2E_SLICE_CONTROLLER_FAULT";
+    /// The faults by the names the option takes.
+    pub const ALL: [(&str, ControllerFault); 3] = [
+        ("none", ControllerFault::None),
+        ("churn", ControllerFault::Churn),
+        ("no-shrink", ControllerFault::NoShrink),
+    ];
 
-    /// The fault the environment asks for; an unknown one is an error that
-    /// names the variable.
-    pub fn from_env() -> Result<Self, String> {
-        match std::env::var(Self::ENV).as_deref() {
-            Err(_) | Ok("") => Ok(Self::None),
-            Ok("churn") => Ok(Self::Churn),
-            Ok("no-shrink") => Ok(Self::NoShrink),
-            Ok(other) => Err(format!(
-                "{}={other:?} is no fault of the slice controller: use churn or no-shrink",
-                Self::ENV
-            )),
-        }
+    /// The fault called `name`; an unknown one is an error that lists them.
+    pub fn named(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+                format!(
+                    "{name:?} is no fault of the slice controller; one of: {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
