@@ -194,9 +194,9 @@ impl NodeNet {
     /// rather than break, as TCP keeps them through a short cut. What the
     /// node reaches otherwise (the runner's node host connections, which
     /// stand for a driver's process on the node) is not cut.
-    pub fn cut_rules(&self, api: SocketAddrV4, cut: bool) -> Vec<Vec<String>> {
+    /// `op` is iptables' `-C` (check), `-I` (insert) or `-D` (delete).
+    pub fn cut_rules(&self, api: SocketAddrV4, op: &str) -> Vec<Vec<String>> {
         let (ip, port) = (api.ip(), api.port());
-        let op = if cut { "-I" } else { "-D" };
         let comment = "dra-e2e: node cut off from the control plane";
         let rule = |chain: &str, matches: String| -> Vec<String> {
             let mut rule: Vec<String> = format!("-w {op} {chain} {matches} -m comment --comment")
@@ -218,35 +218,51 @@ impl NodeNet {
     }
 
     /// Cuts the node off the control plane at `api` or connects it again
-    /// ([`Self::cut_rules`]).
+    /// ([`Self::cut_rules`]). Each rule is added or removed only when it is
+    /// not already so: cutting twice, or connecting a node that a cut left
+    /// half done, does what is asked.
     pub fn set_cut(&self, api: SocketAddrV4, cut: bool) -> Result<(), NetError> {
-        self.iptables(self.cut_rules(api, cut))
+        let apply = self.cut_rules(api, if cut { "-I" } else { "-D" });
+        for (check, apply) in self.cut_rules(api, "-C").into_iter().zip(apply) {
+            let present = self.run_iptables(&check)?.status.success();
+            if present != cut {
+                self.iptables(vec![apply])?;
+            }
+        }
+        Ok(())
     }
 
     /// Runs each iptables command in the namespace, stopping at the first
     /// that fails.
     fn iptables(&self, rules: Vec<Vec<String>>) -> Result<(), NetError> {
         for rule in rules {
-            let command = format!("{IPTABLES} {}", shell_words(&rule));
-            let failed = |message: String| NetError::Iptables {
-                netns: self.netns.clone(),
-                command: command.clone(),
-                message,
-            };
-            let out = Command::new("ip")
-                .args(["netns", "exec", &self.netns, IPTABLES])
-                .args(&rule)
-                .output()
-                .map_err(|e| failed(format!("cannot run ip netns exec (iproute2): {e}")))?;
+            let out = self.run_iptables(&rule)?;
             if !out.status.success() {
-                return Err(failed(format!(
-                    "{} ({})",
-                    String::from_utf8_lossy(&out.stderr).trim(),
-                    out.status
-                )));
+                return Err(NetError::Iptables {
+                    netns: self.netns.clone(),
+                    command: format!("{IPTABLES} {}", shell_words(&rule)),
+                    message: format!(
+                        "{} ({})",
+                        String::from_utf8_lossy(&out.stderr).trim(),
+                        out.status
+                    ),
+                });
             }
         }
         Ok(())
+    }
+
+    /// One iptables command in the namespace, whatever its exit status.
+    fn run_iptables(&self, rule: &[String]) -> Result<std::process::Output, NetError> {
+        Command::new("ip")
+            .args(["netns", "exec", &self.netns, IPTABLES])
+            .args(rule)
+            .output()
+            .map_err(|e| NetError::Iptables {
+                netns: self.netns.clone(),
+                command: format!("{IPTABLES} {}", shell_words(rule)),
+                message: format!("cannot run ip netns exec (iproute2): {e}"),
+            })
     }
 
     /// Removes the namespace (which takes the veth pair, the CNI bridge and
@@ -311,6 +327,47 @@ pub fn ip_forward() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_drops_the_api_relay_both_ways_for_the_node_and_its_pods() {
+        let net = NodeNet::plan("a1b2", 0, Ipv4Addr::new(10, 201, 7, 0));
+        let api = SocketAddrV4::new(net.host_ip, 6443);
+        let rules: Vec<String> = net
+            .cut_rules(api, "-I")
+            .iter()
+            .map(|r| r.join(" "))
+            .collect();
+        let to = format!("-d {} -p tcp --dport 6443", net.host_ip);
+        let from = format!("-s {} -p tcp --sport 6443", net.host_ip);
+        for (chain, matches) in [
+            ("OUTPUT", &to),
+            ("INPUT", &from),
+            ("FORWARD", &to),
+            ("FORWARD", &from),
+        ] {
+            assert!(
+                rules
+                    .iter()
+                    .any(|r| r.starts_with(&format!("-w -I {chain} {matches} "))
+                        && r.ends_with("-j DROP")),
+                "no {chain} {matches} in {rules:#?}"
+            );
+        }
+        assert_eq!(rules.len(), 4);
+        // The check and the removal name the same rules.
+        let check: Vec<String> = net
+            .cut_rules(api, "-C")
+            .iter()
+            .map(|r| r.join(" "))
+            .collect();
+        assert_eq!(
+            check,
+            rules
+                .iter()
+                .map(|r| r.replacen("-I", "-C", 1))
+                .collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn node_links_are_disjoint_slash_30s_with_short_names() {
