@@ -666,7 +666,7 @@ async fn delete_pods(client: &kube::Client, namespace: &str) -> anyhow::Result<(
         .await
         .context("deleting the scenario's pods")?;
     let config = watcher::Config::default().labels(NOT_A_DRIVER_POD);
-    let gone = wait::list(
+    wait::list(
         &api,
         config,
         "the scenario's pods to be gone",
@@ -690,23 +690,8 @@ async fn delete_pods(client: &kube::Client, namespace: &str) -> anyhow::Result<(
             }
         },
     )
-    .await;
-    let Err(e) = gone else {
-        return Ok(());
-    };
-    // The kubelet did not let them go (a driver that cannot unprepare, a
-    // node away): the teardown has failed, and says so; the pods are
-    // removed from the API all the same, so that their claims and
-    // namespace can go and nothing is left behind in the cluster.
-    match api
-        .delete_collection(&DeleteParams::default().grace_period(0), &lp)
-        .await
-    {
-        Ok(_) => Err(anyhow::anyhow!(
-            "{e}; force-deleted them so that their claims and namespace can go"
-        )),
-        Err(f) => Err(anyhow::anyhow!("{e}; force-deleting them failed too: {f}")),
-    }
+    .await?;
+    Ok(())
 }
 
 /// Creating things: each registers its cleanup.
