@@ -77,17 +77,9 @@ if [[ -n "$real" ]]; then
 fi
 
 rm -rf "$dir"
-mkdir -p "$dir/bin"
-# The runs use a copy of the runner and its agent (found beside it), so a
-# build in the checkout meanwhile changes neither; what it was built from
-# is kept beside the figures.
-cp "$built" "$dir/bin/dra-e2e"
-if [[ -x "$(dirname "$built")/dra-e2e-agent" ]]; then cp "$(dirname "$built")/dra-e2e-agent" "$dir/bin/"; fi
+# The runs use a copy of the runner (lib.sh).
+copy_runner "$built" "$dir"
 bin=$dir/bin/dra-e2e
-{ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  echo "uncommitted changes in the checkout when the runs started:"
-  git status --short 2>/dev/null || true
-} >"$dir/build.txt"
 : >"$dir/runs.tsv"
 status=0
 for kind in real simulated; do

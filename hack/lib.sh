@@ -68,3 +68,17 @@ kube_module() {
   rm -rf "$dir"; mv "$tmp" "$dir"
   echo "$dir"
 }
+
+# Copies the runner `built` and its agent (found beside it) into DIR/bin,
+# so that a build in the checkout meanwhile changes neither, and writes
+# what they were built from into DIR/build.txt. Used by the benches.
+copy_runner() {
+  local built=$1 dir=$2
+  mkdir -p "$dir/bin"
+  cp "$built" "$dir/bin/dra-e2e"
+  if [[ -x "$(dirname "$built")/dra-e2e-agent" ]]; then cp "$(dirname "$built")/dra-e2e-agent" "$dir/bin/"; fi
+  { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "uncommitted changes in the checkout when the runs started:"
+    git status --short 2>/dev/null || true
+  } >"$dir/build.txt"
+}

@@ -222,6 +222,25 @@ struct RealLocal {
     remote: remote::RemoteEnv,
 }
 
+impl RealLocal {
+    /// `f` on real node `node`, under the nodes' lock.
+    fn on<T>(
+        &self,
+        node: &str,
+        f: impl FnOnce(&crate::real_node::RealNode) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let nodes = self
+            .nodes
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
+        let n = nodes
+            .as_ref()
+            .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
+            .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
+        f(n)
+    }
+}
+
 enum Kind {
     Local(Box<LocalEnv>),
     Remote(Box<remote::RemoteEnv>),
@@ -426,15 +445,7 @@ impl Cluster {
                  nodes (--node-kind real)"
             );
         };
-        let nodes = real
-            .nodes
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
-        let n = nodes
-            .as_ref()
-            .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
-            .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
-        Ok(n.reboot()?)
+        real.on(node, |n| Ok(n.reboot()?))
     }
 
     /// Cuts node `node` of the local cluster off the control plane (`cut`)
@@ -451,17 +462,10 @@ impl Cluster {
             );
         };
         if let Some(real) = &l.real {
-            let nodes = real
-                .nodes
-                .lock()
-                .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
-            let n = nodes
-                .as_ref()
-                .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
-                .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
-            return n
-                .set_cut(cut)
-                .with_context(|| format!("cannot {verb} real node {node}"));
+            return real.on(node, |n| {
+                n.set_cut(cut)
+                    .with_context(|| format!("cannot {verb} real node {node}"))
+            });
         }
         let nodes = l
             .nodes
@@ -493,15 +497,7 @@ impl Cluster {
                  of the local cluster's real nodes (--node-kind real)"
             );
         };
-        let nodes = real
-            .nodes
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the real nodes' lock is poisoned"))?;
-        let n = nodes
-            .as_ref()
-            .and_then(|ns| ns.nodes().iter().find(|n| n.name == node))
-            .ok_or_else(|| anyhow::anyhow!("no real node {node} in this cluster"))?;
-        Ok(n.daemon(op, daemon)?)
+        real.on(node, |n| Ok(n.daemon(op, daemon)?))
     }
 
     /// The local cluster's simulated nodes as a driver started on the host
