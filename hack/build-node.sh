@@ -59,6 +59,10 @@ fi
 cache=$(cache_root)
 out="$cache/node/kube-$KUBE_VERSION-containerd-$CONTAINERD_VERSION"
 mkdir -p "$out"
+# Two builds into one directory (two checkouts, a test beside a make target)
+# would write the same files at once: the second waits for the first.
+exec 9>"$out/.build.lock"
+flock -n 9 || { log "another build of $out is running; waiting for it"; flock 9; }
 total_start=$SECONDS
 module=$(kube_module "$KUBE_VERSION" "$pinned_kube")
 

@@ -6,21 +6,28 @@
 #   hack/soak.sh N [runner arguments...]     e.g. hack/soak.sh 10 --tags @DynamicResourceAllocation
 #
 # SOAK_CHAOS=N (the local cluster only): each run also restarts N
-# control-plane components, each one drawn at random from kube-apiserver,
-# kube-scheduler and kube-controller-manager, at moments drawn at random
-# within the first SOAK_CHAOS_WITHIN seconds of its scenarios (default 90)
-# (--restart-control-plane). The line of each run says which restarts it
-# had and how many the runner carried out; a scenario that failed is listed
-# with the restarts of the runs it failed in.
+# components, each one drawn at random from kube-apiserver, kube-scheduler
+# and kube-controller-manager, and on real nodes (--node-kind real) also a
+# node's kubelet (the runner picks the node at random among those no
+# scenario owns), at moments drawn at random within the first
+# SOAK_CHAOS_WITHIN seconds of its scenarios (default 90)
+# (--restart-control-plane, --restart-kubelet). The line of each run says
+# which restarts it had and how many the runner carried out; a scenario
+# that failed is listed with the restarts of the runs it failed in.
 set -uo pipefail
 runs=${1:?usage: hack/soak.sh N [runner arguments...]}
 shift
 cd "$(dirname "$0")/.."
+. hack/lib.sh
 out=target/soak
 rm -rf "$out" && mkdir -p "$out"
 cargo build --quiet || exit 1
+# A copy, so that a build during the soak does not change what it runs.
+copy_runner target/debug/dra-e2e "$out"
+cat "$out/build.txt"
 chaos=${SOAK_CHAOS:-0} within=${SOAK_CHAOS_WITHIN:-90}
 components=(kube-apiserver kube-scheduler kube-controller-manager)
+[[ " $* " == *" --node-kind real "* || " $* " == *" --node-kind=real "* ]] && components+=(kubelet)
 failed_runs=0 injected=0
 for i in $(seq 1 "$runs"); do
   plan=()
@@ -28,13 +35,18 @@ for i in $(seq 1 "$runs"); do
     plan+=("${components[RANDOM % ${#components[@]}]}@$(( 5 + RANDOM % within ))s")
   done
   chaos_args=()
-  (( ${#plan[@]} > 0 )) && chaos_args=(--restart-control-plane "$(IFS=,; echo "${plan[*]}")")
+  for p in "${plan[@]}"; do
+    case $p in
+      kubelet@*) chaos_args+=(--restart-kubelet "${p#kubelet}") ;;
+      *) chaos_args+=(--restart-control-plane "$p") ;;
+    esac
+  done
   echo "${plan[*]}" > "$out/run-$i.restarts"
   start=$SECONDS
-  target/debug/dra-e2e --cluster local --junit "$out/run-$i.xml" "${chaos_args[@]}" "$@" > "$out/run-$i.log" 2>&1
+  "$out/bin/dra-e2e" --cluster local --junit "$out/run-$i.xml" "${chaos_args[@]}" "$@" > "$out/run-$i.log" 2>&1
   rc=$?
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/run-$i.log" | tail -1)
-  done_restarts=$(grep -c -- '--restart-control-plane: restarted ' "$out/run-$i.log")
+  done_restarts=$(grep -cE -- '--restart-(control-plane|kubelet): restarted ' "$out/run-$i.log")
   injected=$(( injected + done_restarts ))
   restarts=""
   (( ${#plan[@]} > 0 )) && restarts=" (restarts ${plan[*]}: $done_restarts carried out)"
@@ -42,7 +54,7 @@ for i in $(seq 1 "$runs"); do
   (( rc == 0 )) || failed_runs=$(( failed_runs + 1 ))
 done
 echo "$(( runs - failed_runs )) of $runs runs passed"
-(( chaos > 0 )) && echo "$injected control-plane restarts carried out in $runs runs"
+(( chaos > 0 )) && echo "$injected restarts carried out in $runs runs"
 # A failed test case is a <testcase ...> followed by <failure before </testcase>.
 failures=$(for f in "$out"/run-*.xml; do
   [[ -f $f ]] || continue

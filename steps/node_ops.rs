@@ -16,6 +16,7 @@ use super::World;
 use super::claims::claim_name;
 use super::params::{ClaimPhrase, DriverRef, NodeSel, phrase_words};
 use crate::cluster::real_node::init::DaemonOp;
+use crate::harness::node_daemon::{self, NodeDaemonError};
 use crate::harness::node_loss;
 use crate::proto::dra::ClaimRef;
 
@@ -66,11 +67,10 @@ phrase_words! {
 }
 
 impl NodeDaemon {
-    /// Its step's name in the node's plan.
-    fn name(self) -> &'static str {
+    fn daemon(self) -> node_daemon::Daemon {
         match self {
-            NodeDaemon::Kubelet => "kubelet",
-            NodeDaemon::Containerd => "containerd",
+            NodeDaemon::Kubelet => node_daemon::Daemon::Kubelet,
+            NodeDaemon::Containerd => node_daemon::Daemon::Containerd,
         }
     }
 }
@@ -87,9 +87,6 @@ phrase_words! {
     }
 }
 
-/// How long a kubelet started again may take to post the Node's status.
-const KUBELET_BACK_TIMEOUT: Duration = Duration::from_secs(60);
-
 async fn daemon_op(
     w: &mut World,
     daemon: NodeDaemon,
@@ -98,43 +95,19 @@ async fn daemon_op(
 ) -> anyhow::Result<()> {
     let cluster = w.context()?.cluster.clone();
     let nodes: Api<Node> = Api::all(w.client()?);
+    let daemon = daemon.daemon();
     for name in node.resolve(w).await? {
-        let cluster = cluster.clone();
-        let (n, d) = (name.clone(), daemon.name());
-        let pid = tokio::task::spawn_blocking(move || cluster.node_daemon(&n, op, d))
-            .await
-            .context("the node operation's thread")??;
-        tracing::info!(node = %name, daemon = d, ?op, ?pid, "node daemon operation done");
-        match op {
-            DaemonOp::Stop => w.scenario.daemon_stopped(&name, d),
-            DaemonOp::Start | DaemonOp::Restart => w.scenario.daemon_started(&name, d),
+        let done = node_daemon::operate(&cluster, &nodes, &name, daemon, op).await;
+        // A kubelet that was started but did not post its status in time
+        // runs all the same: nothing to start at teardown.
+        match (op, &done) {
+            (DaemonOp::Stop, Ok(_)) => w.scenario.daemon_stopped(&name, daemon.name()),
+            (DaemonOp::Start | DaemonOp::Restart, Ok(_) | Err(NodeDaemonError::Wait(_))) => {
+                w.scenario.daemon_started(&name, daemon.name())
+            }
+            _ => {}
         }
-        if daemon != NodeDaemon::Kubelet || op == DaemonOp::Stop {
-            continue;
-        }
-        // The new kubelet is up once it has written the Node's status:
-        // a heartbeat later than the second it was started in.
-        let started = k8s_openapi::jiff::Timestamp::now();
-        let what = format!("the kubelet of node {name} to post the Node's status after its {op:?}");
-        wait::object(
-            &nodes,
-            &name,
-            &what,
-            KUBELET_BACK_TIMEOUT,
-            |n: Option<&Node>| {
-                let beat = n
-                    .and_then(|n| n.status.as_ref())
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-                    .and_then(|c| c.last_heartbeat_time.as_ref());
-                match beat {
-                    Some(t) if t.0.as_second() > started.as_second() => Check::Done(()),
-                    Some(t) => Check::Pending(format!("last heartbeat {}", t.0)),
-                    None => Check::Pending("no Ready condition".into()),
-                }
-            },
-        )
-        .await?;
+        done?;
     }
     Ok(())
 }

@@ -101,6 +101,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "COMPONENT@TIME", value_delimiter = ',', action = clap::ArgAction::Append, value_parser = super::chaos::parse_one)]
     pub restart_control_plane: Vec<super::chaos::Planned>,
 
+    /// Local cluster, real nodes: restart a node's kubelet at these moments
+    /// after the scenarios start, to show that the scenarios sharing the
+    /// node ride it out: `[NODE]@TIME`, comma-separated or repeated; no
+    /// node is one the runner picks at random among those no scenario owns
+    /// (e.g. `@30s,dra-e2e-node-2@1m`).
+    #[arg(long, value_name = "[NODE]@TIME", value_delimiter = ',', action = clap::ArgAction::Append, value_parser = super::chaos::parse_kubelet_one)]
+    pub restart_kubelet: Vec<super::chaos::Planned>,
+
     /// Real nodes: break the node hosts on purpose, to see the
     /// node-operation scenarios that must notice fail: `exec-agents`
     /// (sockets served by agents exec'd through the kubelet, as before node

@@ -94,7 +94,7 @@ struct Selection {
     refused_gates: Vec<(String, String)>,
     /// How many selected scenarios own their nodes (`@OwnNodes`).
     own_nodes: usize,
-    /// Control-plane restarts during the scenarios ([`chaos`]).
+    /// Control-plane and kubelet restarts during the scenarios ([`chaos`]).
     restarts: Vec<chaos::Planned>,
 }
 
@@ -560,6 +560,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
         }
     }
     let mut restarts = args.restart_control_plane.clone();
+    restarts.extend(args.restart_kubelet.iter().cloned());
     restarts.sort_by_key(|p| p.at);
     // The streams exist from here to the end, so no Ctrl-C or SIGTERM ever
     // meets the default action (which would kill the runner and leave its
@@ -894,7 +895,7 @@ async fn run_on(
         &args,
         &cluster,
         &interrupt,
-        &selection.restarts,
+        (&selection.restarts, &run_ctx.node_leases),
     )
     .await;
     run_timings.push((report::Phase::harness("scenarios"), started.elapsed()));
@@ -1187,9 +1188,12 @@ const DEATH_SEEN_WITHIN: Duration = Duration::from_millis(300);
 async fn scenarios(
     run: impl std::future::Future<Output = ()>,
     args: &RunArgs,
-    cluster: &Cluster,
+    cluster: &Arc<Cluster>,
     interrupt: &CancellationToken,
-    restarts: &[chaos::Planned],
+    (restarts, leases): (
+        &[chaos::Planned],
+        &Arc<crate::harness::node_lease::NodeLeases>,
+    ),
 ) -> (Option<Stop>, Ending) {
     let mut run = std::pin::pin!(run);
     let mut finished = false;
@@ -1204,7 +1208,7 @@ async fn scenarios(
         what = cluster.first_death() => Some(Stop::Died(what)),
         what = cluster.api_outage() => Some(Stop::Died(what)),
         // Pending once done: restarts never end a run.
-        _ = chaos::run(restarts, cluster) => None,
+        _ = chaos::run(restarts, cluster, leases) => None,
     };
     // A component killed mid-step fails the step at once (its connections
     // break), and the last scenario may end before the component's exit is

@@ -559,6 +559,15 @@ pub static TABLE: &[Opt] = &[
     ),
     opt!(
         "",
+        "--restart-kubelet",
+        LOCAL_REAL,
+        ANY,
+        &["--restart-kubelet", "@20s"],
+        "only the local cluster's real nodes have kubelets the runner restarts",
+        "restart a real node's kubelet at these moments after the scenarios start (`@20s,dra-e2e-node-2@1m`: no node is one the runner picks among those no scenario owns), to show that the scenarios sharing it ride it out (`make soak SOAK_CHAOS=N`, [local-cluster.md](local-cluster.md))"
+    ),
+    opt!(
+        "",
         "--node-host-fault",
         REAL_NODES,
         ANY,

@@ -12,6 +12,7 @@ pub mod cgroup;
 pub mod device_metadata;
 pub mod driver;
 pub mod kubelet_metrics;
+pub mod node_daemon;
 pub mod node_lease;
 pub mod node_loss;
 pub mod pool_status;

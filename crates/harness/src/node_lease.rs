@@ -48,11 +48,15 @@ pub use dra_e2e_kube::node_ready::OWN_NODE_TAINT;
 /// for the suite's two-node scenarios.
 pub const SHARED_KEEP: usize = 2;
 
-/// How a scenario uses its nodes.
+/// How a scenario uses its nodes, or the runner's fault injection one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Use {
     Shared,
     Own,
+    /// A fault the runner injects (`--restart-kubelet`): on a node no
+    /// scenario owns, which no owner may reserve meanwhile; the scenarios
+    /// sharing it go on, as they are what the fault is for.
+    Fault,
 }
 
 /// The run's leases.
@@ -68,6 +72,8 @@ struct State {
     shared: BTreeMap<String, usize>,
     /// Owned or reserved nodes and their owner.
     own: BTreeMap<String, String>,
+    /// Nodes the runner is injecting a fault into, and the fault.
+    faults: BTreeMap<String, String>,
     /// Tickets of owners not yet served, the first served first.
     queue: BTreeSet<u64>,
     next_ticket: u64,
@@ -105,7 +111,7 @@ impl State {
         let mut picked: Vec<String> = ready
             .iter()
             .rev()
-            .filter(|n| !self.own.contains_key(*n))
+            .filter(|n| !self.own.contains_key(*n) && !self.faults.contains_key(*n))
             .take(count)
             .cloned()
             .collect();
@@ -133,6 +139,9 @@ impl State {
                 Use::Own => {
                     self.own.remove(n);
                 }
+                Use::Fault => {
+                    self.faults.remove(n);
+                }
             }
         }
     }
@@ -146,6 +155,9 @@ impl State {
                     "{n} reserved by {owner:?}, still used by {s} scenario(s)"
                 )),
                 (None, s) => parts.push(format!("{n} used by {s} scenario(s)")),
+            }
+            if let Some(fault) = self.faults.get(n) {
+                parts.push(format!("{n} under the runner's fault {fault:?}"));
             }
         }
         if parts.is_empty() {
@@ -257,6 +269,30 @@ impl NodeLeases {
         })
         .await;
         Ok(lease)
+    }
+
+    /// The first of `candidates` that no scenario owns or has reserved and
+    /// no other fault holds, for the runner's fault `fault`; waits while
+    /// there is none. Owners do not reserve it until the lease ends;
+    /// shared leases go on there and new ones land there. Cancel-safe.
+    pub async fn fault(self: &Arc<Self>, candidates: &[String], fault: &str) -> Lease {
+        let what = format!("a node no scenario owns, for the runner's fault {fault:?}");
+        let node = self
+            .until(&what, |state| {
+                let free = candidates
+                    .iter()
+                    .find(|n| !state.own.contains_key(*n) && !state.faults.contains_key(*n))
+                    .cloned();
+                match free {
+                    Some(n) => {
+                        state.faults.insert(n.clone(), fault.to_owned());
+                        Ok(n)
+                    }
+                    None => Err(state.describe(candidates)),
+                }
+            })
+            .await;
+        Lease::new(self, vec![node], Use::Fault)
     }
 
     /// Until `check` succeeds on the state, checked again on every change;
@@ -448,6 +484,34 @@ mod tests {
         let own = owner.await.unwrap().unwrap();
         assert_eq!(own.nodes(), ["node-2"]);
         assert_eq!(own.how(), Use::Own);
+    }
+
+    #[tokio::test]
+    async fn a_fault_waits_for_a_node_no_one_owns_and_keeps_owners_off_it() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(4);
+        let shared = leases.shared(&ready, 1, 4).await;
+        // Not waiting for the shared leases: it is for them.
+        let fault = leases.fault(&ready, "kubelet restart").await;
+        assert_eq!(fault.nodes(), ["node-0"]);
+        assert_eq!(fault.how(), Use::Fault);
+        let second = leases.fault(&ready[..1], "another");
+        assert!(soon(second).await.is_none(), "one fault per node");
+        drop(shared);
+        // node-0 is not reserved by an owner while the fault holds it;
+        // own leases take the last nodes, and all but two of four.
+        let owner = leases.own(&ready, 2, "c", leases.ticket()).await.unwrap();
+        assert_eq!(owner.nodes(), ["node-2", "node-3"]);
+        let only = leases.fault(&ready[2..], "owned");
+        assert!(soon(only).await.is_none(), "no fault on owned nodes");
+        drop(fault);
+        let again = leases.fault(&ready, "again").await;
+        assert_eq!(again.nodes(), ["node-0"]);
+        // Shared leases still land on a faulted node.
+        assert_eq!(
+            leases.shared(&ready, 2, 2).await.nodes(),
+            ["node-0", "node-1"]
+        );
     }
 
     #[tokio::test]

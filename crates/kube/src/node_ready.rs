@@ -82,6 +82,23 @@ pub fn reported_unreachable(n: &Node) -> Result<(), String> {
     }
 }
 
+/// Whether the node's kubelet has posted the Node's status later than the
+/// second `since` falls in (the Ready condition's heartbeat): a kubelet
+/// started at `since` is up once this holds. `Err` says the last heartbeat.
+pub fn posted_status_after(n: &Node, since: k8s_openapi::jiff::Timestamp) -> Result<(), String> {
+    let beat = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_heartbeat_time.as_ref());
+    match beat {
+        Some(t) if t.0.as_second() > since.as_second() => Ok(()),
+        Some(t) => Err(format!("last heartbeat {}", t.0)),
+        None => Err("no Ready condition".into()),
+    }
+}
+
 /// `major.minor` of a version as Kubernetes writes it (`v1.37.2`, `1.36`,
 /// `v1.37.0-alpha.1`): what version skew is reckoned in.
 pub fn major_minor(version: &str) -> Option<(u32, u32)> {
@@ -112,6 +129,33 @@ mod tests {
             "status": { "conditions": [{ "type": "Ready", "status": "True" }] },
         }))
         .expect("a node")
+    }
+
+    #[test]
+    fn a_status_counts_as_posted_after_only_from_the_next_second() {
+        use super::posted_status_after;
+        let node = |beat: &str| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "n" },
+                "status": { "conditions": [{ "type": "Ready", "status": "True", "lastHeartbeatTime": beat }] },
+            }))
+            .expect("a node")
+        };
+        let since: k8s_openapi::jiff::Timestamp = "2026-12-07T03:00:10.5Z".parse().expect("a time");
+        assert_eq!(
+            posted_status_after(&node("2026-12-07T03:00:11Z"), since),
+            Ok(())
+        );
+        assert_eq!(
+            posted_status_after(&node("2026-12-07T03:00:10Z"), since),
+            Err("last heartbeat 2026-12-07T03:00:10Z".into())
+        );
+        let bare: Node = serde_json::from_value(serde_json::json!({ "metadata": { "name": "n" } }))
+            .expect("a node");
+        assert_eq!(
+            posted_status_after(&bare, since),
+            Err("no Ready condition".into())
+        );
     }
 
     #[test]

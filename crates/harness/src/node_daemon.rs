@@ -1,0 +1,100 @@
+//! A real node's kubelet or container runtime stopped, started or
+//! restarted, and the kubelet known to be back.
+//!
+//! Why here: scenarios do it on purpose (`When the kubelet on node 1 is
+//! restarted`) and the runner does it as a fault the other scenarios must
+//! ride out (`--restart-kubelet`); both must agree on when a kubelet is
+//! back, or a chaos restart would be over before the kubelet is. A kubelet
+//! is back once it has posted the Node's status again: a heartbeat later
+//! than the second it was started in ([`posted_status_after`]). The
+//! container runtime's return is awaited by the operation itself (its
+//! socket answers).
+use std::sync::Arc;
+use std::time::Duration;
+
+use dra_e2e_cluster::Cluster;
+use dra_e2e_cluster::real_node::init::DaemonOp;
+use dra_e2e_kube::node_ready::posted_status_after;
+use dra_e2e_kube::wait::{self, Check, WaitError};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+/// How long a kubelet started again may take to post the Node's status.
+pub const KUBELET_BACK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The daemons of a real node the runner operates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    Kubelet,
+    Containerd,
+}
+
+impl Daemon {
+    pub fn name(self) -> &'static str {
+        match self {
+            Daemon::Kubelet => "kubelet",
+            Daemon::Containerd => "containerd",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeDaemonError {
+    #[error("{0}")]
+    Cluster(String),
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+}
+
+/// Carries out `op` on `daemon` of real node `node`; returns once it is
+/// done: a stopped daemon's process gone, a started kubelet posting the
+/// Node's status, a started containerd answering. The new process id, if
+/// one was started.
+pub async fn operate(
+    cluster: &Arc<Cluster>,
+    nodes: &Api<Node>,
+    node: &str,
+    daemon: Daemon,
+    op: DaemonOp,
+) -> Result<Option<u32>, NodeDaemonError> {
+    let started = k8s_openapi::jiff::Timestamp::now();
+    let (c, n) = (cluster.clone(), node.to_owned());
+    let pid = tokio::task::spawn_blocking(move || c.node_daemon(&n, op, daemon.name()))
+        .await
+        .map_err(|e| NodeDaemonError::Cluster(format!("the node operation's thread: {e}")))?
+        .map_err(|e| NodeDaemonError::Cluster(format!("{e:#}")))?;
+    tracing::info!(
+        node,
+        daemon = daemon.name(),
+        ?op,
+        ?pid,
+        "node daemon operation done"
+    );
+    if daemon == Daemon::Kubelet && op != DaemonOp::Stop {
+        kubelet_back(nodes, node, started, op).await?;
+    }
+    Ok(pid)
+}
+
+/// Waits until the kubelet of `node`, started at `since`, has posted the
+/// Node's status.
+async fn kubelet_back(
+    nodes: &Api<Node>,
+    node: &str,
+    since: k8s_openapi::jiff::Timestamp,
+    op: DaemonOp,
+) -> Result<(), WaitError> {
+    let what = format!("the kubelet of node {node} to post the Node's status after its {op:?}");
+    wait::object(
+        nodes,
+        node,
+        &what,
+        KUBELET_BACK_TIMEOUT,
+        |n: Option<&Node>| match n.map(|n| posted_status_after(n, since)) {
+            None => Check::Pending("no Node object".into()),
+            Some(Ok(())) => Check::Done(()),
+            Some(Err(seen)) => Check::Pending(seen),
+        },
+    )
+    .await
+}
