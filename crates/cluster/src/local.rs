@@ -13,6 +13,7 @@
 //! ```
 pub mod binaries;
 pub mod components;
+pub mod front_door;
 pub mod gates;
 mod kubeconfig;
 mod readiness;
@@ -211,6 +212,9 @@ pub struct LocalCluster {
     outage: Outage,
     /// The components' ports, to probe one started again.
     ports: Ports,
+    /// Where clients reach the API server ([`front_door`]); closed while
+    /// it restarts.
+    front_door: front_door::FrontDoor,
     startup_timeout: Duration,
     server_url: String,
     feature_gates: FeatureGates,
@@ -279,9 +283,16 @@ impl LocalCluster {
         let log_dir = make_dir(&dir.join("logs"), 0o755)?;
         let pki = Pki::generate(&pki_dir)?;
         let ports = free_ports()?;
+        let front_door = front_door::FrontDoor::start(
+            (std::net::Ipv4Addr::LOCALHOST, ports.apiserver).into(),
+            (std::net::Ipv4Addr::LOCALHOST, ports.apiserver_behind).into(),
+        )
+        .await
+        .map_err(LocalClusterError::Ports)?;
         let server_url = format!("https://127.0.0.1:{}", ports.apiserver);
         let kubeconfig_path = dir.join("kubeconfig");
-        let admin = admin_client(&kubeconfig_path, &server_url, &pki).await?;
+        let admin =
+            admin_client(&kubeconfig_path, &server_url, ports.apiserver_behind, &pki).await?;
 
         let settings = Settings {
             ports,
@@ -302,6 +313,7 @@ impl LocalCluster {
             timeout: options.startup_timeout,
         };
         start.storage_and_api(&mut running, &admin.probes).await?;
+        front_door.door().open();
         start.controllers(&mut running).await?;
 
         tracing::info!(
@@ -319,6 +331,7 @@ impl LocalCluster {
             probe_client: admin.probes,
             outage: admin.outage,
             ports,
+            front_door,
             startup_timeout: options.startup_timeout,
             server_url,
             feature_gates: options.feature_gates.clone(),
@@ -522,7 +535,7 @@ impl Start<'_> {
             &running.processes[apiserver],
             "GET /readyz",
             self.timeout,
-            || readiness::probe_kube(client, ports.apiserver, "/readyz"),
+            || readiness::probe_kube(client, ports.apiserver_behind, "/readyz"),
         )
         .await
     }
@@ -587,6 +600,7 @@ struct AdminClients {
 async fn admin_client(
     kubeconfig_path: &Path,
     server_url: &str,
+    behind_port: u16,
     pki: &Pki,
 ) -> Result<AdminClients, LocalClusterError> {
     pki::write_file(kubeconfig_path, &kubeconfig::render(server_url, pki), 0o600)?;
@@ -599,6 +613,11 @@ async fn admin_client(
     let scenarios = dra_e2e_kube::client::build(config.clone(), Some(&outage)).map_err(err)?;
     let mut probe_config = config.clone();
     probe_config.default_retry = false;
+    // The probe asks the API server itself, behind its front door, which
+    // opens on the probe's answer.
+    probe_config.cluster_url =
+        http::Uri::from_maybe_shared(format!("https://127.0.0.1:{behind_port}"))
+            .expect("https://127.0.0.1:<port> is a URL");
     let probes = kube::Client::try_from(probe_config).map_err(err)?;
     Ok(AdminClients {
         config,
@@ -850,7 +869,7 @@ async fn load_kubeconfig(path: &Path) -> Result<kube::Config, LocalClusterError>
 /// port is chosen, so the five are distinct; another process could still take
 /// one before the component binds it, which then fails start-up loudly.
 fn free_ports() -> Result<Ports, LocalClusterError> {
-    let listeners = (0..5)
+    let listeners = (0..6)
         .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(LocalClusterError::Ports)?;
@@ -863,6 +882,7 @@ fn free_ports() -> Result<Ports, LocalClusterError> {
         etcd_client: ports[0],
         etcd_peer: ports[1],
         apiserver: ports[2],
+        apiserver_behind: ports[5],
         scheduler: ports[3],
         controller_manager: ports[4],
     })

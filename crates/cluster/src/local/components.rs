@@ -106,7 +106,11 @@ pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc";
 pub struct Ports {
     pub etcd_client: u16,
     pub etcd_peer: u16,
+    /// The API server's address as clients are given it: its front door
+    /// ([`super::front_door`]).
     pub apiserver: u16,
+    /// The API server's own port, behind the front door.
+    pub apiserver_behind: u16,
     pub scheduler: u16,
     pub controller_manager: u16,
 }
@@ -238,7 +242,7 @@ pub fn apiserver_args(s: &Settings<'_>) -> Vec<OsString> {
         path_arg("etcd-keyfile", &pki.etcd.apiserver_client.key_path),
         arg("bind-address", "127.0.0.1"),
         arg("advertise-address", "127.0.0.1"),
-        arg("secure-port", s.ports.apiserver),
+        arg("secure-port", s.ports.apiserver_behind),
         path_arg("tls-cert-file", &pki.apiserver.cert_path),
         path_arg("tls-private-key-file", &pki.apiserver.key_path),
         path_arg(
@@ -388,6 +392,7 @@ mod tests {
                 etcd_client: 1,
                 etcd_peer: 2,
                 apiserver: 3,
+                apiserver_behind: 6,
                 scheduler: 4,
                 controller_manager: 5,
             },
@@ -484,7 +489,8 @@ mod tests {
                 value(&etcd, "initial-cluster"),
                 Some("default=https://127.0.0.1:2")
             );
-            assert_eq!(value(&api, "secure-port"), Some("3"));
+            // Behind its front door.
+            assert_eq!(value(&api, "secure-port"), Some("6"));
             assert_eq!(value(&strings(scheduler_args(s)), "secure-port"), Some("4"));
             assert_eq!(
                 value(&strings(controller_manager_args(s)), "secure-port"),

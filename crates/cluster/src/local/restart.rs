@@ -7,7 +7,10 @@
 //! ([`ManagedProcess::life_watch`]), and the runner's clients ride out the
 //! gap ([`dra_e2e_kube::client`]).
 //!
-//! The stopped process gets [`RESTART_GRACE`] to exit.
+//! The stopped process gets [`RESTART_GRACE`] to exit. The API server's
+//! front door ([`super::front_door`]) is closed from its stop until the new
+//! process answers `/readyz`, as a load balancer sends no client to an API
+//! server that is not ready.
 //!
 //! A restart is begun under the lock a cluster is shared behind
 //! ([`LocalCluster::begin_restart`]), carried out without it
@@ -81,6 +84,8 @@ pub struct Restart {
     old: Arc<ManagedProcess>,
     probe: kube::Client,
     port: u16,
+    /// The API server's front door, closed from the stop to `/readyz`.
+    door: Option<super::front_door::Door>,
     grace: Duration,
     timeout: Duration,
 }
@@ -106,7 +111,9 @@ impl LocalCluster {
             return Err(exited_error(&old, status.to_string()));
         }
         let (probe, port) = match component {
-            ControlPlaneComponent::ApiServer => (self.probe_client.clone(), self.ports.apiserver),
+            ControlPlaneComponent::ApiServer => {
+                (self.probe_client.clone(), self.ports.apiserver_behind)
+            }
             ControlPlaneComponent::Scheduler => (
                 health_client(self.ports.scheduler, &self.pki, component.name())?,
                 self.ports.scheduler,
@@ -116,13 +123,18 @@ impl LocalCluster {
                 self.ports.controller_manager,
             ),
         };
+        let door = (component == ControlPlaneComponent::ApiServer).then(|| self.front_door.door());
         tracing::info!(%component, pid = old.pid(), "restarting");
+        if let Some(door) = &door {
+            door.close();
+        }
         old.stop_for_restart();
         Ok(Restart {
             component,
             old,
             probe,
             port,
+            door,
             grace: RESTART_GRACE.min(self.running.grace),
             timeout: self.startup_timeout,
         })
@@ -156,6 +168,16 @@ impl LocalCluster {
         let new = restart.start()?;
         self.put_back(&restart, new.clone());
         restart.ready(&new).await
+    }
+}
+
+impl Drop for Restart {
+    /// A restart given up half-way (its start failed, the run ended) does
+    /// not leave the API server's front door closed.
+    fn drop(&mut self) {
+        if let Some(door) = &self.door {
+            door.open();
+        }
     }
 }
 
@@ -195,10 +217,17 @@ impl Restart {
     pub async fn ready(&self, new: &ManagedProcess) -> Result<(), LocalClusterError> {
         let started = Instant::now();
         let path = self.component.probe_path();
-        ready(new, &format!("GET {path}"), self.timeout, || {
+        let answered = ready(new, &format!("GET {path}"), self.timeout, || {
             super::readiness::probe_kube(&self.probe, self.port, path)
         })
-        .await?;
+        .await;
+        // Open either way: a new API server that never became ready is
+        // better seen by the clients (refused, then the outage's deadline)
+        // than hidden behind a door that never opens.
+        if let Some(door) = &self.door {
+            door.open();
+        }
+        answered?;
         tracing::info!(component = %self.component, elapsed = ?started.elapsed(), "restarted");
         Ok(())
     }
