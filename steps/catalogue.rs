@@ -25,6 +25,11 @@ pub const CATALOGUE: &[Topic] = &[
                 example: "Given 1 to 4 ready nodes",
             },
             Entry {
+                pattern: "Given <n> more ready node(s) shared with other scenarios",
+                description: "For a scenario with nodes of its own (`@OwnNodes`, after `Given 1 ready node`, before its drivers): n more nodes that it shares with the other scenarios, numbered after its own (`node 1` after its own `node 0`), e.g. where its pods go once its own node is lost. On a cluster of two nodes, whose one node an owner may have, the other is shared; the scenario is skipped when the cluster has fewer nodes than it needs in all.",
+                example: "Given 1 more ready node shared with other scenarios",
+            },
+            Entry {
                 pattern: "Given a driver [\"<name>\"] with <resources>[, <setting>]...",
                 description: "Start a test driver (named <namespace>[-<name>].k8s.io) on the scenario's nodes. Resources: `N devices per node`, `a network pool of N [tainted] devices [tainted k=v:Effect]`, `an all-nodes pool \"p\" of N devices`, `these devices` (table node | device | attributes), `these slices per node` (a YAML doc string, one document per slice of each node's pool, each holding `devices` and/or `sharedCounters` of a ResourceSlice spec: counter sets, devices consuming counters or sharing capacity; published by the plugin like upstream's ToDriverResources; a slice the API server refuses, or whose fields it drops, fails the step with its reason), `a shared pool \"p\" of these slices` (the same doc string, `partitionTypeAttribute` allowed too: one pool p that the driver's nodes share, selected by hostname, like upstream's PartitionableResources and ShareableResources), `node-allocatable devices \"<devices>\"` (see Node-allocatable resources), `no devices`. Settings: `not registered with the kubelet`, `serving the v1beta1 API` / `serving the v1 and v1beta1 APIs`, `serving the v1alpha1 health API` (default: the v1 and v1alpha1 health APIs), `without device health`, `in rolling-update mode`, `not started yet`, `with its DRA service started after registration` (registration alone until `the DRA service of <driver> starts on <node>`), `with its DRA socket in the plugin registry` (`plugins_registry/<driver>-common.sock`, where the kubelet's plugin watcher also finds it), `skipping node operations \"*\"` (or `\"NodeUnprepareResources\"`, several joined by ` and `: the `skipNodeOperations` of every slice the driver publishes), `writing device metadata v1beta1` / `writing device metadata v1beta1 and v1alpha1` (one file per prepared request, with the objects in these versions in this order, mounted through CDI; needs a container runtime), `on node N` / `on nodes N and M` / `on nodes N, M and K` (only on those of the scenario's nodes; a `these devices` table still numbers the scenario's nodes). Without a name it is \"the driver\"; otherwise the first driver is.",
                 example: "Given a driver with 2 devices per node, serving the v1beta1 API",
@@ -246,7 +251,7 @@ pub const CATALOGUE: &[Topic] = &[
         entries: &[
             Entry {
                 pattern: "When pod \"<name>\" with an inline claim|using claim(s) \"<c>\"[, \"<c2>\" and \"<c3>\"]|without claims is created",
-                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Containers run upstream's busybox test image; without `command` they sleep until stopped (exiting at once on SIGTERM). Optional table | option | value |: containers, containers use the claims, init container (`yes`: an init container `init` with the first container's claims whose script prints its env and fails unless it has `user_a=b`, as upstream's; or `\"k=v\", ...`: check those entries instead; or `prints its env`: check nothing, for a later step to judge its env), command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
+                description: "A pod with container `with-resource`. Inline: a template named after the pod, pod claim `my-inline-claim`. Containers run upstream's busybox test image; without `command` they sleep until stopped (exiting at once on SIGTERM). Optional table | option | value |: containers, containers use the claims, init container (`yes`: an init container `init` with the first container's claims whose script prints its env and fails unless it has `user_a=b`, as upstream's; or `\"k=v\", ...`: check those entries instead; or `prints its env`: check nothing, for a later step to judge its env), command (a `sh -c` script), restart policy, node (index or name; binds without the scheduler), node selector (index or name), grace period, tolerates an unreachable node for (a duration: a toleration of the `node.kubernetes.io/unreachable` NoExecute taint for that long, after which the taint eviction controller evicts the pod from a node reported unreachable; default 300 s), pod claim name, extended resource (`name=quantity[, name=quantity]`, every container), container N extended resources (the same, for one container), device class, cel selector, device toleration (`NoSchedule`, `key:Effect`, `key=value:Effect`), template (`none`: create none; a name: use that existing template), container N claims (`claim[/request], ...`).",
                 example: "When pod \"tester-1\" with an inline claim is created",
             },
             Entry {
@@ -588,6 +593,21 @@ pub const CATALOGUE: &[Topic] = &[
                 pattern: "Then pod \"<name>\" is evicted by the device taint manager",
                 description: "Wait (5 minutes) until the pod is being deleted; it must then carry the condition DisruptionTarget=True with reason DeletionByDeviceTaintManager and upstream's message. Needs a finalizer on the pod.",
                 example: "Then pod \"tester-1\" is evicted by the device taint manager",
+            },
+            Entry {
+                pattern: "When replica set \"<name>\" adopts pod \"<pod>\"",
+                description: "Label the pod and create a ReplicaSet of 1 pod selecting it by that label, whose template is the pod's spec (its claims, from the same template) without where it was placed (node, node selector), restarting always; wait (1 minute) until the ReplicaSet controls the pod. The pod keeps its name for the steps about it; a pod the ReplicaSet makes in its place goes wherever the scheduler finds a device. Deleted at teardown before the pods.",
+                example: "When replica set \"tester\" adopts pod \"tester-1\"",
+            },
+            Entry {
+                pattern: "Then replica set \"<name>\" has <n> running pod(s) on <node>",
+                description: "Wait (5 minutes) until exactly n of the ReplicaSet's pods that are not being deleted run on the node; then each of their claims must be allocated for that node and reserved for its pod. A timeout says each live pod's phase, node and conditions.",
+                example: "Then replica set \"tester\" has 1 running pod on node 1",
+            },
+            Entry {
+                pattern: "Then pod \"<name>\" is evicted by the taint eviction controller",
+                description: "Wait (2 minutes) until the pod is being deleted with the condition DisruptionTarget=True, reason DeletionByTaintManager, that the taint eviction controller writes when a NoExecute taint (a node reported unreachable) outlasts the pod's toleration; a deletion without it fails. The pod's node and claims are noted while it is still there, for `the claim of pod ...` and `Then the driver lets the claims of pod ... go` once it is gone.",
+                example: "Then pod \"tester-1\" is evicted by the taint eviction controller",
             },
         ],
     },

@@ -23,6 +23,11 @@ sentences! {
     #[given(expr = "{noderange} ready node(s)")]
     fn ready_nodes(range: NodeRange);
 
+    /// For a scenario with nodes of its own (`@OwnNodes`): nodes it shares
+    /// with the other scenarios besides, numbered after its own.
+    #[given(expr = "{int} more ready node(s) shared with other scenarios")]
+    fn more_shared_nodes(count: usize);
+
     #[given(expr = "a driver with {driverphrase}")]
     fn a_driver(phrase: DriverPhrase, step: Step<'_>);
 
@@ -241,6 +246,44 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
             w.scenario.own_node_tainted(&n);
         }
     }
+    Ok(())
+}
+
+/// Adds `count` nodes shared with other scenarios to those the scenario
+/// owns, after them in its numbering ("node 1" after its own "node 0").
+/// Own leases always leave a node no owner holds while the cluster has
+/// two ready nodes or more (the runner skips the scenario on fewer), so
+/// this takes the first of them at once, as a shared scenario would.
+async fn more_shared_nodes(w: &mut World, count: usize) -> anyhow::Result<()> {
+    if !w.scenario.owns_nodes() {
+        bail!(
+            "`{count} more ready node(s) shared with other scenarios` adds to the nodes of a \
+             scenario's own: tag it @OwnNodes and say `Given 1 ready node` first (a scenario that \
+             shares all its nodes says how many with `Given {count} ready nodes`)"
+        );
+    }
+    if let Some((label, _)) = w.scenario.drivers().next() {
+        bail!(
+            "{label} runs on the scenario's nodes as they were: add the nodes before the drivers"
+        );
+    }
+    let ctx = w.context()?.clone();
+    let client = ctx.cluster.client();
+    let mut ready: Vec<String> = crate::harness::under_test::ready_nodes(&client)
+        .await
+        .context("listing nodes")?
+        .into_iter()
+        .filter(|n| !w.nodes.contains(n))
+        .collect();
+    ready.sort();
+    let queued = std::time::Instant::now();
+    let lease = ctx.node_leases.shared(&ready, count, count).await;
+    w.setup_timings.push((
+        crate::report::Phase::queue("wait for nodes other scenarios hold"),
+        queued.elapsed(),
+    ));
+    w.nodes.extend(lease.nodes().iter().cloned());
+    w.scenario.hold_more_nodes(lease);
     Ok(())
 }
 

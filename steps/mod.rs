@@ -71,6 +71,7 @@ pub mod catalogue;
 pub mod claims;
 pub mod containers;
 pub mod control_plane;
+pub mod controllers;
 pub mod crud;
 pub mod device_plugin;
 pub mod driver_installs;

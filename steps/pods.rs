@@ -207,6 +207,17 @@ fn apply_option(
         "restart policy" => shape.restart_policy = value,
         "node" => shape.node_name = Some(node_of(w, value)?),
         "node selector" => shape.node_selector = Some(node_of(w, value)?),
+        // Seconds the pod stays on a node reported unreachable before the
+        // taint eviction controller evicts it (the default is 300 s).
+        "tolerates an unreachable node for" => {
+            shape.unreachable_toleration = Some(
+                humantime::parse_duration(&value)
+                    .map(|d| d.as_secs() as i64)
+                    .with_context(|| {
+                        format!("tolerates an unreachable node for: {value:?} is not a duration")
+                    })?,
+            )
+        }
         "grace period" => {
             shape.grace_period = Some(
                 humantime::parse_duration(&value)
@@ -260,7 +271,8 @@ fn apply_option(
         }
         other => bail!(
             "unknown pod option {other:?}; known: containers, containers use the claims, init container, \
-             command, restart policy, node, node selector, grace period, pod claim name, extended resource, \
+             command, restart policy, node, node selector, grace period, tolerates an unreachable node for, \
+             pod claim name, extended resource, \
              device class, cel selector, device toleration, template, container N claims, \
              container N extended resources"
         ),
@@ -606,7 +618,7 @@ async fn different_nodes(w: &World) -> anyhow::Result<()> {
 
 /// Remembers the claims generated for the pod, so "the claim of pod" and
 /// "the extended resource claim of pod" still resolve once it is gone.
-async fn remember_generated_claims(w: &mut World, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn remember_generated_claims(w: &mut World, name: &str) -> anyhow::Result<()> {
     let found = w
         .api::<Pod>()?
         .get_opt(name)

@@ -184,6 +184,9 @@ pub struct Scenario {
     unfinished: Vec<Unfinished>,
     /// The scenario's nodes, shared or its own, held until teardown ends.
     lease: Option<crate::harness::node_lease::Lease>,
+    /// Nodes a scenario with nodes of its own shares with the others
+    /// besides, held as long.
+    more: Vec<crate::harness::node_lease::Lease>,
 }
 
 impl Scenario {
@@ -395,6 +398,12 @@ impl Scenario {
     /// The scenario's nodes are `lease`'s until its teardown ends.
     pub fn hold_nodes(&mut self, lease: crate::harness::node_lease::Lease) {
         self.lease = Some(lease);
+    }
+
+    /// More nodes the scenario shares with other scenarios, besides its
+    /// own, until its teardown ends.
+    pub fn hold_more_nodes(&mut self, lease: crate::harness::node_lease::Lease) {
+        self.more.push(lease);
     }
 
     /// A node of the scenario's own carries the own-node taint: teardown

@@ -220,6 +220,22 @@ async fn deleted_without_waiting(w: &mut World, pod: String) -> anyhow::Result<(
 
 /// Notes the pod's node and claims, then deletes it without waiting.
 async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
+    let before = before_deletion(w, pod).await?;
+    super::pods::delete_pod(w, pod, false).await?;
+    w.deleted_pods.insert(pod.to_owned(), before);
+    Ok(())
+}
+
+/// Notes the node and claims of a pod someone else deleted (a controller
+/// evicting it) while it is still there, for `Then the driver lets the
+/// claims of pod ... go`.
+pub(crate) async fn note_deleted(w: &mut World, pod: &str) -> anyhow::Result<()> {
+    let before = before_deletion(w, pod).await?;
+    w.deleted_pods.insert(pod.to_owned(), before);
+    Ok(())
+}
+
+async fn before_deletion(w: &World, pod: &str) -> anyhow::Result<DeletedPod> {
     let before = w.pod(pod).await?;
     let node = before
         .spec
@@ -227,10 +243,7 @@ async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
     let claims = claim_uids(w, &before).await?;
-    super::pods::delete_pod(w, pod, false).await?;
-    w.deleted_pods
-        .insert(pod.to_owned(), DeletedPod { node, claims });
-    Ok(())
+    Ok(DeletedPod { node, claims })
 }
 
 /// The deletion is what the scenario says only if a prepare is in flight
@@ -269,7 +282,8 @@ async fn lets_claims_go(w: &World, pod: String) -> anyhow::Result<()> {
     let Some(DeletedPod { node, claims }) = w.deleted_pods.get(&pod).cloned() else {
         bail!(
             "pod {pod} was not deleted by `When pod \"{pod}\" is deleted without waiting` or \
-             `... is deleted while its claims are being prepared`, which note its node and claims \
+             `... is deleted while its claims are being prepared` (nor evicted by `Then pod \
+             \"{pod}\" is evicted by the taint eviction controller`), which note its node and claims \
              before deleting it (a claim from a template may be gone afterwards)"
         );
     };

@@ -74,13 +74,13 @@ fn group_name(workload: &str) -> String {
     format!("{workload}-{GROUP_TEMPLATE}-0")
 }
 
-fn to_dynamic<T: serde::Serialize>(obj: &T) -> anyhow::Result<DynamicObject> {
+pub(crate) fn to_dynamic<T: serde::Serialize>(obj: &T) -> anyhow::Result<DynamicObject> {
     serde_json::to_value(obj)
         .and_then(serde_json::from_value)
         .context("converting an object for the API")
 }
 
-async fn create_namespaced<K>(w: &mut World, obj: &K) -> anyhow::Result<String>
+pub(crate) async fn create_namespaced<K>(w: &mut World, obj: &K) -> anyhow::Result<String>
 where
     K: kube::Resource<DynamicType = ()> + serde::Serialize,
 {

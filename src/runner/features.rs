@@ -70,12 +70,33 @@ pub fn nodes_step() -> &'static Regex {
     })
 }
 
+/// Pattern of the step that adds nodes shared with other scenarios to
+/// those a scenario owns.
+fn more_nodes_step() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"^(\d+) more ready nodes? shared with other scenarios$")
+            .unwrap_or_else(|_| unreachable!())
+    })
+}
+
+/// The nodes the scenario needs: its `N ready nodes` and the `N more`
+/// it shares besides.
 fn min_nodes(steps: &[Step]) -> Option<usize> {
-    steps
-        .iter()
-        .filter(|s| s.ty == StepType::Given)
-        .find_map(|s| nodes_step().captures(&s.value))
-        .and_then(|c| c.get(1)?.as_str().parse().ok())
+    let count = |re: &Regex| -> Vec<usize> {
+        steps
+            .iter()
+            .filter(|s| s.ty == StepType::Given)
+            .filter_map(|s| re.captures(&s.value))
+            .filter_map(|c| c.get(1)?.as_str().parse().ok())
+            .collect()
+    };
+    let base = count(nodes_step()).first().copied();
+    let more: usize = count(more_nodes_step()).iter().sum();
+    match (base, more) {
+        (None, 0) => None,
+        (base, more) => Some(base.unwrap_or(0) + more),
+    }
 }
 
 /// Why `env` cannot run the scenario, if it cannot.
@@ -780,6 +801,29 @@ mod tests {
         let added = enable_tagged_gates(&mut gates, &selected);
         assert_eq!(added, ["A", "C"]);
         assert_eq!(gates, ["B=false", "A=true", "C=true"]);
+    }
+
+    /// Nodes shared besides a scenario's own count towards what it needs.
+    #[test]
+    fn more_shared_nodes_add_to_the_nodes_a_scenario_needs() {
+        let given = |value: &str| Step {
+            keyword: "Given ".to_owned(),
+            ty: StepType::Given,
+            value: value.to_owned(),
+            docstring: None,
+            table: None,
+            span: gherkin::Span { start: 0, end: 0 },
+            position: gherkin::LineCol { line: 1, col: 1 },
+        };
+        assert_eq!(min_nodes(&[given("a device class")]), None);
+        assert_eq!(min_nodes(&[given("2 to 8 ready nodes")]), Some(2));
+        assert_eq!(
+            min_nodes(&[
+                given("1 ready node"),
+                given("1 more ready node shared with other scenarios"),
+            ]),
+            Some(2)
+        );
     }
 
     /// What a cluster of an older release skips, and why: a gate its control

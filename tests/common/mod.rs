@@ -50,9 +50,13 @@ pub fn isolated(home: &Path) -> Command {
 pub fn local_run(home: &Path, fixture: &str, extra: &[&str]) -> Command {
     let mut c = isolated(home);
     c.env("DRA_E2E_AGENT", agent())
-        .args(["--cluster", "local", "--nodes", "1", "--features"])
-        .arg(fixtures(fixture))
-        .args(extra);
+        .args(["--cluster", "local", "--features"])
+        .arg(fixtures(fixture));
+    // One node unless the fixture needs more (`--nodes` may be given once).
+    if !extra.contains(&"--nodes") {
+        c.args(["--nodes", "1"]);
+    }
+    c.args(extra);
     c
 }
 

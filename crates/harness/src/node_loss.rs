@@ -14,7 +14,11 @@
 //! driver's process on the node goes on talking to its kubelet.
 //!
 //! The waits are on what the control plane writes (the Node's condition and
-//! taints), with deadlines that name what they last saw.
+//! taints), with deadlines that name what they last saw. What becomes of a
+//! workload's pod on the lost node, evicted and made again elsewhere by
+//! its controller, is [`replacement`].
+pub mod replacement;
+
 use std::time::Duration;
 
 use dra_e2e_cluster::Cluster;

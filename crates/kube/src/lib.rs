@@ -5,9 +5,11 @@
 //! of any kind ([`dynamic`]: the subset rule, patches, updates retried on
 //! conflicts, watches that record); the one retry policy ([`retry`]) and
 //! the one way to make a client whose requests ride out an API server
-//! restarting ([`client`]). Nothing here knows about drivers,
+//! restarting ([`client`]); the conditions on a controller's pods and a
+//! node's evictions ([`controller_pods`]). Nothing here knows about drivers,
 //! plugins or how the cluster was started.
 pub mod client;
+pub mod controller_pods;
 pub mod discovery;
 pub mod dynamic;
 pub mod node_ready;

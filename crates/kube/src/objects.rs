@@ -291,6 +291,11 @@ pub struct PodShape {
     /// Pins the pod to a node through the scheduler (`kubernetes.io/hostname`).
     pub node_selector: Option<String>,
     pub grace_period: Option<i64>,
+    /// Seconds the pod stays bound to a node reported unreachable before
+    /// the taint eviction controller evicts it (a toleration of the
+    /// unreachable `NoExecute` taint); `None` leaves the API server's
+    /// default of 300 s.
+    pub unreachable_toleration: Option<i64>,
 }
 
 impl PodShape {
@@ -310,6 +315,7 @@ impl PodShape {
             container_extended_resources: BTreeMap::new(),
             node_selector: None,
             grace_period: None,
+            unreachable_toleration: None,
         }
     }
 
@@ -383,6 +389,14 @@ impl PodShape {
         }
         if let Some(g) = self.grace_period {
             spec["terminationGracePeriodSeconds"] = json!(g);
+        }
+        if let Some(seconds) = self.unreachable_toleration {
+            spec["tolerations"] = json!([{
+                "key": crate::node_ready::UNREACHABLE_TAINT,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": seconds,
+            }]);
         }
         build(
             "Pod",
@@ -491,6 +505,20 @@ pub fn expand(template: &str, vars: &BTreeMap<String, String>) -> Result<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_tolerates_an_unreachable_node_only_when_told_for_how_long() {
+        let mut shape = PodShape::new("p");
+        let v = serde_json::to_value(shape.build().unwrap()).unwrap();
+        assert!(v["spec"].get("tolerations").is_none());
+        shape.unreachable_toleration = Some(5);
+        let v = serde_json::to_value(shape.build().unwrap()).unwrap();
+        let t = &v["spec"]["tolerations"][0];
+        assert_eq!(t["key"], "node.kubernetes.io/unreachable");
+        assert_eq!(t["operator"], "Exists");
+        assert_eq!(t["effect"], "NoExecute");
+        assert_eq!(t["tolerationSeconds"], 5);
+    }
 
     #[test]
     fn default_claim_matches_upstream_shape() {
