@@ -256,7 +256,7 @@ chaos-api: controlplane ## the local suite with the API server restarted three t
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) run -- --cluster local --restart-control-plane $(CHAOS_RESTARTS) --tags @DynamicResourceAllocation --junit target/junit-chaos.xml $(ARGS)
 
 SOAK_RUNS ?= 10
-soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once; SOAK_CHAOS=N restarts N control-plane components (and, on real nodes, kubelets) at random moments of each run (the chaos soak)
+soak: controlplane ## run the local suite SOAK_RUNS times (default 10); pass/fail per run and every scenario that failed once; SOAK_CHAOS=N restarts N control-plane components (and on real nodes N kubelets) at random moments of each run (the chaos soak)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/soak.sh $(SOAK_RUNS) $(ARGS)
 
 ci: ## what CI runs

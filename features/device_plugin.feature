@@ -1,4 +1,4 @@
-@DynamicResourceAllocation @FeatureGate:DRAExtendedResource
+@DynamicResourceAllocation @FeatureGate:DRAExtendedResource @FaultExempt:DevicePluginReregistration
 Feature: extended resources served by a device plugin and by DRA
   A node's extended resource may come from a device plugin (the kubelet lists
   it in the Node's allocatable) or from a DRA driver's devices through a

@@ -191,7 +191,7 @@ Feature: single node
       | kubelet       |                                   | running with env "admin_x=y" and "user_a=b" in every container |
 
   # Needs the sample device plugin, a real pod: only on a cluster with a container runtime.
-  @ContainerRuntime @serial
+  @ContainerRuntime @serial @FaultExempt:DevicePluginReregistration
   Scenario: supports extended resources together with ResourceClaim
     Given 1 ready node
     And a driver with 1 device per node

@@ -6,11 +6,11 @@
 #   hack/soak.sh N [runner arguments...]     e.g. hack/soak.sh 10 --tags @DynamicResourceAllocation
 #
 # SOAK_CHAOS=N (the local cluster only): each run also restarts N
-# components, each one drawn at random from kube-apiserver, kube-scheduler
-# and kube-controller-manager, and on real nodes (--node-kind real) also a
-# node's kubelet (the runner picks the node at random among those no
-# scenario owns), at moments drawn at random within the first
-# SOAK_CHAOS_WITHIN seconds of its scenarios (default 90)
+# control-plane components, each one drawn at random from kube-apiserver,
+# kube-scheduler and kube-controller-manager, and on real nodes
+# (--node-kind real) N nodes' kubelets (the runner picks each node at
+# random among those no scenario owns), at moments drawn at random within
+# the first SOAK_CHAOS_WITHIN seconds of its scenarios (default 90)
 # (--restart-control-plane, --restart-kubelet). The line of each run says
 # which restarts it had and how many the runner carried out; a scenario
 # that failed is listed with the restarts of the runs it failed in.
@@ -27,12 +27,14 @@ copy_runner target/debug/dra-e2e "$out"
 cat "$out/build.txt"
 chaos=${SOAK_CHAOS:-0} within=${SOAK_CHAOS_WITHIN:-90}
 components=(kube-apiserver kube-scheduler kube-controller-manager)
-[[ " $* " == *" --node-kind real "* || " $* " == *" --node-kind=real "* ]] && components+=(kubelet)
+real=0
+[[ " $* " == *" --node-kind real "* || " $* " == *" --node-kind=real "* ]] && real=1
 failed_runs=0 injected=0
 for i in $(seq 1 "$runs"); do
   plan=()
   for _ in $(seq 1 "$chaos"); do
     plan+=("${components[RANDOM % ${#components[@]}]}@$(( 5 + RANDOM % within ))s")
+    (( real )) && plan+=("kubelet@$(( 5 + RANDOM % within ))s")
   done
   chaos_args=()
   for p in "${plan[@]}"; do

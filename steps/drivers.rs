@@ -228,7 +228,7 @@ async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<(
             .own(&ready, min, &w.namespace, ticket)
             .await?
     } else {
-        ctx.node_leases.shared(&ready, min, max).await
+        ctx.node_leases.shared(&ready, min, max, w.faults).await
     };
     w.setup_timings.push((
         crate::report::Phase::queue("wait for nodes other scenarios hold"),
@@ -277,7 +277,7 @@ async fn more_shared_nodes(w: &mut World, count: usize) -> anyhow::Result<()> {
         .collect();
     ready.sort();
     let queued = std::time::Instant::now();
-    let lease = ctx.node_leases.shared(&ready, count, count).await;
+    let lease = ctx.node_leases.shared(&ready, count, count, w.faults).await;
     w.setup_timings.push((
         crate::report::Phase::queue("wait for nodes other scenarios hold"),
         queued.elapsed(),

@@ -15,6 +15,7 @@ use serde_json::json;
 use super::{Context, World};
 use crate::cluster::RUN_LABEL;
 use crate::harness::driver::Unfinished;
+use crate::harness::node_lease::Faults;
 use crate::report::{
     self, Laps, Outcome, Phase, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped,
 };
@@ -60,6 +61,31 @@ pub fn owns_nodes(
     tagged(feature, rule, scenario, "OwnNodes")
 }
 
+/// Whether the runner's faults (`--restart-kubelet`) may hit the
+/// scenario's nodes: not when it, its rule or its feature is tagged
+/// `@FaultExempt:<reason>` (docs/tags.md).
+pub fn faults(
+    feature: &gherkin::Feature,
+    rule: Option<&gherkin::Rule>,
+    scenario: &gherkin::Scenario,
+) -> Faults {
+    let exempt = feature
+        .tags
+        .iter()
+        .chain(rule.iter().flat_map(|r| &r.tags))
+        .chain(&scenario.tags)
+        .any(|t| t.starts_with(FAULT_EXEMPT));
+    if exempt {
+        Faults::Exempt
+    } else {
+        Faults::RideOut
+    }
+}
+
+/// The tag that exempts a scenario from the runner's faults, before its
+/// reason.
+pub const FAULT_EXEMPT: &str = "FaultExempt:";
+
 /// Hands the scenario's World the run's context, then (unless the runner
 /// skips the scenario or the run was interrupted) creates its namespace.
 pub async fn before(
@@ -72,6 +98,7 @@ pub async fn before(
     w.started = Some(Instant::now());
     w.run = Some(ctx.clone());
     w.owns_nodes = owns_nodes(feature, rule, scenario);
+    w.faults = faults(feature, rule, scenario);
     if is_marked_skipped(scenario) {
         return;
     }

@@ -168,6 +168,9 @@ pub struct World {
     pub nodes: Vec<String>,
     /// Whether the scenario has its nodes to itself (`@OwnNodes`).
     pub owns_nodes: bool,
+    /// Whether the runner's faults may hit its nodes
+    /// (`@FaultExempt:<reason>` says no).
+    pub faults: crate::harness::node_lease::Faults,
     /// Its place among the owners, from its start until it has its nodes.
     pub own_ticket: Option<crate::harness::node_lease::Ticket>,
     /// The scenario's slot among those running at once ([`Context::slots`]),

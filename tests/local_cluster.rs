@@ -692,7 +692,7 @@ async fn etcd_admits_only_clients_with_a_certificate_from_its_own_ca() {
 /// the run, the owner's pods land on it, and the taint comes off again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
-    use dra_e2e::harness::node_lease::{NodeLeases, OWN_NODE_TAINT, set_taint, toleration};
+    use dra_e2e::harness::node_lease::{Faults, NodeLeases, OWN_NODE_TAINT, set_taint, toleration};
     let cluster = LocalCluster::start(LocalClusterOptions::default())
         .await
         .unwrap_or_else(|e| panic!("starting the local cluster: {e}"));
@@ -784,6 +784,9 @@ async fn an_owned_node_keeps_other_pods_off_and_takes_its_owners() {
     assert_eq!(b.spec.and_then(|s| s.taints).unwrap_or_default().len(), 0);
     wait_for(&pods, "on-b", "bound once the taint is off", scheduled).await;
     drop(owned);
-    assert_eq!(leases.shared(&ready, 2, 2).await.nodes(), ready);
+    assert_eq!(
+        leases.shared(&ready, 2, 2, Faults::RideOut).await.nodes(),
+        ready
+    );
     cluster.stop().await.expect("stopping the cluster");
 }

@@ -39,6 +39,7 @@ pub const KNOWN_TAGS: &[&str] = &[
 /// Beginnings of the tags the suite understands with a value after them.
 pub const TAG_PREFIXES: &[&str] = &[
     "FeatureGate:",
+    "FaultExempt:",
     "KubeletMinVersion:",
     "API:",
     "retry(",

@@ -51,12 +51,24 @@ pub const SHARED_KEEP: usize = 2;
 /// How a scenario uses its nodes, or the runner's fault injection one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Use {
-    Shared,
+    Shared(Faults),
     Own,
     /// A fault the runner injects (`--restart-kubelet`): on a node no
     /// scenario owns, which no owner may reserve meanwhile; the scenarios
     /// sharing it go on, as they are what the fault is for.
     Fault,
+}
+
+/// Whether a scenario sharing its nodes rides out the runner's faults
+/// (`--restart-kubelet`) on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Faults {
+    #[default]
+    RideOut,
+    /// No fault is injected into its nodes while it runs, and it waits for
+    /// one in progress: what it shows is something Kubernetes itself does
+    /// not ride out (the tag that asks for it says why, docs/tags.md).
+    Exempt,
 }
 
 /// The run's leases.
@@ -74,6 +86,8 @@ struct State {
     own: BTreeMap<String, String>,
     /// Nodes the runner is injecting a fault into, and the fault.
     faults: BTreeMap<String, String>,
+    /// Shared leases per node that are exempt from faults.
+    exempt: BTreeMap<String, usize>,
     /// Tickets of owners not yet served, the first served first.
     queue: BTreeSet<u64>,
     next_ticket: u64,
@@ -84,10 +98,18 @@ impl State {
         self.shared.get(node).copied().unwrap_or(0)
     }
 
-    fn try_shared(&mut self, ready: &[String], min: usize, max: usize) -> Option<Vec<String>> {
+    fn try_shared(
+        &mut self,
+        ready: &[String],
+        min: usize,
+        max: usize,
+        faults: Faults,
+    ) -> Option<Vec<String>> {
+        let exempt = faults == Faults::Exempt;
         let free: Vec<String> = ready
             .iter()
             .filter(|n| !self.own.contains_key(*n))
+            .filter(|n| !exempt || !self.faults.contains_key(*n))
             .take(max)
             .cloned()
             .collect();
@@ -96,6 +118,9 @@ impl State {
         }
         for n in &free {
             *self.shared.entry(n.clone()).or_default() += 1;
+            if exempt {
+                *self.exempt.entry(n.clone()).or_default() += 1;
+            }
         }
         Some(free)
     }
@@ -128,12 +153,10 @@ impl State {
     fn release(&mut self, nodes: &[String], how: Use) {
         for n in nodes {
             match how {
-                Use::Shared => {
-                    if let Some(c) = self.shared.get_mut(n) {
-                        *c = c.saturating_sub(1);
-                        if *c == 0 {
-                            self.shared.remove(n);
-                        }
+                Use::Shared(faults) => {
+                    count_down(&mut self.shared, n);
+                    if faults == Faults::Exempt {
+                        count_down(&mut self.exempt, n);
                     }
                 }
                 Use::Own => {
@@ -147,14 +170,19 @@ impl State {
     }
 
     fn describe(&self, ready: &[String]) -> String {
+        let exempt = |n: &String| match self.exempt.get(n) {
+            Some(e) => format!(" ({e} exempt from faults)"),
+            None => String::new(),
+        };
         let mut parts = Vec::new();
         for n in ready {
             match (self.own.get(n), self.shared_on(n)) {
                 (Some(owner), 0) => parts.push(format!("{n} owned by {owner:?}")),
                 (Some(owner), s) => parts.push(format!(
-                    "{n} reserved by {owner:?}, still used by {s} scenario(s)"
+                    "{n} reserved by {owner:?}, still used by {s} scenario(s){}",
+                    exempt(n)
                 )),
-                (None, s) => parts.push(format!("{n} used by {s} scenario(s)")),
+                (None, s) => parts.push(format!("{n} used by {s} scenario(s){}", exempt(n))),
             }
             if let Some(fault) = self.faults.get(n) {
                 parts.push(format!("{n} under the runner's fault {fault:?}"));
@@ -164,6 +192,15 @@ impl State {
             "no ready node".to_owned()
         } else {
             parts.join("; ")
+        }
+    }
+}
+
+fn count_down(counts: &mut BTreeMap<String, usize>, node: &str) {
+    if let Some(c) = counts.get_mut(node) {
+        *c = c.saturating_sub(1);
+        if *c == 0 {
+            counts.remove(node);
         }
     }
 }
@@ -214,17 +251,30 @@ impl NodeLeases {
     }
 
     /// Between `min` and `max` of `ready` (sorted), shared, once at least
-    /// `min` are free. Cancel-safe: dropped while waiting, it holds nothing.
-    pub async fn shared(self: &Arc<Self>, ready: &[String], min: usize, max: usize) -> Lease {
-        let what = format!("{min} node(s) no scenario owns");
+    /// `min` are free: not owned, and for a scenario exempt from faults
+    /// none in progress. Cancel-safe: dropped while waiting, it holds
+    /// nothing.
+    pub async fn shared(
+        self: &Arc<Self>,
+        ready: &[String],
+        min: usize,
+        max: usize,
+        faults: Faults,
+    ) -> Lease {
+        let what = match faults {
+            Faults::RideOut => format!("{min} node(s) no scenario owns"),
+            Faults::Exempt => {
+                format!("{min} node(s) no scenario owns and no fault is injected into")
+            }
+        };
         let nodes = self
             .until(&what, |state| {
                 state
-                    .try_shared(ready, min, max)
+                    .try_shared(ready, min, max, faults)
                     .ok_or_else(|| state.describe(ready))
             })
             .await;
-        Lease::new(self, nodes, Use::Shared)
+        Lease::new(self, nodes, Use::Shared(faults))
     }
 
     /// `count` of `ready` (sorted) to the scenario `owner` alone: reserved
@@ -271,8 +321,8 @@ impl NodeLeases {
         Ok(lease)
     }
 
-    /// The first of `candidates` that no scenario owns or has reserved and
-    /// no other fault holds, for the runner's fault `fault`; waits while
+    /// The first of `candidates` that no scenario owns or has reserved, no
+    /// scenario exempt from faults uses and no other fault holds, for the runner's fault `fault`; waits while
     /// there is none. Owners do not reserve it until the lease ends;
     /// shared leases go on there and new ones land there. Cancel-safe.
     pub async fn fault(self: &Arc<Self>, candidates: &[String], fault: &str) -> Lease {
@@ -281,7 +331,11 @@ impl NodeLeases {
             .until(&what, |state| {
                 let free = candidates
                     .iter()
-                    .find(|n| !state.own.contains_key(*n) && !state.faults.contains_key(*n))
+                    .find(|n| {
+                        !state.own.contains_key(*n)
+                            && !state.faults.contains_key(*n)
+                            && !state.exempt.contains_key(*n)
+                    })
                     .cloned();
                 match free {
                     Some(n) => {
@@ -444,8 +498,8 @@ mod tests {
     async fn shared_leases_take_the_first_free_nodes_and_share_them() {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(4);
-        let a = leases.shared(&ready, 1, 1).await;
-        let b = leases.shared(&ready, 2, 8).await;
+        let a = leases.shared(&ready, 1, 1, Faults::RideOut).await;
+        let b = leases.shared(&ready, 2, 8, Faults::RideOut).await;
         assert_eq!(a.nodes(), ["node-0"]);
         assert_eq!(b.nodes(), ready.as_slice());
     }
@@ -454,7 +508,7 @@ mod tests {
     async fn an_owner_takes_the_last_nodes_and_waits_until_their_shared_leases_end() {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(3);
-        let everywhere = leases.shared(&ready, 1, 3).await;
+        let everywhere = leases.shared(&ready, 1, 3, Faults::RideOut).await;
         let owner = tokio::spawn({
             let (leases, ready) = (leases.clone(), ready.clone());
             async move {
@@ -477,7 +531,7 @@ mod tests {
             describe.contains("node-2 reserved by \"kubelet restart\""),
             "{describe}"
         );
-        let later = leases.shared(&ready, 1, 3).await;
+        let later = leases.shared(&ready, 1, 3, Faults::RideOut).await;
         assert_eq!(later.nodes(), ["node-0", "node-1"]);
         assert!(!owner.is_finished());
         drop(everywhere);
@@ -490,7 +544,7 @@ mod tests {
     async fn a_fault_waits_for_a_node_no_one_owns_and_keeps_owners_off_it() {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(4);
-        let shared = leases.shared(&ready, 1, 4).await;
+        let shared = leases.shared(&ready, 1, 4, Faults::RideOut).await;
         // Not waiting for the shared leases: it is for them.
         let fault = leases.fault(&ready, "kubelet restart").await;
         assert_eq!(fault.nodes(), ["node-0"]);
@@ -509,9 +563,47 @@ mod tests {
         assert_eq!(again.nodes(), ["node-0"]);
         // Shared leases still land on a faulted node.
         assert_eq!(
-            leases.shared(&ready, 2, 2).await.nodes(),
+            leases.shared(&ready, 2, 2, Faults::RideOut).await.nodes(),
             ["node-0", "node-1"]
         );
+    }
+
+    #[tokio::test]
+    async fn no_fault_lands_where_an_exempt_scenario_runs_and_it_waits_for_one_in_progress() {
+        let leases = Arc::new(NodeLeases::default());
+        let ready = nodes(3);
+        let exempt = leases.shared(&ready, 1, 1, Faults::Exempt).await;
+        assert_eq!(exempt.nodes(), ["node-0"]);
+        assert!(
+            leases
+                .describe(&ready)
+                .contains("node-0 used by 1 scenario(s) (1 exempt from faults)")
+        );
+        let fault = leases.fault(&ready, "kubelet restart").await;
+        assert_eq!(
+            fault.nodes(),
+            ["node-1"],
+            "not on the exempt scenario's node"
+        );
+        // Another exempt scenario needing two nodes waits for the fault to
+        // end; one that rides faults out does not.
+        let waiting = tokio::spawn({
+            let (leases, ready) = (leases.clone(), ready.clone());
+            async move { leases.shared(&ready, 3, 3, Faults::Exempt).await }
+        });
+        let riding = leases.shared(&ready, 3, 3, Faults::RideOut).await;
+        assert_eq!(riding.nodes().len(), 3);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(fault);
+        let everywhere = waiting.await.unwrap();
+        assert_eq!(everywhere.nodes(), ready.as_slice());
+        drop(exempt);
+        drop(riding);
+        // An exempt lease remains on every node: no fault.
+        assert!(soon(leases.fault(&ready, "blocked")).await.is_none());
+        drop(everywhere);
+        assert_eq!(leases.fault(&ready, "free").await.nodes(), ["node-0"]);
     }
 
     #[tokio::test]
@@ -519,10 +611,14 @@ mod tests {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(3);
         let own = leases.own(&ready, 1, "a", leases.ticket()).await.unwrap();
-        assert!(soon(leases.shared(&ready, 3, 3)).await.is_none());
+        assert!(
+            soon(leases.shared(&ready, 3, 3, Faults::RideOut))
+                .await
+                .is_none()
+        );
         let waiting = tokio::spawn({
             let (leases, ready) = (leases.clone(), ready.clone());
-            async move { leases.shared(&ready, 3, 3).await }
+            async move { leases.shared(&ready, 3, 3, Faults::RideOut).await }
         });
         let after = own.clone();
         drop(own);
@@ -546,7 +642,7 @@ mod tests {
                 .is_none()
         );
         assert_eq!(
-            leases.shared(&ready, 2, 2).await.nodes(),
+            leases.shared(&ready, 2, 2, Faults::RideOut).await.nodes(),
             ["node-0", "node-1"]
         );
         drop(first);
@@ -562,7 +658,11 @@ mod tests {
         let leases = Arc::new(NodeLeases::default());
         let one = nodes(1);
         let own = leases.own(&one, 1, "a", leases.ticket()).await.unwrap();
-        assert!(soon(leases.shared(&one, 1, 1)).await.is_none());
+        assert!(
+            soon(leases.shared(&one, 1, 1, Faults::RideOut))
+                .await
+                .is_none()
+        );
         drop(own);
         let two = nodes(2);
         let own = leases.own(&two, 1, "a", leases.ticket()).await.unwrap();
@@ -609,7 +709,7 @@ mod tests {
     async fn a_wait_given_up_reserves_nothing() {
         let leases = Arc::new(NodeLeases::default());
         let ready = nodes(3);
-        let shared = leases.shared(&ready, 3, 3).await;
+        let shared = leases.shared(&ready, 3, 3, Faults::RideOut).await;
         assert!(
             soon(leases.own(&ready, 1, "a", leases.ticket()))
                 .await
@@ -621,7 +721,14 @@ mod tests {
             leases.describe(&ready)
         );
         drop(shared);
-        assert_eq!(leases.shared(&ready, 3, 3).await.nodes().len(), 3);
+        assert_eq!(
+            leases
+                .shared(&ready, 3, 3, Faults::RideOut)
+                .await
+                .nodes()
+                .len(),
+            3
+        );
     }
 
     /// An owned node away (not Ready) is still counted: a shared lease
@@ -642,10 +749,21 @@ mod tests {
         seen.extend(leases.owned());
         seen.sort();
         assert_eq!(seen, ready);
-        assert!(soon(leases.shared(&seen, 3, 3)).await.is_none());
+        assert!(
+            soon(leases.shared(&seen, 3, 3, Faults::RideOut))
+                .await
+                .is_none()
+        );
         drop(own);
         assert!(leases.owned().is_empty());
-        assert_eq!(leases.shared(&seen, 3, 3).await.nodes().len(), 3);
+        assert_eq!(
+            leases
+                .shared(&seen, 3, 3, Faults::RideOut)
+                .await
+                .nodes()
+                .len(),
+            3
+        );
     }
 
     #[test]
