@@ -59,6 +59,7 @@ Feature: device health through one node's kubelet
     Then the devices of pod "tester-1" are reported Healthy within 60s
 
   # The health stream and the calls share the kubelet's one connection.
+  @FaultExempt:KubeletRestartReconnects
   Scenario: must reuse one gRPC connection for service and health-monitoring calls
     Given a driver with 2 devices per node
     And a device class

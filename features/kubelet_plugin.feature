@@ -77,6 +77,7 @@ Feature: one node's kubelet and its plugins
       And no plugin has prepared claims
 
     # Upstream counts its listener's accepts after each of two pods.
+    @FaultExempt:KubeletRestartReconnects
     Scenario: must use one gRPC connection for all service calls
       Given an external claim "external-claim-2"
       When pod "drapod-1" using claim "external-claim" is created
@@ -257,6 +258,7 @@ Feature: one node's kubelet and its plugins
     # Upstream stops the service for 5 s, well within the kubelet's wiping
     # delay of 30 s; here for 2 s, within the simulated kubelet's 3 s too,
     # and the slices are checked to stay meanwhile.
+    @FaultExempt:KubeletRestartWipesSlices
     Scenario Outline: must not be removed if plugin restarts quickly enough <sockets>
       Given a driver with 1 device per node, with its DRA service started after registration<setting>
       Then the driver is registered on every node
@@ -294,6 +296,7 @@ Feature: one node's kubelet and its plugins
   # connection to it gets through (a plugin that hangs).
   Rule: a blocked DRA socket
 
+    @FaultExempt:KubeletRestartReconnects
     Scenario: a pod waits while the DRA socket is blocked and runs once it is unblocked
       Given 1 ready node
       And a driver with 1 device per node
