@@ -533,7 +533,10 @@ pub enum ChangedError {
 }
 
 /// Watches object `seen` for `dur`: any change of it fails, and so does a
-/// different resourceVersion when it is read again at the end.
+/// different resourceVersion when it is read again at the end. A watch
+/// whose start has expired (410: an API server restarted meanwhile keeps
+/// no history from before) is started again from a fresh list of the
+/// object, once that list shows it still at the resourceVersion seen.
 pub async fn unchanged_for(
     api: &Api<DynamicObject>,
     what: &str,
@@ -555,9 +558,10 @@ pub async fn unchanged_for(
     };
     let end = Instant::now() + dur;
     let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut from = rv.clone();
     'watch: while Instant::now() < end {
         let mut events = std::pin::pin!(
-            api.watch(&wp, &rv)
+            api.watch(&wp, &from)
                 .await
                 .map_err(|e| api_error("watching", e))?
         );
@@ -573,10 +577,27 @@ pub async fn unchanged_for(
                         dur,
                     });
                 }
+                Ok(Ok(Some(WatchEvent::Error(e)))) if e.code == 410 => {
+                    let lp =
+                        kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+                    let list = api.list(&lp).await.map_err(|e| api_error("listing", e))?;
+                    let Some(now) = list.items.first() else {
+                        return Err(ChangedError::Deleted {
+                            what: what.to_owned(),
+                            dur,
+                        });
+                    };
+                    let now = now.metadata.resource_version.clone().unwrap_or_default();
+                    if now != rv {
+                        return Err(changed(now));
+                    }
+                    from = list.metadata.resource_version.unwrap_or(now);
+                    continue 'watch;
+                }
                 Ok(Ok(Some(WatchEvent::Error(e)))) => {
                     return Err(ChangedError::WatchFailed {
                         what: what.to_owned(),
-                        from: rv.clone(),
+                        from: from.clone(),
                         message: e.to_string(),
                     });
                 }
