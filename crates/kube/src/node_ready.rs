@@ -1,6 +1,6 @@
 //! When a Node counts as usable for scenarios: what the runner waits for when
 //! it starts nodes and counts when it decides which scenarios can run.
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 
 /// The taint the runner puts on a node one scenario has to itself while
 /// it runs (`@OwnNodes`): it keeps other scenarios' pods off the node, but
@@ -49,15 +49,19 @@ pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
 /// stopped renewing its Lease (with effects `NoSchedule` and `NoExecute`).
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
-/// The status of the Node's Ready condition (`True`, `False`, `Unknown`).
-pub fn ready_status(n: &Node) -> Option<&str> {
+/// The Node's Ready condition, as its kubelet last posted it.
+pub fn ready_condition(n: &Node) -> Option<&NodeCondition> {
     n.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
         .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.as_str())
+}
+
+/// The status of the Node's Ready condition (`True`, `False`, `Unknown`).
+pub fn ready_status(n: &Node) -> Option<&str> {
+    ready_condition(n).map(|c| c.status.as_str())
 }
 
 /// What the control plane says of a node it lost: its Ready condition
@@ -86,12 +90,7 @@ pub fn reported_unreachable(n: &Node) -> Result<(), String> {
 /// second `since` falls in (the Ready condition's heartbeat): a kubelet
 /// started at `since` is up once this holds. `Err` says the last heartbeat.
 pub fn posted_status_after(n: &Node, since: k8s_openapi::jiff::Timestamp) -> Result<(), String> {
-    let beat = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .and_then(|c| c.last_heartbeat_time.as_ref());
+    let beat = ready_condition(n).and_then(|c| c.last_heartbeat_time.as_ref());
     match beat {
         Some(t) if t.0.as_second() > since.as_second() => Ok(()),
         Some(t) => Err(format!("last heartbeat {}", t.0)),

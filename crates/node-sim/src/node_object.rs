@@ -200,12 +200,7 @@ pub async fn keep_lease(
 /// Posts the Node's Ready condition as `True` again when it is not.
 async fn post_ready_again(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
     let node = nodes.get_status(name).await?;
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.status.as_str());
+    let ready = dra_e2e_kube::node_ready::ready_status(&node);
     if ready == Some("True") {
         return Ok(());
     }
