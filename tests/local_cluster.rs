@@ -311,6 +311,37 @@ async fn scheduler_allocates_a_device_from_a_slice_and_binds_the_pod() {
     assert!(!ask("resource.k8s.io/v1/nosuchthings").await);
     assert!(!ask("resource.k8s.io/v9/resourceclaims").await);
 
+    // A chaos kubelet restart waits while a Never pod starts on its node
+    // (node-a has no kubelet: a pod bound to it stays Pending), not for a
+    // pod that restarts its containers, and goes once the pod is gone.
+    use dra_e2e::harness::node_daemon::no_pod_starting;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let bound = |name: &str, policy: &str| {
+        json!({"metadata": {"name": name}, "spec": {"nodeName": "node-a",
+            "restartPolicy": policy, "containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    create(&pods, bound("starting", "Never")).await;
+    create(&pods, bound("restarts", "Always")).await;
+    let everywhere: Api<Pod> = Api::all(client.clone());
+    let e = no_pod_starting(&everywhere, "node-a", Duration::from_secs(3))
+        .await
+        .expect_err("a Never pod is starting on node-a");
+    let shown = e.to_string();
+    assert!(shown.contains("pod dra-local/starting starting"), "{shown}");
+    assert!(!shown.contains("restarts"), "{shown}");
+    no_pod_starting(&everywhere, "node-b", Duration::from_secs(3))
+        .await
+        .expect("nothing starts on node-b");
+    pods.delete(
+        "starting",
+        &kube::api::DeleteParams::default().grace_period(0),
+    )
+    .await
+    .expect("deleting the starting pod");
+    no_pod_starting(&everywhere, "node-a", DEADLINE)
+        .await
+        .expect("no Never pod starts on node-a once it is gone");
+
     cluster.stop().await.expect("stopping the cluster");
     assert_all_gone(&components, &binaries_dir, &dir);
 }

@@ -10,13 +10,16 @@
 //! would undo their stop): the restart takes a fault lease
 //! ([`NodeLeases::fault`]), which waits for such a node and keeps owners
 //! off it until the kubelet is back ([`node_daemon::operate`]). The
-//! scenarios sharing the node go on: they are what the fault is for.
+//! scenarios sharing the node go on: they are what the fault is for. It
+//! waits for a moment when no `restartPolicy: Never` pod is starting there
+//! ([`node_daemon::no_pod_starting`]): a start the kubelet's exit cuts
+//! fails such a pod for good, in Kubernetes as here.
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 
@@ -30,6 +33,10 @@ use crate::harness::node_lease::NodeLeases;
 pub const OPTION: &str = "--restart-control-plane";
 /// The option that asks for kubelet restarts.
 pub const KUBELET_OPTION: &str = "--restart-kubelet";
+
+/// How long a kubelet restart waits for its node to have no pod starting
+/// ([`node_daemon::no_pod_starting`]) before it is given up.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What a fault restarts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +182,12 @@ async fn restart(
             };
             let lease = leases.fault(&candidates, "kubelet restart").await;
             let node = lease.nodes().first().cloned().unwrap_or_default();
+            let pods: Api<Pod> = Api::all(cluster.client());
+            node_daemon::no_pod_starting(&pods, &node, QUIET_TIMEOUT)
+                .await
+                .with_context(|| {
+                    format!("not carried out: no quiet moment on node {node} to restart in")
+                })?;
             node_daemon::operate(cluster, &nodes, &node, Daemon::Kubelet, DaemonOp::Restart)
                 .await?;
             drop(lease);

@@ -11,6 +11,7 @@ use tokio::io::AsyncReadExt as _;
 
 use super::ConnectOptions;
 use dra_e2e_conn::node_host::{Dialled, HostedDriver, NodeHost, Served, SocketError};
+use dra_e2e_kube::retry::{Retry, is_pod_unknown_to_kubelet};
 
 /// Whether the user configured a kubeconfig cluster (flag, env or default file).
 pub fn kubeconfig_configured(explicit: Option<&Path>) -> bool {
@@ -292,15 +293,15 @@ async fn exec_output(
 ) -> anyhow::Result<ExecOutput> {
     let shown = command.join(" ");
     let exec = async {
-        let mut attached = pods
-            .exec(
-                pod,
-                command.to_vec(),
-                &AttachParams::default()
-                    .container(container)
-                    .stdout(true)
-                    .stderr(true),
-            )
+        let params = AttachParams::default()
+            .container(container)
+            .stdout(true)
+            .stderr(true);
+        // A kubelet just restarted does not know the pod for a moment.
+        let mut attached = Retry::TRANSIENT
+            .run(is_pod_unknown_to_kubelet, || {
+                pods.exec(pod, command.to_vec(), &params)
+            })
             .await
             .with_context(|| format!("exec `{shown}` in {target}"))?;
         let status = attached.take_status();

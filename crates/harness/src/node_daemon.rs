@@ -9,6 +9,14 @@
 //! than the second it was started in ([`posted_status_after`]). The
 //! container runtime's return is awaited by the operation itself (its
 //! socket answers).
+//!
+//! A restart as a fault waits first for a moment when no container of a
+//! `restartPolicy: Never` pod is starting on the node ([`no_pod_starting`]):
+//! the kubelet's exit cuts its CRI calls in flight (`StartError: ...
+//! context canceled`, exit code 128), and such a pod then fails for good.
+//! That is Kubernetes' behaviour, not a fault it rides out, so a chaos run
+//! does not inject it; a scenario that restarts a kubelet on purpose owns
+//! its node and knows what it started there.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +24,9 @@ use dra_e2e_cluster::Cluster;
 use dra_e2e_cluster::real_node::init::DaemonOp;
 use dra_e2e_kube::node_ready::posted_status_after;
 use dra_e2e_kube::wait::{self, Check, WaitError};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
+use kube::runtime::watcher;
 
 /// How long a kubelet started again may take to post the Node's status.
 pub const KUBELET_BACK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -74,6 +83,35 @@ pub async fn operate(
         kubelet_back(nodes, node, started, op).await?;
     }
     Ok(pid)
+}
+
+/// Waits until no pod on `node` with `restartPolicy: Never` is still
+/// starting (phase Pending: its containers, or its init containers, not yet
+/// started), within `timeout`; a timeout says which pods were starting.
+/// What is left: a pod bound in the moment between this answer and the
+/// kubelet's exit, before the kubelet's first CRI call for it.
+pub async fn no_pod_starting(
+    pods: &Api<Pod>,
+    node: &str,
+    timeout: Duration,
+) -> Result<(), WaitError> {
+    let config = watcher::Config::default().fields(&format!(
+        "spec.nodeName={node},spec.restartPolicy=Never,status.phase=Pending"
+    ));
+    wait::list(
+        pods,
+        config,
+        &format!("no pod with restartPolicy Never starting on node {node}"),
+        timeout,
+        wait::none_left(|p: &Pod| {
+            format!(
+                "pod {}/{} starting",
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default()
+            )
+        }),
+    )
+    .await
 }
 
 /// Waits until the kubelet of `node`, started at `since`, has posted the

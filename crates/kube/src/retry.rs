@@ -18,6 +18,12 @@
 //!   a watch that breaks is started again by kube-runtime's watcher, with
 //!   its own backoff, inside the wait's deadline ([`crate::wait::list`]).
 //!
+//! - **a kubelet that does not know a pod yet**: exec into a pod the API
+//!   server has bound to a node whose kubelet has just started answers 404
+//!   `pod does not exist` from the kubelet until it has seen the pod again
+//!   ([`is_pod_unknown_to_kubelet`], with [`Retry::TRANSIENT`]'s deadline).
+//!   The API server's own 404 for a pod (`pods "x" not found`) is final.
+//!
 //! Any other answer (a 422, a 403, a 404) is final at once: it is what
 //! Kubernetes decided, and trying again would only hide it.
 //!
@@ -146,6 +152,13 @@ impl Pauses {
     }
 }
 
+/// Whether an exec or attach was refused by the node's kubelet because it
+/// does not know the pod (yet): a 404 whose message is the kubelet's, not
+/// the API server's `pods "<name>" not found`.
+pub fn is_pod_unknown_to_kubelet(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404 && s.message == "pod does not exist")
+}
+
 /// Whether the API refused a write as a conflict (409).
 pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
@@ -175,6 +188,28 @@ mod tests {
         longest_pause: Duration::from_millis(200),
         jitter: 0.0,
     };
+
+    #[test]
+    fn only_the_kubelets_404_for_a_pod_is_the_kubelet_catching_up() {
+        let answer = |code: u16, message: &str| {
+            let status: kube::core::Status =
+                serde_json::from_value(json!({"code": code, "message": message})).unwrap();
+            kube::Error::Api(Box::new(status))
+        };
+        assert!(is_pod_unknown_to_kubelet(&answer(
+            404,
+            "pod does not exist"
+        )));
+        assert!(!is_pod_unknown_to_kubelet(&answer(
+            404,
+            "pods \"tester-1\" not found"
+        )));
+        assert!(!is_pod_unknown_to_kubelet(&answer(
+            500,
+            "pod does not exist"
+        )));
+        assert!(!is_pod_unknown_to_kubelet(&conflict()));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_conflict_is_tried_again_after_a_pause() {

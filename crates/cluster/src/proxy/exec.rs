@@ -4,6 +4,8 @@ use kube::api::{Api, AttachParams};
 use tokio::io::AsyncReadExt;
 use tracing::debug;
 
+use dra_e2e_kube::retry::{Retry, is_pod_unknown_to_kubelet};
+
 /// A container to exec into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecTarget {
@@ -75,8 +77,11 @@ pub async fn exec_capture(
         .stdin(false)
         .stdout(true)
         .stderr(true);
-    let mut proc = api
-        .exec(&target.pod, command, &params)
+    // A kubelet just restarted does not know the pod for a moment.
+    let mut proc = Retry::TRANSIENT
+        .run(is_pod_unknown_to_kubelet, || {
+            api.exec(&target.pod, command.clone(), &params)
+        })
         .await
         .map_err(|e| ExecError::Start {
             target: target.to_string(),

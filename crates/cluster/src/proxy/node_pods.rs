@@ -20,13 +20,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dra_e2e_kube::wait::{self, Check, WaitError};
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, HostPathVolumeSource, Namespace, Pod, PodSpec, Secret,
     SecretKeySelector, SecurityContext, ServiceAccount, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use tokio::sync::OnceCell;
 use tracing::info;
 
@@ -427,17 +427,26 @@ impl NodePods {
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(api_err(format!("creating pod {namespace}/{name}"))(e)),
         }
-        let running = await_condition(api.clone(), &name, conditions::is_pod_running());
-        let pod = match tokio::time::timeout(START_TIMEOUT, running).await {
-            Ok(Ok(Some(pod))) => pod,
-            outcome => {
-                let last = match outcome {
-                    Ok(Err(e)) => format!("watch failed: {e}"),
-                    _ => match api.get_opt(&name).await {
-                        Ok(Some(p)) => container_state(&p, CONTAINER),
-                        Ok(None) => "the pod is gone".into(),
-                        Err(e) => format!("cannot read the pod: {e}"),
-                    },
+        // Through the house's wait, whose watch starts again when the API
+        // server restarts (a chaos run restarts it while drivers start).
+        let running = wait::object(
+            &api,
+            &name,
+            &format!("node host pod {namespace}/{name} to run"),
+            START_TIMEOUT,
+            |p: Option<&Pod>| match p {
+                None => Check::Pending("no pod".into()),
+                Some(p) if wait::pod_phase(p) == "Running" => Check::Done(p.clone()),
+                Some(p) => Check::Pending(container_state(p, CONTAINER)),
+            },
+        )
+        .await;
+        let pod = match running {
+            Ok(pod) => pod,
+            Err(e) => {
+                let last = match e {
+                    WaitError::Timeout { last_seen, .. } => last_seen,
+                    other => other.to_string(),
                 };
                 return Err(NodePodsError::NotRunning {
                     namespace: namespace.to_owned(),
@@ -523,13 +532,25 @@ impl NodePods {
         let Some(uid) = deleted else {
             return Ok(());
         };
-        let gone = await_condition(api, namespace, conditions::is_deleted(&uid));
-        match tokio::time::timeout(REMOVE_TIMEOUT, gone).await {
-            Ok(Ok(_)) => {
+        let gone = wait::object(
+            &api,
+            namespace,
+            &format!("namespace {namespace} to be gone"),
+            REMOVE_TIMEOUT,
+            |ns: Option<&Namespace>| match ns {
+                Some(ns) if ns.metadata.uid.as_deref() == Some(uid.as_str()) => {
+                    Check::Pending("still there".into())
+                }
+                _ => Check::Done(()),
+            },
+        )
+        .await;
+        match gone {
+            Ok(()) => {
                 info!(%namespace, "node host pods removed");
                 Ok(())
             }
-            _ => Err(NodePodsError::NotGone {
+            Err(_) => Err(NodePodsError::NotGone {
                 namespace: namespace.clone(),
                 timeout: REMOVE_TIMEOUT,
             }),
