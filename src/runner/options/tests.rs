@@ -1,6 +1,11 @@
 //! The options table against the command tree, every place and driver
 //! mode, and docs/cli.md; each check with a broken variant that it catches.
+use std::path::Path;
+
+use super::run_options::{archive_used, proxy_image_where_it_runs};
+use super::tree::options_of;
 use super::*;
+use crate::cluster::proxy::pods::DEFAULT_IMAGE as UPSTREAM_PROXY_IMAGE;
 
 /// The arguments that put a parsed run at `place`. A kubeconfig cluster
 /// needs no kubeconfig here: nothing connects.
