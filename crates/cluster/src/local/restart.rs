@@ -23,7 +23,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{LocalCluster, LocalClusterError, binaries, exited_error, health_client, ready};
+use super::error::exited_error;
+use super::startup::{health_client, ready};
+use super::{LocalCluster, LocalClusterError, binaries};
 use crate::host::process::ManagedProcess;
 
 /// A control-plane component the runner can restart.
