@@ -5,6 +5,7 @@
 //! `PROPTEST_CASES` raises the bounded count (`make props-long`).
 use std::fmt::Debug;
 use std::str::FromStr;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::string::string_regex;
