@@ -17,7 +17,7 @@ use crate::host::process::{self, ManagedProcess};
 #[derive(Default)]
 pub(super) struct Running {
     /// In start order: etcd, kube-apiserver, then the controllers.
-    /// Shared with a restart under way ([`Restart`]), which puts the
+    /// Shared with a restart under way ([`Restart`](super::Restart)), which puts the
     /// process it started in its place.
     pub(super) processes: Vec<Arc<ManagedProcess>>,
     pub(super) dir: Option<PathBuf>,
