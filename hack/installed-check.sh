@@ -55,10 +55,12 @@ unshare --mount --propagation private env top="$top" work="$work" cache="$cache"
   # The same seven against a kubeconfig cluster with the driver installed by
   # an admin, KEP-5970'"'"'s two flags and no profile: `dra-e2e cluster up`
   # with two real nodes is the stand-in for kind here.
+  : >"$work/up.log"
   DRA_E2E_CACHE_DIR="$work/cache" "$work/install/bin/dra-e2e" cluster up --node-kind real --nodes 2 \
     --image-archive target/dra-test-driver/dra-test-driver.oci.tar >"$work/up.log" 2>&1 &
   up=$!
-  trap "kill -INT $up 2>/dev/null; wait $up" EXIT
+  # TERM: a background job starts with SIGINT ignored (see upstream-e2e.sh).
+  trap "kill -TERM $up 2>/dev/null; wait $up" EXIT
   kubeconfig=
   # cluster up prints its kubeconfig line once the cluster is ready (as
   # make job-check reads it).

@@ -21,7 +21,8 @@ out=target/job-check
 cluster=
 stop_cluster() {
   if [[ -n $cluster ]] && kill -0 "$cluster" 2>/dev/null; then
-    kill -INT "$cluster"
+    # TERM: a background job starts with SIGINT ignored (see upstream-e2e.sh).
+    kill -TERM "$cluster"
     wait "$cluster" || echo "job-check: cluster up exited with $?; its log: $work/up.log" >&2
   fi
   cluster=
@@ -34,6 +35,8 @@ cargo build --quiet --bin dra-e2e --bin dra-e2e-agent
 cp target/debug/dra-e2e target/debug/dra-e2e-agent "$work/"
 "$work/dra-e2e" image runner --out "$work/runner.oci.tar"
 
+# Made before the start: the loop below may read it first.
+: >"$work/up.log"
 "$work/dra-e2e" cluster up --node-kind real --nodes 2 \
   --image-archive target/dra-test-driver/dra-test-driver.oci.tar \
   --image-archive "$work/runner.oci.tar" >"$work/up.log" 2>&1 &

@@ -88,7 +88,10 @@ cluster_pid= cluster_log=
 cleanup() {
   if [[ -n "$cluster_pid" ]] && kill -0 "$cluster_pid" 2>/dev/null; then
     log "stopping the cluster"
-    kill -INT "$cluster_pid" 2>/dev/null || true
+    # TERM, not INT: a background job of a script starts with SIGINT
+    # ignored, so an INT sent before cluster up installs its handlers is lost
+    # and the cluster comes up with nobody to stop it.
+    kill -TERM "$cluster_pid" 2>/dev/null || true
     wait "$cluster_pid" 2>/dev/null || true
     if grep -q "left behind" "$cluster_log"; then
       grep "left behind" "$cluster_log" >&2
@@ -125,6 +128,9 @@ run() {
   trap cleanup EXIT
   trap 'exit 130' INT TERM
   log "starting the local cluster with $nodes real nodes (log: $cluster_log)"
+  # Made before the start: the loop below may read it before the
+  # background job has opened it.
+  : >"$cluster_log"
   "$bin" cluster up --node-kind real --nodes "$nodes" >"$cluster_log" 2>&1 &
   cluster_pid=$!
   local kubeconfig="" deadline=$((SECONDS + 300))
