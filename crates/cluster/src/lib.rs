@@ -1,5 +1,6 @@
 //! Reaching a cluster: the local cluster the runner starts (control plane plus
 //! simulated kubelet nodes), or any cluster from a kubeconfig.
+pub mod gates;
 pub mod local;
 pub mod local_host;
 pub mod remote;

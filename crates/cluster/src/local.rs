@@ -15,7 +15,6 @@ pub mod binaries;
 pub mod components;
 mod error;
 pub mod front_door;
-pub mod gates;
 mod kubeconfig;
 mod readiness;
 mod restart;
@@ -27,7 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use binaries::{Binaries, MissingBinaries};
-pub use gates::{
+// The gates live beside both the control plane and the real nodes, which
+// probe their own binaries with them; named here for the control plane's
+// callers.
+pub use crate::gates::{
     FeatureGates, GateProbe, GateRefusal, InvalidFeatureGate, refused_by as gates_refused_by,
 };
 pub use restart::{ControlPlaneComponent, Restart};

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams, LogParams};
 use tokio::io::AsyncReadExt as _;
 
-use super::ConnectOptions;
+use crate::options::ConnectOptions;
 use dra_e2e_conn::node_host::{Dialled, HostedDriver, NodeHost, Served, SocketError};
 use dra_e2e_kube::retry::{Retry, is_pod_unknown_to_kubelet};
 

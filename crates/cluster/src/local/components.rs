@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::gates::FeatureGates;
+use crate::gates::FeatureGates;
 use crate::host::pki::Pki;
 
 /// Gate of the resource pool status controller (alpha in 1.37).

@@ -73,7 +73,7 @@ fn kubelet_gates(
 ) -> anyhow::Result<Vec<(String, bool)>> {
     use anyhow::Context as _;
     let named: Vec<(&str, bool)> = gates.iter().map(|(g, on)| (g.as_str(), *on)).collect();
-    let refused = crate::local::gates_refused_by(kubelet, crate::local::GateProbe::Kubelet, &named)
+    let refused = crate::gates::refused_by(kubelet, crate::gates::GateProbe::Kubelet, &named)
         .with_context(|| format!("asking {} which feature gates it takes", kubelet.display()))?;
     for (gate, why) in &refused {
         tracing::info!(

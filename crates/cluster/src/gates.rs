@@ -1,5 +1,8 @@
 //! Feature gates, passed identically to every control-plane component (and
-//! later read by the simulated kubelet).
+//! later read by the simulated kubelet), and the probe of a binary for the
+//! gates it refuses. A module of the crate's own, not the local cluster's:
+//! the real nodes probe their kubelet with it too, and reaching into
+//! `local` for it made `local` and `real_node` lean on each other.
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
