@@ -16,7 +16,7 @@ Feature: driver lifecycle
     When pod "tester-1" is deleted
     Then no plugin has prepared claims
 
-  @KubeletMinVersion:1.33
+  @KubeletMinVersion:1.33 @FaultExempt:KubeletRestartWipesSlices
   Scenario: rolling update
     Given 1 ready node
     And a driver "old" with 1 device per node, in rolling-update mode
@@ -29,7 +29,7 @@ Feature: driver lifecycle
     Then pod "tester-1" is running with env "user_a=b" in every container
     And the slices of driver "new" are unchanged
 
-  @KubeletMinVersion:1.33
+  @KubeletMinVersion:1.33 @FaultExempt:KubeletRestartWipesSlices
   # The driver name (<namespace>-long-driver-name.k8s.io) is over 28 characters:
   # the registration socket falls back to a hashed name when the path gets too long.
   # Upstream's fixed gpu.dra-example-driver.sigs.k8s.io would be one name for every
@@ -47,7 +47,7 @@ Feature: driver lifecycle
     Then pod "tester-1" is running with env "user_a=b" in every container
     And the slices of driver "new" are unchanged
 
-  @KubeletMinVersion:1.33
+  @KubeletMinVersion:1.33 @FaultExempt:KubeletRestartWipesSlices
   Scenario: failed update
     Given 1 ready node
     And a driver "old" with 1 device per node, in rolling-update mode
@@ -63,7 +63,7 @@ Feature: driver lifecycle
   # Upstream compares the slices only when the outage took at most 25 s and passes
   # without comparing them otherwise; here a longer outage fails the scenario, so
   # that a green run always compared them.
-  @KubeletMinVersion:1.33 @slow
+  @KubeletMinVersion:1.33 @slow @FaultExempt:KubeletRestartWipesSlices
   Scenario: sequential update with pods replacing each other
     Given 1 ready node
     And a driver "old" with 1 device per node

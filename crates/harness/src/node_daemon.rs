@@ -11,7 +11,8 @@
 //! socket answers).
 //!
 //! A restart as a fault waits first for a moment when no container of a
-//! `restartPolicy: Never` pod is starting on the node ([`no_pod_starting`]):
+//! `restartPolicy: Never` pod is starting on the node ([`no_pod_starting`],
+//! [`starting`]):
 //! the kubelet's exit cuts its CRI calls in flight (`StartError: ...
 //! context canceled`, exit code 128), and such a pod then fails for good.
 //! That is Kubernetes' behaviour, not a fault it rides out, so a chaos run
@@ -85,11 +86,11 @@ pub async fn operate(
     Ok(pid)
 }
 
-/// Waits until no pod on `node` with `restartPolicy: Never` is still
-/// starting (phase Pending: its containers, or its init containers, not yet
-/// started), within `timeout`; a timeout says which pods were starting.
+/// Waits until no pod on `node` with `restartPolicy: Never` is starting
+/// ([`starting`]), within `timeout`; a timeout says which pods were.
 /// What is left: a pod bound in the moment between this answer and the
-/// kubelet's exit, before the kubelet's first CRI call for it.
+/// kubelet's exit, and a sandbox made in the moment before the kubelet
+/// says so in the pod's status.
 pub async fn no_pod_starting(
     pods: &Api<Pod>,
     node: &str,
@@ -98,20 +99,41 @@ pub async fn no_pod_starting(
     let config = watcher::Config::default().fields(&format!(
         "spec.nodeName={node},spec.restartPolicy=Never,status.phase=Pending"
     ));
+    let mut none_left = wait::none_left(|p: &Pod| {
+        format!(
+            "pod {}/{} starting",
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default()
+        )
+    });
     wait::list(
         pods,
         config,
         &format!("no pod with restartPolicy Never starting on node {node}"),
         timeout,
-        wait::none_left(|p: &Pod| {
-            format!(
-                "pod {}/{} starting",
-                p.metadata.namespace.as_deref().unwrap_or_default(),
-                p.metadata.name.as_deref().unwrap_or_default()
-            )
-        }),
+        |pending: &[Pod]| {
+            let starting: Vec<Pod> = pending.iter().filter(|p| starting(p)).cloned().collect();
+            none_left(&starting)
+        },
     )
     .await
+}
+
+/// Whether the kubelet may be starting containers of pending pod `p`: it
+/// has not posted the pod's status yet (it is about to start it), or the
+/// pod's sandbox is ready (`PodReadyToStartContainers`) and its containers
+/// are next. A pod whose sandbox is not ready is not starting containers:
+/// it waits for something else (its claims prepared, say), and a sandbox
+/// start the kubelet's exit cuts is tried again, whatever the pod's
+/// restart policy. Without that exception a busy node, where some pod
+/// always waits, never gives a moment to restart in.
+pub fn starting(p: &Pod) -> bool {
+    let sandbox = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodReadyToStartContainers"));
+    sandbox.is_none_or(|c| c.status == "True")
 }
 
 /// Waits until the kubelet of `node`, started at `since`, has posted the
@@ -135,4 +157,36 @@ async fn kubelet_back(
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(conditions: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {"phase": "Pending", "conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_starts_until_its_sandbox_is_known_not_ready() {
+        // No status from the kubelet yet: it is about to start the pod.
+        let fresh: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}})).unwrap();
+        assert!(starting(&fresh));
+        assert!(starting(&pod(
+            json!([{"type": "PodScheduled", "status": "True"}])
+        )));
+        // Sandbox ready: its containers are next.
+        assert!(starting(&pod(json!([
+            {"type": "PodReadyToStartContainers", "status": "True"}
+        ]))));
+        // No sandbox yet, and the kubelet said so: waiting on something else.
+        assert!(!starting(&pod(json!([
+            {"type": "PodReadyToStartContainers", "status": "False"}
+        ]))));
+    }
 }
