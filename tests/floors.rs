@@ -607,3 +607,50 @@ fn the_runner_reaches_the_crates_through_the_front_door() {
         ["dra_e2e_kube", "dra_e2e_harness"]
     );
 }
+
+/// The longest a Rust file of the project's own may be.
+const MOST_LINES: usize = 900;
+
+/// Files over [`MOST_LINES`], with their length; generated code (below
+/// `target/`) and fixtures (inputs of tests, not code) are not read.
+fn too_long(files: &[(String, String)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(path, _)| !path.contains("/fixtures/"))
+        .filter_map(|(path, text)| {
+            let lines = text.lines().count();
+            (lines > MOST_LINES).then(|| format!("{path}: {lines} lines"))
+        })
+        .collect()
+}
+
+/// A file a reader can hold in mind: none over 900 lines, tests included.
+/// A longer file holds more than one job; split it by job.
+#[test]
+fn no_rust_file_is_over_900_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = vec![root.join("build-features.rs")];
+    for dir in ["src", "steps", "tests", "benches", "crates"] {
+        rust_files(&root.join(dir), &mut paths);
+    }
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .filter(|p| !p.components().any(|c| c.as_os_str() == "target"))
+        .map(|p| {
+            let shown = p.strip_prefix(root).unwrap().display().to_string();
+            (shown, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    assert!(files.len() > 100, "read {} files", files.len());
+    let long = too_long(&files);
+    assert!(long.is_empty(), "split these by job: {long:#?}");
+
+    // A file one line over is named; a fixture of that length is not.
+    let over = "x\n".repeat(MOST_LINES + 1);
+    let examples = [
+        ("src/big.rs".to_owned(), over.clone()),
+        ("tests/fixtures/mutant/big.rs".to_owned(), over),
+        ("src/fits.rs".to_owned(), "x\n".repeat(MOST_LINES)),
+    ];
+    assert_eq!(too_long(&examples), ["src/big.rs: 901 lines"]);
+}
