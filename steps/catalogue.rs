@@ -4,8 +4,8 @@
 //! catalogue cannot drift from the steps; `tests/docs.rs` checks that
 //! `docs/steps.md` is what [`markdown`] gives.
 //!
-//! The topics are written in modules by area ([`drivers`], [`pods`],
-//! [`kubelet`], [`api`]); [`CATALOGUE`] puts them in the order the
+//! The topics are written in modules by area (`drivers`, `pods`,
+//! `kubelet`, `api`); [`CATALOGUE`] puts them in the order the
 //! document shows them.
 mod api;
 mod drivers;

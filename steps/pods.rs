@@ -1,8 +1,8 @@
 //! Pods: creating them in the shapes DRA scenarios need, acting on them, and
 //! checking their state, their containers' env and their events.
 //!
-//! Creating them ([`creation`]), their state ([`state`]) and what their
-//! containers got ([`containers`]) are modules of their own; deleting them
+//! Creating them (`creation`), their state (`state`) and what their
+//! containers got (`containers`) are modules of their own; deleting them
 //! stays here, beside the wait every module shares.
 use std::time::Duration;
 

@@ -15,8 +15,8 @@
 //! cluster-scoped objects, the namespace. Every cleanup runs even when an
 //! earlier one failed; the first error is reported.
 //!
-//! The stack and what is read from it are here; creating ([`create`]) and
-//! teardown ([`teardown`]) are modules of their own.
+//! The stack and what is read from it are here; creating (`create`) and
+//! teardown (`teardown`) are modules of their own.
 use kube::api::ApiResource;
 
 use super::params::DriverRef;

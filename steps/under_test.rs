@@ -7,9 +7,9 @@
 //! the same standard as the suite's.
 //!
 //! The pack's steps are grouped by what they hold the driver to: the
-//! devices it publishes ([`publishing`]), the devices in its pods'
-//! containers ([`container_devices`]) and letting claims go when a pod is
-//! deleted ([`deletion`]).
+//! devices it publishes (`publishing`), the devices in its pods'
+//! containers (`container_devices`) and letting claims go when a pod is
+//! deleted (`deletion`).
 use std::collections::BTreeSet;
 
 use anyhow::{Context as _, bail};

@@ -1,6 +1,6 @@
-//! Feature files: loading ([`files`]), listing, checking ([`check`], with
-//! the known tags of [`tags`]), and deciding up front which scenarios this
-//! cluster cannot run ([`skips`]).
+//! Feature files: loading (`files`), listing, checking ([`check`], with
+//! the known tags of `tags`), and deciding up front which scenarios this
+//! cluster cannot run (`skips`).
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -1,10 +1,10 @@
 //! The product's main flow: options, cluster, scenarios, reports, exit code.
 //!
 //! This module holds the run from end to end ([`run`]); its stages are
-//! modules of their own: what is selected ([`selection`]), what is checked
-//! and built before the cluster starts ([`before_cluster`]), the run on the
-//! cluster ([`on_cluster`]), its ending and deadlines ([`ending`]) and what
-//! the run says about itself ([`reports`]).
+//! modules of their own: what is selected (`selection`), what is checked
+//! and built before the cluster starts (`before_cluster`), the run on the
+//! cluster (`on_cluster`), its ending and deadlines (`ending`) and what
+//! the run says about itself (`reports`).
 pub mod author;
 mod before_cluster;
 pub mod chaos;

@@ -7,8 +7,8 @@
 //! --markdown`), and tests keep the table, the command tree and the document
 //! equal.
 //!
-//! The table is split by whose options they are ([`run_options`],
-//! [`command_options`]) and joined here into one slice, so that every
+//! The table is split by whose options they are (`run_options`,
+//! `command_options`) and joined here into one slice, so that every
 //! reader (the refusals, the reference, the tests) sees the one table.
 use std::fmt;
 use std::path::PathBuf;
