@@ -342,61 +342,51 @@ impl World {
         Ok(self.driver(d)?.name.clone())
     }
 
-    /// The calls of driver `d`: a hosted driver's, or the driver under
-    /// test's through the interposer (`--interpose`).
-    pub fn calls_of(&self, d: &DriverRef) -> anyhow::Result<crate::plugin::Calls> {
-        if self.external_driver(d).is_some() {
+    /// Driver `d` as the harness sees its calls, with its name: a hosted
+    /// driver, or the driver under test through the interposer
+    /// (`--interpose`).
+    pub fn observed(
+        &self,
+        d: &DriverRef,
+    ) -> anyhow::Result<(String, &dyn crate::harness::observed::ObservedPlugin)> {
+        if let Some(name) = self.external_driver(d) {
             return match &self.context()?.under_test.interposed {
-                Some(i) => Ok(i.calls.clone()),
+                Some(i) => Ok((name.to_owned(), i)),
                 None => Err(self.no_driver(d)),
             };
         }
-        Ok(self.driver(d)?.calls().clone())
+        let driver = self.driver(d)?;
+        Ok((driver.name.clone(), driver))
     }
 
-    /// The claims driver `d`'s plugin on `node` has prepared: as a hosted
-    /// driver's plugin keeps them, or as the interposer saw the driver under
-    /// test answer.
+    /// The calls of driver `d` ([`World::observed`]).
+    pub fn calls_of(&self, d: &DriverRef) -> anyhow::Result<crate::plugin::Calls> {
+        Ok(self.observed(d)?.1.calls().clone())
+    }
+
+    /// The claims driver `d` has prepared on `node`, as the harness saw
+    /// them ([`World::observed`]).
     pub fn prepared_of(
         &self,
         d: &DriverRef,
         node: &str,
     ) -> anyhow::Result<crate::plugin::Prepared> {
-        if let Some(name) = self.external_driver(d) {
-            let Some(i) = &self.context()?.under_test.interposed else {
-                return Err(self.no_driver(d));
-            };
-            return i
-                .prepared(node)
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("driver {name} has no interposer on node {node}"));
-        }
-        let driver = self.driver(d)?;
-        driver
-            .prepared(node)
+        let (name, seen) = self.observed(d)?;
+        seen.prepared(node)
             .cloned()
-            .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))
+            .ok_or_else(|| anyhow::anyhow!("driver {name} has no {} on node {node}", seen.stand()))
     }
 
-    /// The CDI spec directory driver `d` writes on `node`: a hosted
-    /// driver's, or the interposed driver under test's.
+    /// The CDI spec directory driver `d` writes on `node`
+    /// ([`World::observed`]).
     pub fn cdi_of(
         &self,
         d: &DriverRef,
         node: &str,
     ) -> anyhow::Result<std::sync::Arc<dyn crate::conn::node_files::NodeFiles>> {
-        if let Some(name) = self.external_driver(d) {
-            return match &self.context()?.under_test.interposed {
-                Some(i) => Ok(i.cdi_files(node)),
-                None => Err(anyhow::anyhow!(
-                    "the runner does not reach driver {name}'s nodes (only behind the interposer)"
-                )),
-            };
-        }
-        let driver = self.driver(d)?;
-        driver
-            .cdi_files(node)
-            .ok_or_else(|| anyhow::anyhow!("driver {} has no plugin on {node}", driver.name))
+        let (name, seen) = self.observed(d)?;
+        seen.cdi_files(node)
+            .ok_or_else(|| anyhow::anyhow!("driver {name} has no {} on node {node}", seen.stand()))
     }
 
     /// The name of `d` when it is the run's driver under test, which the

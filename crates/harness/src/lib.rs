@@ -15,6 +15,7 @@ pub mod kubelet_metrics;
 pub mod node_daemon;
 pub mod node_lease;
 pub mod node_loss;
+pub mod observed;
 pub mod pool_status;
 #[cfg(test)]
 mod props;

@@ -176,12 +176,12 @@ impl Driver {
         !self.instances.is_empty() && !self.torn_down
     }
 
-    /// Sorted node names of the driver (`Nodenames()`).
     /// The CDI spec directory of `node` as this driver's plugins write it.
     pub fn cdi_files(&self, node: &str) -> Option<Arc<dyn dra_e2e_conn::node_files::NodeFiles>> {
         self.host.as_ref().map(|h| h.cdi_files(node))
     }
 
+    /// Sorted node names of the driver (`Nodenames()`).
     pub fn nodenames(&self) -> &[String] {
         &self.nodes
     }
