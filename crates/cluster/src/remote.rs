@@ -283,7 +283,7 @@ pub async fn exec_status(
 }
 
 /// Runs `command` in `container` by exec and collects what it wrote and
-/// its status, within [`EXEC_TIMEOUT`].
+/// its status, within [`EXEC_TIMEOUT`] after the tries to start it.
 async fn exec_output(
     pods: &Api<Pod>,
     pod: &str,
@@ -338,14 +338,15 @@ async fn exec_output(
             stream_error,
         })
     };
-    tokio::time::timeout(EXEC_TIMEOUT, exec)
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!("exec `{shown}` in {target} did not finish within {EXEC_TIMEOUT:?}")
-        })?
+    // The command's own time comes after the tries to start it, so that a
+    // kubelet that never learns the pod ends with its own answer.
+    let within = EXEC_TIMEOUT + Retry::TRANSIENT.within;
+    tokio::time::timeout(within, exec).await.map_err(|_| {
+        anyhow::anyhow!("exec `{shown}` in {target} did not finish within {within:?}")
+    })?
 }
 
-/// How long reading a container's env by exec may take.
+/// How long reading a container's env by exec may take once started.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A container that is not running any more, with its exit code.
