@@ -12,6 +12,15 @@ use crate::ground::wait::{self, Check};
 use crate::plugin::calls::{CallOutcome, CallRecord, INJECTED_ERROR, Injection};
 use crate::plugin::{Calls, HealthApi, NodeApi};
 
+/// What the call-counting steps remember between steps: the count "`<method>`
+/// is called on node N" saw, per node and method, so that "has been called
+/// again" waits for a call after it rather than for any call at all.
+#[derive(Debug, Default)]
+pub struct CallMemory {
+    /// Call counts remembered by "is called" for "has been called again".
+    pub marks: std::collections::BTreeMap<(String, String), u64>,
+}
+
 sentences! {
     #[when(expr = "{method} is made to fail on {node}")]
     fn make_fail(m: MethodOf, node: NodeSel);
@@ -197,7 +206,7 @@ async fn is_called(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<
             },
         )
         .await?;
-        w.marks.insert((n, method.to_string()), c);
+        w.calls.marks.insert((n, method.to_string()), c);
     }
     Ok(())
 }
@@ -207,7 +216,7 @@ async fn is_called(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<
 async fn called_again(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
     let method = m.method;
     for n in node.resolve(w).await? {
-        let Some(mark) = w.marks.get(&(n.clone(), method.to_string())).copied() else {
+        let Some(mark) = w.calls.marks.get(&(n.clone(), method.to_string())).copied() else {
             bail!(
                 "no earlier count of {method} on {n}; use `Then {method} is called on node N` first"
             );
@@ -228,7 +237,7 @@ async fn called_again(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Resu
             },
         )
         .await?;
-        w.marks.insert((n, method.to_string()), now);
+        w.calls.marks.insert((n, method.to_string()), now);
     }
     Ok(())
 }

@@ -13,6 +13,16 @@ use super::params::{ClaimOptions, ClaimPhrase, ClaimState, DriverRef, Strings};
 use crate::ground::objects::{self, ClaimShape};
 use crate::ground::wait::{self, Check};
 
+/// What the claim steps remember between steps: the claims generated for
+/// pods (from templates or extended resources), noted before a pod is
+/// deleted or once it is evicted, so that "the claim of pod ..." still
+/// names its claim when the pod, which said it, is gone ([`claim_name`]).
+#[derive(Debug, Default)]
+pub struct ClaimMemory {
+    /// Claims generated for pods, remembered before a pod is deleted.
+    pub generated_claims: std::collections::BTreeMap<ClaimPhrase, String>,
+}
+
 sentences! {
     #[given(expr = "an external claim {string}{claimoptions}")]
     fn external_claim(name: String, options: ClaimOptions);
@@ -83,8 +93,8 @@ pub(crate) async fn claim_name(w: &World, claim: &ClaimPhrase) -> anyhow::Result
     let (pod, extended) = match claim {
         ClaimPhrase::Named(n) => return Ok(n.clone()),
         // Remembered when the pod was deleted, so its claim can still be checked.
-        _ if w.generated_claims.contains_key(claim) => {
-            return Ok(w.generated_claims[claim].clone());
+        _ if w.claims.generated_claims.contains_key(claim) => {
+            return Ok(w.claims.generated_claims[claim].clone());
         }
         ClaimPhrase::OfPod(pod) => (pod, false),
         ClaimPhrase::ExtendedOfPod(pod) => (pod, true),

@@ -17,6 +17,21 @@ use super::World;
 use super::params::DriverRef;
 use crate::harness::under_test::slice_watch::SliceWatch;
 
+/// What the driver update steps remember between steps: the watch of the
+/// driver's slices, which records from its start to the end of the scenario
+/// so that later steps can tell what happened meanwhile, and the rollout
+/// that one step starts and another waits for, so that the scenario can act
+/// while it runs.
+#[derive(Debug, Default)]
+pub struct DriverUpdateMemory {
+    /// The watch "the driver's slices are watched" started; it stops with
+    /// the World, at the end of the scenario.
+    pub slice_watch: Option<SliceWatch>,
+    /// The rollout "the driver's DaemonSet rollout starts" started and
+    /// "completes" waits for.
+    pub rollout: Option<crate::harness::under_test::RollOut>,
+}
+
 sentences! {
     /// From here to the end of the scenario, every moment a node has no
     /// device of the driver is recorded (the scenario's nodes and every
@@ -50,12 +65,12 @@ async fn slices_watched(w: &mut World) -> anyhow::Result<()> {
     let watch = SliceWatch::start(w.client()?, &driver, w.nodes.clone())
         .await
         .map_err(anyhow::Error::msg)?;
-    w.slice_watch = Some(watch);
+    w.driver_update.slice_watch = Some(watch);
     Ok(())
 }
 
 async fn rollout_starts(w: &mut World) -> anyhow::Result<()> {
-    if w.rollout.is_some() {
+    if w.driver_update.rollout.is_some() {
         bail!("a rollout of the driver's DaemonSet is under way already; wait for it to complete");
     }
     let ctx = w.context()?.clone();
@@ -64,12 +79,12 @@ async fn rollout_starts(w: &mut World) -> anyhow::Result<()> {
         .start_roll_out(&ctx.cluster)
         .await
         .context("starting a rollout of the driver's DaemonSet")?;
-    w.rollout = Some(started);
+    w.driver_update.rollout = Some(started);
     Ok(())
 }
 
 async fn rollout_completes(w: &mut World) -> anyhow::Result<()> {
-    let started = w.rollout.take().context(
+    let started = w.driver_update.rollout.take().context(
         "no rollout of the driver's DaemonSet was started (\"When the driver's DaemonSet \
          rollout starts\")",
     )?;
@@ -92,7 +107,7 @@ async fn pools_consistent(w: &World) -> anyhow::Result<()> {
 }
 
 fn slice_watch(w: &World) -> anyhow::Result<&SliceWatch> {
-    w.slice_watch.as_ref().context(
+    w.driver_update.slice_watch.as_ref().context(
         "the driver's slices are not watched (\"Given the driver's slices are watched\" first)",
     )
 }

@@ -19,6 +19,15 @@ use crate::harness::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
 use crate::harness::driver::{DraServiceStart, DraSocketDir, DriverOptions, Resources};
 use crate::plugin::{HealthApi, NodeApi};
 
+/// What the driver steps remember between steps: how long the plugin was
+/// gone while one hosted driver instance replaced another, so that a later
+/// step can hold it to the kubelet's wiping delay (a seamless update).
+#[derive(Debug, Default)]
+pub struct ReplacementMemory {
+    /// How long the plugin was gone while one driver instance replaced another.
+    pub outage: Option<std::time::Duration>,
+}
+
 sentences! {
     #[given(expr = "{noderange} ready node(s)")]
     fn ready_nodes(range: NodeRange);
@@ -490,7 +499,7 @@ async fn replaced(w: &mut World, old: DriverRef, new: DriverRef) -> anyhow::Resu
     let started = std::time::Instant::now();
     old_driver.tear_down().await?;
     w.driver_mut(&new)?.set_up().await?;
-    w.outage = Some(started.elapsed());
+    w.replacement.outage = Some(started.elapsed());
     Ok(())
 }
 
@@ -719,6 +728,7 @@ async fn copy_class(
 
 async fn outage_short(w: &World) -> anyhow::Result<()> {
     let outage = w
+        .replacement
         .outage
         .context("no driver was replaced in this scenario")?;
     let delay = w.context()?.cluster.wiping_delay();

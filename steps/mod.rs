@@ -98,7 +98,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
@@ -178,32 +178,26 @@ pub struct World {
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// What the scenario made, each with its cleanup.
     pub scenario: Scenario,
-    /// Call counts remembered by "is called" for "has been called again".
-    pub marks: BTreeMap<(String, String), u64>,
-    /// Slices remembered by "the driver's slices are noted".
-    pub noted_slices: Option<Vec<ResourceSlice>>,
-    /// Claims generated for pods, remembered before a pod is deleted.
-    pub generated_claims: BTreeMap<params::ClaimPhrase, String>,
-    /// UIDs of pools' slices as noted, for "recreated with a new UID".
-    pub slice_uids: BTreeMap<String, String>,
-    /// How long the plugin was gone while one driver instance replaced another.
-    pub outage: Option<Duration>,
-    /// The scenario's current ResourcePoolStatusRequest and its checks.
-    pub pool_request: Option<crate::harness::pool_status::PoolRequest>,
-    /// The watch "a watch on ... objects" opened, for "the watch sees ...".
-    pub crud_watch: Option<crate::ground::dynamic::ObjectWatch>,
-    /// Devices per node of the driver as "the driver's devices are noted" saw them.
-    pub noted_devices: Option<BTreeMap<String, Vec<String>>>,
-    /// Pods the conformance pack deleted, with their node and claims as
-    /// they were before the deletion, for "the driver lets the claims of
-    /// pod ... go".
-    pub deleted_pods: BTreeMap<String, under_test::DeletedPod>,
-    /// The watch "the driver's slices are watched" started; it stops with
-    /// the World, at the end of the scenario.
-    pub slice_watch: Option<crate::harness::under_test::slice_watch::SliceWatch>,
-    /// The rollout "the driver's DaemonSet rollout starts" started and
-    /// "completes" waits for.
-    pub rollout: Option<crate::harness::under_test::RollOut>,
+    // What the steps of each topic remember between steps, one field per
+    // topic; the module that declares each says what and why.
+    /// Call counts, for "has been called again" ([`calls`]).
+    pub calls: calls::CallMemory,
+    /// Slices noted and their UIDs ([`slices`]).
+    pub slices: slices::SliceMemory,
+    /// Claims generated for pods that are gone ([`claims`], [`pods`]).
+    pub claims: claims::ClaimMemory,
+    /// A hosted driver instance replaced by another: the outage ([`drivers`]).
+    pub replacement: drivers::ReplacementMemory,
+    /// The pool status request ([`pool_status`]).
+    pub pool_status: pool_status::PoolStatusMemory,
+    /// The CRUD steps' watch ([`crud`]).
+    pub crud: crud::CrudMemory,
+    /// The conformance pack's noted devices and deleted pods ([`under_test`]).
+    pub conformance: under_test::ConformanceMemory,
+    /// An update of the driver under test: its slice watch, which stops
+    /// with the World at the end of the scenario, and its rollout
+    /// ([`driver_updates`]).
+    pub driver_update: driver_updates::DriverUpdateMemory,
     /// When the scenario started (for timings).
     pub started: Option<std::time::Instant>,
     /// Time of each setup and teardown phase.

@@ -61,11 +61,13 @@ pub(crate) async fn remember_generated_claims(w: &mut World, name: &str) -> anyh
         .with_context(|| format!("reading pod {name}"))?;
     if let Some(pod) = found {
         if let Some(claim) = generated_claim(&pod, false) {
-            w.generated_claims
+            w.claims
+                .generated_claims
                 .insert(ClaimPhrase::OfPod(name.to_owned()), claim);
         }
         if let Some(claim) = generated_claim(&pod, true) {
-            w.generated_claims
+            w.claims
+                .generated_claims
                 .insert(ClaimPhrase::ExtendedOfPod(name.to_owned()), claim);
         }
     }

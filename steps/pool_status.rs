@@ -19,6 +19,15 @@ use crate::harness::pool_status::{
     self, Expectation, POOL_FIELDS, Partition, PoolRequest, STATUS_FIELDS, UNCHANGED_STATUS_TIMEOUT,
 };
 
+/// What the pool status steps remember between steps: the scenario's
+/// current ResourcePoolStatusRequest ("the pool status request") and what
+/// its status must show so far, which each check adds to.
+#[derive(Debug, Default)]
+pub struct PoolStatusMemory {
+    /// The scenario's current ResourcePoolStatusRequest and its checks.
+    pub pool_request: Option<PoolRequest>,
+}
+
 sentences! {
     /// `the driver`, `driver "label"` or `driver name "any.name"` (a driver
     /// that need not exist), then optionally `with pool name "p"` and
@@ -142,7 +151,7 @@ async fn request_created(w: &mut World, filter: PoolFilter) -> anyhow::Result<()
     };
     let spec = pool_status::spec(&driver, pool.as_deref(), filter.limit);
     let name = create(w, &spec).await?;
-    w.pool_request = Some(PoolRequest::new(name, spec));
+    w.pool_status.pool_request = Some(PoolRequest::new(name, spec));
     Ok(())
 }
 
@@ -182,9 +191,9 @@ impl pool_status::Requests for ScenarioRequests<'_> {
 /// request shows all of it (see [`pool_status::settle`]).
 async fn settle(w: &mut World, new: Vec<Expectation>) -> anyhow::Result<()> {
     let api = api(w)?;
-    let mut request = w.pool_request.take().context(NO_REQUEST)?;
+    let mut request = w.pool_status.pool_request.take().context(NO_REQUEST)?;
     let settled = pool_status::settle(&mut ScenarioRequests { w, api }, &mut request, new).await;
-    w.pool_request = Some(request);
+    w.pool_status.pool_request = Some(request);
     settled
 }
 
@@ -284,6 +293,7 @@ async fn partition_types(w: &mut World, pool: String, step: &Step) -> anyhow::Re
 async fn request_unchanged(w: &mut World, dur: Dur) -> anyhow::Result<()> {
     let api = api(w)?;
     let name = w
+        .pool_status
         .pool_request
         .as_ref()
         .context(NO_REQUEST)?

@@ -15,6 +15,18 @@ use crate::ground::wait::{self, Check};
 use crate::harness::driver::slices::{ControllerStats, SliceController};
 use crate::harness::driver::{Resources, slices as driver_slices};
 
+/// What the slice steps remember between steps: the driver's slices as
+/// they were noted, so that a later step can tell they did not change, and
+/// the UID of each pool's slice, so that a later step can tell the slice
+/// was recreated rather than kept.
+#[derive(Debug, Default)]
+pub struct SliceMemory {
+    /// Slices remembered by "the driver's slices are noted".
+    pub noted_slices: Option<Vec<ResourceSlice>>,
+    /// UIDs of pools' slices as noted, for "recreated with a new UID".
+    pub slice_uids: std::collections::BTreeMap<String, String>,
+}
+
 sentences! {
     #[then(expr = "{driver} publishes one slice per node with devices {strings}")]
     fn one_slice_per_node(d: DriverRef, devices: Strings);
@@ -273,7 +285,7 @@ async fn note_slices(w: &mut World, d: DriverRef) -> anyhow::Result<()> {
     // set_up already waited until the node-local slices were published.
     let mut slices = w.driver(&d)?.slices().await?;
     slices.sort_by_key(|s| s.metadata.name.clone());
-    w.noted_slices = Some(slices);
+    w.slices.noted_slices = Some(slices);
     Ok(())
 }
 
@@ -283,6 +295,7 @@ async fn slices_unchanged(w: &World, d: DriverRef) -> anyhow::Result<()> {
 
 pub(crate) async fn assert_unchanged(w: &World, d: &DriverRef) -> anyhow::Result<()> {
     let noted = w
+        .slices
         .noted_slices
         .clone()
         .context("no slices were noted; use `When the slices of the driver are noted` first")?;
@@ -445,7 +458,8 @@ async fn pool_for_all_nodes(w: &mut World, pool: String) -> anyhow::Result<()> {
         },
     )
     .await?;
-    w.slice_uids
+    w.slices
+        .slice_uids
         .insert(pool, s.metadata.uid.unwrap_or_default());
     Ok(())
 }
@@ -455,7 +469,8 @@ async fn delete_pool_slice(w: &mut World, pool: String) -> anyhow::Result<()> {
         .await?
         .with_context(|| format!("no slice of pool {pool}"))?;
     let name = s.metadata.name.clone().unwrap_or_default();
-    w.slice_uids
+    w.slices
+        .slice_uids
         .insert(pool, s.metadata.uid.unwrap_or_default());
     Api::<ResourceSlice>::all(w.client()?)
         .delete(&name, &DeleteParams::default())
@@ -466,6 +481,7 @@ async fn delete_pool_slice(w: &mut World, pool: String) -> anyhow::Result<()> {
 
 async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
     let old = w
+        .slices
         .slice_uids
         .get(&pool)
         .cloned()

@@ -35,6 +35,21 @@ pub use deletion::DeletedPod;
 pub(crate) use deletion::note_deleted;
 use publishing::wait_devices;
 
+/// What the conformance pack's steps remember between steps: the devices
+/// the driver published as noted (`publishing`), so that later steps can
+/// hold it to the same devices, and the pods the pack deleted with their
+/// node and claims as they were before (`deletion`), since a claim from a
+/// template may be gone once its pod is.
+#[derive(Debug, Default)]
+pub struct ConformanceMemory {
+    /// Devices per node of the driver as "the driver's devices are noted" saw them.
+    pub noted_devices: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    /// Pods the conformance pack deleted, with their node and claims as
+    /// they were before the deletion, for "the driver lets the claims of
+    /// pod ... go".
+    pub deleted_pods: std::collections::BTreeMap<String, DeletedPod>,
+}
+
 sentences! {
     #[given("the driver under test")]
     fn the_driver_under_test(step: Step<'_>);

@@ -70,7 +70,7 @@ async fn deleted_without_waiting(w: &mut World, pod: String) -> anyhow::Result<(
 async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
     let before = before_deletion(w, pod).await?;
     crate::steps::pods::delete_pod(w, pod, false).await?;
-    w.deleted_pods.insert(pod.to_owned(), before);
+    w.conformance.deleted_pods.insert(pod.to_owned(), before);
     Ok(())
 }
 
@@ -79,7 +79,7 @@ async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
 /// claims of pod ... go`.
 pub(crate) async fn note_deleted(w: &mut World, pod: &str) -> anyhow::Result<()> {
     let before = before_deletion(w, pod).await?;
-    w.deleted_pods.insert(pod.to_owned(), before);
+    w.conformance.deleted_pods.insert(pod.to_owned(), before);
     Ok(())
 }
 
@@ -127,7 +127,7 @@ async fn deleted_while_preparing(w: &mut World, pod: String) -> anyhow::Result<(
 /// once the driver unprepared its claims, so a pod that stays terminating
 /// is the driver's failure, and the message says so.
 async fn lets_claims_go(w: &World, pod: String) -> anyhow::Result<()> {
-    let Some(DeletedPod { node, claims }) = w.deleted_pods.get(&pod).cloned() else {
+    let Some(DeletedPod { node, claims }) = w.conformance.deleted_pods.get(&pod).cloned() else {
         bail!(
             "pod {pod} was not deleted by `When pod \"{pod}\" is deleted without waiting` or \
              `... is deleted while its claims are being prepared` (nor evicted by `Then pod \

@@ -161,13 +161,14 @@ async fn devices_noted(w: &mut World) -> anyhow::Result<()> {
     if !empty.is_empty() {
         bail!("driver {driver} publishes no devices on {empty:?}: there is nothing to note");
     }
-    w.noted_devices = Some(seen);
+    w.conformance.noted_devices = Some(seen);
     Ok(())
 }
 
 /// The devices per node `the driver's devices are noted` kept.
 fn noted(w: &World) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
-    w.noted_devices
+    w.conformance
+        .noted_devices
         .clone()
         .context("no devices were noted; add `Given the driver's devices are noted` before")
 }
