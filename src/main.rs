@@ -15,6 +15,9 @@ fn init_tracing(default: &str) {
 
 fn main() -> ExitCode {
     use dra_e2e::runner::{self, cli::Command};
+    // The cluster crate's first-run builds are said under the status line,
+    // as the runner's own are.
+    dra_e2e::cluster::progress::set_sink(dra_e2e::report::terminal::note);
     let (cli, matches) =
         runner::cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     // A command's option given where it does nothing is refused before the

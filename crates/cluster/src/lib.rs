@@ -3,6 +3,7 @@
 pub mod gates;
 pub mod local;
 pub mod local_host;
+pub mod progress;
 pub mod remote;
 
 // What reaching a cluster takes on this machine and on its nodes.

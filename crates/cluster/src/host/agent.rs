@@ -148,10 +148,11 @@ fn build_command(target: &Path, profile: &str) -> Vec<String> {
     .collect()
 }
 
-/// Runs Cargo (the one that built the runner when `cargo run` started it).
+/// Runs Cargo (the one that built the runner when `cargo run` started it),
+/// saying so through the crate's progress sink.
 fn build(workspace: &Path, target: &Path, profile: &str) -> Result<(), AgentError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    build_with(&cargo, workspace, target, profile)
+    build_with(&cargo, workspace, target, profile, crate::progress::say)
 }
 
 fn build_with(
@@ -159,13 +160,15 @@ fn build_with(
     workspace: &Path,
     target: &Path,
     profile: &str,
+    say: impl FnOnce(&str),
 ) -> Result<(), AgentError> {
     let args = build_command(target, profile);
-    // On stderr as the runner's other first-run builds say theirs.
-    eprintln!(
+    // Said as the runner's other first-run builds say theirs: a build of a
+    // minute or more that nobody announced reads as a hang.
+    say(&format!(
         "dra-e2e: building {AGENT_PROGRAM}, the program of real nodes and proxy pods: {}",
         args.join(" ")
-    );
+    ));
     let status = Command::new(cargo)
         .args(&args[1..])
         .current_dir(workspace)
@@ -193,8 +196,18 @@ mod tests {
     fn a_cargo_that_cannot_run_is_named_with_the_way_out() {
         let dir = tempfile::tempdir().unwrap();
         let cargo = dir.path().join("no-cargo-here");
-        let err = build_with(cargo.as_os_str(), dir.path(), dir.path(), "dev").unwrap_err();
+        let said = std::cell::RefCell::new(Vec::new());
+        let say = |line: &str| said.borrow_mut().push(line.to_owned());
+        let err = build_with(cargo.as_os_str(), dir.path(), dir.path(), "dev", say).unwrap_err();
         assert!(matches!(err, AgentError::Cargo { .. }), "{err:?}");
+        // The build was announced through the sink it was given, not
+        // printed past it.
+        let said = said.into_inner();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("dra-e2e: building dra-e2e-agent"),
+            "{said:?}"
+        );
         let msg = err.to_string();
         assert!(msg.contains(&cargo.display().to_string()), "{msg}");
         assert!(msg.contains("cargo build --bin dra-e2e-agent"), "{msg}");
