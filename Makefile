@@ -94,10 +94,10 @@ hostpathplugin: ## upstream's hostpathplugin (csi-driver-host-path v1.17.1, Go m
 	  $(CARGO) run --quiet -- image --binary "$$dir/hostpathplugin" --path /hostpathplugin --with-busybox --reference $(HOSTPATHPLUGIN_IMAGE) --out $(HOSTPATHPLUGIN_ARCHIVE)
 
 proxy-image-real: controlplane node ## --proxy-image on two real nodes (root): upstream's name without its archive runs the runner's stand-in, which the check for upstream's program refuses; no option runs the runner's agent (tests/real/proxy_image.rs)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests --test real proxy_image -- --test-threads=1 --nocapture
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests --test cluster real::proxy_image -- --test-threads=1 --nocapture
 
 proxy-image-real-upstream: controlplane node hostpathplugin ## upstream's own hostpathplugin (make hostpathplugin's archive) as the node host pods' agent on two real nodes, kubelet_calls.feature (root)
-	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests --test real proxy_image::upstreams_hostpathplugin_archive -- --ignored
+	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) $(CARGO) test --features cluster-tests --test cluster real::proxy_image::upstreams_hostpathplugin_archive -- --ignored
 
 test-tools: ## install what the tests use besides the runner (xmllint for the JUnit schema, chromium for the HTML report)
 	hack/test-tools.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make test`'s runner: builds every test binary once (`cargo test --no-run`
 # with the arguments given before `--`), runs the doc tests, then runs the
-# built executables TEST_JOBS at a time (default 3), the longest first, each
-# with the arguments after `--` (libtest's, e.g. --test-threads=2). Most of
+# built executables as jobs (below), TEST_JOBS at a time (default 3), the
+# longest first, each with the arguments after `--` (libtest's, e.g.
+# --test-threads=2). Most of
 # their time is spent waiting on the local clusters they start (control
 # planes, simulated or real kubelet nodes), not on the CPU, so running them
 # side by side saves most of the serial time.
@@ -10,11 +11,16 @@
 #   hack/test-parallel.sh [cargo test options] [-- libtest options]
 #   e.g. TEST_JOBS=3 hack/test-parallel.sh --features cluster-tests -- --test-threads=2
 #
-# Each binary's output goes to target/test-logs/<binary>.log and is printed
-# whole when it ends, so the outputs do not interleave. Every binary runs even
-# when one fails; a table (binary, result, seconds) ends the run, and the exit
-# code is 1 when any failed, naming them. The order comes from the seconds the
-# last run measured (target/test-logs/times.tsv; a binary without a figure
+# The integration tests of each tier are one binary (tests/cluster.rs), so
+# it is not run whole: each of its modules is a job of its own (the binary
+# given that module's test names, `--exact`), labelled
+# `tests/cluster.rs::<module>`, and the jobs are what runs side by side.
+#
+# Each job's output goes to target/test-logs/<job>.log and is printed whole
+# when it ends, so the outputs do not interleave. Every job runs even when
+# one fails; a table (job, result, seconds) ends the run, and the exit code
+# is 1 when any failed, naming them. The order comes from the seconds the
+# last run measured (target/test-logs/times.tsv; a job without a figure
 # there goes first), or, without that file, from the fixed list below.
 #
 # The executables run as `cargo test` runs them: in their package's directory,
@@ -43,21 +49,22 @@ rm -f "$logs"/*.log "$logs"/build.json
 
 # The slow binaries of the last serial `make test` (CI, 2026-12-06), longest
 # first: the order when target/test-logs/times.tsv has no figures yet.
+c=tests/cluster.rs
 fallback_order=(
-  tests/real/main.rs tests/runner.rs tests/device_plugin.rs tests/conformance.rs
-  tests/pool_status.rs tests/fidelity_api.rs tests/fidelity_kubelet.rs tests/node_ops.rs
-  tests/node_allocatable.rs tests/gaps.rs tests/metadata.rs tests/interposer.rs
-  tests/node_sim/main.rs tests/proxy/main.rs tests/local_cluster.rs tests/workloads.rs
+  $c::real $c::runner $c::device_plugin $c::conformance
+  $c::pool_status $c::fidelity_api $c::fidelity_kubelet $c::node_ops
+  $c::node_allocatable $c::gaps $c::metadata $c::interposer
+  $c::node_sim $c::proxy $c::local_cluster $c::workloads
 )
 
-# Binaries that run alone, after the others: tests/real/main.rs runs real
+# Jobs that run alone, after the others: the real-node module runs real
 # nodes two tests at a time itself, and beside two other binaries its
 # interposer broken variant (a stalled surge rollout on a real node, then
 # the scenario's teardown) left its namespace behind in three of four runs
 # on the 2-core machine (CI check 2026-12-06: "timed out after 60s waiting
 # for the scenario's pods to be gone"), while alone, as it always ran
 # before, it passed. TEST_ALONE (space-separated labels) overrides the list.
-read -r -a alone <<< "${TEST_ALONE-tests/real/main.rs}"
+read -r -a alone <<< "${TEST_ALONE-tests/cluster.rs::real}"
 
 # Every real node and control plane watches files with inotify; the kernel's
 # default of 128 instances per user is too few for several clusters at once.
@@ -108,6 +115,28 @@ for l in "${labels[@]}"; do
 done
 (( ${#labels[@]} > 0 )) || { echo "test-parallel: cargo named no test executables (see $logs/build.json)" >&2; exit 1; }
 
+# A binary that is a tier of integration tests becomes a job per module:
+# same executable, its own test names. `--list` runs nothing.
+declare -A names_of
+split_labels=()
+for l in "${labels[@]}"; do
+  if [[ $l != tests/cluster.rs ]]; then split_labels+=("$l"); continue; fi
+  listed=$(cd "${dir_of[$l]}" && "${exe_of[$l]}" --list --format terse 2>/dev/null) \
+    || { echo "test-parallel: $l --list failed" >&2; exit 1; }
+  declare -A seen=()
+  while IFS= read -r line; do
+    [[ $line == *': test' ]] || continue
+    name=${line%: test} module=${line%%::*}
+    j="$l::$module"
+    if [[ -z ${seen[$module]:-} ]]; then
+      seen[$module]=1 split_labels+=("$j") exe_of[$j]=${exe_of[$l]} dir_of[$j]=${dir_of[$l]}
+    fi
+    names_of[$j]+="$name"$'\n'
+  done <<< "$listed"
+  unset seen
+done
+labels=("${split_labels[@]}")
+
 # Doc tests: cargo compiles them itself, a few seconds; run before the binaries.
 doc_start=$SECONDS
 "$cargo" test "${cargo_args[@]}" --doc -- "${test_args[@]}" > "$logs/doc-tests.log" 2>&1
@@ -135,11 +164,12 @@ queue=("${shared[@]}" "${solo[@]}")
 
 declare -A pid_label start_of result seconds
 running=0
-log_of() { local f=${1//\//_}; echo "$logs/${f%.rs}.log"; }
+log_of() { local f=${1//\//_}; f=${f//.rs::/_}; echo "$logs/${f%.rs}.log"; }
 start() {
-  local l=$1
+  local l=$1 only=()
+  [[ -n ${names_of[$l]:-} ]] && { mapfile -t only <<< "${names_of[$l]%$'\n'}"; only=(--exact "${only[@]}"); }
   ( cd "${dir_of[$l]}" && CARGO_MANIFEST_DIR=${dir_of[$l]} CARGO=$cargo_path \
-      exec "${exe_of[$l]}" "${test_args[@]}" ) > "$(log_of "$l")" 2>&1 < /dev/null &
+      exec "${exe_of[$l]}" "${test_args[@]}" "${only[@]}" ) > "$(log_of "$l")" 2>&1 < /dev/null &
   pid_label[$!]=$l start_of[$l]=$SECONDS
   running=$(( running + 1 ))
 }
@@ -156,7 +186,7 @@ stop_all() {
 }
 trap stop_all INT TERM
 
-echo; echo "test-parallel: ${#queue[@]} test binaries, $jobs at a time, longest first (target/test-logs/); alone, last: ${solo[*]:-none}"
+echo; echo "test-parallel: ${#queue[@]} test jobs, $jobs at a time, longest first (target/test-logs/); alone, last: ${solo[*]:-none}"
 tests_start=$SECONDS
 next=0
 while (( next < ${#queue[@]} || running > 0 )); do
@@ -177,7 +207,13 @@ while (( next < ${#queue[@]} || running > 0 )); do
   fi
   l=${pid_label[$done_pid]}
   unset "pid_label[$done_pid]"
-  [[ ${exe_of[$l]} == *.test-parallel ]] && rm -f "${exe_of[$l]}"
+  # A tier's snapshot goes once none of its jobs waits or runs.
+  if [[ ${exe_of[$l]} == *.test-parallel ]]; then
+    in_use=0
+    for p in "${!pid_label[@]}"; do [[ ${exe_of[${pid_label[$p]}]} == "${exe_of[$l]}" ]] && in_use=1; done
+    for q in "${queue[@]:next}"; do [[ ${exe_of[$q]} == "${exe_of[$l]}" ]] && in_use=1; done
+    (( in_use )) || rm -f "${exe_of[$l]}"
+  fi
   running=$(( running - 1 ))
   seconds[$l]=$(( SECONDS - start_of[$l] ))
   if (( rc == 0 )); then result[$l]=ok; elif (( rc > 128 )); then result[$l]="FAILED (signal $(( rc - 128 )))"; else result[$l]="FAILED (exit $rc)"; fi
@@ -196,7 +232,7 @@ failed=()
 (( doc_rc == 0 )) || failed+=("doc tests")
 echo
 echo "test-parallel: summary ($jobs at a time)"
-printf '| %-42s | %-18s | %7s | %s\n' binary result seconds tests
+printf '| %-42s | %-18s | %7s | %s\n' job result seconds tests
 printf '|%s|%s|%s|%s\n' "$(printf -- '-%.0s' {1..44})" "$(printf -- '-%.0s' {1..20})" "$(printf -- '-%.0s' {1..9})" "---"
 for l in "${queue[@]}"; do
   counts=$(grep -E '^test result: ' "$(log_of "$l")" | tail -1 | sed -E 's/^test result: [A-Za-z]+\. ([0-9]+ passed; [0-9]+ failed).*/\1/')
@@ -206,9 +242,9 @@ printf '| %-42s | %-18s | %7s |\n' "doc tests" "$( (( doc_rc == 0 )) && echo ok 
 for l in "${queue[@]}"; do [[ ${result[$l]} == ok ]] || failed+=("$l"); done
 total=$(( SECONDS - started )) serial=0
 for l in "${queue[@]}"; do serial=$(( serial + seconds[$l] )); done
-echo "test-parallel: build ${build_seconds}s, doc tests ${doc_seconds}s, test binaries ${tests_seconds}s ($(( tests_seconds / 60 )) min $(( tests_seconds % 60 )) s, $jobs at a time; their own times add up to ${serial}s), total ${total}s ($(( total / 60 )) min $(( total % 60 )) s)"
+echo "test-parallel: build ${build_seconds}s, doc tests ${doc_seconds}s, test jobs ${tests_seconds}s ($(( tests_seconds / 60 )) min $(( tests_seconds % 60 )) s, $jobs at a time; their own times add up to ${serial}s), total ${total}s ($(( total / 60 )) min $(( total % 60 )) s)"
 if (( ${#failed[@]} )); then
   echo "test-parallel: FAILED: ${failed[*]} (logs in $logs/)" >&2
   exit 1
 fi
-echo "test-parallel: all ${#queue[@]} test binaries and the doc tests passed"
+echo "test-parallel: all ${#queue[@]} test jobs and the doc tests passed"

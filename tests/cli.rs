@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::runs::Ran;
 use common::*;
 

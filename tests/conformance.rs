@@ -9,7 +9,7 @@
 //! injects, and upstream's test driver told its device count in a way it
 //! does not heed (tests/fixtures/conformance/). Upstream's test driver runs the
 //! pack on real nodes in `make conformance-real`.
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

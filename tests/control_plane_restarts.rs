@@ -5,7 +5,7 @@
 //! whose scenarios each break what one of them guards, must fail every
 //! scenario with the message of that check.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -7,7 +7,7 @@
 //! pod expecting a driver on a node the driver does not run on. Needs root
 //! and the node components (`make node`), like tests/real. The variant that
 //! needs no container runtime also runs on simulated nodes.
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

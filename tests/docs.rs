@@ -3,7 +3,7 @@
 //! headings, by GitHub's rules; every `#L<n>` into another file to one of its
 //! lines), docs/steps.md is what the step catalogue gives, and the worked
 //! examples use only defined steps. No cluster, root or Go is involved.
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};

@@ -3,7 +3,7 @@
 //! break what one of them guards, must fail every scenario with the message
 //! of that assertion.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

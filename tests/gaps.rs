@@ -5,7 +5,7 @@
 //! what one check guards, must fail every scenario with that check's
 //! message and leave nothing behind.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

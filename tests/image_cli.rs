@@ -3,7 +3,7 @@
 //! and holds the program as the entrypoint; a missing program, a
 //! dynamically linked one, a script and bad references are refused with a
 //! message saying which, and nothing is written.
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;

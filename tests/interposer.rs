@@ -6,7 +6,7 @@
 //! the kubelet reach the driver directly fails the scenario that expected
 //! its injection, and a run without `--interpose` skips those scenarios
 //! with the reason. `make interposer-real` runs the same on real nodes.
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

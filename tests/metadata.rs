@@ -6,7 +6,7 @@
 //! Needs root and the node components (`make node`), like tests/real. The
 //! checks of the file's fields are shown to fail by the unit tests in
 //! steps/metadata.rs.
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -8,7 +8,7 @@
 //! and the node components (`make node`), like tests/real. The arithmetic
 //! (cpu.shares, quotas, cgroup v2 weights, Burstable scores) is checked by
 //! the unit tests in steps/node_allocatable.rs.
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -3,11 +3,10 @@
 //! tests/fixtures/node-ops, whose scenarios each break what one of them
 //! guards, must fail every scenario with the message of that assertion.
 
-mod common;
-use common::*;
-#[path = "common/allocation.rs"]
-mod allocation;
+use crate::common;
+use crate::common::allocation;
 use allocation::allocation_results;
+use common::*;
 
 #[test]
 fn every_node_operations_and_compatibility_assertion_fails_its_broken_variant() {

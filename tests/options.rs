@@ -6,7 +6,7 @@
 //! none is needed.
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::runs::Ran;
 use common::*;
 

@@ -3,7 +3,7 @@
 //! plane does not report, must fail every one of them with the message of the
 //! check that caught it.
 
-mod common;
+use crate::common;
 use common::runs::{Ran, assert_each_scenario_caught};
 use common::*;
 

@@ -2,7 +2,7 @@
 //! shipped profiles pass, and every check is shown able to fail with one
 //! broken profile under tests/fixtures/profiles/ each, with the exact
 //! message (line and field) and exit status 1.
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

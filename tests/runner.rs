@@ -4,7 +4,6 @@
 //!
 //! One test binary (kube and tonic linked once), its tests in modules by
 //! what they check, beside this file in tests/runner/.
-mod common;
 
 #[path = "runner/builds.rs"]
 mod builds;

@@ -2,7 +2,7 @@
 //! `dra-e2e upstream` prints for the suite's features, and the command finds
 //! every way the data file and the features can disagree. No cluster is
 //! involved.
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

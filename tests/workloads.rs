@@ -4,7 +4,7 @@
 //! and leave nothing behind (the DeviceTaintRules and the finalizer-held pod
 //! included).
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

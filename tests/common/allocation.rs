@@ -1,7 +1,5 @@
 //! What the scheduler allocated for a claim, read back from the API server
-//! by the tests that run a cluster. Not part of `mod.rs`, which the
-//! `node_sim` binary does not include: each binary that needs it includes
-//! this file with `#[path]`.
+//! by the tests that run a cluster.
 use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
 use kube::api::Api;
 

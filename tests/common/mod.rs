@@ -1,7 +1,9 @@
 //! What the tests that run the runner binary share: the binary, the
 //! fixtures, following a run's output, and the check that a run left no
-//! process or temp dir behind. Included by each such test binary.
+//! process or temp dir behind. A module of both tiers' binaries
+//! (tests/fast.rs, tests/cluster.rs).
 #![allow(dead_code)]
+pub mod allocation;
 pub mod runs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

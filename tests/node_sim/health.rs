@@ -4,10 +4,9 @@
 //! device ID, as the kubelet does); plugins without the service get no
 //! stream and their devices stay `Unknown`.
 
-#[path = "../common/allocation.rs"]
-mod allocation;
+use crate::common::allocation;
 
-use crate::support::*;
+use super::support::*;
 use allocation::allocation_results;
 use dra_e2e::ground::objects::{PodClaims, PodShape};
 use dra_e2e::node_sim::{NodeEventKind, SimNode};

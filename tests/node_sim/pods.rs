@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use dra_e2e::ground::objects::{self, PodClaims, PodShape};
 use dra_e2e::node_sim::NodeEventKind;
 use dra_e2e::plugin::NodeApi;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use dra_e2e::node_sim::{NodeEvent, NodeEventKind, SimNode, SimNodes};
 use dra_e2e::plugin::NodeApi;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -5,7 +5,7 @@ use dra_e2e::plugin::{CallOutcome, NodeApi};
 use dra_e2e::proto::method;
 use dra_e2e::proto::pluginregistration::{InfoRequest, registration_client::RegistrationClient};
 
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn counts_and_injected_failures_are_per_node_and_per_method() {

@@ -7,7 +7,7 @@ use dra_e2e::proto::health::watch_health;
 use dra_e2e::proto::method;
 use futures::StreamExt as _;
 
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn health_stream_sends_the_sorted_list_at_once_and_after_changes() {

@@ -11,7 +11,7 @@ use dra_e2e::proto::pluginregistration::{InfoRequest, registration_client::Regis
 use hyper_util::rt::TokioIo;
 use tonic::transport::Endpoint;
 
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn stop_cancels_stalled_calls_and_removes_sockets() {

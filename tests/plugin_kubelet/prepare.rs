@@ -6,7 +6,7 @@ use dra_e2e::plugin::{CallOutcome, ClaimId, NodeApi};
 use dra_e2e::proto::dra::PreparedDevice;
 use serde_json::json;
 
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn prepare_and_unprepare_on_every_api_version() {

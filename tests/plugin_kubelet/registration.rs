@@ -10,7 +10,7 @@ use dra_e2e::proto::pluginregistration::{
     RegistrationStatus as PbStatus, registration_client::RegistrationClient,
 };
 
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn registration_handshake_completes_within_the_kubelet_deadline() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use dra_e2e::cluster::proxy::{LocalAgentConfig, PoolConfig, ProxiedSocket};
 use futures::StreamExt as _;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use dra_e2e::cluster::proxy::{LocalAgent, ProxySide};
 
 const WAIT: Duration = Duration::from_secs(20);

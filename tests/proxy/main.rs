@@ -3,8 +3,6 @@
 //! binary, so kube and tonic are linked once.
 mod agent;
 mod agent_exit;
-#[path = "../common/mod.rs"]
-mod common;
 mod isolation;
 mod local;
 mod portforward;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use dra_e2e::cluster::proxy::{LocalAgent, LocalAgentConfig, PoolConfig, PortForward, PreDialled};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use kube::api::PostParams;
 
+use super::kubeconfig::{KubeconfigCluster, manifest_objects, root};
 use crate::common;
-use crate::kubeconfig::{KubeconfigCluster, manifest_objects, root};
 
 const DRIVER: &str = "test-driver.cdi.k8s.io";
 

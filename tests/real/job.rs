@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams};
 
+use super::installed::install_test_driver;
+use super::kubeconfig::KubeconfigCluster;
 use crate::common;
-use crate::installed::install_test_driver;
-use crate::kubeconfig::KubeconfigCluster;
 
 const DRIVER: &str = "test-driver.cdi.k8s.io";
 /// KEP-5970's seven behaviours (hack/installed-check.sh's `seven`).

@@ -2,8 +2,6 @@
 //! components): start, stop and faults; the image archives they import; and
 //! the simulated kubelet compared with a real one. One test binary, so kube
 //! and tonic are linked once.
-#[path = "../common/mod.rs"]
-mod common;
 mod differential;
 mod driver_updates;
 mod images;

@@ -17,8 +17,8 @@ use kube::runtime::watcher;
 
 use dra_e2e::ground::wait::{self, Check};
 
+use super::kubeconfig::{KubeconfigCluster, manifest_objects, test_driver_dir};
 use crate::common;
-use crate::kubeconfig::{KubeconfigCluster, manifest_objects, test_driver_dir};
 
 const PROFILE: &str = "profiles/dra-test-driver-kubeconfig.yaml";
 /// The namespaces the interposer's proxy pods run in are named so.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::pod_api;
 use crate::common::{self, Watched};
-use crate::pod_api;
 
 use dra_e2e::cluster::local::{LocalCluster, LocalClusterOptions};
 use dra_e2e::cluster::real_node::{RealNodes, RealNodesOptions};

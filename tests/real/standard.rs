@@ -14,8 +14,8 @@ use kube::api::{Api, LogParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
+use super::pod_api;
 use crate::common;
-use crate::pod_api;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
