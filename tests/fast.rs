@@ -15,5 +15,6 @@ mod options;
 mod plugin_kubelet;
 mod profile;
 mod rolling_driver_manifests;
+mod step_rule;
 mod test_driver_manifests;
 mod upstream_table;
