@@ -20,7 +20,7 @@ use crate::ground::wait::{self, Check};
 #[derive(Debug, Default)]
 pub struct ClaimMemory {
     /// Claims generated for pods, remembered before a pod is deleted.
-    pub generated_claims: std::collections::BTreeMap<ClaimPhrase, String>,
+    pub generated: std::collections::BTreeMap<ClaimPhrase, String>,
 }
 
 sentences! {
@@ -93,8 +93,8 @@ pub(crate) async fn claim_name(w: &World, claim: &ClaimPhrase) -> anyhow::Result
     let (pod, extended) = match claim {
         ClaimPhrase::Named(n) => return Ok(n.clone()),
         // Remembered when the pod was deleted, so its claim can still be checked.
-        _ if w.claims.generated_claims.contains_key(claim) => {
-            return Ok(w.claims.generated_claims[claim].clone());
+        _ if w.claims.generated.contains_key(claim) => {
+            return Ok(w.claims.generated[claim].clone());
         }
         ClaimPhrase::OfPod(pod) => (pod, false),
         ClaimPhrase::ExtendedOfPod(pod) => (pod, true),

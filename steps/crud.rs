@@ -22,7 +22,7 @@ use crate::ground::wait::{self, Check};
 #[derive(Debug, Default)]
 pub struct CrudMemory {
     /// The watch "a watch on ... objects" opened, for "the watch sees ...".
-    pub crud_watch: Option<ObjectWatch>,
+    pub watch: Option<ObjectWatch>,
 }
 
 sentences! {
@@ -647,13 +647,13 @@ async fn watched_api(w: &World, kind: &str) -> anyhow::Result<Api<DynamicObject>
 async fn watch_started(w: &mut World, kind: Kind, label: String) -> anyhow::Result<()> {
     let label = objects::expand(&label, &w.vars())?;
     let api = watched_api(w, &kind.0).await?;
-    w.crud.crud_watch = Some(ObjectWatch::start(api, &kind.0, &label, WATCH_LISTS).await?);
+    w.crud.watch = Some(ObjectWatch::start(api, &kind.0, &label, WATCH_LISTS).await?);
     Ok(())
 }
 
 async fn watch_sees(w: &mut World, kind: Kind, name: String, want: Watched) -> anyhow::Result<()> {
     let name = objects::expand(&name, &w.vars())?;
-    let watch = w.crud.crud_watch.as_mut().with_context(|| {
+    let watch = w.crud.watch.as_mut().with_context(|| {
         format!(
             "no watch is open; start one with `Given a watch on {kind} objects labelled \"...\"`"
         )

@@ -62,12 +62,12 @@ pub(crate) async fn remember_generated_claims(w: &mut World, name: &str) -> anyh
     if let Some(pod) = found {
         if let Some(claim) = generated_claim(&pod, false) {
             w.claims
-                .generated_claims
+                .generated
                 .insert(ClaimPhrase::OfPod(name.to_owned()), claim);
         }
         if let Some(claim) = generated_claim(&pod, true) {
             w.claims
-                .generated_claims
+                .generated
                 .insert(ClaimPhrase::ExtendedOfPod(name.to_owned()), claim);
         }
     }

@@ -25,7 +25,7 @@ use crate::harness::pool_status::{
 #[derive(Debug, Default)]
 pub struct PoolStatusMemory {
     /// The scenario's current ResourcePoolStatusRequest and its checks.
-    pub pool_request: Option<PoolRequest>,
+    pub request: Option<PoolRequest>,
 }
 
 sentences! {
@@ -151,7 +151,7 @@ async fn request_created(w: &mut World, filter: PoolFilter) -> anyhow::Result<()
     };
     let spec = pool_status::spec(&driver, pool.as_deref(), filter.limit);
     let name = create(w, &spec).await?;
-    w.pool_status.pool_request = Some(PoolRequest::new(name, spec));
+    w.pool_status.request = Some(PoolRequest::new(name, spec));
     Ok(())
 }
 
@@ -191,9 +191,9 @@ impl pool_status::Requests for ScenarioRequests<'_> {
 /// request shows all of it (see [`pool_status::settle`]).
 async fn settle(w: &mut World, new: Vec<Expectation>) -> anyhow::Result<()> {
     let api = api(w)?;
-    let mut request = w.pool_status.pool_request.take().context(NO_REQUEST)?;
+    let mut request = w.pool_status.request.take().context(NO_REQUEST)?;
     let settled = pool_status::settle(&mut ScenarioRequests { w, api }, &mut request, new).await;
-    w.pool_status.pool_request = Some(request);
+    w.pool_status.request = Some(request);
     settled
 }
 
@@ -294,7 +294,7 @@ async fn request_unchanged(w: &mut World, dur: Dur) -> anyhow::Result<()> {
     let api = api(w)?;
     let name = w
         .pool_status
-        .pool_request
+        .request
         .as_ref()
         .context(NO_REQUEST)?
         .name()

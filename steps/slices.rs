@@ -22,9 +22,9 @@ use crate::harness::driver::{Resources, slices as driver_slices};
 #[derive(Debug, Default)]
 pub struct SliceMemory {
     /// Slices remembered by "the driver's slices are noted".
-    pub noted_slices: Option<Vec<ResourceSlice>>,
+    pub noted: Option<Vec<ResourceSlice>>,
     /// UIDs of pools' slices as noted, for "recreated with a new UID".
-    pub slice_uids: std::collections::BTreeMap<String, String>,
+    pub uids: std::collections::BTreeMap<String, String>,
 }
 
 sentences! {
@@ -285,7 +285,7 @@ async fn note_slices(w: &mut World, d: DriverRef) -> anyhow::Result<()> {
     // set_up already waited until the node-local slices were published.
     let mut slices = w.driver(&d)?.slices().await?;
     slices.sort_by_key(|s| s.metadata.name.clone());
-    w.slices.noted_slices = Some(slices);
+    w.slices.noted = Some(slices);
     Ok(())
 }
 
@@ -296,7 +296,7 @@ async fn slices_unchanged(w: &World, d: DriverRef) -> anyhow::Result<()> {
 pub(crate) async fn assert_unchanged(w: &World, d: &DriverRef) -> anyhow::Result<()> {
     let noted = w
         .slices
-        .noted_slices
+        .noted
         .clone()
         .context("no slices were noted; use `When the slices of the driver are noted` first")?;
     let mut now = w.driver(d)?.slices().await?;
@@ -459,7 +459,7 @@ async fn pool_for_all_nodes(w: &mut World, pool: String) -> anyhow::Result<()> {
     )
     .await?;
     w.slices
-        .slice_uids
+        .uids
         .insert(pool, s.metadata.uid.unwrap_or_default());
     Ok(())
 }
@@ -470,7 +470,7 @@ async fn delete_pool_slice(w: &mut World, pool: String) -> anyhow::Result<()> {
         .with_context(|| format!("no slice of pool {pool}"))?;
     let name = s.metadata.name.clone().unwrap_or_default();
     w.slices
-        .slice_uids
+        .uids
         .insert(pool, s.metadata.uid.unwrap_or_default());
     Api::<ResourceSlice>::all(w.client()?)
         .delete(&name, &DeleteParams::default())
@@ -482,7 +482,7 @@ async fn delete_pool_slice(w: &mut World, pool: String) -> anyhow::Result<()> {
 async fn recreated(w: &World, pool: String) -> anyhow::Result<()> {
     let old = w
         .slices
-        .slice_uids
+        .uids
         .get(&pool)
         .cloned()
         .with_context(|| format!("the slice of pool {pool} was not seen before"))?;
