@@ -49,13 +49,16 @@ done
 [[ -z "$real" || $(id -u) == 0 ]] || die "real nodes need root (BENCH_REAL_NODES= runs simulated nodes only)"
 
 # Each run in a process group of its own: an interrupt or error here stops
-# it as Ctrl-C would (the runner stops its cluster on SIGINT), and this
+# it as Ctrl-C would (the runner stops its cluster on SIGTERM as on SIGINT), and this
 # script waits until it has.
 child=
 cleanup() {
   if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
     log "stopping the running suite (process group $child)"
-    kill -INT -- "-$child" 2>/dev/null || true
+    # TERM, not INT: a background job of a script starts with SIGINT
+    # ignored, so an INT sent before the runner installs its handlers is
+    # lost and the run goes on with nobody to stop it.
+    kill -TERM -- "-$child" 2>/dev/null || true
     wait "$child" 2>/dev/null || true
   fi
 }

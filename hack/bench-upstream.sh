@@ -65,12 +65,15 @@ esac
 
 # A side runs in a process group of its own, so that an interrupt or an
 # error here stops that side as Ctrl-C would (each stops its cluster on
-# SIGINT), and this script waits until it has.
+# SIGTERM as on SIGINT), and this script waits until it has.
 child=
 cleanup() {
   if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
     log "stopping the running side (process group $child)"
-    kill -INT -- "-$child" 2>/dev/null || true
+    # TERM, not INT: a background job of a script starts with SIGINT
+    # ignored, so an INT sent before the runner installs its handlers is
+    # lost and the run goes on with nobody to stop it.
+    kill -TERM -- "-$child" 2>/dev/null || true
     wait "$child" 2>/dev/null || true
   fi
 }
