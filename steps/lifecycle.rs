@@ -339,7 +339,11 @@ impl Teardown {
     async fn run(mut self, ctx: Arc<Context>, id: ScenarioId) {
         let mut timings = Vec::new();
         let torn_down = match &self.client {
-            Ok(client) => self.stack.tear_down(client, &ctx, &mut timings).await,
+            Ok(client) => self
+                .stack
+                .tear_down(client, &ctx.cluster, &ctx.under_test, &mut timings)
+                .await
+                .map_err(anyhow::Error::from),
             Err(e) => Err(anyhow::anyhow!("{e:#}")),
         };
         if let Err(e) = torn_down {

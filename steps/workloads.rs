@@ -26,6 +26,7 @@ use super::params::{DriverRef, PodClaimsPhrase};
 use super::pods::POD_TIMEOUT;
 use crate::ground::objects::{self, PodShape};
 use crate::ground::wait::{self, Check};
+use crate::harness::scenario::teardown::FINALIZER_CHANGE;
 
 sentences! {
     #[given(expr = "a workload {string} with a pod group {podclaims}")]
@@ -63,10 +64,6 @@ const INLINE_POD_CLAIM: &str = "my-inline-claim";
 /// What the device taint manager writes into the pod it evicts.
 const EVICTION_REASON: &str = "DeletionByDeviceTaintManager";
 const EVICTION_MESSAGE: &str = "Device Taint manager: deleting due to NoExecute taint";
-
-/// How long adding or removing a finalizer is retried while the pod changes
-/// under it (upstream retries the removal for 30 s).
-const FINALIZER_CHANGE: Duration = Duration::from_secs(30);
 
 /// The PodGroup a step makes for `workload` (upstream: workload, template
 /// and a counter that starts at 0).
@@ -338,6 +335,8 @@ async fn uses_group_claims(w: &mut World, pod: String, workload: String) -> anyh
     Ok(())
 }
 
+/// Puts `finalizer` on `pod`; teardown takes it off
+/// ([`crate::harness::scenario::teardown::remove_pod_finalizer`]).
 async fn kept_by_finalizer(w: &mut World, pod: String, finalizer: String) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     // Registered first, so a failed patch still leaves nothing behind.
@@ -378,45 +377,6 @@ async fn kept_by_finalizer(w: &mut World, pod: String, finalizer: String) -> any
             }
         },
     )
-    .await?;
-    Ok(())
-}
-
-/// Teardown of [`kept_by_finalizer`]: takes the finalizer off the pod (if it
-/// is still there), retried while the pod changes under it.
-pub(crate) async fn remove_pod_finalizer(
-    client: &kube::Client,
-    namespace: &str,
-    pod: &str,
-    finalizer: &str,
-) -> anyhow::Result<()> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let what = format!("finalizer {finalizer} to be removed from pod {pod}");
-    wait::poll(&what, FINALIZER_CHANGE, Duration::from_secs(1), || async {
-        let current = match api.get_opt(pod).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return Check::Done(()),
-            Err(e) => return Check::Pending(format!("reading the pod: {e}")),
-        };
-        let finalizers = current.metadata.finalizers.unwrap_or_default();
-        if !finalizers.iter().any(|f| f == finalizer) {
-            return Check::Done(());
-        }
-        let rest: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
-        let patch = serde_json::json!({
-            "metadata": {
-                "finalizers": rest,
-                "resourceVersion": current.metadata.resource_version,
-            }
-        });
-        match api
-            .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Check::Done(()),
-            Err(e) => Check::Pending(format!("removing it: {e}")),
-        }
-    })
     .await?;
     Ok(())
 }

@@ -9,9 +9,10 @@ use k8s_openapi::api::resource::v1::{
 };
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 
-use super::{Created, PodRecord};
+use super::Created;
 use crate::ground::objects;
 use crate::harness::driver::{self, Driver, DriverOptions};
+use crate::harness::scenario::PodRecord;
 use crate::steps::World;
 use crate::steps::params::DriverRef;
 

@@ -4,7 +4,8 @@
 //! ([`under_test`]: installed, deployed or interposed), with the domain
 //! logic the steps call rather than hold: resource [`quantity`] arithmetic,
 //! the kubelet's [`cgroup`] and OOM values, the [`device_metadata`] a
-//! container reads and the [`pool_status`] request's checks and retries.
+//! container reads and the [`pool_status`] request's checks and retries;
+//! and the [`scenario`]'s cleanup stack with its teardown.
 //! All of it stands on the cluster and plugin floors and knows nothing of
 //! Gherkin; the steps parse their sentences and call it.
 pub mod api_conformance;
@@ -20,5 +21,6 @@ pub mod pool_status;
 #[cfg(test)]
 mod props;
 pub mod quantity;
+pub mod scenario;
 pub mod timing;
 pub mod under_test;

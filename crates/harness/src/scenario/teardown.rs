@@ -4,39 +4,124 @@
 //! test or on a node (a stopped daemon, a cut node, another device count)
 //! is healed here first, so that the next scenario finds the cluster as
 //! deployed.
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use dra_e2e_cluster::Cluster;
+use dra_e2e_cluster::real_node::init::DaemonOp;
+use dra_e2e_kube::objects::delete_if_present;
+use dra_e2e_kube::wait::{self, Check, WaitError};
+use dra_e2e_plugin::WaitTimeout;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 
-use super::{Created, Phase, Scenario};
-use crate::ground::objects::delete_if_present;
-use crate::ground::wait::{self, Check};
-use crate::report::Timings;
-use crate::steps::Context;
+use super::{Created, DriverLabel, Phase, Scenario};
+use crate::driver::DriverError;
+use crate::node_loss::NodeLossError;
+use crate::timing::Timings;
+use crate::under_test::{UnderTest, UnderTestError};
 
 /// How long each teardown wait may take.
 const TEARDOWN_WAIT: Duration = Duration::from_secs(60);
+
+/// How long adding or removing a finalizer is retried while the pod changes
+/// under it (upstream retries the removal for 30 s).
+pub const FINALIZER_CHANGE: Duration = Duration::from_secs(30);
 
 /// Proxy pods of drivers are torn down with their driver, not with the
 /// scenario's pods.
 const NOT_A_DRIVER_POD: &str = "app.kubernetes.io/part-of!=dra-test-driver";
 
-impl Scenario {
+/// What a cleanup of teardown found wrong; teardown reports the first.
+/// Each says what it was cleaning and carries the error it met as its
+/// source; those whose own message names what failed pass it on as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum TeardownError {
+    #[error("deleting namespace {name}")]
+    Namespace {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting DeviceClass {name}")]
+    DeviceClass {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting the scenario's pods")]
+    Pods(#[source] kube::Error),
+    #[error("deleting claims")]
+    Claims(#[source] kube::Error),
+    #[error("the plugin of {driver} on {node} still has claims prepared")]
+    StillPrepared {
+        driver: String,
+        node: String,
+        #[source]
+        source: WaitTimeout,
+    },
+    #[error("deleting the ResourceSlices of driver {driver}")]
+    Slices {
+        driver: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A manifest object.
+    #[error("deleting {kind} {name}")]
+    Object {
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("taking the own-node taint off node {node}")]
+    OwnNodeTaint {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A driver's release (the error names the driver).
+    #[error(transparent)]
+    Release(#[from] DriverError),
+    /// Starting a daemon of a node: the thread that ran it.
+    #[error("the node operation's thread")]
+    NodeThread(#[source] tokio::task::JoinError),
+    /// Starting a daemon of a node: what the cluster said.
+    #[error("{0}")]
+    NodeOperation(String),
+    /// Connecting a cut node again, and its wait until Ready.
+    #[error(transparent)]
+    Reconnect(#[from] NodeLossError),
+    /// Installing the run's driver under test again after a step
+    /// uninstalled it.
+    #[error(transparent)]
+    Reinstall(UnderTestError),
+    /// Restarting the run's driver under test with the profile's device
+    /// count, and the wait for its devices.
+    #[error(transparent)]
+    DeviceCount(UnderTestError),
+    /// A wait (pods gone, claims gone, a kubelet back, a finalizer
+    /// removed), which says what it waited for.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+}
+
+impl<L: DriverLabel> Scenario<L> {
     /// Runs every cleanup, phase by phase, and records each phase's time.
     /// The drivers' waits (proxy pods gone, slices wiped) are not run here
-    /// but left to [`Scenario::take_unfinished`]. `ctx` is the run's: its
-    /// driver under test is healed and restored.
+    /// but left to [`Scenario::take_unfinished`]. `cluster` and
+    /// `under_test` are the run's: its driver under test is healed and
+    /// restored.
     pub async fn tear_down(
         &mut self,
         client: &kube::Client,
-        ctx: &Context,
+        cluster: &Arc<Cluster>,
+        under_test: &UnderTest,
         timings: &mut Timings,
-    ) -> anyhow::Result<()> {
-        let mut first: Option<anyhow::Error> = None;
+    ) -> Result<(), TeardownError> {
+        let mut first: Option<TeardownError> = None;
         // Failures, stalls and blocked sockets the scenario injected would
         // keep its pods and claims from going.
         for (_, d) in self.drivers() {
@@ -45,7 +130,7 @@ impl Scenario {
             d.unblock_sockets();
         }
         if self.external_drivers().next().is_some()
-            && let Some(i) = &ctx.under_test.interposed
+            && let Some(i) = &under_test.interposed
         {
             i.calls.heal_all();
             i.faults.lift();
@@ -56,7 +141,7 @@ impl Scenario {
                 if self.stack[i].phase() != phase {
                     continue;
                 }
-                if let Err(e) = self.clean(i, client, ctx, timings).await {
+                if let Err(e) = self.clean(i, client, cluster, under_test, timings).await {
                     first.get_or_insert(e);
                 }
             }
@@ -72,12 +157,12 @@ impl Scenario {
     /// would never be unregistered, and its slices never wiped.
     async fn start_daemon(
         &self,
-        ctx: &Context,
+        cluster: &Arc<Cluster>,
         node: String,
         daemon: &'static str,
-    ) -> anyhow::Result<()> {
-        let notify = crate::proto::method::NOTIFY_REGISTRATION_STATUS;
-        let plugins: Vec<(String, crate::plugin::Calls, u64)> = self
+    ) -> Result<(), TeardownError> {
+        let notify = dra_e2e_proto::method::NOTIFY_REGISTRATION_STATUS;
+        let plugins: Vec<(String, dra_e2e_plugin::Calls, u64)> = self
             .drivers()
             .filter(|(_, d)| {
                 d.is_running() && d.options.with_kubelet && d.nodenames().contains(&node)
@@ -90,12 +175,12 @@ impl Scenario {
                 )
             })
             .collect();
-        let cluster = ctx.cluster.clone();
+        let cluster = cluster.clone();
         let n = node.clone();
-        let start = crate::cluster::real_node::init::DaemonOp::Start;
-        tokio::task::spawn_blocking(move || cluster.node_daemon(&n, start, daemon))
+        tokio::task::spawn_blocking(move || cluster.node_daemon(&n, DaemonOp::Start, daemon))
             .await
-            .context("the node operation's thread")??;
+            .map_err(TeardownError::NodeThread)?
+            .map_err(|e| TeardownError::NodeOperation(format!("{e:#}")))?;
         if daemon != "kubelet" {
             return Ok(());
         }
@@ -127,9 +212,10 @@ impl Scenario {
         &mut self,
         i: usize,
         client: &kube::Client,
-        ctx: &Context,
+        cluster: &Arc<Cluster>,
+        under_test: &UnderTest,
         timings: &mut Timings,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), TeardownError> {
         let ns = self.namespace.clone();
         if matches!(self.stack[i], Created::AllClaims) {
             return self.delete_claims(client).await;
@@ -139,11 +225,14 @@ impl Scenario {
                 let api: Api<Namespace> = Api::all(client.clone());
                 delete_if_present(&api, name, &DeleteParams::default())
                     .await
-                    .with_context(|| format!("deleting namespace {name}"))
+                    .map_err(|source| TeardownError::Namespace {
+                        name: name.clone(),
+                        source,
+                    })
             }
             Created::AllPods => delete_pods(client, &ns).await,
             Created::PodFinalizer { pod, finalizer } => {
-                crate::steps::workloads::remove_pod_finalizer(client, &ns, pod, finalizer).await
+                Ok(remove_pod_finalizer(client, &ns, pod, finalizer).await?)
             }
             Created::Driver { driver, .. } => {
                 let r = driver.release().await;
@@ -155,22 +244,32 @@ impl Scenario {
                 let api: Api<DeviceClass> = Api::all(client.clone());
                 delete_if_present(&api, name, &DeleteParams::default())
                     .await
-                    .with_context(|| format!("deleting DeviceClass {name}"))
+                    .map_err(|source| TeardownError::DeviceClass {
+                        name: name.clone(),
+                        source,
+                    })
             }
             Created::StoppedDaemon { node, daemon } => {
                 let (node, daemon) = (node.clone(), *daemon);
-                self.start_daemon(ctx, node, daemon).await
+                self.start_daemon(cluster, node, daemon).await
             }
             Created::CutNode(node) => {
-                let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-                Ok(crate::harness::node_loss::reconnect(&ctx.cluster, &nodes, node).await?)
+                let nodes: Api<Node> = Api::all(client.clone());
+                Ok(crate::node_loss::reconnect(cluster, &nodes, node).await?)
             }
-            Created::DriverUninstalled => {
-                Ok(ctx.under_test.restore_after_uninstall(&ctx.cluster).await?)
-            }
+            Created::DriverUninstalled => under_test
+                .restore_after_uninstall(cluster)
+                .await
+                .map_err(TeardownError::Reinstall),
             Created::DeviceCount => {
-                ctx.under_test.restore_devices(&ctx.cluster).await?;
-                Ok(ctx.under_test.wait_devices_as_deployed(client).await?)
+                under_test
+                    .restore_devices(cluster)
+                    .await
+                    .map_err(TeardownError::DeviceCount)?;
+                under_test
+                    .wait_devices_as_deployed(client)
+                    .await
+                    .map_err(TeardownError::DeviceCount)
             }
             Created::SlicesOf(driver) => {
                 let api: Api<ResourceSlice> = Api::all(client.clone());
@@ -178,7 +277,10 @@ impl Scenario {
                 api.delete_collection(&DeleteParams::default(), &lp)
                     .await
                     .map(|_| ())
-                    .with_context(|| format!("deleting the ResourceSlices of driver {driver}"))
+                    .map_err(|source| TeardownError::Slices {
+                        driver: driver.clone(),
+                        source,
+                    })
             }
             Created::Object {
                 resource,
@@ -198,11 +300,18 @@ impl Scenario {
                 };
                 delete_if_present(&api, name, &dp)
                     .await
-                    .with_context(|| format!("deleting {} {name}", resource.kind))
+                    .map_err(|source| TeardownError::Object {
+                        kind: resource.kind.clone(),
+                        name: name.clone(),
+                        source,
+                    })
             }
-            Created::OwnNode(node) => crate::harness::node_lease::set_taint(client, node, None)
+            Created::OwnNode(node) => crate::node_lease::set_taint(client, node, None)
                 .await
-                .with_context(|| format!("taking the own-node taint off node {node}")),
+                .map_err(|source| TeardownError::OwnNodeTaint {
+                    node: node.clone(),
+                    source,
+                }),
             Created::AllClaims
             | Created::Claim { .. }
             | Created::Template(_)
@@ -213,24 +322,25 @@ impl Scenario {
 
     /// Deletes every claim, then waits until each plugin unprepared its
     /// claims and the claims are gone. Every wait runs even if one failed.
-    async fn delete_claims(&self, client: &kube::Client) -> anyhow::Result<()> {
-        let mut first: Option<anyhow::Error> = None;
+    async fn delete_claims(&self, client: &kube::Client) -> Result<(), TeardownError> {
+        let mut first: Option<TeardownError> = None;
         let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &self.namespace);
         if let Err(e) = claims
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await
         {
-            first.get_or_insert(anyhow::anyhow!("deleting claims: {e}"));
+            first.get_or_insert(TeardownError::Claims(e));
         }
         for (_, d) in self.drivers() {
             for n in d.nodenames() {
                 if let Some(p) = d.prepared(n)
-                    && let Err(e) = p.wait_until_empty(TEARDOWN_WAIT).await
+                    && let Err(source) = p.wait_until_empty(TEARDOWN_WAIT).await
                 {
-                    first.get_or_insert(anyhow::anyhow!(
-                        "the plugin of {} on {n} still has claims prepared: {e}",
-                        d.name
-                    ));
+                    first.get_or_insert(TeardownError::StillPrepared {
+                        driver: d.name.clone(),
+                        node: n.clone(),
+                        source,
+                    });
                 }
             }
         }
@@ -264,12 +374,12 @@ fn describe_leftover_claim(c: &ResourceClaim) -> String {
 
 /// Deletes every pod of the namespace but the drivers' and waits until they
 /// are gone.
-async fn delete_pods(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
+async fn delete_pods(client: &kube::Client, namespace: &str) -> Result<(), TeardownError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let lp = ListParams::default().labels(NOT_A_DRIVER_POD);
     api.delete_collection(&DeleteParams::default(), &lp)
         .await
-        .context("deleting the scenario's pods")?;
+        .map_err(TeardownError::Pods)?;
     let config = watcher::Config::default().labels(NOT_A_DRIVER_POD);
     wait::list(
         &api,
@@ -295,6 +405,46 @@ async fn delete_pods(client: &kube::Client, namespace: &str) -> anyhow::Result<(
             }
         },
     )
+    .await?;
+    Ok(())
+}
+
+/// Takes `finalizer` off `pod` (if it is still there), retried while the
+/// pod changes under it: the teardown of a finalizer a step put on a pod
+/// ([`Created::PodFinalizer`]).
+pub async fn remove_pod_finalizer(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    finalizer: &str,
+) -> Result<(), WaitError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let what = format!("finalizer {finalizer} to be removed from pod {pod}");
+    wait::poll(&what, FINALIZER_CHANGE, Duration::from_secs(1), || async {
+        let current = match api.get_opt(pod).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return Check::Done(()),
+            Err(e) => return Check::Pending(format!("reading the pod: {e}")),
+        };
+        let finalizers = current.metadata.finalizers.unwrap_or_default();
+        if !finalizers.iter().any(|f| f == finalizer) {
+            return Check::Done(());
+        }
+        let rest: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+        let patch = serde_json::json!({
+            "metadata": {
+                "finalizers": rest,
+                "resourceVersion": current.metadata.resource_version,
+            }
+        });
+        match api
+            .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Check::Done(()),
+            Err(e) => Check::Pending(format!("removing it: {e}")),
+        }
+    })
     .await?;
     Ok(())
 }
