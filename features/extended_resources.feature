@@ -330,7 +330,7 @@ Feature: DRA-backed extended resources
     And the extended resource claim of pod "tester-1" is allocated with results "container-0-request-0", "container-0-request-0", "container-0-request-1"
     And container "with-resource" of pod "tester-1" gets requests "container-0-request-0", "container-0-request-1" of the extended resource claim of pod "tester-1"
 
-  @KubeletMinVersion:1.34
+  @KubeletMinVersion:1.34 @FaultExempt:KubeletRestartPreparesAgain
   Scenario Outline: must cleanup extended resource claims when pods <end>
     Given a device class serving extended resource "${driver}/resource-0"
     When pod "tester-1" without claims is created

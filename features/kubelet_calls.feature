@@ -84,6 +84,7 @@ Feature: kubelet calls to any driver
     Then pod "tester-1" is running
     And NodePrepareResources was called through the v1 API on node 0
 
+  @FaultExempt:KubeletRestartPreparesAgain
   Scenario: a slow prepare delays the pod without failing it
     A driver that takes its time within the kubelet's deadline is waited
     for, not retried.

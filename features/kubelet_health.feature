@@ -118,6 +118,7 @@ Feature: device health through one node's kubelet
     When driver "new" reports the device of claim "reconnect-test-claim-2" on node 0 as Unhealthy with message "after the reconnect"
     Then the devices of pod "tester-2" are reported Unhealthy within 60s
 
+  @FaultExempt:KubeletRestartPreparesAgain
   Scenario: should handle concurrent DRA operations and health monitoring without connection issues
     Given a driver with 3 devices per node
     And a device class

@@ -52,6 +52,7 @@ Feature: optional node operations
       When pod "tester-1" is deleted
       Then NodeUnprepareResources was called 0 times on node 0
 
+    @FaultExempt:KubeletRestartPreparesAgain
     Scenario: bypasses node unprepare when SkipNodeOperations is UnprepareOnly
       Given a driver with 1 device per node, skipping node operations "NodeUnprepareResources"
       And a device class
