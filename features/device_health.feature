@@ -28,8 +28,8 @@ Feature: device health
     Then pod "tester-1" is running
     And the devices of pod "tester-1" are reported Unknown
 
-  # Drivers built before dra-health v1 offer only v1alpha1; the kubelet
-  # streams through it.
+  # Drivers built before dra-health v1 offer only v1alpha1; the kubelet streams through it.
+  @FaultExempt:KubeletRestartReconnects
   Scenario: must reflect device health changes in the pod status (v1alpha1)
     Given a driver "old" with 1 device per node, serving the v1alpha1 health API
     And a device class for driver "old"
