@@ -48,21 +48,9 @@ for n in $real $simulated; do
 done
 [[ -z "$real" || $(id -u) == 0 ]] || die "real nodes need root (BENCH_REAL_NODES= runs simulated nodes only)"
 
-# Each run in a process group of its own: an interrupt or error here stops
-# it as Ctrl-C would (the runner stops its cluster on SIGTERM as on SIGINT), and this
-# script waits until it has.
-child=
-cleanup() {
-  if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
-    log "stopping the running suite (process group $child)"
-    # TERM, not INT: a background job of a script starts with SIGINT
-    # ignored, so an INT sent before the runner installs its handlers is
-    # lost and the run goes on with nobody to stop it.
-    kill -TERM -- "-$child" 2>/dev/null || true
-    wait "$child" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
+# Each run in a process group of its own (lib.sh's in_group), which an
+# interrupt or error here stops.
+trap 'stop_group "the running suite"' EXIT
 trap 'exit 130' INT TERM
 
 built=${DRA_E2E_BIN:-}
@@ -92,13 +80,8 @@ for kind in real simulated; do
     name=$kind-$n
     log "the suite ($tags) on $n $kind nodes (output: $dir/$name.out)"
     start=$(now)
-    rc=0
-    setsid env BENCH_LOG="$dir/$name.log" DRA_E2E_BIN="$bin" "$here/bench-suite.sh" "$n $kind nodes" \
-      --cluster local --node-kind "$kind" --nodes "$n" --tags "$tags" --junit "$dir/$name.xml" "$@" \
-      >"$dir/$name.out" 2>&1 &
-    child=$!
-    wait "$child" || rc=$?
-    child=
+    in_group "$dir/$name.out" env BENCH_LOG="$dir/$name.log" DRA_E2E_BIN="$bin" "$here/bench-suite.sh" "$n $kind nodes" \
+      --cluster local --node-kind "$kind" --nodes "$n" --tags "$tags" --junit "$dir/$name.xml" "$@"
     wall=$(sed -n 's/^bench (.*): floor .* wall \([0-9.]*\) s .*/\1/p' "$dir/$name.out")
     # No bench line: the run printed no floor; the wall is taken from outside.
     [[ -n "$wall" ]] || wall=$(awk -v s="$start" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }')

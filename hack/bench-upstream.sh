@@ -63,32 +63,13 @@ esac
 [[ $(id -u) == 0 ]] || die "real nodes need root"
 [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || die "BENCH_NODES=$nodes: expected a node count"
 
-# A side runs in a process group of its own, so that an interrupt or an
-# error here stops that side as Ctrl-C would (each stops its cluster on
-# SIGTERM as on SIGINT), and this script waits until it has.
-child=
-cleanup() {
-  if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
-    log "stopping the running side (process group $child)"
-    # TERM, not INT: a background job of a script starts with SIGINT
-    # ignored, so an INT sent before the runner installs its handlers is
-    # lost and the run goes on with nobody to stop it.
-    kill -TERM -- "-$child" 2>/dev/null || true
-    wait "$child" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
+# Each side runs in a process group of its own (lib.sh's in_group), which
+# an interrupt or error here stops.
+trap 'stop_group "the running side"' EXIT
 trap 'exit 130' INT TERM
 
-# Runs "$@" in its own process group, output to $1's file; sets rc.
-side() {
-  local out=$1; shift
-  rc=0
-  setsid "$@" >"$out" 2>&1 &
-  child=$!
-  wait "$child" || rc=$?
-  child=
-}
+# Runs "$@" as one side, output to $1's file; sets rc.
+side() { in_group "$@"; }
 
 if [[ $cmd == run ]]; then
   built=${DRA_E2E_BIN:-}

@@ -82,3 +82,30 @@ copy_runner() {
     git status --short 2>/dev/null || true
   } >"$dir/build.txt"
 }
+
+# A long run of a bench ("$@"), in a process group of its own with its
+# output in file $1; sets rc to its exit code. An interrupt or error of the
+# script stops it as Ctrl-C would (the runner stops its cluster on SIGTERM
+# as on SIGINT) once the script calls `stop_group` from its EXIT trap, and
+# waits until it has.
+group_child=
+in_group() {
+  local out=$1; shift
+  rc=0
+  setsid "$@" >"$out" 2>&1 &
+  group_child=$!
+  wait "$group_child" || rc=$?
+  group_child=
+}
+
+# Stops the run `in_group` started, if it still runs; $1 says what it is.
+stop_group() {
+  if [[ -n "$group_child" ]] && kill -0 "$group_child" 2>/dev/null; then
+    log "stopping $1 (process group $group_child)"
+    # TERM, not INT: a background job of a script starts with SIGINT
+    # ignored, so an INT sent before the runner installs its handlers is
+    # lost and the run goes on with nobody to stop it.
+    kill -TERM -- "-$group_child" 2>/dev/null || true
+    wait "$group_child" 2>/dev/null || true
+  fi
+}

@@ -17,9 +17,13 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Namespace, PodSpec, ServiceA
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::DeviceClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde::de::DeserializeOwned;
 
+use crate::common::manifests::{kinds, read, typed, version};
 use dra_e2e::profile::{Capability, Deployment, Options, Profile, Setting};
+
+fn documents(file: &str) -> Vec<serde_json::Value> {
+    crate::common::manifests::documents(DEPLOY, file)
+}
 
 const PROFILE: &str = "profiles/rolling-driver.yaml";
 const DEPLOY: &str = "deploy/rolling-driver";
@@ -31,56 +35,11 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn read(file: &str) -> String {
-    std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
 fn profile() -> Profile {
     // The files it names are build outputs; what they are made from is
     // checked here instead.
     Profile::load(&root().join(PROFILE), Options { check_files: false })
         .unwrap_or_else(|e| panic!("{PROFILE} has mistakes: {e:?}"))
-}
-
-/// Every document of a manifest file of deploy/rolling-driver/, as JSON.
-fn documents(file: &str) -> Vec<serde_json::Value> {
-    let text = read(&format!("{DEPLOY}/{file}"));
-    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{file}: not valid YAML: {e}"))
-}
-
-/// One document as its k8s-openapi type. Those types skip fields they do not
-/// know, so the object is written back and compared: a misspelt or
-/// misplaced field would be missing from the copy.
-fn typed<K: DeserializeOwned + serde::Serialize + k8s_openapi::Resource>(
-    file: &str,
-    doc: &serde_json::Value,
-) -> K {
-    assert_eq!(
-        (doc["apiVersion"].as_str(), doc["kind"].as_str()),
-        (Some(K::API_VERSION), Some(K::KIND)),
-        "{file}: {doc}"
-    );
-    let object: K = serde_json::from_value(doc.clone())
-        .unwrap_or_else(|e| panic!("{file}: not a {}: {e}\n{doc}", K::KIND));
-    let back = serde_json::to_value(&object).unwrap();
-    assert_eq!(&back, doc, "{file}: a {} field was not understood", K::KIND);
-    object
-}
-
-fn kinds(docs: &[serde_json::Value]) -> Vec<&str> {
-    docs.iter()
-        .map(|d| d["kind"].as_str().unwrap_or(""))
-        .collect()
-}
-
-/// `KEY=value` from hack/versions.env.
-fn version(key: &str) -> String {
-    read("hack/versions.env")
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("hack/versions.env has no {key}"))
-        .trim()
-        .to_owned()
 }
 
 /// The image reference the Makefile's `rolling-driver` target writes the

@@ -4,6 +4,7 @@
 //! (tests/fast.rs, tests/cluster.rs).
 #![allow(dead_code)]
 pub mod allocation;
+pub mod manifests;
 pub mod runs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
