@@ -8,7 +8,8 @@ use cucumber::{then, when};
 use super::World;
 use super::claims::claim_name;
 use super::params::{ApiVersion, ClaimPhrase, DriverRef, Dur, Method, MethodOf, NodeSel};
-use crate::ground::wait::{self, Check};
+use crate::ground::wait;
+use crate::harness::calls;
 use crate::plugin::calls::{CallOutcome, CallRecord, INJECTED_ERROR, Injection};
 use crate::plugin::{Calls, HealthApi, NodeApi};
 
@@ -117,6 +118,8 @@ const FAILABLE_AS_OPENED: [Method; 5] = [
 
 /// How long the kubelet may take to call again (upstream's retry timeout).
 const RETRY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long "is called" waits for a first call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The methods a plugin can hold back until released.
 const STALLABLE: [Method; 2] = [Method::NodePrepareResources, Method::NodeUnprepareResources];
@@ -187,26 +190,18 @@ async fn release(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The method as the harness's call waits name it.
+fn observed(m: Method) -> (String, &'static [&'static str]) {
+    (m.to_string(), m.paths())
+}
+
 async fn is_called(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
-    let method = m.method;
+    let (name, paths) = observed(m.method);
+    let method = calls::Method { name: &name, paths };
+    let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
-        let c = wait::poll(
-            &format!("{method} to be called on {n}"),
-            Duration::from_secs(300),
-            Duration::from_millis(100),
-            || {
-                let c = count(w, &m.driver, &n, method);
-                async move {
-                    match c {
-                        Ok(c) if c > 0 => Check::Done(c),
-                        Ok(c) => Check::Pending(format!("{c} calls")),
-                        Err(e) => Check::Fail(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await?;
-        w.calls.marks.insert((n, method.to_string()), c);
+        let c = calls::called_more_than(&calls, &n, method, 0, CALL_TIMEOUT).await?;
+        w.calls.marks.insert((n, m.method.to_string()), c);
     }
     Ok(())
 }
@@ -214,88 +209,34 @@ async fn is_called(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<
 /// Waits (as the kubelet retries on its own schedule) until the method was
 /// called more often than when it was counted.
 async fn called_again(w: &mut World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
-    let method = m.method;
+    let (name, paths) = observed(m.method);
+    let method = calls::Method { name: &name, paths };
+    let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
-        let Some(mark) = w.calls.marks.get(&(n.clone(), method.to_string())).copied() else {
-            bail!(
-                "no earlier count of {method} on {n}; use `Then {method} is called on node N` first"
-            );
+        let Some(mark) = w.calls.marks.get(&(n.clone(), name.clone())).copied() else {
+            bail!("no earlier count of {name} on {n}; use `Then {name} is called on node N` first");
         };
-        let now = wait::poll(
-            &format!("{method} on {n} to be called again since it was counted ({mark} calls)"),
-            RETRY_TIMEOUT,
-            Duration::from_millis(100),
-            || {
-                let c = count(w, &m.driver, &n, method);
-                async move {
-                    match c {
-                        Ok(c) if c > mark => Check::Done(c),
-                        Ok(c) => Check::Pending(format!("{c} calls")),
-                        Err(e) => Check::Fail(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await?;
-        w.calls.marks.insert((n, method.to_string()), now);
+        let now = calls::called_more_than(&calls, &n, method, mark, RETRY_TIMEOUT).await?;
+        w.calls.marks.insert((n, name.clone()), now);
     }
     Ok(())
 }
 
 async fn succeeded(w: &World, m: MethodOf, node: NodeSel) -> anyhow::Result<()> {
-    let method = m.method;
+    let (name, paths) = observed(m.method);
+    let method = calls::Method { name: &name, paths };
     let calls = w.calls_of(&m.driver)?;
     for n in node.resolve(w).await? {
-        wait::poll(
-            &format!("a call of {method} on {n} to succeed"),
-            RETRY_TIMEOUT,
-            Duration::from_millis(100),
-            || {
-                let log = calls.log(&n);
-                async move {
-                    let mine: Vec<_> = log
-                        .iter()
-                        .filter(|r| method.paths().contains(&r.method.as_str()))
-                        .collect();
-                    if mine.iter().any(|r| r.succeeded()) {
-                        Check::Done(())
-                    } else {
-                        Check::Pending(format!(
-                            "{} calls: {}",
-                            mine.len(),
-                            mine.iter()
-                                .map(|r| format!("{:?}", r.outcome))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    }
-                }
-            },
-        )
-        .await?;
+        calls::a_call_succeeded(&calls, &n, method, RETRY_TIMEOUT).await?;
     }
     Ok(())
 }
 
 async fn not_called_again(w: &World, m: MethodOf, node: NodeSel, d: Dur) -> anyhow::Result<()> {
-    let method = m.method;
+    let (name, paths) = observed(m.method);
+    let method = calls::Method { name: &name, paths };
     let nodes = node.resolve(w).await?;
-    let before: Vec<u64> = nodes
-        .iter()
-        .map(|n| count(w, &m.driver, n, method))
-        .collect::<anyhow::Result<_>>()?;
-    let what = format!("{method} not to be called again on {}", nodes.join(", "));
-    wait::consistently(&what, d.0, Duration::from_millis(100), || async {
-        for (n, was) in nodes.iter().zip(&before) {
-            match count(w, &m.driver, n, method) {
-                Ok(c) if c == *was => {}
-                Ok(c) => return Err(format!("{n}: {was} calls when the step began, now {c}")),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Ok(())
-    })
-    .await?;
+    calls::not_called_again(&w.calls_of(&m.driver)?, &nodes, method, d.0).await?;
     Ok(())
 }
 
