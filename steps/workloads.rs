@@ -18,7 +18,7 @@ use k8s_openapi::api::scheduling::v1beta1::{
     PodGroupTemplate, Workload, WorkloadReference, WorkloadSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject};
 
 use super::World;
 use super::claims::{CLAIM_TIMEOUT, default_shape};
@@ -26,7 +26,6 @@ use super::params::{DriverRef, PodClaimsPhrase};
 use super::pods::POD_TIMEOUT;
 use crate::ground::objects::{self, PodShape};
 use crate::ground::wait::{self, Check};
-use crate::harness::scenario::teardown::FINALIZER_CHANGE;
 
 sentences! {
     #[given(expr = "a workload {string} with a pod group {podclaims}")]
@@ -335,49 +334,12 @@ async fn uses_group_claims(w: &mut World, pod: String, workload: String) -> anyh
     Ok(())
 }
 
-/// Puts `finalizer` on `pod`; teardown takes it off
-/// ([`crate::harness::scenario::teardown::remove_pod_finalizer`]).
+/// Puts `finalizer` on `pod`; teardown takes it off.
 async fn kept_by_finalizer(w: &mut World, pod: String, finalizer: String) -> anyhow::Result<()> {
     let api = w.api::<Pod>()?;
     // Registered first, so a failed patch still leaves nothing behind.
     w.scenario.finalizer_added(&pod, &finalizer);
-    let what = format!("finalizer {finalizer} to be added to pod {pod}");
-    wait::poll(
-        &what,
-        FINALIZER_CHANGE,
-        Duration::from_millis(200),
-        || async {
-            let current = match api.get(&pod).await {
-                Ok(p) => p,
-                Err(e) => return Check::Fail(format!("reading pod {pod}: {e}")),
-            };
-            let mut finalizers = current.metadata.finalizers.unwrap_or_default();
-            if finalizers.contains(&finalizer) {
-                return Check::Done(());
-            }
-            finalizers.push(finalizer.clone());
-            // The resourceVersion makes the patch fail rather than drop a
-            // finalizer someone else added meanwhile; the kubelet and the
-            // scheduler write the pod too, so a conflict is tried again.
-            let patch = serde_json::json!({
-                "metadata": {
-                    "finalizers": finalizers,
-                    "resourceVersion": current.metadata.resource_version,
-                }
-            });
-            match api
-                .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => Check::Done(()),
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    Check::Pending(format!("the pod changed meanwhile: {}", e.message))
-                }
-                Err(e) => Check::Fail(format!("adding it: {e}")),
-            }
-        },
-    )
-    .await?;
+    crate::harness::pod_finalizer::add(&api, &pod, &finalizer).await?;
     Ok(())
 }
 

@@ -18,6 +18,7 @@ pub mod node_daemon;
 pub mod node_lease;
 pub mod node_loss;
 pub mod observed;
+pub mod pod_finalizer;
 pub mod pool_status;
 #[cfg(test)]
 mod props;

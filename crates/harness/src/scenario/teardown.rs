@@ -14,7 +14,7 @@ use dra_e2e_kube::wait::{self, Check, WaitError};
 use dra_e2e_plugin::WaitTimeout;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::watcher;
 
 use super::{Created, DriverLabel, Phase, Scenario};
@@ -25,10 +25,6 @@ use crate::under_test::{UnderTest, UnderTestError};
 
 /// How long each teardown wait may take.
 const TEARDOWN_WAIT: Duration = Duration::from_secs(60);
-
-/// How long adding or removing a finalizer is retried while the pod changes
-/// under it (upstream retries the removal for 30 s).
-pub const FINALIZER_CHANGE: Duration = Duration::from_secs(30);
 
 /// Proxy pods of drivers are torn down with their driver, not with the
 /// scenario's pods.
@@ -232,7 +228,7 @@ impl<L: DriverLabel> Scenario<L> {
             }
             Created::AllPods => delete_pods(client, &ns).await,
             Created::PodFinalizer { pod, finalizer } => {
-                Ok(remove_pod_finalizer(client, &ns, pod, finalizer).await?)
+                Ok(crate::pod_finalizer::remove(client, &ns, pod, finalizer).await?)
             }
             Created::Driver { driver, .. } => {
                 let r = driver.release().await;
@@ -405,46 +401,6 @@ async fn delete_pods(client: &kube::Client, namespace: &str) -> Result<(), Teard
             }
         },
     )
-    .await?;
-    Ok(())
-}
-
-/// Takes `finalizer` off `pod` (if it is still there), retried while the
-/// pod changes under it: the teardown of a finalizer a step put on a pod
-/// ([`Created::PodFinalizer`]).
-pub async fn remove_pod_finalizer(
-    client: &kube::Client,
-    namespace: &str,
-    pod: &str,
-    finalizer: &str,
-) -> Result<(), WaitError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let what = format!("finalizer {finalizer} to be removed from pod {pod}");
-    wait::poll(&what, FINALIZER_CHANGE, Duration::from_secs(1), || async {
-        let current = match api.get_opt(pod).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return Check::Done(()),
-            Err(e) => return Check::Pending(format!("reading the pod: {e}")),
-        };
-        let finalizers = current.metadata.finalizers.unwrap_or_default();
-        if !finalizers.iter().any(|f| f == finalizer) {
-            return Check::Done(());
-        }
-        let rest: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
-        let patch = serde_json::json!({
-            "metadata": {
-                "finalizers": rest,
-                "resourceVersion": current.metadata.resource_version,
-            }
-        });
-        match api
-            .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Check::Done(()),
-            Err(e) => Check::Pending(format!("removing it: {e}")),
-        }
-    })
     .await?;
     Ok(())
 }
