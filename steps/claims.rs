@@ -6,12 +6,11 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
-use kube::api::DeleteParams;
 
 use super::World;
 use super::params::{ClaimOptions, ClaimPhrase, ClaimState, DriverRef, Strings};
 use crate::ground::objects::{self, ClaimShape};
-use crate::ground::wait::{self, Check};
+use crate::harness::claims;
 
 /// What the claim steps remember between steps: the claims generated for
 /// pods (from templates or extended resources), noted before a pod is
@@ -99,62 +98,8 @@ pub(crate) async fn claim_name(w: &World, claim: &ClaimPhrase) -> anyhow::Result
         ClaimPhrase::OfPod(pod) => (pod, false),
         ClaimPhrase::ExtendedOfPod(pod) => (pod, true),
     };
-    let api = w.api::<Pod>()?;
-    let what = if extended {
-        format!("the extended resource claim of pod {pod} to be made")
-    } else {
-        format!("the claim of pod {pod} to be generated")
-    };
-    let name = wait::pod(&api, pod, &what, CLAIM_TIMEOUT, |p| {
-        let Some(p) = p else {
-            return Check::Pending("pod does not exist".into());
-        };
-        match generated_claim(p, extended) {
-            Some(n) => Check::Done(n),
-            None if extended => Check::Pending("no extendedResourceClaimStatus yet".into()),
-            None => Check::Pending("no resourceClaimStatuses yet".into()),
-        }
-    })
-    .await?;
-    Ok(name)
-}
-
-/// The claim the pod status names: generated for its (first) inline claim,
-/// or made by the scheduler for its extended resources.
-pub(crate) fn generated_claim(pod: &Pod, extended: bool) -> Option<String> {
-    let status = pod.status.as_ref()?;
-    if extended {
-        status
-            .extended_resource_claim_status
-            .as_ref()
-            .map(|s| s.resource_claim_name.clone())
-            .filter(|n| !n.is_empty())
-    } else {
-        status
-            .resource_claim_statuses
-            .as_deref()?
-            .iter()
-            .find_map(|s| s.resource_claim_name.clone())
-    }
-}
-
-fn describe_claim(c: Option<&ResourceClaim>) -> String {
-    let Some(c) = c else {
-        return "claim does not exist".to_owned();
-    };
-    let status = c.status.as_ref();
-    let allocated = status.and_then(|s| s.allocation.as_ref()).is_some();
-    let reserved: Vec<String> = status
-        .and_then(|s| s.reserved_for.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| format!("{}/{}", r.resource, r.name))
-        .collect();
-    format!(
-        "allocated={allocated}, reservedFor=[{}], deleting={}",
-        reserved.join(", "),
-        c.metadata.deletion_timestamp.is_some()
-    )
+    let pods = w.api::<Pod>()?;
+    Ok(claims::generated_name(&pods, pod, extended, CLAIM_TIMEOUT).await?)
 }
 
 /// Watches the claim until `done` holds for it (`None`: it does not exist).
@@ -166,28 +111,8 @@ async fn wait_claim(
 ) -> anyhow::Result<()> {
     let name = claim_name(w, claim).await?;
     let api = w.api::<ResourceClaim>()?;
-    let what = format!("ResourceClaim {name} to be {what}");
-    wait::object(&api, &name, &what, CLAIM_TIMEOUT, |c| {
-        if done(c) {
-            Check::Done(())
-        } else {
-            Check::Pending(describe_claim(c))
-        }
-    })
-    .await?;
+    claims::until(&api, &name, what, CLAIM_TIMEOUT, done).await?;
     Ok(())
-}
-
-fn reserved_for(c: Option<&ResourceClaim>) -> Vec<String> {
-    c.and_then(|c| c.status.as_ref())
-        .and_then(|s| s.reserved_for.as_ref())
-        .map(|r| {
-            r.iter()
-                .filter(|r| r.resource == "pods")
-                .map(|r| r.name.clone())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 async fn claim_is(w: &World, claim: ClaimPhrase, state: ClaimState) -> anyhow::Result<()> {
@@ -200,50 +125,18 @@ async fn claim_is(w: &World, claim: ClaimPhrase, state: ClaimState) -> anyhow::R
         match state {
             ClaimState::Allocated => allocated,
             ClaimState::Deallocated => c.is_some() && !allocated,
-            ClaimState::NotReserved => c.is_some() && reserved_for(c).is_empty(),
+            ClaimState::NotReserved => c.is_some() && claims::reserved_for_pods(c).is_empty(),
             ClaimState::Deleted => c.is_none(),
         }
     })
     .await
 }
 
-/// `request (driver/pool/device)` of each allocation result, in order.
-fn allocation_results(c: &ResourceClaim) -> Option<Vec<(String, String)>> {
-    let allocation = c.status.as_ref()?.allocation.as_ref()?;
-    let results = allocation
-        .devices
-        .as_ref()
-        .and_then(|d| d.results.as_deref())
-        .unwrap_or_default();
-    Some(
-        results
-            .iter()
-            .map(|r| {
-                (
-                    r.request.clone(),
-                    format!("{}/{}/{}", r.driver, r.pool, r.device),
-                )
-            })
-            .collect(),
-    )
-}
-
 async fn claim_results(w: &World, claim: ClaimPhrase, results: Strings) -> anyhow::Result<()> {
     let want = results.0;
     let name = claim_name(w, &claim).await?;
     let api = w.api::<ResourceClaim>()?;
-    // An allocation never changes once made, so the first one decides.
-    let got = wait::object(
-        &api,
-        &name,
-        &format!("ResourceClaim {name} to be allocated"),
-        CLAIM_TIMEOUT,
-        |c| match c.and_then(allocation_results) {
-            Some(r) => Check::Done(r),
-            None => Check::Pending(describe_claim(c)),
-        },
-    )
-    .await?;
+    let got = claims::allocation(&api, &name, CLAIM_TIMEOUT).await?;
     let requests: Vec<&str> = got.iter().map(|(r, _)| r.as_str()).collect();
     if requests != want {
         let listed: Vec<String> = got.iter().map(|(r, d)| format!("{r} ({d})")).collect();
@@ -258,7 +151,10 @@ async fn claim_results(w: &World, claim: ClaimPhrase, results: Strings) -> anyho
 
 async fn claim_reserved(w: &World, claim: ClaimPhrase, pod: String) -> anyhow::Result<()> {
     let what = format!("reserved for pod {pod}");
-    wait_claim(w, &claim, &what, |c| reserved_for(c).contains(&pod)).await
+    wait_claim(w, &claim, &what, |c| {
+        claims::reserved_for_pods(c).contains(&pod)
+    })
+    .await
 }
 
 async fn claim_deleted(w: &World, claim: ClaimPhrase) -> anyhow::Result<()> {
@@ -272,15 +168,7 @@ async fn claim_force_deleted(w: &World, claim: ClaimPhrase) -> anyhow::Result<()
 async fn delete_claim(w: &World, claim: ClaimPhrase, force: bool) -> anyhow::Result<()> {
     let name = claim_name(w, &claim).await?;
     let api = w.api::<ResourceClaim>()?;
-    let dp = if force {
-        DeleteParams::default().grace_period(0)
-    } else {
-        DeleteParams::default()
-    };
-    // Only the grace period differs: the claim's finalizer stays, so the
-    // control plane (the resourceclaim controller) has to release the claim
-    // once no pod reserves it, as it does for upstream's force-delete.
-    api.delete(&name, &dp)
+    claims::delete(&api, &name, force)
         .await
         .with_context(|| format!("deleting ResourceClaim {name}"))?;
     Ok(())

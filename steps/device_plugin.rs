@@ -12,10 +12,10 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use super::World;
-use super::claims::generated_claim;
 use super::params::{ClaimPhrase, Gets, NodeList, Strings};
 use crate::cluster::images::builtin::SAMPLE_DEVICE_PLUGIN_IMAGE;
 use crate::ground::wait::{self, Check, describe_pod};
+use crate::harness::claims::generated_claim;
 use crate::harness::quantity::Quantity;
 
 sentences! {

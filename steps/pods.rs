@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 
 use super::World;
-use super::claims::generated_claim;
 use super::params::{ClaimPhrase, PodState};
 use crate::ground::wait;
+use crate::harness::claims::generated_claim;
 
 mod containers;
 mod creation;

@@ -11,9 +11,10 @@ use k8s_openapi::api::core::v1::Pod;
 use super::{POD_TIMEOUT, wait_pod};
 use crate::ground::objects;
 use crate::ground::wait::{self, Check};
+use crate::harness::claims::generated_claim;
 use crate::plugin::driver_logic;
 use crate::steps::World;
-use crate::steps::claims::{claim_name, generated_claim};
+use crate::steps::claims::claim_name;
 use crate::steps::params::{ClaimPhrase, Containers, Gets, PodState, Strings};
 
 sentences! {
