@@ -18,6 +18,10 @@ use super::params::{DriverRef, Identity, Verb};
 use crate::ground::objects::{self, delete_if_present};
 use crate::ground::wait::{self, Check};
 use crate::harness::driver::rbac;
+use crate::harness::quota;
+
+/// How long a quota's status may take to say what a step expects.
+const QUOTA_TIMEOUT: Duration = Duration::from_secs(60);
 
 sentences! {
     #[given("the following objects are created:")]
@@ -319,47 +323,8 @@ async fn label_namespace(w: &World, label: String) -> anyhow::Result<()> {
 async fn quota_used(w: &World, name: String, used: i64, resource: String) -> anyhow::Result<()> {
     let resource = objects::expand(&resource, &w.vars())?;
     let api = w.api::<ResourceQuota>()?;
-    wait::object(
-        &api,
-        &name,
-        &format!("quota {name} to report {used} {resource} used"),
-        Duration::from_secs(60),
-        |q| {
-            let got = q
-                .and_then(|q| q.status.as_ref())
-                .and_then(|s| s.used.as_ref())
-                .and_then(|u| u.get(&resource))
-                .map(|v| v.0.clone());
-            if got.as_deref() == Some(used.to_string().as_str()) {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("used {resource} = {got:?}"))
-            }
-        },
-    )
-    .await?;
+    quota::reports_used(&api, &name, &resource, used, QUOTA_TIMEOUT).await?;
     Ok(())
-}
-
-/// `resource -> milli-units` of a quota status list, or the problem.
-type Amounts = std::collections::BTreeMap<String, i128>;
-
-fn amounts(
-    list: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-) -> Result<Amounts, String> {
-    list.into_iter()
-        .flatten()
-        .map(|(k, q)| {
-            crate::harness::quantity::milli(&q.0)
-                .map(|v| (k.clone(), v))
-                .map_err(|e| e.to_string())
-        })
-        .collect()
 }
 
 async fn quota_status(w: &World, name: String, step: &Step) -> anyhow::Result<()> {
@@ -368,7 +333,7 @@ async fn quota_status(w: &World, name: String, step: &Step) -> anyhow::Result<()
         .as_ref()
         .context("`has status:` needs a table | resource | hard | used |")?;
     let vars = w.vars();
-    let (mut hard, mut used) = (Amounts::new(), Amounts::new());
+    let (mut hard, mut used) = (quota::Amounts::new(), quota::Amounts::new());
     for row in table.rows.iter().skip(1) {
         let [resource, h, u] = row.as_slice() else {
             bail!("rows are | resource | hard | used |, got {row:?}");
@@ -378,22 +343,7 @@ async fn quota_status(w: &World, name: String, step: &Step) -> anyhow::Result<()
         used.insert(resource, crate::harness::quantity::milli(u.trim())?);
     }
     let api = w.api::<ResourceQuota>()?;
-    wait::object(
-        &api,
-        &name,
-        &format!("quota {name} to have exactly hard {hard:?} and used {used:?} (milli-units)"),
-        Duration::from_secs(60),
-        |q| {
-            let status = q.and_then(|q| q.status.as_ref());
-            let got = status.map(|s| (amounts(s.hard.as_ref()), amounts(s.used.as_ref())));
-            match got {
-                Some((Ok(h), Ok(u))) if h == hard && u == used => Check::Done(()),
-                Some((h, u)) => Check::Pending(format!("hard {h:?}, used {u:?}")),
-                None => Check::Pending("no status".to_owned()),
-            }
-        },
-    )
-    .await?;
+    quota::has_status(&api, &name, &hard, &used, QUOTA_TIMEOUT).await?;
     Ok(())
 }
 

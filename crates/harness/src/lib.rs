@@ -24,6 +24,7 @@ pub mod pool_status;
 #[cfg(test)]
 mod props;
 pub mod quantity;
+pub mod quota;
 pub mod scenario;
 pub mod timing;
 pub mod under_test;
