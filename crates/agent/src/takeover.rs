@@ -33,10 +33,12 @@ pub fn serves(argv: &[String], endpoint: &str) -> bool {
 }
 
 /// Ends every other process of this user that is an agent for `endpoint`
-/// and waits until each is gone (SIGKILL after [`TERM_GRACE`]).
-pub fn replace_older(endpoint: &str) {
+/// and waits until each is gone (SIGKILL after [`TERM_GRACE`]); returns
+/// the ones it found.
+pub fn replace_older(endpoint: &str) -> Vec<u32> {
     let me = std::process::id();
-    for pid in older_agents(Path::new("/proc"), endpoint, me) {
+    let older = older_agents(Path::new("/proc"), endpoint, me);
+    for &pid in &older {
         info!(pid, endpoint, "ending an older agent of the same socket");
         if sys::kill(pid, Signal::Term).is_err() {
             continue; // gone already, or not ours to signal
@@ -54,6 +56,7 @@ pub fn replace_older(endpoint: &str) {
             std::thread::sleep(EXIT_POLL);
         }
     }
+    older
 }
 
 fn older_agents(proc: &Path, endpoint: &str, me: u32) -> Vec<u32> {
@@ -131,31 +134,55 @@ mod tests {
     /// place, command line and all).
     const LOOP: &str = "while :; do sleep 0.05; done";
 
+    /// Children of a test, killed and reaped however the test ends: a
+    /// failed assertion must not leave them running (nor holding the output
+    /// pipe of whoever runs the tests).
+    struct Children(Vec<std::process::Child>);
+
+    impl Drop for Children {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
     #[test]
     fn an_older_agent_of_the_same_socket_is_ended_and_waited_for() {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = dir.path().join("plugin.sock").display().to_string();
-        // A stand-in whose command line names the endpoint as an agent's does.
-        let mut older = std::process::Command::new("sh")
-            .args(["-c", LOOP, "proxy-agent", "--endpoint", &endpoint])
-            .spawn()
-            .unwrap();
-        let mut other = std::process::Command::new("sh")
-            .args(["-c", LOOP, "proxy-agent", "--endpoint", "/elsewhere.sock"])
-            .spawn()
-            .unwrap();
-        replace_older(&endpoint);
+        let other_endpoint = dir.path().join("elsewhere.sock").display().to_string();
+        let spawn = |e: &str| {
+            // A stand-in whose command line names the endpoint as an agent's does.
+            std::process::Command::new("sh")
+                .args(["-c", LOOP, "proxy-agent", "--endpoint", e])
+                .spawn()
+                .unwrap()
+        };
+        let mut children = Children(vec![spawn(&endpoint), spawn(&other_endpoint)]);
+        let (older, other) = (children.0[0].id(), children.0[1].id());
+        let cmdline = |pid: u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+                .unwrap_or_else(|e| format!("unreadable: {e}"))
+        };
+        let seen = cmdline(older);
+        let ended = replace_older(&endpoint);
+        assert_eq!(
+            ended,
+            [older],
+            "the older agent {older} (command line {seen:?}) was not the one found"
+        );
         // Ended by SIGTERM, not left running.
-        let status = older
+        let status = children.0[0]
             .try_wait()
             .unwrap()
-            .expect("the older agent still runs");
+            .unwrap_or_else(|| panic!("the older agent still runs: {}", cmdline(older)));
         assert!(!status.success());
         assert!(
-            other.try_wait().unwrap().is_none(),
-            "another socket's agent was ended"
+            children.0[1].try_wait().unwrap().is_none(),
+            "another socket's agent ({other}) was ended"
         );
-        other.kill().unwrap();
-        other.wait().unwrap();
     }
 }
