@@ -7,18 +7,15 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::Scope;
 use serde_json::json;
 
 use super::World;
 use super::params::{DriverRef, Identity, Verb};
 use crate::ground::objects::{self, delete_if_present};
-use crate::ground::wait::{self, Check};
 use crate::harness::driver::rbac;
-use crate::harness::quota;
+use crate::harness::{daemonsets, quota};
 
 /// How long a quota's status may take to say what a step expects.
 const QUOTA_TIMEOUT: Duration = Duration::from_secs(60);
@@ -350,53 +347,8 @@ async fn quota_status(w: &World, name: String, step: &Step) -> anyhow::Result<()
 async fn daemonset_runs(w: &World, name: String, node: usize) -> anyhow::Result<()> {
     let node = w.node(node)?.to_owned();
     let pods = w.api::<Pod>()?;
-    let what = format!("a running pod of daemonset {name} on {node}");
-    wait::poll(
-        &what,
-        Duration::from_secs(300),
-        Duration::from_millis(500),
-        || {
-            let pods = pods.clone();
-            let name = name.clone();
-            let node = node.clone();
-            async move {
-                let list = match pods.list(&ListParams::default()).await {
-                    Ok(l) => l.items,
-                    Err(e) => return Check::Pending(e.to_string()),
-                };
-                let running =
-                    list.iter().any(|p| {
-                        p.metadata.owner_references.as_ref().is_some_and(|o| {
-                            o.iter().any(|o| o.kind == "DaemonSet" && o.name == name)
-                        }) && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
-                            == Some(node.as_str())
-                            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                    });
-                if running {
-                    Check::Done(())
-                } else {
-                    Check::Pending(format!("{} pods in the namespace", list.len()))
-                }
-            }
-        },
-    )
-    .await?;
+    daemonsets::pod_running_on(&pods, &name, &node, Duration::from_secs(300)).await?;
     let ds = w.api::<DaemonSet>()?;
-    wait::object(
-        &ds,
-        &name,
-        &format!("daemonset {name} status to be consistent"),
-        Duration::from_secs(60),
-        |d| {
-            let s = d.and_then(|d| d.status.as_ref());
-            match s {
-                Some(s) if s.number_ready >= 1 && s.number_ready == s.desired_number_scheduled => {
-                    Check::Done(())
-                }
-                _ => Check::Pending(format!("{s:?}")),
-            }
-        },
-    )
-    .await?;
+    daemonsets::status_consistent(&ds, &name, Duration::from_secs(60)).await?;
     Ok(())
 }
