@@ -3,6 +3,7 @@
 //! from. Cargo already refuses cycles; this refuses an edge that points
 //! sideways or up, such as the simulated kubelet reaching for the plugin
 //! servers it must only meet through sockets.
+use crate::common::rust_files;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -554,18 +555,6 @@ fn named_directly(text: &str, crates: &[(&str, String, String)]) -> Vec<String> 
         Err(e) => out.push(format!("does not read as Rust tokens: {e}")),
     }
     out
-}
-
-/// Every `.rs` file below `dir`.
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The runner's code reaches the crates through the front door

@@ -22,6 +22,7 @@
 //! function not in it may not break the rule, one in it may not break it
 //! more, and one that breaks it less must have its line lowered (or
 //! removed), so a cleaned function cannot quietly slip back.
+use crate::common::rust_files;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -162,17 +163,6 @@ fn breaks_in_steps(root: &Path) -> BTreeMap<String, Count> {
         }
     }
     out
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The recorded debt: `file: function`, then api, wait and json counts,
