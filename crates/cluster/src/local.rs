@@ -188,7 +188,7 @@ impl LocalCluster {
         let pki_dir = make_dir(&dir.join("pki"), 0o700)?;
         let log_dir = make_dir(&dir.join("logs"), 0o755)?;
         let pki = Pki::generate(&pki_dir)?;
-        let ports = free_ports()?;
+        let ports = free_ports().await?;
         let front_door = front_door::FrontDoor::start(
             (std::net::Ipv4Addr::LOCALHOST, ports.apiserver).into(),
             (std::net::Ipv4Addr::LOCALHOST, ports.apiserver_behind).into(),

@@ -214,14 +214,36 @@ async fn load_kubeconfig(path: &Path) -> Result<kube::Config, LocalClusterError>
         .map_err(err)
 }
 
+/// How long binding free ports is tried again while the kernel has none.
+const PORTS_PATIENCE: Duration = Duration::from_secs(10);
+/// The pause between those tries.
+const PORTS_PAUSE: Duration = Duration::from_millis(100);
+
 /// Ports the kernel reports free right now. All listeners are held until every
 /// port is chosen, so the five are distinct; another process could still take
 /// one before the component binds it, which then fails start-up loudly.
-pub(super) fn free_ports() -> Result<Ports, LocalClusterError> {
-    let listeners = (0..6)
-        .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(LocalClusterError::Ports)?;
+///
+/// Binding port 0 fails with "address in use" while the kernel has no
+/// ephemeral port to give (seen once in `make test`, three jobs' clusters
+/// and runners opening and closing connections at once): that is asked
+/// again for [`PORTS_PATIENCE`], any other error is final.
+pub(super) async fn free_ports() -> Result<Ports, LocalClusterError> {
+    let deadline = tokio::time::Instant::now() + PORTS_PATIENCE;
+    let listeners = loop {
+        match (0..6)
+            .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(l) => break l,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(PORTS_PAUSE).await;
+            }
+            Err(e) => return Err(LocalClusterError::Ports(e)),
+        }
+    };
     let ports = listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
