@@ -206,21 +206,16 @@ fn slices_from_doc(w: &World, step: &Step, phrase: &str) -> anyhow::Result<Vec<S
 async fn select_nodes(w: &mut World, min: usize, max: usize) -> anyhow::Result<()> {
     let ctx = w.context()?.clone();
     let client = ctx.cluster.client();
-    let mut ready = crate::harness::under_test::ready_nodes(&client)
-        .await
-        .context("listing nodes")?;
     // A node another scenario owns is the run's even while that scenario
     // has it away (its kubelet stopped, cut off): the leases wait for it.
-    ready.extend(ctx.node_leases.owned());
-    ready.sort();
-    ready.dedup();
-    if ready.len() < min {
-        bail!(
-            "the scenario needs at least {min} ready schedulable nodes, the cluster has {} ({})",
-            ready.len(),
-            ready.join(", ")
-        );
-    }
+    let ready = crate::harness::nodes::wait_usable(
+        &client,
+        min,
+        &ctx.node_leases.owned(),
+        crate::harness::nodes::USABLE_TIMEOUT,
+    )
+    .await
+    .with_context(|| format!("the scenario needs at least {min} ready schedulable nodes"))?;
     if w.scenario.lease().is_some() {
         bail!(
             "the scenario has chosen its nodes already ({})",

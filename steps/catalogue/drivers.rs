@@ -9,7 +9,7 @@ pub(super) const NODES_AND_DRIVERS: Topic = Topic {
     entries: &[
         Entry {
             pattern: "Given <min>[ to <max>] ready node(s)",
-            description: "Use between min and max ready schedulable nodes (sorted by name); the scenario is skipped when the cluster has fewer than min.",
+            description: "Use between min and max ready schedulable nodes (sorted by name), waiting up to 2 minutes for one that is away for a moment (its status late, a taint not yet lifted); the scenario is skipped when the cluster has fewer than min.",
             example: "Given 1 to 4 ready nodes",
         },
         Entry {

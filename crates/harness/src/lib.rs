@@ -19,6 +19,7 @@ pub mod kubelet_metrics;
 pub mod node_daemon;
 pub mod node_lease;
 pub mod node_loss;
+pub mod nodes;
 pub mod observed;
 pub mod pod_finalizer;
 pub mod pool_status;

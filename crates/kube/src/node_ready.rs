@@ -23,26 +23,38 @@ pub fn owner(n: &Node) -> Option<&str> {
 /// A Node that is Ready and accepts pods (the runner's own-node taint
 /// aside).
 pub fn node_is_ready_and_schedulable(n: &Node) -> bool {
-    let schedulable = !n
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    let no_schedule_taint = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| {
-            t.iter().any(|t| {
-                (t.effect == "NoSchedule" || t.effect == "NoExecute") && t.key != OWN_NODE_TAINT
-            })
-        });
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    schedulable && ready && !no_schedule_taint
+    why_unusable(n).is_none()
+}
+
+/// Why a Node is not [`node_is_ready_and_schedulable`]: its Ready
+/// condition as the kubelet last posted it, its cordon, the taints that keep
+/// pods off it; `None` when it is usable.
+pub fn why_unusable(n: &Node) -> Option<String> {
+    let mut why = Vec::new();
+    match ready_condition(n) {
+        Some(c) if c.status == "True" => {}
+        Some(c) => why.push(format!(
+            "Ready {} ({}{})",
+            c.status,
+            c.reason.as_deref().unwrap_or("no reason"),
+            c.message
+                .as_deref()
+                .filter(|m| !m.is_empty())
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        )),
+        None => why.push("no Ready condition posted yet".to_owned()),
+    }
+    let spec = n.spec.as_ref();
+    if spec.and_then(|s| s.unschedulable).unwrap_or(false) {
+        why.push("cordoned".to_owned());
+    }
+    for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+        if (t.effect == "NoSchedule" || t.effect == "NoExecute") && t.key != OWN_NODE_TAINT {
+            why.push(format!("tainted {}:{}", t.key, t.effect));
+        }
+    }
+    (!why.is_empty()).then(|| why.join(", "))
 }
 
 /// The taint the node lifecycle controller puts on a node whose kubelet
@@ -203,6 +215,39 @@ mod tests {
             OWN_NODE_TAINT,
             "NoSchedule"
         )));
+    }
+
+    #[test]
+    fn an_unusable_node_says_why() {
+        use super::why_unusable;
+        assert_eq!(
+            why_unusable(&node_with_taint(OWN_NODE_TAINT, "NoSchedule")),
+            None
+        );
+        assert_eq!(
+            why_unusable(&node_with_taint(
+                "node.kubernetes.io/not-ready",
+                "NoSchedule"
+            )),
+            Some("tainted node.kubernetes.io/not-ready:NoSchedule".into())
+        );
+        let not_ready: Node = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "n" },
+            "spec": { "unschedulable": true },
+            "status": { "conditions": [{ "type": "Ready", "status": "False",
+                "reason": "KubeletNotReady", "message": "PLEG is not healthy" }] },
+        }))
+        .expect("a node");
+        assert_eq!(
+            why_unusable(&not_ready),
+            Some("Ready False (KubeletNotReady: PLEG is not healthy), cordoned".into())
+        );
+        let bare: Node = serde_json::from_value(serde_json::json!({ "metadata": { "name": "n" } }))
+            .expect("a node");
+        assert_eq!(
+            why_unusable(&bare),
+            Some("no Ready condition posted yet".into())
+        );
     }
 
     #[test]

@@ -118,6 +118,17 @@ pub(super) fn verdicts(
     for r in runs.iter().filter(|r| r.mutant.is_none()) {
         match results.get(&r.label()) {
             Some(Ok(ran)) if ran.failed.is_empty() && ran.status == Some(0) => {}
+            // A run that failed before any scenario (a profile refused, a
+            // cluster that never started) says why only in its output.
+            Some(Ok(ran)) if ran.failed.is_empty() => baselines_failed.push(format!(
+                "{}: ended with status {:?} before failing any scenario: {}",
+                r.label(),
+                ran.status,
+                ran.tail
+                    .lines()
+                    .rfind(|l| !l.trim().is_empty())
+                    .unwrap_or("no output")
+            )),
             Some(Ok(ran)) => baselines_failed.push(format!(
                 "{}: {}",
                 r.label(),
@@ -296,5 +307,30 @@ mod tests {
             judge(&m, &nothing, Some(&green)),
             Outcome::Error(_)
         ));
+    }
+
+    #[test]
+    fn a_baseline_that_failed_before_any_scenario_says_why_from_its_output() {
+        use crate::runner::mutants::runs::Run;
+        let baseline = Run {
+            mutant: None,
+            way: Way::RollingDriver,
+            real: true,
+            scenarios: Default::default(),
+        };
+        let mut ran = ran(&[], &[]);
+        ran.status = Some(1);
+        ran.tail = "mutants: starting\nerror: reading kubelet-plugin.yaml: No such file\n\n".into();
+        let results = BTreeMap::from([(baseline.label(), Ok(ran))]);
+        let table = verdicts(&[], &[baseline], &results, &BTreeMap::new());
+        assert!(!table.ok());
+        assert!(
+            table.summary().contains(
+                "the unmutated driver failed: unmutated-rolling-driver-real: ended with status \
+                 Some(1) before failing any scenario: error: reading kubelet-plugin.yaml: No such file"
+            ),
+            "{}",
+            table.summary()
+        );
     }
 }
