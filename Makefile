@@ -121,7 +121,7 @@ PROPS_TIMEOUT_MS ?= 10000
 
 props-long: ## the property tests of the parsers a user feeds (profiles, step parameters, placeholders, quantities, tags, --shard, commands of simulated containers) with PROPS_CASES cases each (default 100000), a case running longer than PROPS_TIMEOUT_MS a failure: a nightly-length run
 	PROPTEST_CASES=$(PROPS_CASES) PROPTEST_TIMEOUT=$(PROPS_TIMEOUT_MS) \
-	  $(CARGO) test --no-fail-fast -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e-node-sim -p dra-e2e --lib -- props
+	  $(CARGO) test --no-fail-fast -p dra-e2e-profile -p dra-e2e-kube -p dra-e2e-harness -p dra-e2e-node-sim -p dra-e2e-steps -p dra-e2e --lib -- props
 
 fmt: ## format the code
 	$(CARGO) fmt
@@ -133,7 +133,7 @@ lint: ## formatting and clippy, warnings are errors
 upstream-table: ## regenerate the table of upstream's tests and their scenarios in docs/upstream-tests.md (from features/ and docs/upstream-tests.tsv), no cluster needed
 	$(CARGO) run --quiet -- upstream --write docs/upstream-tests.md $(ARGS)
 
-steps-doc: ## regenerate the step catalogue docs/steps.md (from steps/catalogue.rs), no cluster needed
+steps-doc: ## regenerate the step catalogue docs/steps.md (from crates/steps/src/catalogue.rs), no cluster needed
 	$(CARGO) run --quiet -- steps --markdown > docs/steps.md.tmp
 	mv docs/steps.md.tmp docs/steps.md
 

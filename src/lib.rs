@@ -3,9 +3,13 @@
 //! The crates of the workspace are its floors; each depends only on floors
 //! below it, and Cargo, not convention, keeps it so:
 //!
-//! 5. `dra-e2e` (this crate): the command line and the main flow
-//!    ([`runner`]), the Gherkin steps with a scenario's lifecycle
-//!    ([`steps`]) and the reports ([`report`]).
+//! 7. `dra-e2e` (this crate): the command line and the main flow
+//!    ([`runner`]).
+//! 6. `dra-e2e-steps` ([`steps`]): the Gherkin step library, the World and
+//!    a scenario's lifecycle; its steps parse their sentence and call the
+//!    harness (the step rule, `tests/step_rule.rs`).
+//! 5. `dra-e2e-report` ([`report`]): scenario outcomes, timings and the
+//!    reports written from them.
 //! 4. `dra-e2e-harness` ([`harness`]): one test driver in a scenario
 //!    (`harness::driver`), the run's driver under test from its profile
 //!    (`harness::under_test`), and the domain logic steps call: resource
@@ -36,7 +40,7 @@
 //! `kube` crate the runner uses everywhere: it is [`ground`]
 //! (`dra_e2e::ground::wait`). Nothing from inside a crate is re-exported
 //! here: the runner's code names a module through its crate
-//! (`crate::harness::driver` in `src/` and `steps/`,
+//! (`crate::harness::driver` in `src/` and `crates/steps/`,
 //! `dra_e2e::harness::driver` in `tests/` and `benches/`), never through
 //! `dra_e2e_harness` itself. `tests/floors.rs` checks both.
 pub use dra_e2e_agent as agent;
@@ -48,9 +52,8 @@ pub use dra_e2e_node_sim as node_sim;
 pub use dra_e2e_plugin as plugin;
 pub use dra_e2e_profile as profile;
 pub use dra_e2e_proto as proto;
+pub use dra_e2e_report as report;
+pub use dra_e2e_steps as steps;
 pub use dra_e2e_sys as sys;
 
-pub mod report;
 pub mod runner;
-#[path = "../steps/mod.rs"]
-pub mod steps;

@@ -5,7 +5,7 @@
 //! of another version), must fail every scenario with that check's message.
 //! Needs root and the node components (`make node`), like tests/real. The
 //! checks of the file's fields are shown to fail by the unit tests in
-//! steps/metadata.rs.
+//! crates/steps/src/metadata.rs.
 use crate::common;
 use common::*;
 

@@ -7,7 +7,7 @@
 //! message naming what was read and what was expected. Needs root
 //! and the node components (`make node`), like tests/real. The arithmetic
 //! (cpu.shares, quotas, cgroup v2 weights, Burstable scores) is checked by
-//! the unit tests in steps/node_allocatable.rs.
+//! the unit tests in crates/steps/src/node_allocatable.rs.
 use crate::common;
 use common::*;
 

@@ -1,4 +1,4 @@
-//! The step rule (docs/development.md): code in `steps/` parses a sentence
+//! The step rule (docs/development.md): code in `crates/steps/` parses a sentence
 //! and calls the harness; it makes no Kubernetes API call, runs no wait and
 //! walks no JSON of its own. Those belong in the harness and the ground
 //! (`crates/harness`, `crates/kube`), where the conformance pack, the
@@ -7,7 +7,7 @@
 //!
 //! Read from the code's syntax (syn's items, each function's tokens), not
 //! by grepping: a comment or a string that names `Api` is not a call. What
-//! counts, per function of `steps/`:
+//! counts, per function of `crates/steps/`:
 //!
 //! - **api**: a kube API handle or request parameter (`Api`, `Patch`,
 //!   `PostParams`, `PatchParams`, `DeleteParams`, `ListParams`,
@@ -148,10 +148,10 @@ fn breaks_in(source: &str) -> Result<BTreeMap<String, Count>, String> {
     Ok(out)
 }
 
-/// Every function of `steps/` that breaks the rule, as `file: function`.
+/// Every function of `crates/steps/` that breaks the rule, as `file: function`.
 fn breaks_in_steps(root: &Path) -> BTreeMap<String, Count> {
     let mut files = Vec::new();
-    rust_files(&root.join("steps"), &mut files);
+    rust_files(&root.join("crates/steps/src"), &mut files);
     files.sort();
     let mut out = BTreeMap::new();
     for f in files {

@@ -149,7 +149,7 @@ pub(super) fn refused_gates(
         .map(|(g, why)| (g, format!("{why} in {version}")))
         .collect();
     for (gate, why) in &refused {
-        crate::note!("dra-e2e: feature gate {gate} {why}: its scenarios are skipped");
+        crate::report::note!("dra-e2e: feature gate {gate} {why}: its scenarios are skipped");
     }
     Ok(refused)
 }
@@ -163,7 +163,7 @@ pub(super) fn driver_profile(args: &RunArgs) -> anyhow::Result<Option<crate::pro
     }
     if let (Some(name), Some(class)) = (&args.driver.driver_name, &args.driver.device_class) {
         let defaulted = Profile::from_flags(name, class)?;
-        crate::note!("dra-e2e: {defaulted}");
+        crate::report::note!("dra-e2e: {defaulted}");
         return Ok(Some(defaulted.profile));
     }
     Ok(None)

@@ -138,12 +138,12 @@ pub async fn run(plan: &[Planned], cluster: &Arc<Cluster>, leases: &Arc<NodeLeas
         let began = tokio::time::Instant::now();
         let option = p.target.option();
         match restart(&p.target, cluster, leases).await {
-            Ok(what) => crate::note!(
+            Ok(what) => crate::report::note!(
                 "dra-e2e: {option}: restarted {what} at {:.1} s; ready again after {:.1} s",
                 p.at.as_secs_f64(),
                 began.elapsed().as_secs_f64()
             ),
-            Err(e) => crate::note!("dra-e2e: {option}: restarting {}: {e:#}", p.target),
+            Err(e) => crate::report::note!("dra-e2e: {option}: restarting {}: {e:#}", p.target),
         }
     });
     futures::future::join_all(restarts).await;

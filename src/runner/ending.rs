@@ -154,7 +154,7 @@ pub(super) async fn scenarios(
     // less time than the ending allows.
     let cap = match &stop {
         Stop::Deadline => {
-            crate::note!(
+            crate::report::note!(
                 "dra-e2e: --deadline {} passed; tearing down running scenarios",
                 humantime::format_duration(args.deadline)
             );
@@ -162,7 +162,7 @@ pub(super) async fn scenarios(
         }
         Stop::Interrupted => args.teardown_timeout,
         Stop::Died(what) => {
-            crate::note!(
+            crate::report::note!(
                 "\ndra-e2e: {what}\ndra-e2e: the cluster cannot work without it; stopping the run"
             );
             DEAD_CLUSTER_TEARDOWN
@@ -171,7 +171,7 @@ pub(super) async fn scenarios(
     interrupt.cancel();
     let bound = ending.left(cap);
     if !finished && tokio::time::timeout(bound, run).await.is_err() {
-        crate::note!(
+        crate::report::note!(
             "dra-e2e: the running scenarios' teardown did not finish within {}; the cluster's processes and files go with it",
             humantime::format_duration(bound)
         );
@@ -190,7 +190,7 @@ pub(super) async fn scenarios(
 pub(super) async fn teardowns(ctx: &steps::Context) {
     let running = &ctx.teardowns;
     if !running.is_empty() {
-        crate::note!(
+        crate::report::note!(
             "dra-e2e: waiting for the teardown of {} ended scenario(s)",
             running.len()
         );
@@ -208,13 +208,13 @@ pub(super) async fn checks_after_scenarios(
         return;
     }
     signal_count.mark_unchanged();
-    crate::note!(
+    crate::report::note!(
         "dra-e2e: waiting for {} driver(s) of ended scenarios to have their slices wiped (Ctrl-C stops waiting)",
         checks.len()
     );
     tokio::select! {
         _ = checks.wait() => {}
-        _ = signal_count.changed() => crate::note!("dra-e2e: not waiting for the drivers' slices to be wiped"),
+        _ = signal_count.changed() => crate::report::note!("dra-e2e: not waiting for the drivers' slices to be wiped"),
     }
 }
 
@@ -235,14 +235,14 @@ pub(super) async fn wait_namespaces(
 ) {
     // A signal from here on cuts the wait short.
     signal_count.mark_unchanged();
-    crate::note!("dra-e2e: waiting for the run's namespaces to go (Ctrl-C stops waiting)");
+    crate::report::note!("dra-e2e: waiting for the run's namespaces to go (Ctrl-C stops waiting)");
     tokio::select! {
         r = cluster.wait_namespaces_gone(run_id) => {
             if let Err(e) = r {
-                crate::note!("dra-e2e: {e}");
+                crate::report::note!("dra-e2e: {e}");
             }
         }
-        _ = signal_count.changed() => crate::note!("dra-e2e: not waiting for the namespaces to go"),
+        _ = signal_count.changed() => crate::report::note!("dra-e2e: not waiting for the namespaces to go"),
     }
 }
 

@@ -85,7 +85,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
             let all = selected.len();
             let parsed = shard.apply(parsed);
             selected = selection(&opts, &parsed);
-            crate::note!(
+            crate::report::note!(
                 "dra-e2e: shard {shard}: {} of the {all} selected scenarios",
                 selected.len()
             );
@@ -117,7 +117,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
     // Options given where they do nothing, and files that are not there,
     // are refused before anything is built or started.
     for note in options::check_run(&args, matches)? {
-        crate::note!("dra-e2e: {note}");
+        crate::report::note!("dra-e2e: {note}");
     }
     let built = check_outputs_and_host(&args, &typed).await?;
     let mut connect = args.connect_options();
@@ -164,7 +164,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
             .filter(|g| !refused.iter().any(|(r, _)| r == *g))
             .collect();
         if !added.is_empty() {
-            crate::note!(
+            crate::report::note!(
                 "dra-e2e: enabling the feature gates the selected scenarios are tagged with: {} \
                  (--feature-gates NAME=false skips their scenarios instead)",
                 added
@@ -183,7 +183,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
     // temp dir, and a real node's links and cgroups, behind).
     let mut signals = Signals::install()?;
     if connect.is_local() {
-        crate::note!(
+        crate::report::note!(
             "dra-e2e: starting the local cluster ({} {} nodes)...",
             connect.nodes,
             connect.node_kind
@@ -194,7 +194,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
         c = Cluster::connect(&connect) => Arc::new(c?),
         // Dropping the start cleans up what it had started.
         _ = signals.next() => {
-            crate::note!("\ndra-e2e: interrupted while starting the cluster; stopped it");
+            crate::report::note!("\ndra-e2e: interrupted while starting the cluster; stopped it");
             return Ok(130);
         }
     };
@@ -213,13 +213,13 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
                 let _ = count_tx.send(n);
                 if n == 1 {
                     interrupt.cancel();
-                    crate::note!(
+                    crate::report::note!(
                         "\ndra-e2e: interrupted; tearing down running scenarios (Ctrl-C again to stop at once)"
                     );
                 } else {
-                    crate::note!("\ndra-e2e: stopping now");
+                    crate::report::note!("\ndra-e2e: stopping now");
                     for note in cluster.kill_now() {
-                        crate::note!("dra-e2e: {note}");
+                        crate::report::note!("dra-e2e: {note}");
                     }
                     std::process::exit(130);
                 }
@@ -269,9 +269,9 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
     let stopped = match ending.within(cluster.shutdown()).await {
         Ok(stopped) => stopped,
         Err(overrun) => {
-            crate::note!("dra-e2e: {overrun}; stopping the cluster at once");
+            crate::report::note!("dra-e2e: {overrun}; stopping the cluster at once");
             for note in cluster.kill_now() {
-                crate::note!("dra-e2e: {note}");
+                crate::report::note!("dra-e2e: {note}");
             }
             handler.abort();
             return ended.map(|_| 1);
@@ -279,7 +279,7 @@ pub async fn run(opts: Opts, matches: &clap::ArgMatches) -> anyhow::Result<i32> 
     };
     handler.abort();
     for note in &stopped.notes {
-        crate::note!("dra-e2e: {note}");
+        crate::report::note!("dra-e2e: {note}");
     }
     if !stopped.left.is_empty() {
         println!(

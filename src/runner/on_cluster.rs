@@ -45,11 +45,11 @@ pub(super) async fn run_on(
     let mut env = cluster.environment().await?;
     env.refused_gates = std::mem::take(&mut selection.refused_gates);
     env.unserved_apis = unserved_apis(&cluster, &selection.features).await?;
-    crate::note!("dra-e2e: {}", cluster.describe());
+    crate::report::note!("dra-e2e: {}", cluster.describe());
     // Which Kubernetes passed or failed is part of what a run says, most of
     // all when the kubelet is older than the control plane.
     if let Ok(v) = cluster.client().apiserver_version().await {
-        crate::note!(
+        crate::report::note!(
             "dra-e2e: control plane {}, oldest kubelet {}",
             v.git_version,
             env.kubelet_version
@@ -59,7 +59,7 @@ pub(super) async fn run_on(
     let under_test = match selection.driver.take() {
         None => UnderTest::builtin(),
         Some(p) => {
-            crate::note!(
+            crate::report::note!(
                 "dra-e2e: driver under test: {} ({}); waiting for it to publish devices on every node",
                 p.driver_name,
                 p.deployment.mode()
@@ -379,7 +379,7 @@ async fn unserved_apis(
             .await
             .with_context(|| format!("asking the cluster whether it serves {api}"))?;
         if !served {
-            crate::note!(
+            crate::report::note!(
                 "dra-e2e: the cluster does not serve {api}: the scenarios tagged @API:{tag} are skipped"
             );
             unserved.push(tag.to_owned());

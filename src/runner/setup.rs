@@ -378,7 +378,7 @@ fn wait_for_lock(
     deadline: Duration,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    crate::note!(
+    crate::report::note!(
         "dra-e2e: another dra-e2e is building {} ({}); waiting for it (at most {}): {}",
         part.describe(),
         path.display(),
@@ -403,7 +403,7 @@ fn wait_for_lock(
             );
         }
         if waited >= next_note {
-            crate::note!(
+            crate::report::note!(
                 "dra-e2e: still waiting for the build of {} ({} so far): {}",
                 part.describe(),
                 humantime::format_duration(Duration::from_secs(waited.as_secs())),
@@ -580,7 +580,7 @@ impl Shown {
             Some(d) => format!("the last build here took {}", humantime::format_duration(d)),
             None => "no earlier build here to estimate from".to_owned(),
         };
-        crate::note!(
+        crate::report::note!(
             "dra-e2e: building {} (once per machine; {estimate})",
             part.describe()
         );
@@ -598,7 +598,7 @@ impl Shown {
                     *step = line.to_owned();
                 }
             }
-            None => crate::note!(
+            None => crate::report::note!(
                 "dra-e2e: [{} +{}s] {line}",
                 self.part.name(),
                 elapsed.as_secs()
@@ -611,7 +611,7 @@ impl Shown {
         self.spinner = None;
         let took = humantime::format_duration(Duration::from_secs(took.as_secs()));
         if ok {
-            crate::note!("dra-e2e: built {} in {took}", self.part.describe());
+            crate::report::note!("dra-e2e: built {} in {took}", self.part.describe());
         }
     }
 }

@@ -117,9 +117,9 @@ pub const fn text(bytes: &'static [u8]) -> &'static str {
 macro_rules! regex_concat {
     [$($part:expr),+ $(,)?] => {{
         const PARTS: &[&str] = &[$($part),+];
-        const LEN: usize = $crate::steps::params::words::concat_len(PARTS);
-        const BYTES: [u8; LEN] = $crate::steps::params::words::concat::<LEN>(PARTS);
-        $crate::steps::params::words::text(&BYTES)
+        const LEN: usize = $crate::params::words::concat_len(PARTS);
+        const BYTES: [u8; LEN] = $crate::params::words::concat::<LEN>(PARTS);
+        $crate::params::words::text(&BYTES)
     }};
 }
 pub(crate) use regex_concat;

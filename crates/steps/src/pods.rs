@@ -21,7 +21,7 @@ mod creation;
 mod state;
 
 pub(crate) use containers::settled_containers;
-pub(in crate::steps) use containers::{gets_requests, no_extended_claim};
+pub(crate) use containers::{gets_requests, no_extended_claim};
 pub use state::Readiness;
 
 sentences! {

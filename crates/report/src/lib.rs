@@ -65,7 +65,7 @@ impl std::fmt::Display for ScenarioId {
     }
 }
 
-pub use crate::harness::timing::{CLUSTER_START, Cost, Laps, Phase, Timings};
+pub use dra_e2e_harness::timing::{CLUSTER_START, Cost, Laps, Phase, Timings};
 
 #[derive(Debug, Clone)]
 pub struct Record {

@@ -9,13 +9,13 @@ use cucumber::then;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{POD_TIMEOUT, wait_pod};
+use crate::World;
+use crate::claims::claim_name;
 use crate::ground::objects;
 use crate::ground::wait::{self, Check};
 use crate::harness::claims::generated_claim;
+use crate::params::{ClaimPhrase, Containers, Gets, PodState, Strings};
 use crate::plugin::driver_logic;
-use crate::steps::World;
-use crate::steps::claims::claim_name;
-use crate::steps::params::{ClaimPhrase, Containers, Gets, PodState, Strings};
 
 sentences! {
     #[then(expr = "{containers} of pod {string} has env {strings}")]
@@ -166,7 +166,7 @@ async fn gets_request(
     gets_requests(w, container, pod, gets, Strings(vec![request]), claim).await
 }
 
-pub(in crate::steps) async fn gets_requests(
+pub(crate) async fn gets_requests(
     w: &World,
     container: String,
     pod: String,
@@ -266,7 +266,7 @@ async fn mapped_requests(
     Ok(())
 }
 
-pub(in crate::steps) async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<()> {
+pub(crate) async fn no_extended_claim(w: &World, pod: String) -> anyhow::Result<()> {
     let p = w.pod(&pod).await?;
     if let Some(claim) = generated_claim(&p, true) {
         bail!("pod {pod}: expected no extended resource claim, but the scheduler made {claim}");

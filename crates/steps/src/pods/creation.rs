@@ -8,10 +8,10 @@ use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, when};
 
+use crate::World;
+use crate::claims::default_shape;
 use crate::ground::objects::{self, PodClaims, PodShape};
-use crate::steps::World;
-use crate::steps::claims::default_shape;
-use crate::steps::params::{DriverRef, PodClaimsPhrase, quoted_list};
+use crate::params::{DriverRef, PodClaimsPhrase, quoted_list};
 
 sentences! {
     #[given(expr = "pod {string} {podclaims} is created")]

@@ -12,11 +12,11 @@ use cucumber::{then, when};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{claim_uids, scenario_claims};
+use crate::World;
 use crate::ground::objects::{PodClaims, PodShape};
 use crate::ground::wait::PodState;
 use crate::harness::under_test::device_check;
-use crate::steps::World;
-use crate::steps::params::{Containers, DriverRef, NodeSel};
+use crate::params::{Containers, DriverRef, NodeSel};
 
 sentences! {
     /// The profile's containerCheck, claim by claim. Where the runner sees
@@ -269,7 +269,7 @@ async fn spec_missing_while_waiting(w: &World, pod: &str) -> anyhow::Result<(Str
 async fn has_device(w: &World, which: Containers, pod: String) -> anyhow::Result<()> {
     let driver = w.driver_name(&DriverRef::The)?;
     let containers = tokio::select! {
-        r = crate::steps::pods::settled_containers(w, &which, &pod) => r?,
+        r = crate::pods::settled_containers(w, &which, &pod) => r?,
         r = spec_missing_while_waiting(w, &pod) => {
             let (node, problem) = r?;
             bail!("pod {pod} on node {node} cannot start with its device: {problem}");
@@ -303,7 +303,7 @@ async fn all_have_devices(w: &World) -> anyhow::Result<()> {
 }
 
 async fn has_no_device(w: &World, container: String, pod: String) -> anyhow::Result<()> {
-    crate::steps::pods::wait_pod(w, &pod, PodState::Running).await?;
+    crate::pods::wait_pod(w, &pod, PodState::Running).await?;
     let current = w.pod(&pod).await?;
     let check = &w.context()?.under_test.profile.container_check;
     let driver = w.driver_name(&DriverRef::The)?;
@@ -346,14 +346,14 @@ async fn take_every_device(w: &mut World, prefix: String, node: NodeSel) -> anyh
             template: name.clone(),
         };
         shape.node_selector = Some(node.clone());
-        let claim = crate::steps::claims::default_shape(w, &DriverRef::The)?;
+        let claim = crate::claims::default_shape(w, &DriverRef::The)?;
         w.create_template(&name, claim.spec()?).await?;
         let pod = shape.build()?;
         w.create_pod(&pod, shape.pod_claim_names()).await?;
         names.push(name);
     }
     for name in names {
-        crate::steps::pods::wait_pod(w, &name, PodState::Running).await?;
+        crate::pods::wait_pod(w, &name, PodState::Running).await?;
     }
     Ok(())
 }

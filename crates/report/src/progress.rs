@@ -78,7 +78,7 @@ impl Progress {
 
 /// The terminal's width in columns (80 when unknown).
 fn width() -> usize {
-    crate::sys::terminal_width().map_or(80, usize::from)
+    dra_e2e_sys::terminal_width().map_or(80, usize::from)
 }
 
 /// `[12/103] 11 passed, 1 failed · running: a, b · 1m23s`, cut to `width`.

@@ -146,7 +146,7 @@ pub fn note(line: &str) {
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {
-        $crate::report::terminal::note(&format!($($arg)*))
+        $crate::terminal::note(&format!($($arg)*))
     };
 }
 

@@ -38,7 +38,7 @@ impl FromStr for NodeSel {
 
 impl NodeSel {
     /// The node names selected, among the scenario's nodes.
-    pub async fn resolve(&self, w: &crate::steps::World) -> anyhow::Result<Vec<String>> {
+    pub async fn resolve(&self, w: &crate::World) -> anyhow::Result<Vec<String>> {
         let nodes = &w.nodes;
         match self {
             NodeSel::OfPod(pod) => {
@@ -243,7 +243,7 @@ impl FromStr for NodeList {
 
 impl NodeList {
     /// The names of these nodes among the scenario's.
-    pub fn names(&self, w: &crate::steps::World) -> anyhow::Result<Vec<String>> {
+    pub fn names(&self, w: &crate::World) -> anyhow::Result<Vec<String>> {
         self.0
             .iter()
             .map(|&i| w.node(i).map(str::to_owned))
@@ -317,7 +317,7 @@ impl FromStr for Containers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::steps::params::{Method, quoted_list};
+    use crate::params::{Method, quoted_list};
 
     #[test]
     fn nodes_drivers_claims_and_identities_parse() {

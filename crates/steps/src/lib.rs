@@ -2,6 +2,11 @@
 //! sentence is matched into typed parameters ([`params`]) and mapped onto a
 //! plain async function of harness calls (driver, objects, wait, the
 //! [`scenario`] builder). One file per topic.
+//!
+//! A crate of its own, above the reports and below the runner's main flow,
+//! so that the step rule (`tests/step_rule.rs`) has a boundary to hold:
+//! what a step may reach is this crate's dependencies, and what it should
+//! not do itself goes down into `dra-e2e-harness` or `dra-e2e-kube`.
 
 /// Declares step sentences, each mapped onto the plain async function of the
 /// same name in the declaring module:
@@ -46,11 +51,11 @@ macro_rules! sentences {
             $(
                 $(#[$attr])*
                 async fn $name(
-                    w: &mut $crate::steps::World,
+                    w: &mut $crate::World,
                     $($arg: $ty $(<$lt>)?),*
                 ) -> ::std::result::Result<(), ::std::string::String> {
                     let bounds = w.step_bounds()?;
-                    $crate::steps::run(
+                    $crate::run(
                         bounds,
                         sentences!(@call $name $(=> $target ($($extra),*))? ; w $(, $arg)*),
                     )
@@ -91,6 +96,17 @@ pub mod scenario;
 pub mod slices;
 pub mod under_test;
 pub mod workloads;
+
+// The floors below, named as the runner names them (`crate::harness::driver`),
+// so that a step reads the same here as it did inside the runner's crate.
+use dra_e2e_cluster as cluster;
+use dra_e2e_conn as conn;
+use dra_e2e_harness as harness;
+use dra_e2e_kube as ground;
+use dra_e2e_plugin as plugin;
+use dra_e2e_profile as profile;
+use dra_e2e_proto as proto;
+use dra_e2e_report as report;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -12,11 +12,11 @@ use cucumber::{then, when};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::claim_uids;
+use crate::World;
 use crate::ground::wait::{self, PodState};
 use crate::harness::under_test::device_check;
+use crate::params::{DriverRef, Method};
 use crate::plugin::calls::CallOutcome;
-use crate::steps::World;
-use crate::steps::params::{DriverRef, Method};
 
 sentences! {
     #[when(expr = "pod {string} is deleted and the driver lets its claims go")]
@@ -69,7 +69,7 @@ async fn deleted_without_waiting(w: &mut World, pod: String) -> anyhow::Result<(
 /// Notes the pod's node and claims, then deletes it without waiting.
 async fn delete_noting(w: &mut World, pod: &str) -> anyhow::Result<()> {
     let before = before_deletion(w, pod).await?;
-    crate::steps::pods::delete_pod(w, pod, false).await?;
+    crate::pods::delete_pod(w, pod, false).await?;
     w.conformance.deleted_pods.insert(pod.to_owned(), before);
     Ok(())
 }

@@ -13,10 +13,10 @@ use kube::runtime::watcher;
 
 use super::containers::{check_env, env_of};
 use super::{POD_TIMEOUT, wait_pod};
+use crate::World;
 use crate::ground::objects;
 use crate::ground::wait::{self, Check, describe_pod};
-use crate::steps::World;
-use crate::steps::params::{
+use crate::params::{
     DriverRef, Dur, PodState, PodStateWord, SteadyPodState, SteadyPodStateWord, Strings,
     quoted_list,
 };

@@ -227,7 +227,7 @@ fn finish_escaping(xml: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::collect::{StepLog, StepStatus};
+    use crate::collect::{StepLog, StepStatus};
 
     fn scenario(name: &str, line: usize, steps: Vec<StepLog>) -> ScenarioLog {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
@@ -444,7 +444,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("junit.xml");
         std::fs::write(&path, &xml).unwrap();
-        let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemas/junit.xsd");
+        let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/schemas/junit.xsd");
         let xmllint = |args: &[&str]| {
             Command::new("xmllint")
                 .args(args)
@@ -491,7 +491,7 @@ mod tests {
             scenarios: vec![s, other, single],
             ..Default::default()
         };
-        let shared = crate::report::collect::shared_titles(
+        let shared = crate::collect::shared_titles(
             log.scenarios
                 .iter()
                 .map(|s| (s.feature.as_str(), s.id.name.as_str())),

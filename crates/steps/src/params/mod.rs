@@ -31,7 +31,7 @@ macro_rules! phrase_words {
             pub const WORDS: &'static [&'static str] = &[$($word),+];
         }
 
-        $crate::steps::params::phrase_words!(@parameter $ty, $name);
+        $crate::params::phrase_words!(@parameter $ty, $name);
 
         impl ::std::str::FromStr for $ty {
             type Err = String;
@@ -41,7 +41,7 @@ macro_rules! phrase_words {
                     other => Err(format!(
                         "unknown {} {other:?}; expected {}",
                         $what,
-                        $crate::steps::params::words::listing(Self::WORDS)
+                        $crate::params::words::listing(Self::WORDS)
                     )),
                 }
             }
@@ -55,7 +55,7 @@ macro_rules! phrase_words {
             pub const WORDS: &'static [&'static str] = &<$inner>::WORDS;
         }
 
-        $crate::steps::params::phrase_words!(@parameter $ty, $name);
+        $crate::params::phrase_words!(@parameter $ty, $name);
 
         impl ::std::str::FromStr for $ty {
             type Err = String;
@@ -64,7 +64,7 @@ macro_rules! phrase_words {
                     format!(
                         "unknown {} {s:?}; expected {}",
                         $what,
-                        $crate::steps::params::words::listing(Self::WORDS)
+                        $crate::params::words::listing(Self::WORDS)
                     )
                 })
             }
@@ -74,10 +74,10 @@ macro_rules! phrase_words {
     (@parameter $ty:ident, $name:literal) => {
         impl ::cucumber::Parameter for $ty {
             const REGEX: &'static str = {
-                const LEN: usize = $crate::steps::params::words::alternation_len($ty::WORDS);
+                const LEN: usize = $crate::params::words::alternation_len($ty::WORDS);
                 const BYTES: [u8; LEN] =
-                    $crate::steps::params::words::alternation::<LEN>($ty::WORDS);
-                $crate::steps::params::words::text(&BYTES)
+                    $crate::params::words::alternation::<LEN>($ty::WORDS);
+                $crate::params::words::text(&BYTES)
             };
             const NAME: &'static str = $name;
         }
@@ -167,8 +167,8 @@ mod tests {
         words_hold::<ApiVersion>(ApiVersion::WORDS);
         words_hold::<Gets>(Gets::WORDS);
         words_hold::<Method>(Method::WORDS);
-        words_hold::<crate::steps::crud::PatchTypeWord>(crate::steps::crud::PatchTypeWord::WORDS);
-        words_hold::<crate::steps::crud::Watched>(crate::steps::crud::Watched::WORDS);
+        words_hold::<crate::crud::PatchTypeWord>(crate::crud::PatchTypeWord::WORDS);
+        words_hold::<crate::crud::Watched>(crate::crud::Watched::WORDS);
         assert_eq!(
             "not reserved".parse::<ClaimState>(),
             Ok(ClaimState::NotReserved)

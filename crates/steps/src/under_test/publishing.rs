@@ -13,10 +13,10 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::watcher;
 
+use crate::World;
 use crate::ground::wait::{self, Check};
 use crate::harness::under_test::devices_per_node;
-use crate::steps::World;
-use crate::steps::params::{DriverRef, NodeSel};
+use crate::params::{DriverRef, NodeSel};
 
 sentences! {
     #[then(expr = "the driver publishes devices on {node}")]

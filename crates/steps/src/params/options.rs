@@ -139,7 +139,7 @@ impl FromStr for ClaimOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::steps::params::Containers;
+    use crate::params::Containers;
 
     #[test]
     fn the_optional_tails_of_class_and_claim_sentences_parse() {

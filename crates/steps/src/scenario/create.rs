@@ -10,11 +10,11 @@ use k8s_openapi::api::resource::v1::{
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 
 use super::Created;
+use crate::World;
 use crate::ground::objects;
 use crate::harness::driver::{self, Driver, DriverOptions};
 use crate::harness::scenario::PodRecord;
-use crate::steps::World;
-use crate::steps::params::DriverRef;
+use crate::params::DriverRef;
 
 /// Creating things: each registers its cleanup.
 impl World {
@@ -38,7 +38,7 @@ impl World {
         start: bool,
         on: Option<Vec<String>>,
     ) -> anyhow::Result<()> {
-        crate::steps::drivers::default_nodes(self).await?;
+        crate::drivers::default_nodes(self).await?;
         let nodes = on.unwrap_or_else(|| self.nodes.clone());
         if self.scenario.drivers().any(|(l, _)| *l == label) {
             anyhow::bail!("the scenario already has {label}");
