@@ -23,6 +23,9 @@
 //! The stack and what is read from it are here; teardown ([`teardown`]) is a
 //! module of its own. Creating is the steps' (the World's create methods):
 //! each creation pushes its cleanup here in the same call.
+pub mod artifacts;
+pub mod bounds;
+pub mod namespace;
 pub mod teardown;
 
 use kube::api::ApiResource;

@@ -119,7 +119,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
 use crate::harness::driver::Driver;
-use crate::harness::driver::sockets::Broken;
+use crate::harness::scenario::bounds::{self, Ended, StepBounds, Watched};
 use crate::report::Outcomes;
 use params::DriverRef;
 use scenario::Scenario;
@@ -219,75 +219,6 @@ pub struct World {
     /// Time of each setup and teardown phase.
     pub setup_timings: crate::report::Timings,
     pub teardown_timings: crate::report::Timings,
-}
-
-/// What [`run`] races a step against: the scenario's drivers breaking. The
-/// scenario adds each driver it hosts once the driver is set up
-/// ([`World::add_driver_on`]), so every later step fails as soon as one of
-/// its drivers breaks, with the reason, instead of running into a timeout.
-#[derive(Clone, Default)]
-pub struct Watched {
-    signals: Arc<std::sync::Mutex<Vec<Broken>>>,
-    added: Arc<tokio::sync::Notify>,
-}
-
-impl std::fmt::Debug for Watched {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.signals.lock().unwrap_or_else(|e| e.into_inner()).len();
-        write!(f, "Watched({n} signal(s))")
-    }
-}
-
-impl Watched {
-    pub fn add(&self, signals: impl Iterator<Item = Broken>) {
-        let mut list = self.signals.lock().unwrap_or_else(|e| e.into_inner());
-        let before = list.len();
-        for s in signals {
-            if !list.iter().any(|known| known.same(&s)) {
-                list.push(s);
-            }
-        }
-        if list.len() > before {
-            self.added.notify_one();
-        }
-    }
-
-    /// Resolves with the first reason any watched signal reports.
-    async fn first_broken(&self) -> String {
-        loop {
-            let added = self.added.notified();
-            tokio::pin!(added);
-            added.as_mut().enable();
-            let list = self
-                .signals
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            if let Some(reason) = list.iter().find_map(Broken::reason) {
-                return reason;
-            }
-            if list.is_empty() {
-                added.await;
-                continue;
-            }
-            let any = futures::future::select_all(list.iter().map(|b| Box::pin(b.wait())));
-            tokio::select! {
-                (reason, _, _) = any => return reason,
-                _ = added => {}
-            }
-        }
-    }
-}
-
-/// What a step runs within: the run's step timeout and interrupt, and the
-/// scenario's drivers breaking.
-pub struct StepBounds {
-    pub step_timeout: Duration,
-    pub interrupt: CancellationToken,
-    pub broken: Watched,
-    /// What a failed pod wait adds of the drivers the runner hosts or
-    /// interposes (their failed prepare calls).
-    pub driver_notes: Option<crate::ground::wait::diagnose::DriverNotes>,
 }
 
 impl World {
@@ -533,46 +464,18 @@ impl World {
     }
 }
 
-/// Runs a step body within `bounds` (the step timeout, the run's interrupt),
-/// and turns its error into the message cucumber reports. A driver of the
-/// scenario that breaks meanwhile (a proxy agent died) ends the step at once
-/// with the reason.
+/// Runs a step body within `bounds` (the step timeout, the run's interrupt,
+/// the scenario's drivers breaking: [`bounds::run`]), and turns its error
+/// into the message cucumber reports.
 pub async fn run<T>(
     bounds: StepBounds,
     fut: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> Result<T, String> {
-    let StepBounds {
-        step_timeout,
-        interrupt,
-        broken: watched,
-        driver_notes,
-    } = bounds;
-    if interrupt.is_cancelled() {
-        return Err("the run was interrupted; not starting this step".to_owned());
-    }
-    let progress = driver_notes
-        .map(crate::ground::wait::Progress::with_driver_notes)
-        .unwrap_or_default();
-    let fut = crate::ground::wait::with_progress(progress.clone(), fut);
-    tokio::select! {
-        r = tokio::time::timeout(step_timeout, fut) => match r {
-            Ok(Ok(v)) => Ok(v),
-            // Each cause once: several errors quote their source already.
-            Ok(Err(e)) => Err(crate::report::error_message(&e)),
-            // A pod wait cut short says what the cluster says about its pod.
-            Err(_) => Err(format!(
-                "the step did not finish within --step-timeout {}{}{}",
-                humantime::format_duration(step_timeout),
-                progress.last().map(|p| format!(" ({p})")).unwrap_or_default(),
-                progress.diagnosis().await.map(|d| format!("\n{d}")).unwrap_or_default()
-            )),
-        },
-        reason = watched.first_broken() => Err(format!(
-            "{reason}{}",
-            progress.last().map(|p| format!(" (the step was {p})")).unwrap_or_default()
-        )),
-        _ = interrupt.cancelled() => Err("the run was interrupted (Ctrl-C or --deadline)".to_owned()),
-    }
+    bounds::run(bounds, fut).await.map_err(|e| match e {
+        // Each cause once: several errors quote their source already.
+        Ended::Failed(e) => crate::report::error_message(&e),
+        Ended::Cut(why) => why,
+    })
 }
 
 #[cfg(test)]
@@ -590,43 +493,13 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_step_ends_with_its_body_or_its_timeout() {
+    async fn a_step_ends_with_its_body_or_its_message() {
         assert_eq!(run(bounds(), async { Ok(7) }).await, Ok(7));
-        let e = run::<()>(bounds(), async { anyhow::bail!("no") }).await;
-        assert_eq!(e, Err("no".to_owned()));
-        let e = run::<()>(bounds(), std::future::pending())
-            .await
-            .unwrap_err();
-        assert!(
-            e.starts_with("the step did not finish within --step-timeout 10s"),
-            "{e}"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_driver_that_breaks_ends_the_step_with_the_reason() {
-        let b = bounds();
-        let watched = b.broken.clone();
-        let sender = BrokenSender::default();
-        let step = run::<()>(b, std::future::pending());
-        let breaks = async {
-            // Added while the step runs, as a step that adds a driver does.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            watched.add(std::iter::once(sender.subscribe()));
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            sender.report("the agent on node n died".to_owned());
-        };
-        let (e, ()) = tokio::join!(step, breaks);
-        assert_eq!(e, Err("the agent on node n died".to_owned()));
-        // A later step of the scenario that waits fails at once too.
-        let b = StepBounds {
-            broken: watched,
-            ..bounds()
-        };
-        let started = tokio::time::Instant::now();
-        let e = run::<()>(b, std::future::pending()).await;
-        assert_eq!(e, Err("the agent on node n died".to_owned()));
-        assert_eq!(started.elapsed(), Duration::ZERO);
+        let e = run::<()>(bounds(), async {
+            Err(anyhow::anyhow!("no").context("reading pod tester-1"))
+        })
+        .await;
+        assert_eq!(e, Err("reading pod tester-1: no".to_owned()));
     }
 
     #[test]
@@ -639,15 +512,5 @@ mod tests {
         assert!(w.client().is_err());
         assert!(w.driver(&DriverRef::The).is_err());
         assert_eq!(format!("{:?}", w.broken), "Watched(0 signal(s))");
-    }
-
-    #[tokio::test]
-    async fn an_interrupted_run_starts_no_step() {
-        let b = bounds();
-        b.interrupt.cancel();
-        assert_eq!(
-            run(b, async { Ok(()) }).await,
-            Err("the run was interrupted; not starting this step".to_owned())
-        );
     }
 }

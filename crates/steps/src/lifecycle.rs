@@ -7,15 +7,12 @@ use std::time::Instant;
 use anyhow::Context as _;
 use cucumber::event::ScenarioFinished;
 use cucumber::gherkin;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
-use k8s_openapi::api::resource::v1::ResourceClaim;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::json;
 
 use super::{Context, World};
 use crate::cluster::RUN_LABEL;
 use crate::harness::driver::Unfinished;
 use crate::harness::node_lease::Faults;
+use crate::harness::scenario::{artifacts, namespace};
 use crate::report::{
     self, Laps, Outcome, Phase, Record, SKIP_PREFIX, ScenarioId, is_marked_skipped,
 };
@@ -126,58 +123,22 @@ pub async fn before(
             Phase::queue("wait for earlier scenarios' teardowns"),
         );
     }
-    let ns: Namespace = match serde_json::from_value(json!({
-        "metadata": {
-            "generateName": "dra-e2e-",
-            "labels": {
-                RUN_LABEL: ctx.run_id,
-                "pod-security.kubernetes.io/enforce": "privileged",
-                "pod-security.kubernetes.io/warn": "privileged",
-            },
-        },
-    })) {
-        Ok(ns) => ns,
-        Err(e) => {
-            tracing::error!(error = %e, "building the namespace");
-            return;
-        }
-    };
-    match Api::<Namespace>::all(ctx.cluster.client())
-        .create(&PostParams::default(), &ns)
-        .await
-    {
-        Ok(created) => {
-            w.namespace = created.metadata.name.unwrap_or_default();
+    let client = ctx.cluster.client();
+    let ns = namespace::object(RUN_LABEL, &ctx.run_id);
+    match namespace::create(&client, &ns).await {
+        Ok(name) => {
+            w.namespace = name;
             ctx.outcomes.namespace_created(&w.namespace);
             w.scenario.namespace_created(&w.namespace);
         }
         Err(e) => {
-            w.setup_error = Some(format!("creating the scenario's namespace: {e}"));
+            w.setup_error = Some(e.to_string());
             return;
         }
     }
     laps.lap(&mut w.setup_timings, Phase::harness("create namespace"));
-    // With the ServiceAccount admission plugin on, pods are refused until the
-    // namespace's default account exists. Creating it takes one request where
-    // waiting for the controller takes its queue's pace; whichever comes
-    // second finds it there, as the controller is built to.
-    let sas: Api<ServiceAccount> = Api::namespaced(ctx.cluster.client(), &w.namespace);
-    let default_sa = ServiceAccount {
-        metadata: kube::api::ObjectMeta {
-            name: Some("default".to_owned()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match sas.create(&PostParams::default(), &default_sa).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => {
-            w.setup_error = Some(format!(
-                "creating the default ServiceAccount of namespace {}: {e}",
-                w.namespace
-            ));
-        }
+    if let Err(e) = namespace::default_service_account(&client, &w.namespace).await {
+        w.setup_error = Some(e.to_string());
     }
     laps.lap(
         &mut w.setup_timings,
@@ -381,60 +342,18 @@ fn finish_later(ctx: Arc<Context>, id: ScenarioId, wait: Unfinished) {
     });
 }
 
-fn yaml_of<T: serde::Serialize>(items: &[T]) -> String {
-    items
-        .iter()
-        .map(|i| serde_saphyr::to_string(i).unwrap_or_else(|e| format!("# unprintable: {e}\n")))
-        .collect::<Vec<_>>()
-        .join("---\n")
-}
-
 /// Events, pods, claims, slices, plugin calls and simulated kubelet logs.
 async fn write_artifacts(ctx: &Context, w: &World, dir: &std::path::Path) -> anyhow::Result<()> {
-    let client = w.client()?;
-    let ns = &w.namespace;
-    let mut events = Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .context("listing events")?
-        .items;
-    events.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
-    let lines: Vec<String> = events
-        .iter()
-        .map(|e| {
-            format!(
-                "{} {} {}/{} {}: {}",
-                e.last_timestamp
-                    .as_ref()
-                    .map(|t| t.0.to_string())
-                    .unwrap_or_default(),
-                e.type_.clone().unwrap_or_default(),
-                e.involved_object.kind.clone().unwrap_or_default(),
-                e.involved_object.name.clone().unwrap_or_default(),
-                e.reason.clone().unwrap_or_default(),
-                e.message.clone().unwrap_or_default()
-            )
-        })
-        .collect();
-    report::write_artifact(dir, "events.txt", &lines.join("\n"))?;
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .context("listing pods")?
-        .items;
-    report::write_artifact(dir, "pods.yaml", &yaml_of(&pods))?;
-    let claims = Api::<ResourceClaim>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .context("listing claims")?
-        .items;
-    report::write_artifact(dir, "claims.yaml", &yaml_of(&claims))?;
+    let state = artifacts::namespace_state(&w.client()?, &w.namespace).await?;
+    report::write_artifact(dir, "events.txt", &state.events)?;
+    report::write_artifact(dir, "pods.yaml", &state.pods)?;
+    report::write_artifact(dir, "claims.yaml", &state.claims)?;
     let mut slices = Vec::new();
     for (_, d) in w.scenario.drivers() {
         slices.extend(d.slices().await.context("listing slices")?);
         report::write_artifact(dir, &format!("calls-{}.txt", d.name), &d.call_log_text())?;
     }
-    report::write_artifact(dir, "slices.yaml", &yaml_of(&slices))?;
+    report::write_artifact(dir, "slices.yaml", &artifacts::yaml_of(&slices))?;
     for node in &w.nodes {
         if let Some(log) = ctx.cluster.node_log(node) {
             report::write_artifact(dir, &format!("kubelet-{node}.log"), &log)?;
