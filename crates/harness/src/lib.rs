@@ -22,6 +22,7 @@ pub mod node_loss;
 pub mod nodes;
 pub mod observed;
 pub mod pod_finalizer;
+pub mod pods;
 pub mod pool_status;
 #[cfg(test)]
 mod props;

@@ -9,12 +9,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use cucumber::when;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, Patch, PatchParams};
 
 use super::World;
 use super::params::{ClaimPhrase, PodState};
-use crate::ground::wait;
 use crate::harness::claims::generated_claim;
+use crate::harness::pods;
 
 mod containers;
 mod creation;
@@ -42,12 +41,7 @@ sentences! {
 pub const POD_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub(crate) async fn wait_pod(w: &World, name: &str, state: PodState) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let what = format!("pod {name} to be {state:?}").to_lowercase();
-    wait::pod(&api, name, &what, POD_TIMEOUT, |p| {
-        wait::pod_in_state(name, state, p)
-    })
-    .await?;
+    pods::until(&w.api::<Pod>()?, name, state, POD_TIMEOUT).await?;
     Ok(())
 }
 
@@ -76,15 +70,8 @@ pub(crate) async fn remember_generated_claims(w: &mut World, name: &str) -> anyh
 
 pub(crate) async fn delete_pod(w: &mut World, name: &str, force: bool) -> anyhow::Result<()> {
     remember_generated_claims(w, name).await?;
-    let dp = if force {
-        DeleteParams::default().grace_period(0)
-    } else {
-        DeleteParams::default()
-    };
-    match w.api::<Pod>()?.delete(name, &dp).await {
-        Ok(_) => Ok(()),
-        Err(e) => Err(anyhow::anyhow!("deleting pod {name}: {e}")),
-    }
+    pods::delete(&w.api::<Pod>()?, name, force).await?;
+    Ok(())
 }
 
 async fn pod_deleted(w: &mut World, name: String) -> anyhow::Result<()> {
@@ -114,15 +101,6 @@ async fn claim_not_needed(w: &World, name: String) -> anyhow::Result<()> {
         .pods()
         .find(|p| p.name == name)
         .with_context(|| format!("the scenario created no pod {name}"))?;
-    let statuses: Vec<_> = record
-        .pod_claims
-        .iter()
-        .map(|c| serde_json::json!({ "name": c }))
-        .collect();
-    let patch = serde_json::json!({ "status": { "resourceClaimStatuses": statuses } });
-    w.api::<Pod>()?
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| format!("writing the claim statuses of pod {name}"))?;
+    pods::mark_claims_not_needed(&w.api::<Pod>()?, &name, &record.pod_claims).await?;
     Ok(())
 }

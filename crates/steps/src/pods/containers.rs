@@ -12,8 +12,8 @@ use super::{POD_TIMEOUT, wait_pod};
 use crate::World;
 use crate::claims::claim_name;
 use crate::ground::objects;
-use crate::ground::wait::{self, Check};
 use crate::harness::claims::generated_claim;
+use crate::harness::pods;
 use crate::params::{ClaimPhrase, Containers, Gets, PodState, Strings};
 use crate::plugin::driver_logic;
 
@@ -102,15 +102,7 @@ pub(crate) async fn settled_containers(
     };
     Ok(match which {
         Containers::Init(c) => {
-            let api = w.api::<Pod>()?;
-            wait::pod(
-                &api,
-                pod,
-                &format!("init container {c} of pod {pod} to complete"),
-                POD_TIMEOUT,
-                |p| wait::init_container_done(p, pod, c),
-            )
-            .await?;
+            pods::init_container_completed(&w.api::<Pod>()?, pod, c, POD_TIMEOUT).await?;
             // An init container that exited cannot be exec'd. Its exit code 0
             // already says its own script found the entries the pod was built
             // with (`init container` option) inside the container. What a
@@ -225,44 +217,7 @@ async fn mapped_requests(
             objects::expand(q.trim(), &vars)?,
         ));
     }
-    if !in_order {
-        want.sort();
-    }
-    let api = w.api::<Pod>()?;
-    wait::pod(
-        &api,
-        &pod,
-        &format!("pod {pod} to map its extended resources to requests {want:?}"),
-        POD_TIMEOUT,
-        |p| {
-            let status = p
-                .and_then(|p| p.status.as_ref())
-                .and_then(|s| s.extended_resource_claim_status.as_ref());
-            let Some(status) = status else {
-                return Check::Pending("no extendedResourceClaimStatus".into());
-            };
-            let mut got: Vec<(String, String, String)> = status
-                .request_mappings
-                .iter()
-                .map(|m| {
-                    (
-                        m.container_name.clone(),
-                        m.resource_name.clone(),
-                        m.request_name.clone(),
-                    )
-                })
-                .collect();
-            if !in_order {
-                got.sort();
-            }
-            if got == want {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("requestMappings {got:?}"))
-            }
-        },
-    )
-    .await?;
+    pods::mapped_requests(&w.api::<Pod>()?, &pod, want, in_order, POD_TIMEOUT).await?;
     Ok(())
 }
 

@@ -8,17 +8,14 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use cucumber::then;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::DeleteParams;
-use kube::runtime::watcher;
 
 use super::containers::{check_env, env_of};
 use super::{POD_TIMEOUT, wait_pod};
 use crate::World;
 use crate::ground::objects;
-use crate::ground::wait::{self, Check, describe_pod};
+use crate::harness::pods;
 use crate::params::{
-    DriverRef, Dur, PodState, PodStateWord, SteadyPodState, SteadyPodStateWord, Strings,
-    quoted_list,
+    DriverRef, Dur, PodState, PodStateWord, SteadyPodStateWord, Strings, quoted_list,
 };
 
 sentences! {
@@ -89,41 +86,9 @@ async fn pod_is(w: &World, name: String, PodStateWord(state): PodStateWord) -> a
     if state != PodState::Unschedulable {
         return wait_pod(w, &name, state).await;
     }
-    // As upstream: the scheduler tried and found no node (reason
-    // `Unschedulable`); a pod merely not scheduled yet, or held back by
-    // scheduling gates, is not.
-    let api = w.api::<Pod>()?;
-    wait::pod(
-        &api,
-        &name,
-        &format!("pod {name} to be unschedulable (PodScheduled=False, reason Unschedulable)"),
-        POD_TIMEOUT,
-        |p| match wait::pod_in_state(&name, state, p) {
-            Check::Done(()) => match scheduled_reason(p) {
-                Some("Unschedulable") => Check::Done(()),
-                other => Check::Pending(format!(
-                    "PodScheduled=False with reason {:?}; {}",
-                    other.unwrap_or(""),
-                    describe_pod(p)
-                )),
-            },
-            other => other,
-        },
-    )
-    .await?;
+    // As upstream: the scheduler tried and found no node.
+    pods::unschedulable(&w.api::<Pod>()?, &name, POD_TIMEOUT).await?;
     Ok(())
-}
-
-/// The reason of the pod's PodScheduled condition.
-fn scheduled_reason(p: Option<&Pod>) -> Option<&str> {
-    p?.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "PodScheduled")?
-        .reason
-        .as_deref()
 }
 
 async fn wait_pod_within(
@@ -132,12 +97,7 @@ async fn wait_pod_within(
     state: PodState,
     timeout: Duration,
 ) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let what = format!("pod {name} to be {state:?}").to_lowercase();
-    wait::pod(&api, name, &what, timeout, |p| {
-        wait::pod_in_state(name, state, p)
-    })
-    .await?;
+    pods::until(&w.api::<Pod>()?, name, state, timeout).await?;
     Ok(())
 }
 
@@ -190,14 +150,12 @@ async fn each_in_turn(w: &World, readiness: Readiness) -> anyhow::Result<()> {
     }
     // A pod may wait for every other one to come and go first.
     let timeout = POD_TIMEOUT * names.len() as u32;
-    let pods = w.api::<Pod>()?;
+    let api = w.api::<Pod>()?;
     let turns = names.iter().map(|name| {
-        let (readiness, pods) = (&readiness, &pods);
+        let (readiness, api) = (&readiness, &api);
         async move {
             reach(w, name, readiness, timeout).await?;
-            pods.delete(name, &DeleteParams::default())
-                .await
-                .with_context(|| format!("deleting pod {name}"))?;
+            pods::delete(api, name, false).await?;
             wait_pod_within(w, name, PodState::Gone, timeout).await
         }
     });
@@ -223,63 +181,17 @@ async fn stays(
     SteadyPodStateWord(state): SteadyPodStateWord,
     d: Dur,
 ) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let word = match state {
-        SteadyPodState::Pending => "Pending",
-        SteadyPodState::Running => "Running",
-        SteadyPodState::Terminating => "terminating",
-    };
-    let held = wait::consistently(
-        &format!("pod {name} to stay {word}"),
-        d.0,
-        Duration::from_millis(200),
-        || async {
-            match api.get_opt(&name).await {
-                Ok(Some(p)) if state.holds(&p) => Ok(()),
-                Ok(p) => Err(format!(
-                    "expected pod {name} to stay {word}, observed {}",
-                    describe_pod(p.as_ref())
-                )),
-                Err(e) => Err(format!("reading pod {name}: {e}")),
-            }
-        },
-    )
-    .await;
-    wait::diagnosed(&api, &name, held).await?;
+    pods::stays(&w.api::<Pod>()?, &name, state, d.0).await?;
     Ok(())
 }
 
 async fn unschedulable_with(w: &World, name: String, text: String) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let what = format!("pod {name} to be unschedulable with a message containing {text:?}");
-    wait::pod(&api, &name, &what, Duration::from_secs(120), |p| {
-        wait::pod_unschedulable_with(&name, &text, p)
-    })
-    .await?;
+    pods::unschedulable_with(&w.api::<Pod>()?, &name, &text, Duration::from_secs(120)).await?;
     Ok(())
 }
 
 async fn restarted(w: &World, name: String, n: i32) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    wait::pod(
-        &api,
-        &name,
-        &format!("pod {name} to restart {n} times"),
-        Duration::from_secs(900),
-        |p| {
-            let count = p
-                .and_then(|p| p.status.as_ref())
-                .and_then(|s| s.container_statuses.as_ref())
-                .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
-                .unwrap_or(0);
-            if count >= n {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("restartCount={count}; {}", describe_pod(p)))
-            }
-        },
-    )
-    .await?;
+    pods::restarted(&w.api::<Pod>()?, &name, n, Duration::from_secs(900)).await?;
     Ok(())
 }
 
@@ -336,35 +248,12 @@ fn vars_with_old_claims(w: &World) -> BTreeMap<String, String> {
 
 async fn pod_event(w: &World, pod: String, reason: String, text: String) -> anyhow::Result<()> {
     let text = objects::expand(&text, &vars_with_old_claims(w))?;
-    let api = w.api::<Event>()?;
-    let config = watcher::Config::default().fields(&format!("involvedObject.name={pod}"));
-    wait::list(
-        &api,
-        config,
-        &format!("a {reason} event on pod {pod} containing {text:?}"),
+    pods::event(
+        &w.api::<Event>()?,
+        &pod,
+        &reason,
+        &text,
         Duration::from_secs(600),
-        |events| {
-            if events.iter().any(|e| {
-                e.reason.as_deref() == Some(&reason)
-                    && e.message.as_deref().is_some_and(|m| m.contains(&text))
-            }) {
-                Check::Done(())
-            } else {
-                Check::Pending(
-                    events
-                        .iter()
-                        .map(|e| {
-                            format!(
-                                "{}: {}",
-                                e.reason.clone().unwrap_or_default(),
-                                e.message.clone().unwrap_or_default()
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                )
-            }
-        },
     )
     .await?;
     Ok(())
