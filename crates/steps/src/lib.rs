@@ -481,15 +481,9 @@ pub async fn run<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::driver::sockets::BrokenSender;
 
     fn bounds() -> StepBounds {
-        StepBounds {
-            step_timeout: Duration::from_secs(10),
-            interrupt: CancellationToken::new(),
-            broken: Watched::default(),
-            driver_notes: None,
-        }
+        StepBounds::within(Duration::from_secs(10), CancellationToken::new())
     }
 
     #[tokio::test(start_paused = true)]

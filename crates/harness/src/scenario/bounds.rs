@@ -80,6 +80,19 @@ pub struct StepBounds {
     pub driver_notes: Option<dra_e2e_kube::wait::diagnose::DriverNotes>,
 }
 
+impl StepBounds {
+    /// A step timeout and an interrupt alone: no driver watched yet, nothing
+    /// to say of drivers.
+    pub fn within(step_timeout: Duration, interrupt: CancellationToken) -> Self {
+        StepBounds {
+            step_timeout,
+            interrupt,
+            broken: Watched::default(),
+            driver_notes: None,
+        }
+    }
+}
+
 /// How a step ended other than with its value.
 #[derive(Debug)]
 pub enum Ended<E> {
@@ -138,12 +151,7 @@ mod tests {
     use crate::driver::sockets::BrokenSender;
 
     fn bounds() -> StepBounds {
-        StepBounds {
-            step_timeout: Duration::from_secs(10),
-            interrupt: CancellationToken::new(),
-            broken: Watched::default(),
-            driver_notes: None,
-        }
+        StepBounds::within(Duration::from_secs(10), CancellationToken::new())
     }
 
     /// The message of a step that did not end with its value.
