@@ -12,6 +12,7 @@ pub mod api_conformance;
 pub mod calls;
 pub mod cgroup;
 pub mod claims;
+pub mod crud;
 pub mod daemonsets;
 pub mod device_metadata;
 pub mod driver;

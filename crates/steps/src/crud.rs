@@ -6,15 +6,15 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 use super::World;
 use super::api::client_for;
 use super::params::{Identity, Kind, Strings, phrase_words};
-use crate::ground::dynamic::{self, EventKind, ObjectWatch, Part, PatchType, Update};
-use crate::ground::objects::{self, delete_if_present};
-use crate::ground::wait::{self, Check};
+use crate::ground::dynamic::{self, EventKind, ObjectWatch, Part, PatchType};
+use crate::ground::objects;
+use crate::harness::crud::{self, How};
 
 /// What the CRUD steps remember between steps: the watch one step opens on
 /// objects of a kind, so that later steps can tell which events it saw
@@ -27,10 +27,10 @@ pub struct CrudMemory {
 
 sentences! {
     #[when(expr = "{kind} {string} is patched with:")]
-    fn patched(kind: Kind, name: String, step: Step<'_>) => write(Write::Patch, Part::Object);
+    fn patched(kind: Kind, name: String, step: Step<'_>) => write(How::MergePatch, Part::Object);
 
     #[when(expr = "the status of {kind} {string} is patched with:")]
-    fn status_patched(kind: Kind, name: String, step: Step<'_>) => write(Write::Patch, Part::Status);
+    fn status_patched(kind: Kind, name: String, step: Step<'_>) => write(How::MergePatch, Part::Status);
 
     /// A patch of the given type (`JSON merge`, `strategic merge`, `JSON`
     /// (a list of operations) or `apply`, whose apiVersion, kind and name
@@ -46,16 +46,16 @@ sentences! {
     /// Read, merge the doc string in, write back whole (PUT); retried on a
     /// conflict only.
     #[when(expr = "{kind} {string} is updated with:")]
-    fn updated(kind: Kind, name: String, step: Step<'_>) => write(Write::Update, Part::Object);
+    fn updated(kind: Kind, name: String, step: Step<'_>) => write(How::Update, Part::Object);
 
     #[when(expr = "the status of {kind} {string} is updated with:")]
-    fn status_updated(kind: Kind, name: String, step: Step<'_>) => write(Write::Update, Part::Status);
+    fn status_updated(kind: Kind, name: String, step: Step<'_>) => write(How::Update, Part::Status);
 
     /// Read as the admin, written as `identity`; retried while RBAC still
     /// forbids it. What the write returns must hold the doc string as sent.
     #[when(expr = "the status of {kind} {string} is updated as {identity} with:")]
     fn status_updated_as(kind: Kind, name: String, who: Identity, step: Step<'_>)
-        => write_as(Write::Update, Part::Status);
+        => write_as(How::Update, Part::Status);
 
     /// Read through the status subresource.
     #[then(expr = "the status of {kind} {string} has:")]
@@ -68,7 +68,7 @@ sentences! {
 
     #[when(expr = "the status of {kind} {string} is patched as {identity} with:")]
     fn status_patched_as(kind: Kind, name: String, who: Identity, step: Step<'_>)
-        => write_as(Write::Patch, Part::Status);
+        => write_as(How::MergePatch, Part::Status);
 
     /// Tries until the status patch fails with the text (RBAC and admission
     /// take a moment to apply).
@@ -157,19 +157,11 @@ fn lookup_with(
         .objects()
         .find(|(ar, n, _)| ar.kind == kind && *n == name);
     if let Some((ar, _, namespaced)) = found {
-        return Ok(if namespaced {
-            (Api::namespaced_with(client, &w.namespace, ar), name)
-        } else {
-            (Api::all_with(client, ar), name)
-        });
+        return Ok((crud::api(client, ar, namespaced, &w.namespace), name));
     }
     // The kinds other steps make (claims, pods, classes, ...), by name.
-    if let Some((ar, namespaced)) = dra_kind(kind) {
-        return Ok(if namespaced {
-            (Api::namespaced_with(client, &w.namespace, &ar), name)
-        } else {
-            (Api::all_with(client, &ar), name)
-        });
+    if let Some((ar, namespaced)) = crud::dra_kind(kind) {
+        return Ok((crud::api(client, &ar, namespaced, &w.namespace), name));
     }
     // Namespaced ones first.
     let mut created: Vec<_> = w.scenario.objects().collect();
@@ -186,33 +178,8 @@ fn lookup_with(
         } else {
             known.join(", ")
         },
-        DRA_KINDS.join(", ")
+        crud::DRA_KINDS.join(", ")
     )
-}
-
-const DRA_KINDS: [&str; 6] = [
-    "Pod",
-    "ResourceClaim",
-    "ResourceClaimTemplate",
-    "DeviceClass",
-    "ResourceSlice",
-    "DeviceTaintRule",
-];
-
-/// The API of a kind the step library creates itself, and whether it is
-/// namespaced (then it is looked up in the scenario's namespace).
-fn dra_kind(kind: &str) -> Option<(ApiResource, bool)> {
-    use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::api::resource::v1 as r;
-    Some(match kind {
-        "Pod" => (ApiResource::erase::<Pod>(&()), true),
-        "ResourceClaim" => (ApiResource::erase::<r::ResourceClaim>(&()), true),
-        "ResourceClaimTemplate" => (ApiResource::erase::<r::ResourceClaimTemplate>(&()), true),
-        "DeviceClass" => (ApiResource::erase::<r::DeviceClass>(&()), false),
-        "ResourceSlice" => (ApiResource::erase::<r::ResourceSlice>(&()), false),
-        "DeviceTaintRule" => (ApiResource::erase::<r::DeviceTaintRule>(&()), false),
-        _ => return None,
-    })
 }
 
 pub(super) fn yaml_doc(w: &World, step: &Step) -> anyhow::Result<Value> {
@@ -225,12 +192,45 @@ pub(super) fn yaml_doc(w: &World, step: &Step) -> anyhow::Result<Value> {
         .map_err(|e| anyhow::anyhow!("the doc string is not valid YAML: {e}"))
 }
 
-/// How a doc string gets into an object: a JSON merge patch, or merged into
-/// what was read and written back whole (PUT).
-#[derive(Clone, Copy, Debug)]
-enum Write {
-    Patch,
-    Update,
+/// The APIs (read as the admin, written as `who`), real name and doc
+/// string of a write to an object a step names.
+struct Target {
+    reader: Api<DynamicObject>,
+    writer: Api<DynamicObject>,
+    name: String,
+    body: Value,
+}
+
+impl Target {
+    async fn new(
+        w: &World,
+        who: &Identity,
+        kind: &str,
+        name: &str,
+        step: &Step,
+    ) -> anyhow::Result<Self> {
+        let (reader, name) = lookup(w, kind, name)?;
+        let (writer, _) = lookup_as(w, who, kind, &name).await?;
+        let body = yaml_doc(w, step)?;
+        Ok(Target {
+            reader,
+            writer,
+            name,
+            body,
+        })
+    }
+
+    fn write<'a>(&'a self, kind: &'a str, how: How, part: Part) -> crud::Write<'a> {
+        crud::Write {
+            reader: &self.reader,
+            writer: &self.writer,
+            kind,
+            name: &self.name,
+            part,
+            how,
+            body: &self.body,
+        }
+    }
 }
 
 /// Writes the doc string as the admin, once.
@@ -239,10 +239,12 @@ async fn write(
     kind: Kind,
     name: String,
     step: &Step,
-    how: Write,
+    how: How,
     part: Part,
 ) -> anyhow::Result<()> {
-    write_once(w, &Identity::Admin, &kind.0, &name, step, how, part).await
+    let target = Target::new(w, &Identity::Admin, &kind.0, &name, step).await?;
+    target.write(&kind.0, how, part).once().await?;
+    Ok(())
 }
 
 /// Writes the doc string as `who`, retried while RBAC still forbids it.
@@ -252,84 +254,15 @@ async fn write_as(
     name: String,
     who: Identity,
     step: &Step,
-    how: Write,
+    how: How,
     part: Part,
 ) -> anyhow::Result<()> {
-    let kind = kind.0;
-    until_rbac_allows(
-        format!(
-            "the {} of {} as {who:?} to be allowed",
-            match how {
-                Write::Patch => "patch",
-                Write::Update => "update",
-            },
-            part.of(&kind, &name)
-        ),
-        || write_once(w, &who, &kind, &name, step, how, part),
-    )
-    .await
-}
-
-async fn write_once(
-    w: &World,
-    who: &Identity,
-    kind: &str,
-    name: &str,
-    step: &Step,
-    how: Write,
-    part: Part,
-) -> anyhow::Result<()> {
-    if let Write::Update = how {
-        return update_as(w, who, kind, name, step, part).await;
-    }
-    let (api, name) = lookup_as(w, who, kind, name).await?;
-    let body = yaml_doc(w, step)?;
-    let pp = PatchParams::default();
-    let patch = Patch::Merge(&body);
-    match part {
-        Part::Object => api.patch(&name, &pp, &patch).await,
-        Part::Status => api.patch_status(&name, &pp, &patch).await,
-    }
-    .with_context(|| format!("patching {}", part.of(kind, &name)))?;
+    let target = Target::new(w, &who, &kind.0, &name, step).await?;
+    target
+        .write(&kind.0, how, part)
+        .until_allowed(&format!("{who:?}"))
+        .await?;
     Ok(())
-}
-
-/// Retries `write` while RBAC forbids it, and nothing else: a role granted
-/// a moment ago may not be in the authorizer's cache yet.
-async fn until_rbac_allows<F, Fut>(what: String, write: F) -> anyhow::Result<()>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    wait::poll(&what, RBAC_SETTLES, Duration::from_secs(1), || async {
-        match write().await {
-            Ok(()) => Check::Done(()),
-            Err(e) if forbidden(&e) => Check::Pending(format!("{e:#}")),
-            Err(e) => Check::Fail(format!("{e:#}")),
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-/// How long RBAC and admission changes get to reach the API server's caches.
-const RBAC_SETTLES: Duration = Duration::from_secs(60);
-
-/// An RBAC denial, as opposed to a rejection by validation: HTTP 403, or a
-/// 422 whose only causes are `FieldValueForbidden` (the permission checks
-/// validation makes, such as the one for writing `status.devices`).
-fn forbidden(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| match c.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(s)) => {
-            s.code == 403
-                || (s.code == 422
-                    && s.details.as_ref().is_some_and(|d| {
-                        !d.causes.is_empty()
-                            && d.causes.iter().all(|c| c.reason == "FieldValueForbidden")
-                    }))
-        }
-        _ => false,
-    })
 }
 
 /// Which status write a refusal step tries, and which refusal it waits for.
@@ -353,35 +286,17 @@ async fn until_refused(
     step: &Step,
     refusal: Refusal,
 ) -> anyhow::Result<()> {
-    let kind = kind.0;
     let text = objects::expand(&text, &w.vars())?;
-    let (how, verb, refused, invalid_only) = match refusal {
-        Refusal::PatchFailsWith => (Write::Patch, "patch", "fail", false),
-        Refusal::UpdateInvalidWith => (Write::Update, "update", "be refused as invalid", true),
+    let (how, invalid_only) = match refusal {
+        Refusal::PatchFailsWith => (How::MergePatch, false),
+        Refusal::UpdateInvalidWith => (How::Update, true),
     };
-    wait::poll(
-        &format!("the status {verb} of {kind} {name} as {who:?} to {refused} with {text:?}"),
-        RBAC_SETTLES,
-        Duration::from_secs(1),
-        || async {
-            match write_once(w, &who, &kind, &name, step, how, Part::Status).await {
-                Ok(()) => Check::Pending(format!("the {verb} succeeded")),
-                Err(e) if (!invalid_only || invalid(&e)) && format!("{e:#}").contains(&text) => {
-                    Check::Done(())
-                }
-                Err(e) => Check::Pending(format!("{e:#}")),
-            }
-        },
-    )
-    .await?;
+    let target = Target::new(w, &who, &kind.0, &name, step).await?;
+    target
+        .write(&kind.0, how, Part::Status)
+        .until_refused(&format!("{who:?}"), &text, invalid_only)
+        .await?;
     Ok(())
-}
-
-/// The API server refused the write as invalid (422).
-fn invalid(e: &anyhow::Error) -> bool {
-    e.chain().any(
-        |c| matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 422),
-    )
 }
 
 async fn has(w: &World, kind: Kind, name: String, step: &Step, part: Part) -> anyhow::Result<()> {
@@ -396,19 +311,7 @@ const GONE_TIMEOUT: Duration = Duration::from_secs(120);
 async fn gone(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
     let (api, name) = lookup(w, &kind.0, &name)?;
     let what = format!("{kind} {name} to be deleted");
-    // A dynamic kind has no watch the wait helpers take; reading it
-    // often enough is as good for one object.
-    wait::poll(&what, GONE_TIMEOUT, Duration::from_millis(250), || async {
-        match api.get_opt(&name).await {
-            Ok(None) => Check::Done(()),
-            Ok(Some(o)) if o.metadata.deletion_timestamp.is_some() => {
-                Check::Pending("marked for deletion, still there".into())
-            }
-            Ok(Some(_)) => Check::Pending("still there".into()),
-            Err(e) => Check::Pending(format!("reading it: {e}")),
-        }
-    })
-    .await?;
+    crud::until_gone(&api, &name, &what, GONE_TIMEOUT).await?;
     Ok(())
 }
 
@@ -465,30 +368,6 @@ async fn typed_patch(
     Ok(())
 }
 
-/// Reads as the admin, writes as `who` ([`dynamic::update_checked`]).
-async fn update_as(
-    w: &World,
-    who: &Identity,
-    kind: &str,
-    name: &str,
-    step: &Step,
-    part: Part,
-) -> anyhow::Result<()> {
-    let (reader, name) = lookup(w, kind, name)?;
-    let (writer, _) = lookup_as(w, who, kind, &name).await?;
-    let change = yaml_doc(w, step)?;
-    dynamic::update_checked(&Update {
-        reader: &reader,
-        writer: &writer,
-        kind,
-        name: &name,
-        part,
-        change: &change,
-    })
-    .await?;
-    Ok(())
-}
-
 /// The API of `kind` (in the scenario's namespace when namespaced), for
 /// steps about all objects of a kind.
 fn kind_api(w: &World, kind: &str) -> anyhow::Result<Api<DynamicObject>> {
@@ -498,13 +377,9 @@ fn kind_api(w: &World, kind: &str) -> anyhow::Result<Api<DynamicObject>> {
         .objects()
         .find(|(ar, _, _)| ar.kind == kind)
         .map(|(ar, _, n)| (ar.clone(), n))
-        .or_else(|| dra_kind(kind))
+        .or_else(|| crud::dra_kind(kind))
     {
-        return Ok(if namespaced {
-            Api::namespaced_with(client, &w.namespace, &ar)
-        } else {
-            Api::all_with(client, &ar)
-        });
+        return Ok(crud::api(client, &ar, namespaced, &w.namespace));
     }
     bail!("this scenario created no {kind} objects")
 }
@@ -517,14 +392,8 @@ async fn listed_labelled(
 ) -> anyhow::Result<()> {
     let label = objects::expand(&label, &w.vars())?;
     let api = kind_api(w, &kind.0)?;
-    let mut found: Vec<String> = api
-        .list(&ListParams::default().labels(&label))
-        .await
-        .with_context(|| format!("listing {kind} objects labelled {label}"))?
-        .items
-        .into_iter()
-        .filter_map(|o| o.metadata.name)
-        .collect();
+    let what = format!("listing {kind} objects labelled {label}");
+    let mut found = crud::names(&api, Some(&label), &what).await?;
     found.sort();
     let mut want = names
         .0
@@ -550,14 +419,7 @@ async fn deleted_collection(w: &mut World, kind: Kind, label: String) -> anyhow:
 
 async fn listed(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
     let (api, name) = lookup(w, &kind.0, &name)?;
-    let names: Vec<String> = api
-        .list(&ListParams::default())
-        .await
-        .with_context(|| format!("listing {kind} objects"))?
-        .items
-        .into_iter()
-        .filter_map(|o| o.metadata.name)
-        .collect();
+    let names = crud::names(&api, None, &format!("listing {kind} objects")).await?;
     if !names.contains(&name) {
         bail!("listing {kind} objects did not find {name}; found {names:?}");
     }
@@ -566,27 +428,7 @@ async fn listed(w: &World, kind: Kind, name: String) -> anyhow::Result<()> {
 
 async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> {
     let (api, name) = lookup(w, &kind.0, &name)?;
-    delete_if_present(&api, &name, &DeleteParams::default())
-        .await
-        .with_context(|| format!("deleting {kind} {name}"))?;
-    // Dynamic objects have no watch-friendly type here; a short poll
-    // with a deadline does the same job.
-    wait::poll(
-        &format!("{kind} {name} to be gone"),
-        DELETE_TIMEOUT,
-        Duration::from_millis(200),
-        || async {
-            match api.get_opt(&name).await {
-                Ok(None) => Check::Done(()),
-                Ok(Some(o)) => Check::Pending(format!(
-                    "still there (finalizers: {:?})",
-                    o.metadata.finalizers.unwrap_or_default()
-                )),
-                Err(e) => Check::Pending(format!("reading it failed: {e}")),
-            }
-        },
-    )
-    .await?;
+    crud::delete(&api, &kind.0, &name, DELETE_TIMEOUT).await?;
     // Nothing left for teardown to delete.
     w.scenario.forget_object(&kind.0, &name);
     Ok(())
@@ -594,9 +436,7 @@ async fn deleted(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> 
 
 async fn marked_for_deletion(w: &mut World, kind: Kind, name: String) -> anyhow::Result<()> {
     let (api, name) = lookup(w, &kind.0, &name)?;
-    api.delete(&name, &DeleteParams::default())
-        .await
-        .with_context(|| format!("deleting {kind} {name}"))?;
+    crud::mark_for_deletion(&api, &kind.0, &name).await?;
     Ok(())
 }
 
@@ -623,25 +463,8 @@ const WATCH_LISTS: Duration = Duration::from_secs(30);
 /// resource.k8s.io prefers for it.
 async fn watched_api(w: &World, kind: &str) -> anyhow::Result<Api<DynamicObject>> {
     let client = w.client()?;
-    let (ar, namespaced) = match dra_kind(kind) {
-        Some(k) => k,
-        None => {
-            let group = kube::discovery::group(&client, "resource.k8s.io")
-                .await
-                .context("discovering the API group resource.k8s.io")?;
-            let (ar, caps) = group
-                .resources_by_stability()
-                .into_iter()
-                .find(|(ar, _)| ar.kind == kind)
-                .with_context(|| format!("the cluster serves no kind {kind} in resource.k8s.io"))?;
-            (ar, caps.scope == kube::discovery::Scope::Namespaced)
-        }
-    };
-    Ok(if namespaced {
-        Api::namespaced_with(client, &w.namespace, &ar)
-    } else {
-        Api::all_with(client, &ar)
-    })
+    let (ar, namespaced) = crud::resource_kind(&client, kind).await?;
+    Ok(crud::api(client, &ar, namespaced, &w.namespace))
 }
 
 async fn watch_started(w: &mut World, kind: Kind, label: String) -> anyhow::Result<()> {
@@ -667,47 +490,4 @@ async fn watch_sees(w: &mut World, kind: Kind, name: String, want: Watched) -> a
     }
     watch.sees(&name, want.0, EVENT_DELIVERY).await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{DRA_KINDS, dra_kind, forbidden};
-    use serde_json::json;
-
-    fn api_error(status: serde_json::Value) -> anyhow::Error {
-        let status: kube::core::Status = serde_json::from_value(status).unwrap();
-        anyhow::Error::new(kube::Error::Api(Box::new(status))).context("patching")
-    }
-
-    #[test]
-    fn only_permission_denials_count_as_forbidden() {
-        let denied = |code: u16, causes: &[&str]| {
-            let causes: Vec<_> = causes
-                .iter()
-                .map(|r| json!({"reason": r, "message": "m", "field": "status.devices"}))
-                .collect();
-            api_error(json!({
-                "code": code, "message": "m", "reason": "Invalid",
-                "details": {"name": "c", "group": "g", "kind": "k", "uid": "", "causes": causes},
-            }))
-        };
-        assert!(forbidden(&denied(403, &[])));
-        assert!(forbidden(&denied(422, &["FieldValueForbidden"])));
-        assert!(!forbidden(&denied(422, &["FieldValueInvalid"])));
-        assert!(!forbidden(&denied(
-            422,
-            &["FieldValueForbidden", "FieldValueRequired"]
-        )));
-        assert!(!forbidden(&denied(422, &[])));
-        assert!(!forbidden(&anyhow::anyhow!("not an API error")));
-    }
-
-    #[test]
-    fn every_listed_dra_kind_resolves() {
-        for kind in DRA_KINDS {
-            let (ar, _) = dra_kind(kind).unwrap();
-            assert_eq!(ar.kind, kind);
-        }
-        assert!(dra_kind("ConfigMap").is_none());
-    }
 }
