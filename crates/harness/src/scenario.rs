@@ -21,10 +21,11 @@
 //! earlier one failed; the first error is reported.
 //!
 //! The stack and what is read from it are here; teardown ([`teardown`]) is a
-//! module of its own. Creating is the steps' (the World's create methods):
-//! each creation pushes its cleanup here in the same call.
+//! module of its own, and so is creating ([`create`]): each creation
+//! pushes its cleanup here in the same call.
 pub mod artifacts;
 pub mod bounds;
+pub mod create;
 pub mod namespace;
 pub mod teardown;
 
