@@ -2,8 +2,6 @@
 //! `WorkloadInline`, `PodGroup`, `GroupedPodWithClaims`), and eviction by a
 //! DeviceTaintRule: the rule, the pod kept visible by a finalizer, and the
 //! eviction's trace in the pod status.
-use std::time::Duration;
-
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
@@ -18,14 +16,15 @@ use k8s_openapi::api::scheduling::v1beta1::{
     PodGroupTemplate, Workload, WorkloadReference, WorkloadSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::DynamicObject;
 
 use super::World;
 use super::claims::{CLAIM_TIMEOUT, default_shape};
 use super::params::{DriverRef, PodClaimsPhrase};
 use super::pods::POD_TIMEOUT;
 use crate::ground::objects::{self, PodShape};
-use crate::ground::wait::{self, Check};
+use crate::harness::device_taints;
+use crate::harness::workloads::{self, group_claims};
 
 sentences! {
     #[given(expr = "a workload {string} with a pod group {podclaims}")]
@@ -60,10 +59,6 @@ const GROUP_TEMPLATE: &str = "group";
 const EXTERNAL_POD_CLAIM: &str = "resource-claim";
 const INLINE_POD_CLAIM: &str = "my-inline-claim";
 
-/// What the device taint manager writes into the pod it evicts.
-const EVICTION_REASON: &str = "DeletionByDeviceTaintManager";
-const EVICTION_MESSAGE: &str = "Device Taint manager: deleting due to NoExecute taint";
-
 /// The PodGroup a step makes for `workload` (upstream: workload, template
 /// and a counter that starts at 0).
 fn group_name(workload: &str) -> String {
@@ -80,11 +75,11 @@ pub(crate) async fn create_namespaced<K>(w: &mut World, obj: &K) -> anyhow::Resu
 where
     K: kube::Resource<DynamicType = ()> + serde::Serialize,
 {
-    let resource = ApiResource::erase::<K>(&());
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(w.client()?, &w.namespace.clone(), &resource);
     let dynamic = to_dynamic(obj)?;
-    w.create_object(&api, resource, true, &dynamic).await
+    let client = w.client()?;
+    Ok(w.scenario
+        .create_typed::<K>(client, Some(&w.namespace), &dynamic)
+        .await?)
 }
 
 async fn workload_created(
@@ -184,11 +179,6 @@ async fn pod_group(w: &World, workload: &str) -> anyhow::Result<PodGroup> {
         .with_context(|| format!("reading PodGroup {name} of workload {workload}"))
 }
 
-/// The group's claims, by pod claim name.
-fn group_claims(group: &PodGroup) -> Vec<PodGroupResourceClaim> {
-    group.spec.resource_claims.clone().unwrap_or_default()
-}
-
 async fn pod_joins(w: &mut World, pod: String, workload: String) -> anyhow::Result<()> {
     let group = pod_group(w, &workload).await?;
     let claims = group_claims(&group);
@@ -224,112 +214,15 @@ async fn pod_joins(w: &mut World, pod: String, workload: String) -> anyhow::Resu
     w.create_pod(&p, names).await
 }
 
-/// The ResourceClaim a pod claim (or a group claim) resolves to: named, or
-/// generated and written into the status; `None` while not generated yet.
-fn resolved(
-    name: &str,
-    claim_name: &Option<String>,
-    statuses: &[(String, Option<String>)],
-) -> Option<String> {
-    claim_name.clone().or_else(|| {
-        statuses
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, c)| c.clone())
-    })
-}
-
-/// A claim status list (a pod's or a pod group's; the types differ, the
-/// fields do not) as (claim name in the spec, generated claim name) pairs.
-fn name_pairs<S>(
-    statuses: Option<&Vec<S>>,
-    pair: impl Fn(&S) -> (&String, &Option<String>),
-) -> Vec<(String, Option<String>)> {
-    statuses
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            let (name, claim) = pair(s);
-            (name.clone(), claim.clone())
-        })
-        .collect()
-}
-
 async fn uses_group_claims(w: &mut World, pod: String, workload: String) -> anyhow::Result<()> {
-    let pods = w.api::<Pod>()?;
-    let groups = w.api::<PodGroup>()?;
-    let claims = w.api::<ResourceClaim>()?;
-    let gname = group_name(&workload);
-    let what = format!("pod {pod} to use the claims of PodGroup {gname}");
-    wait::poll(&what, CLAIM_TIMEOUT, Duration::from_millis(500), || async {
-        let (p, g) = match (pods.get(&pod).await, groups.get(&gname).await) {
-            (Ok(p), Ok(g)) => (p, g),
-            (Err(e), _) => return Check::Pending(format!("pod {pod}: {e}")),
-            (_, Err(e)) => return Check::Pending(format!("PodGroup {gname}: {e}")),
-        };
-        let group_status = name_pairs(
-            g.status
-                .as_ref()
-                .and_then(|s| s.resource_claim_statuses.as_ref()),
-            |s| (&s.name, &s.resource_claim_name),
-        );
-        let pod_status = name_pairs(
-            p.status
-                .as_ref()
-                .and_then(|s| s.resource_claim_statuses.as_ref()),
-            |s| (&s.name, &s.resource_claim_name),
-        );
-        let pod_claims = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.resource_claims.clone())
-            .unwrap_or_default();
-        let group_claims = group_claims(&g);
-        if group_claims.is_empty() {
-            return Check::Fail(format!("PodGroup {gname} has no claims"));
-        }
-        for gc in &group_claims {
-            let Some(want) = resolved(&gc.name, &gc.resource_claim_name, &group_status) else {
-                return Check::Pending(format!(
-                    "PodGroup {gname} has no claim for {} yet",
-                    gc.name
-                ));
-            };
-            let Some(pc) = pod_claims.iter().find(|c| c.name == gc.name) else {
-                return Check::Fail(format!(
-                    "pod {pod} has no pod claim {} (the pod group's claim {want})",
-                    gc.name
-                ));
-            };
-            let Some(got) = resolved(&pc.name, &pc.resource_claim_name, &pod_status) else {
-                return Check::Pending(format!("pod {pod} has no claim for {} yet", pc.name));
-            };
-            if got != want {
-                return Check::Fail(format!(
-                    "pod {pod} uses claim {got} for {}, not the pod group's claim {want}",
-                    pc.name
-                ));
-            }
-            let claim = match claims.get(&want).await {
-                Ok(c) => c,
-                Err(e) => return Check::Pending(format!("claim {want}: {e}")),
-            };
-            let reserved: Vec<String> = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.reserved_for.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| format!("{}/{}", r.resource, r.name))
-                .collect();
-            if !reserved.contains(&format!("podgroups/{gname}")) {
-                return Check::Pending(format!(
-                    "claim {want} is reserved for {reserved:?}, not for podgroups/{gname}"
-                ));
-            }
-        }
-        Check::Done(())
-    })
+    workloads::uses_group_claims(
+        &w.api::<Pod>()?,
+        &w.api::<PodGroup>()?,
+        &w.api::<ResourceClaim>()?,
+        &pod,
+        &group_name(&workload),
+        CLAIM_TIMEOUT,
+    )
     .await?;
     Ok(())
 }
@@ -377,10 +270,11 @@ async fn taint_rule_created(w: &mut World, d: DriverRef, taint: String) -> anyho
         },
         status: None,
     };
-    let resource = ApiResource::erase::<DeviceTaintRule>(&());
-    let api: Api<DynamicObject> = Api::all_with(w.client()?, &resource);
     let dynamic = to_dynamic(&rule)?;
-    w.create_object(&api, resource, false, &dynamic).await?;
+    let client = w.client()?;
+    w.scenario
+        .create_typed::<DeviceTaintRule>(client, None, &dynamic)
+        .await?;
     Ok(())
 }
 
@@ -396,74 +290,12 @@ fn last_rule(w: &World) -> anyhow::Result<String> {
 
 async fn taint_time_added(w: &mut World) -> anyhow::Result<()> {
     let name = last_rule(w)?;
-    let api: Api<DeviceTaintRule> = Api::all(w.client()?);
-    let rule = api
-        .get(&name)
-        .await
-        .with_context(|| format!("reading DeviceTaintRule {name}"))?;
-    let Some(added) = rule.spec.taint.time_added else {
-        bail!("DeviceTaintRule {name}: the server set no timeAdded on the taint");
-    };
-    let now = jiff::Timestamp::now();
-    let off = (now.as_second() - added.0.as_second()).abs();
-    if off > 60 {
-        bail!(
-            "DeviceTaintRule {name}: the taint's timeAdded {} is {off}s away from now ({now}), \
-             more than a minute",
-            added.0
-        );
-    }
+    device_taints::taint_added_just_now(w.client()?, &name).await?;
     Ok(())
 }
 
 async fn evicted(w: &mut World, pod: String) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let what = format!("pod {pod} to be evicted by the device taint manager");
-    wait::pod(&api, &pod, &what, POD_TIMEOUT, |p| {
-        let Some(p) = p else {
-            return Check::Fail(format!(
-                "pod {pod} is gone; without a finalizer its status cannot be checked"
-            ));
-        };
-        if p.metadata.deletion_timestamp.is_none() {
-            return Check::Pending(format!(
-                "pod {pod} is {} and not being deleted",
-                wait::describe_pod(Some(p))
-            ));
-        }
-        let conditions = p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        let found = conditions.iter().any(|c| {
-            c.type_ == "DisruptionTarget"
-                && c.status == "True"
-                && c.reason.as_deref() == Some(EVICTION_REASON)
-                && c.message.as_deref() == Some(EVICTION_MESSAGE)
-        });
-        if found {
-            Check::Done(())
-        } else {
-            let seen: Vec<String> = conditions
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{}={} ({}: {})",
-                        c.type_,
-                        c.status,
-                        c.reason.clone().unwrap_or_default(),
-                        c.message.clone().unwrap_or_default()
-                    )
-                })
-                .collect();
-            Check::Fail(format!(
-                "pod {pod} is terminating without the condition DisruptionTarget=True, \
-                 reason {EVICTION_REASON}, message {EVICTION_MESSAGE:?}; its conditions: {seen:?}"
-            ))
-        }
-    })
-    .await?;
+    device_taints::evicted(&w.api::<Pod>()?, &pod, POD_TIMEOUT).await?;
     Ok(())
 }
 
@@ -481,16 +313,5 @@ mod tests {
         assert!(t.time_added.is_none());
         assert!(parse_taint("NoExecute").is_err());
         assert!(parse_taint("k=v").is_err());
-    }
-
-    #[test]
-    fn group_claims_resolve_by_name_or_status() {
-        let st = vec![("c".to_owned(), Some("gen".to_owned()))];
-        assert_eq!(resolved("c", &None, &st).as_deref(), Some("gen"));
-        assert_eq!(
-            resolved("c", &Some("ext".into()), &st).as_deref(),
-            Some("ext")
-        );
-        assert_eq!(resolved("d", &None, &st), None);
     }
 }
