@@ -9,6 +9,7 @@
 //! All of it stands on the cluster and plugin floors and knows nothing of
 //! Gherkin; the steps parse their sentences and call it.
 pub mod api_conformance;
+pub mod api_requests;
 pub mod calls;
 pub mod cgroup;
 pub mod claims;

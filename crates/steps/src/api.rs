@@ -6,19 +6,21 @@ use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::Scope;
-use serde_json::json;
+use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use kube::api::DynamicObject;
 
 use super::World;
 use super::params::{DriverRef, Identity, Verb};
-use crate::ground::objects::{self, delete_if_present};
+use crate::ground::objects;
 use crate::harness::driver::rbac;
-use crate::harness::{daemonsets, quota};
+use crate::harness::{api_requests, daemonsets, quota};
 
 /// How long a quota's status may take to say what a step expects.
 const QUOTA_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a creation may take to be let through or refused as a step
+/// expects (RBAC and admission take a moment to apply).
+const CREATE_SETTLES: Duration = Duration::from_secs(60);
 
 sentences! {
     #[given("the following objects are created:")]
@@ -101,34 +103,6 @@ fn manifests(w: &World, step: &Step) -> anyhow::Result<Vec<DynamicObject>> {
     Ok(objs)
 }
 
-async fn api_for(
-    client: &kube::Client,
-    admin: &kube::Client,
-    ns: &str,
-    obj: &DynamicObject,
-) -> anyhow::Result<(Api<DynamicObject>, ApiResource, bool)> {
-    let types = obj
-        .types
-        .as_ref()
-        .context("every object needs apiVersion and kind")?;
-    let gvk = kube::api::GroupVersionKind::try_from(types).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (ar, caps) = kube::discovery::pinned_kind(admin, &gvk)
-        .await
-        .with_context(|| {
-            format!(
-                "the cluster does not serve {}/{}",
-                types.api_version, types.kind
-            )
-        })?;
-    let namespaced = caps.scope == Scope::Namespaced;
-    let api = if namespaced {
-        Api::namespaced_with(client.clone(), ns, &ar)
-    } else {
-        Api::all_with(client.clone(), &ar)
-    };
-    Ok((api, ar, namespaced))
-}
-
 /// Creates the objects in order, taking each off `objs` once it exists (so a
 /// retry continues where a failure stopped) and remembering it for teardown.
 async fn create_all(
@@ -139,7 +113,8 @@ async fn create_all(
     let client = client_for(w, who).await?;
     let admin = w.client()?;
     while let Some(obj) = objs.first() {
-        let (api, ar, namespaced) = api_for(&client, &admin, &w.namespace, obj).await?;
+        let (api, ar, namespaced) =
+            api_requests::served_api(&client, &admin, &w.namespace, obj).await?;
         w.create_object(&api, ar, namespaced, obj).await?;
         objs.remove(0);
     }
@@ -151,93 +126,55 @@ async fn objects_created(w: &mut World, step: &Step) -> anyhow::Result<()> {
     create_all(w, &Identity::Admin, &mut objs).await
 }
 
+/// The requests of a creation check made as `who`.
+async fn creator(
+    w: &World,
+    who: &Identity,
+) -> anyhow::Result<(kube::Client, kube::Client, String)> {
+    Ok((client_for(w, who).await?, w.client()?, format!("{who:?}")))
+}
+
 async fn create_fails(w: &World, who: Identity, text: String, step: &Step) -> anyhow::Result<()> {
     let text = objects::expand(&text, &w.vars())?;
     let objs = manifests(w, step)?;
-    let client = client_for(w, &who).await?;
-    let admin = w.client()?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut last = String::new();
-        let mut all_failed = true;
-        for obj in &objs {
-            let (api, ar, _) = api_for(&client, &admin, &w.namespace, obj).await?;
-            match api.create(&PostParams::default(), obj).await {
-                Ok(created) => {
-                    all_failed = false;
-                    last = format!(
-                        "{} {} was created",
-                        ar.kind,
-                        created.metadata.name.clone().unwrap_or_default()
-                    );
-                    let (admin_api, _, _) = api_for(&admin, &admin, &w.namespace, obj).await?;
-                    if let Some(n) = created.metadata.name {
-                        let _ = admin_api
-                            .delete(&n, &DeleteParams::default().grace_period(0))
-                            .await;
-                    }
-                }
-                Err(e) if e.to_string().contains(&text) => {}
-                Err(e) => {
-                    all_failed = false;
-                    last = e.to_string();
-                }
-            }
-        }
-        if all_failed {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!(
-                "expected creating the objects as {who:?} to fail with {text:?}; last observed: {last}"
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    let (client, admin, who) = creator(w, &who).await?;
+    api_requests::Creator {
+        client: &client,
+        admin: &admin,
+        who: &who,
+        namespace: &w.namespace,
     }
+    .until_all_fail(&objs, &text, CREATE_SETTLES)
+    .await?;
+    Ok(())
 }
 
 async fn create_denied(w: &World, who: Identity, text: String, step: &Step) -> anyhow::Result<()> {
     let text = objects::expand(&text, &w.vars())?;
     let objs = manifests(w, step)?;
-    let client = client_for(w, &who).await?;
-    let admin = w.client()?;
-    for obj in &objs {
-        let (api, ar, _) = api_for(&client, &admin, &w.namespace, obj).await?;
-        match api.create(&PostParams::default(), obj).await {
-            Ok(created) => {
-                let name = created.metadata.name.unwrap_or_default();
-                let (admin_api, _, _) = api_for(&admin, &admin, &w.namespace, obj).await?;
-                let removed = delete_if_present(&admin_api, &name, &DeleteParams::default())
-                    .await
-                    .map_or_else(
-                        |e| format!(" (deleting it again failed: {e})"),
-                        |_| String::new(),
-                    );
-                bail!(
-                    "expected creating {} {name} as {who:?} to be denied with {text:?}, but it was created{removed}",
-                    ar.kind
-                );
-            }
-            Err(e) if e.to_string().contains(&text) => {}
-            Err(e) => bail!(
-                "expected creating {} as {who:?} to be denied with {text:?}, observed: {e}",
-                ar.kind
-            ),
-        }
+    let (client, admin, who) = creator(w, &who).await?;
+    api_requests::Creator {
+        client: &client,
+        admin: &admin,
+        who: &who,
+        namespace: &w.namespace,
     }
+    .all_denied(&objs, &text)
+    .await?;
     Ok(())
 }
 
 async fn create_succeeds(w: &mut World, who: Identity, step: &Step) -> anyhow::Result<()> {
     let mut objs = manifests(w, step)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let tries = api_requests::Tries::new(CREATE_SETTLES, Duration::from_secs(1));
     loop {
         match create_all(w, &who, &mut objs).await {
             Ok(()) => return Ok(()),
-            Err(e) if tokio::time::Instant::now() > deadline => {
-                return Err(e.context(format!("creating the objects as {who:?}")));
+            Err(e) => {
+                if !tries.again().await {
+                    return Err(e.context(format!("creating the objects as {who:?}")));
+                }
             }
-            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
 }
@@ -246,26 +183,12 @@ async fn slice_op(w: &World, who: &Identity, verb: Verb, name: &str) -> Result<(
     let client = client_for(w, who)
         .await
         .map_err(|e| kube::Error::Service(e.into()))?;
-    let api: Api<k8s_openapi::api::resource::v1::ResourceSlice> = Api::all(client);
     match verb {
         Verb::Updating => {
-            // The admin reads, so that a denial is the write's and not the read's.
             let admin = w.client().map_err(|e| kube::Error::Service(e.into()))?;
-            let mut slice = Api::<k8s_openapi::api::resource::v1::ResourceSlice>::all(admin)
-                .get(name)
-                .await?;
-            let touched = slice
-                .metadata
-                .labels
-                .get_or_insert_default()
-                .entry("dra-e2e.k8s.io/touched".to_owned())
-                .or_default();
-            touched.push('x');
-            api.replace(name, &PostParams::default(), &slice)
-                .await
-                .map(|_| ())
+            api_requests::update_slice(client, admin, name).await
         }
-        Verb::Deleting => api.delete(name, &DeleteParams::default()).await.map(|_| ()),
+        Verb::Deleting => api_requests::delete_slice(client, name).await,
     }
 }
 
@@ -309,11 +232,7 @@ async fn label_namespace(w: &World, label: String) -> anyhow::Result<()> {
     let (k, v) = label
         .split_once('=')
         .with_context(|| format!("label {label:?} must be key=value"))?;
-    let api: Api<Namespace> = Api::all(w.client()?);
-    let patch = json!({ "metadata": { "labels": { k: v } } });
-    api.patch(&w.namespace, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| format!("labelling namespace {}", w.namespace))?;
+    api_requests::label_namespace(w.client()?, &w.namespace, k, v).await?;
     Ok(())
 }
 
