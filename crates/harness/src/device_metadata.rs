@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::Api;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -166,6 +167,35 @@ pub enum MetadataError {
     Differs(String),
     #[error("pod {pod} neither names claim {claim} nor has it in its resourceClaimStatuses")]
     NotInPod { pod: String, claim: String },
+    #[error("reading {what}")]
+    Read {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The metadata file of `request` of claim `claim` in pod `pod`, as both
+/// are now: where it is in the pod's containers ([`file_in`]) and what it
+/// must say when `driver` writes it in `version` ([`Expected::of`]).
+pub async fn locate(
+    claims: &Api<ResourceClaim>,
+    pods: &Api<Pod>,
+    claim: &str,
+    pod: &str,
+    driver: &str,
+    request: &str,
+    version: MetadataVersion,
+) -> Result<(String, Expected), MetadataError> {
+    let read = |what: String| move |source| MetadataError::Read { what, source };
+    let object = claims
+        .get(claim)
+        .await
+        .map_err(read(format!("claim {claim}")))?;
+    let p = pods.get(pod).await.map_err(read(format!("pod {pod}")))?;
+    let (path, pod_claim_name) = file_in(&p, claim, driver, request)?;
+    let expected = Expected::of(&object, version, pod_claim_name, request, driver);
+    Ok((path, expected))
 }
 
 /// Where the file of `request` of the claim named `claim` is inside `pod`'s

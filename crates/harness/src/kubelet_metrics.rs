@@ -6,8 +6,11 @@
 //! Only what scenarios compare is parsed: the samples of one metric in the
 //! Prometheus text format, by the value of one label.
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kube::Client;
+
+use dra_e2e_kube::wait::{self, Check, WaitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -84,6 +87,45 @@ pub fn samples_by_label(
     Ok(out)
 }
 
+/// Polls the kubelet on `node` (its metrics are computed when read: there
+/// is no watch) until the samples of `metric` keyed by `label` are exactly
+/// `want`, as upstream's `MatchAllElements`.
+pub async fn reports(
+    client: &Client,
+    node: &str,
+    metric: &str,
+    label: &str,
+    want: &BTreeMap<String, f64>,
+    timeout: Duration,
+) -> Result<(), WaitError> {
+    let what = format!("the kubelet on {node} to report {metric} by {label} as {want:?}");
+    wait::poll(&what, timeout, Duration::from_millis(500), || async {
+        let text = read(client, node).await;
+        samples_are(text, metric, label, want)
+    })
+    .await
+}
+
+/// The named condition of [`reports`] over one read of the page: a read
+/// that failed is pending (the kubelet may be starting), a page whose
+/// samples cannot be parsed fails.
+fn samples_are(
+    text: Result<String, MetricsError>,
+    metric: &str,
+    label: &str,
+    want: &BTreeMap<String, f64>,
+) -> Check<()> {
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => return Check::Pending(e.to_string()),
+    };
+    match samples_by_label(&text, metric, label) {
+        Ok(got) if &got == want => Check::Done(()),
+        Ok(got) => Check::Pending(format!("{got:?}")),
+        Err(e) => Check::Fail(e.to_string()),
+    }
+}
+
 /// The value of `name` in `k="v",k2="v2"`; quotes inside values are escaped
 /// with a backslash.
 fn label_value(labels: &str, name: &str) -> Result<Option<String>, &'static str> {
@@ -149,6 +191,40 @@ dra_operations_duration_seconds_bucket{is_error="false",operation_name="PrepareR
         );
         assert_eq!(label_value(r#"a="x\"y""#, "a"), Ok(Some("x\"y".to_owned())));
         assert_eq!(label_value("a=\"x\"", "b"), Ok(None));
+    }
+
+    #[test]
+    fn the_samples_must_be_exactly_the_wanted_ones() {
+        let m = "dra_resource_claims_in_use";
+        let mut want = BTreeMap::from([("<any>".to_owned(), 1.0), ("a.k8s.io".to_owned(), 1.0)]);
+        let page = || Ok(PAGE.to_owned());
+        assert!(matches!(
+            samples_are(page(), m, "driver_name", &want),
+            Check::Done(())
+        ));
+        want.insert("b.k8s.io".to_owned(), 0.0);
+        match samples_are(page(), m, "driver_name", &want) {
+            Check::Pending(seen) => assert!(seen.contains("a.k8s.io"), "{seen}"),
+            other => panic!("expected pending, got {other:?}"),
+        }
+        let failed_read = Err(MetricsError::Parse {
+            line: 1,
+            reason: "r",
+            text: String::new(),
+        });
+        assert!(matches!(
+            samples_are(failed_read, m, "driver_name", &want),
+            Check::Pending(_)
+        ));
+        assert!(matches!(
+            samples_are(
+                Ok("m{driver_name=d} 1\n".to_owned()),
+                "m",
+                "driver_name",
+                &want
+            ),
+            Check::Fail(_)
+        ));
     }
 
     #[test]

@@ -2,15 +2,13 @@
 //! would, and the kubelet creates them again. It does so from the claims it
 //! prepared before, without asking the driver: the CDI devices of the
 //! claims must still resolve, whatever the driver did meanwhile.
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use cucumber::when;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 
-use crate::ground::wait;
+use crate::harness::containers;
 
 use super::World;
 
@@ -31,47 +29,8 @@ const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
 async fn containers_restarted(w: &World, pod: String) -> anyhow::Result<()> {
     let ctx = w.context()?;
     let current = w.pod(&pod).await?;
-    let policy = current
-        .spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.clone())
-        .unwrap_or_default();
-    // With Never the pod would end, with OnFailure a container that exits 0
-    // on SIGTERM would stay exited: neither restarts it.
-    if policy != "Always" {
-        bail!(
-            "pod {pod} has restart policy {policy:?}, so the kubelet would not start its \
-             containers again; create it with `| restart policy | Always |`"
-        );
-    }
-    let statuses = current
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .unwrap_or_default();
-    if statuses.is_empty() {
-        bail!(
-            "pod {pod} has no container statuses yet: {}",
-            wait::describe_pod(Some(&current))
-        );
-    }
-    let not_running: Vec<&str> = statuses
-        .iter()
-        .filter(|c| c.state.as_ref().is_none_or(|s| s.running.is_none()))
-        .map(|c| c.name.as_str())
-        .collect();
-    if !not_running.is_empty() {
-        bail!(
-            "pod {pod}: containers {not_running:?} are not running, so they cannot be \
-             restarted: {}",
-            wait::describe_pod(Some(&current))
-        );
-    }
     // Their counts now: each must go past its own.
-    let before: BTreeMap<String, i32> = statuses
-        .iter()
-        .map(|c| (c.name.clone(), c.restart_count))
-        .collect();
+    let before = containers::restart_counts(&pod, &current)?;
     for container in before.keys() {
         ctx.cluster
             .end_container_process(&w.namespace, &pod, container)
@@ -79,11 +38,6 @@ async fn containers_restarted(w: &World, pod: String) -> anyhow::Result<()> {
             .with_context(|| format!("restarting container {container} of pod {pod}"))?;
     }
     tracing::info!(pod, containers = ?before.keys().collect::<Vec<_>>(), "container processes ended");
-    let api: Api<Pod> = w.api()?;
-    let what = format!("the containers of pod {pod} to run again after they were restarted");
-    wait::pod(&api, &pod, &what, RESTART_TIMEOUT, |p: Option<&Pod>| {
-        wait::containers_restarted(p, &before)
-    })
-    .await?;
+    containers::restarted(&w.api::<Pod>()?, &pod, &before, RESTART_TIMEOUT).await?;
     Ok(())
 }

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use cucumber::{then, when};
-use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
 use super::World;
 use super::params::{ApiVersion, DriverRef, Dur, Health, NodeSel};
-use crate::ground::wait::{self, Check};
+use crate::harness::health;
 use crate::plugin::HealthApi;
 
 /// Upstream waits up to a minute for the kubelet to pass a change on.
@@ -134,29 +134,7 @@ async fn pool_of_device(
     node: &str,
     device: &str,
 ) -> anyhow::Result<String> {
-    use k8s_openapi::api::resource::v1::ResourceSlice;
-    let slices: kube::Api<ResourceSlice> = kube::Api::all(w.client()?);
-    let list = slices
-        .list(
-            &kube::api::ListParams::default()
-                .fields(&format!("spec.driver={driver},spec.nodeName={node}")),
-        )
-        .await
-        .with_context(|| format!("listing the slices of driver {driver} on node {node}"))?;
-    let mut pools: Vec<String> = list
-        .items
-        .iter()
-        .filter(|s| s.spec.devices.iter().flatten().any(|d| d.name == device))
-        .map(|s| s.spec.pool.name.clone())
-        .collect();
-    pools.dedup();
-    match pools.as_slice() {
-        [pool] => Ok(pool.clone()),
-        [] => bail!("driver {driver} publishes no device {device:?} on node {node}"),
-        _ => bail!(
-            "driver {driver} publishes device {device:?} on node {node} in several pools: {pools:?}"
-        ),
-    }
+    Ok(health::pool_of_device(&w.client()?, driver, node, device).await?)
 }
 
 async fn reports_claim_device(
@@ -206,38 +184,9 @@ async fn reports_claim_device(
 
 async fn stream_of_kubelet_version(w: &World, d: DriverRef, node: NodeSel) -> anyhow::Result<()> {
     let driver = w.driver(&d)?;
-    let nodes: kube::Api<Node> = kube::Api::all(w.client()?);
+    let client = w.client()?;
     for n in node.resolve(w).await? {
-        let node = nodes
-            .get(&n)
-            .await
-            .with_context(|| format!("reading node {n}"))?;
-        let version = node
-            .status
-            .as_ref()
-            .and_then(|s| s.node_info.as_ref())
-            .map(|i| i.kubelet_version.clone())
-            .unwrap_or_default();
-        let (major, minor) = crate::ground::node_ready::kubelet_version(&node)
-            .with_context(|| format!("node {n} reports kubelet version {version:?}"))?;
-        let want = HealthApi::of_kubelet(major, minor);
-        let observed = || {
-            HealthApi::ALL
-                .iter()
-                .map(|a| format!("{a}: {}", driver.call_count(&n, a.watch_method())))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        for api in HealthApi::ALL {
-            let c = driver.call_count(&n, api.watch_method());
-            if (api == want) != (c > 0) {
-                bail!(
-                    "the kubelet {version} on {n} should stream health from {} through {want} only; streams opened: {}",
-                    driver.name,
-                    observed()
-                );
-            }
-        }
+        health::stream_of_kubelet_version(&client, driver, &n).await?;
     }
     Ok(())
 }
@@ -274,37 +223,6 @@ async fn no_stream_via(
     Ok(())
 }
 
-/// `container: claim entry resourceID=health (message)` for every device the
-/// kubelet lists for the pod's claims.
-fn device_statuses(p: &Pod) -> Vec<(String, String, String)> {
-    let status = p.status.as_ref();
-    let containers: Vec<&ContainerStatus> = status
-        .into_iter()
-        .flat_map(|s| {
-            s.container_statuses
-                .iter()
-                .flatten()
-                .chain(s.init_container_statuses.iter().flatten())
-        })
-        .collect();
-    let mut out = Vec::new();
-    for c in containers {
-        for entry in c.allocated_resources_status.iter().flatten() {
-            if !entry.name.starts_with("claim:") {
-                continue;
-            }
-            for r in entry.resources.iter().flatten() {
-                out.push((
-                    format!("{}: {} {}", c.name, entry.name, r.resource_id),
-                    r.health.clone().unwrap_or_default(),
-                    r.message.clone().unwrap_or_default(),
-                ));
-            }
-        }
-    }
-    out
-}
-
 async fn wait_health(
     w: &World,
     pod: &str,
@@ -312,41 +230,8 @@ async fn wait_health(
     message: Option<&str>,
     timeout: Duration,
 ) -> anyhow::Result<()> {
-    let api = w.api::<Pod>()?;
-    let want = health.as_status();
-    let what = match message {
-        Some(m) => format!("the devices of pod {pod} to be reported {want} with message {m:?}"),
-        None => format!("the devices of pod {pod} to be reported {want}"),
-    };
-    wait::pod(&api, pod, &what, timeout, |p| {
-        let Some(p) = p else {
-            return Check::Pending("pod does not exist".to_owned());
-        };
-        let seen = device_statuses(p);
-        let ok = !seen.is_empty()
-            && seen
-                .iter()
-                .all(|(_, h, m)| h == want && message.is_none_or(|want_m| m == want_m));
-        if ok {
-            Check::Done(())
-        } else if seen.is_empty() {
-            Check::Pending("no allocatedResourcesStatus for the pod's claims".to_owned())
-        } else {
-            Check::Pending(
-                seen.iter()
-                    .map(|(at, h, m)| {
-                        if m.is_empty() {
-                            format!("{at}={h}")
-                        } else {
-                            format!("{at}={h} ({m})")
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            )
-        }
-    })
-    .await?;
+    let pods = w.api::<Pod>()?;
+    health::devices_reported(&pods, pod, health.as_status(), message, timeout).await?;
     Ok(())
 }
 

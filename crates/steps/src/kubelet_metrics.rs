@@ -10,7 +10,6 @@ use cucumber::then;
 use super::World;
 use super::params::NodeSel;
 use crate::ground::objects;
-use crate::ground::wait::{self, Check};
 use crate::harness::kubelet_metrics;
 
 sentences! {
@@ -61,24 +60,7 @@ async fn reports_metric(
     let (label, want) = wanted(w, step)?;
     let client = w.client()?;
     for n in node.resolve(w).await? {
-        let what = format!("the kubelet on {n} to report {metric} by {label} as {want:?}");
-        wait::poll(
-            &what,
-            METRICS_TIMEOUT,
-            Duration::from_millis(500),
-            || async {
-                let text = match kubelet_metrics::read(&client, &n).await {
-                    Ok(t) => t,
-                    Err(e) => return Check::Pending(e.to_string()),
-                };
-                match kubelet_metrics::samples_by_label(&text, &metric, &label) {
-                    Ok(got) if got == want => Check::Done(()),
-                    Ok(got) => Check::Pending(format!("{got:?}")),
-                    Err(e) => Check::Fail(e.to_string()),
-                }
-            },
-        )
-        .await?;
+        kubelet_metrics::reports(&client, &n, &metric, &label, &want, METRICS_TIMEOUT).await?;
     }
     Ok(())
 }

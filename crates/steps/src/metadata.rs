@@ -11,6 +11,7 @@ use super::claims::claim_name;
 use super::params::{ClaimPhrase, DriverRef};
 use super::pods::wait_pod;
 use crate::cluster::proxy::exec::{ExecError, ExecTarget, exec_capture};
+use crate::ground::wait::PodState;
 use crate::harness::device_metadata::{self, Expected};
 use crate::plugin::metadata::MetadataVersion;
 
@@ -37,26 +38,24 @@ async fn locate(
     d: &DriverRef,
     version: MetadataVersion,
 ) -> anyhow::Result<(ExecTarget, String, Expected)> {
-    wait_pod(w, pod, crate::ground::wait::PodState::Running).await?;
+    wait_pod(w, pod, PodState::Running).await?;
     let driver = w.driver(d)?.name.clone();
     let claim = claim_name(w, claim).await?;
-    let object = w
-        .api::<ResourceClaim>()?
-        .get(&claim)
-        .await
-        .with_context(|| format!("reading claim {claim}"))?;
-    let p = w
-        .api::<Pod>()?
-        .get(pod)
-        .await
-        .with_context(|| format!("reading pod {pod}"))?;
-    let (path, pod_claim_name) = device_metadata::file_in(&p, &claim, &driver, request)?;
+    let (path, expected) = device_metadata::locate(
+        &w.api::<ResourceClaim>()?,
+        &w.api::<Pod>()?,
+        &claim,
+        pod,
+        &driver,
+        request,
+        version,
+    )
+    .await?;
     let target = ExecTarget {
         namespace: w.namespace.clone(),
         pod: pod.to_owned(),
         container: container.to_owned(),
     };
-    let expected = Expected::of(&object, version, pod_claim_name, request, &driver);
     Ok((target, path, expected))
 }
 
