@@ -34,6 +34,7 @@ mod props;
 pub mod quantity;
 pub mod quota;
 pub mod scenario;
+pub mod slices;
 pub mod timing;
 pub mod under_test;
 pub mod workloads;
