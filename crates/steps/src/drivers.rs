@@ -4,9 +4,6 @@ use std::collections::BTreeMap;
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
-use k8s_openapi::api::resource::v1::DeviceClass;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 
 use super::World;
 use super::params::{
@@ -14,9 +11,11 @@ use super::params::{
     ResourcesPhrase,
 };
 use crate::ground::objects;
+use crate::harness::device_classes;
 use crate::harness::driver::allocatable;
 use crate::harness::driver::slices::{self, Attribute, DeviceSpec, SliceContent};
 use crate::harness::driver::{DraServiceStart, DraSocketDir, DriverOptions, Resources};
+use crate::harness::kubelet_plugins;
 use crate::plugin::{HealthApi, NodeApi};
 
 /// What the driver steps remember between steps: how long the plugin was
@@ -556,77 +555,8 @@ const KUBELET_REGISTRATION: std::time::Duration = std::time::Duration::from_secs
 async fn kubelet_registered(w: &World, node: &str, driver: &str) -> anyhow::Result<()> {
     let client = w.client()?;
     let cluster = &w.context()?.cluster;
-    if cluster.simulated_plugins(node).is_some() {
-        // A simulated kubelet serves no metrics; it says what it registered.
-        let what = format!("the simulated kubelet of {node} to register driver {driver}'s plugin");
-        crate::ground::wait::poll(
-            &what,
-            KUBELET_REGISTRATION,
-            std::time::Duration::from_millis(200),
-            || async {
-                let drivers = cluster.simulated_plugins(node).unwrap_or_default();
-                if drivers.iter().any(|d| d == driver) {
-                    crate::ground::wait::Check::Done(())
-                } else {
-                    crate::ground::wait::Check::Pending(format!(
-                        "connected plugins of drivers {drivers:?}"
-                    ))
-                }
-            },
-        )
-        .await?;
-        return Ok(());
-    }
-    let path = format!("/api/v1/nodes/{node}/proxy/metrics");
-    let what = format!("the kubelet of {node} to list driver {driver}'s plugin as registered");
-    crate::ground::wait::poll(
-        &what,
-        KUBELET_REGISTRATION,
-        std::time::Duration::from_secs(1),
-        || {
-            let client = client.clone();
-            let path = path.clone();
-            async move {
-                let req = http::Request::get(&path)
-                    .body(Vec::new())
-                    .map_err(|e| e.to_string());
-                let text = match req {
-                    Ok(r) => client.request_text(r).await.map_err(|e| e.to_string()),
-                    Err(e) => Err(e),
-                };
-                match text {
-                    Err(e) => crate::ground::wait::Check::Pending(format!("reading {path}: {e}")),
-                    Ok(text) => {
-                        let sockets = registered_sockets(&text);
-                        if sockets.iter().any(|s| s.contains(driver)) {
-                            crate::ground::wait::Check::Done(())
-                        } else {
-                            crate::ground::wait::Check::Pending(format!(
-                                "registered plugin sockets: {sockets:?}"
-                            ))
-                        }
-                    }
-                }
-            }
-        },
-    )
-    .await?;
+    kubelet_plugins::registered(cluster, &client, node, driver, KUBELET_REGISTRATION).await?;
     Ok(())
-}
-
-/// The sockets of the plugins the kubelet registered, from its metrics
-/// (`plugin_manager_total_plugins{socket_path="...",state="actual_state_of_world"}`).
-fn registered_sockets(metrics: &str) -> Vec<String> {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("plugin_manager_total_plugins{"))
-        .filter(|l| l.contains("state=\"actual_state_of_world\""))
-        .filter(|l| !l.trim_end().ends_with(" 0"))
-        .filter_map(|l| {
-            let rest = &l[l.find("socket_path=\"")? + "socket_path=\"".len()..];
-            Some(rest[..rest.find('"')?].to_owned())
-        })
-        .collect()
 }
 
 /// How long a registration the plugin has seen may take to show as a
@@ -672,11 +602,7 @@ async fn set_selector(w: &World, expression: Option<String>) -> anyhow::Result<(
     let name = w.class_name(&DriverRef::The)?;
     let driver = w.driver(&DriverRef::The)?.name.clone();
     let expression = expression.unwrap_or_else(|| format!("device.driver == \"{driver}\""));
-    let api: Api<DeviceClass> = Api::all(w.client()?);
-    let patch = json!({ "spec": { "selectors": [ { "cel": { "expression": expression } } ] } });
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| format!("changing the selector of DeviceClass {name}"))?;
+    device_classes::set_selector(w.client()?, &name, &expression).await?;
     Ok(())
 }
 
@@ -700,24 +626,11 @@ async fn copy_class(
 ) -> anyhow::Result<()> {
     let name = objects::expand(name, &w.vars())?;
     let original = w.class_name(&DriverRef::The)?;
-    let api: Api<DeviceClass> = Api::all(w.client()?);
-    let mut class = api
-        .get(&original)
-        .await
-        .with_context(|| format!("reading DeviceClass {original}"))?;
-    class.metadata = kube::api::ObjectMeta {
-        name: Some(name),
-        ..Default::default()
-    };
-    // Two classes serving one extended resource would leave the
-    // scheduler to pick one, so a copy serves none unless told.
-    class
-        .spec
-        .get_or_insert_with(Default::default)
-        .extended_resource_name = match extended_resource {
+    let extended_resource = match extended_resource {
         None => None,
         Some(r) => Some(objects::expand(r, &w.vars())?),
     };
+    let class = device_classes::copy(w.client()?, &original, &name, extended_resource).await?;
     w.create_class(None, &class).await
 }
 
@@ -735,21 +648,4 @@ async fn outage_short(w: &World) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::registered_sockets;
-
-    #[test]
-    fn registered_plugins_are_read_from_the_kubelets_metrics() {
-        let text = "# HELP plugin_manager_total_plugins ...\n\
-plugin_manager_total_plugins{socket_path=\"/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock\",state=\"actual_state_of_world\"} 1\n\
-plugin_manager_total_plugins{socket_path=\"/var/lib/kubelet/plugins_registry/other-reg.sock\",state=\"desired_state_of_world\"} 1\n\
-plugin_manager_total_plugins{socket_path=\"/var/lib/kubelet/plugins_registry/gone-reg.sock\",state=\"actual_state_of_world\"} 0\n";
-        assert_eq!(
-            registered_sockets(text),
-            vec!["/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock".to_owned()]
-        );
-    }
 }

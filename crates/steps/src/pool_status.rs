@@ -7,8 +7,7 @@
 use anyhow::{Context as _, bail};
 use cucumber::gherkin::Step;
 use cucumber::{then, when};
-use k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequest;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 use super::World;
@@ -115,12 +114,8 @@ impl std::str::FromStr for PoolFilter {
     }
 }
 
-fn resource() -> ApiResource {
-    ApiResource::erase::<ResourcePoolStatusRequest>(&())
-}
-
 fn api(w: &World) -> anyhow::Result<Api<DynamicObject>> {
-    Ok(Api::all_with(w.client()?, &resource()))
+    Ok(pool_status::requests(w.client()?))
 }
 
 /// Creates a request with `spec`; teardown deletes it.
@@ -132,7 +127,7 @@ async fn create(w: &mut World, spec: &Value) -> anyhow::Result<String> {
         "metadata": { "generateName": format!("{}-", w.namespace) },
         "spec": spec,
     }))?;
-    w.create_object(&api, resource(), false, &obj)
+    w.create_object(&api, pool_status::resource(), false, &obj)
         .await
         .context(
             "the cluster must serve resource.k8s.io/v1alpha3 (gate DRAResourcePoolStatus) \
@@ -177,9 +172,7 @@ impl pool_status::Requests for ScenarioRequests<'_> {
     }
 
     async fn delete(&mut self, name: &str) -> anyhow::Result<()> {
-        objects::delete_if_present(&self.api, name, &DeleteParams::default())
-            .await
-            .with_context(|| format!("deleting ResourcePoolStatusRequest {name}"))?;
+        pool_status::delete(&self.api, name).await?;
         self.w
             .scenario
             .forget_object("ResourcePoolStatusRequest", name);

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use dra_e2e_kube::wait::{self, WaitError};
 use futures::TryStreamExt as _;
-use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+use k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequest;
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -112,6 +114,34 @@ fn has_status(o: &DynamicObject) -> bool {
 /// The status of a request object, `null` when unset.
 pub fn status_of(o: &DynamicObject) -> Value {
     o.data.get("status").cloned().unwrap_or(Value::Null)
+}
+
+/// The kind of a request, for the dynamic API.
+pub fn resource() -> ApiResource {
+    ApiResource::erase::<ResourcePoolStatusRequest>(&())
+}
+
+/// The cluster's requests (they are cluster-scoped).
+pub fn requests(client: Client) -> Api<DynamicObject> {
+    Api::all_with(client, &resource())
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("deleting ResourcePoolStatusRequest {name}")]
+pub struct DeleteError {
+    name: String,
+    #[source]
+    source: kube::Error,
+}
+
+/// Deletes request `name`, if it is still there.
+pub async fn delete(requests: &Api<DynamicObject>, name: &str) -> Result<(), DeleteError> {
+    dra_e2e_kube::objects::delete_if_present(requests, name, &DeleteParams::default())
+        .await
+        .map_err(|source| DeleteError {
+            name: name.to_owned(),
+            source,
+        })
 }
 
 /// Watches request `name` until the controller has set its status.
