@@ -207,6 +207,16 @@ impl<L> Default for Scenario<L> {
 }
 
 impl<L: DriverLabel> Scenario<L> {
+    /// The API of a namespaced kind in the scenario's namespace, through
+    /// `client`: the handle a step hands the harness for its objects.
+    pub fn api<K>(&self, client: kube::Client) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        kube::Api::namespaced(client, &self.namespace)
+    }
+
     /// The scenario's namespace exists: it is deleted last, after the sweeps
     /// of its pods and claims.
     pub fn namespace_created(&mut self, namespace: &str) {

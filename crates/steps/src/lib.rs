@@ -411,7 +411,7 @@ impl World {
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
         K::DynamicType: Default,
     {
-        Ok(kube::Api::namespaced(self.client()?, &self.namespace))
+        Ok(self.scenario.api(self.client()?))
     }
 
     /// Pod `name` of the scenario's namespace as the API server has it.
