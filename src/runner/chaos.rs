@@ -188,8 +188,7 @@ async fn restart(
                 .with_context(|| {
                     format!("not carried out: no quiet moment on node {node} to restart in")
                 })?;
-            node_daemon::operate(cluster, &nodes, &node, Daemon::Kubelet, DaemonOp::Restart)
-                .await?;
+            node_daemon::operate(cluster, &node, Daemon::Kubelet, DaemonOp::Restart).await?;
             drop(lease);
             Ok(format!("the kubelet of node {node}"))
         }

@@ -20,6 +20,7 @@ pub mod device_classes;
 pub mod device_metadata;
 pub mod device_taints;
 pub mod driver;
+pub mod events;
 pub mod health;
 pub mod kubelet_metrics;
 pub mod kubelet_plugins;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use dra_e2e_cluster::Cluster;
 use dra_e2e_cluster::real_node::init::DaemonOp;
-use dra_e2e_kube::node_ready::posted_status_after;
+use dra_e2e_kube::node_ready::{node_is_ready_and_schedulable, posted_status_after};
 use dra_e2e_kube::wait::{self, Check, WaitError};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -52,6 +52,14 @@ impl Daemon {
 pub enum NodeDaemonError {
     #[error("{0}")]
     Cluster(String),
+    #[error("reading node {node}")]
+    ReadNode {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{wait}\nlast lines of the kubelet's log:\n{log}")]
+    NotBack { wait: WaitError, log: String },
     #[error(transparent)]
     Wait(#[from] WaitError),
 }
@@ -62,7 +70,6 @@ pub enum NodeDaemonError {
 /// one was started.
 pub async fn operate(
     cluster: &Arc<Cluster>,
-    nodes: &Api<Node>,
     node: &str,
     daemon: Daemon,
     op: DaemonOp,
@@ -81,7 +88,8 @@ pub async fn operate(
         "node daemon operation done"
     );
     if daemon == Daemon::Kubelet && op != DaemonOp::Stop {
-        kubelet_back(nodes, node, started, op).await?;
+        let nodes: Api<Node> = Api::all(cluster.client());
+        kubelet_back(&nodes, node, started, op).await?;
     }
     Ok(pid)
 }
@@ -159,10 +167,105 @@ async fn kubelet_back(
     .await
 }
 
+/// Reboots real node `node` and waits until its kubelet reports a new boot
+/// ID and the node is Ready and schedulable, as after a real reboot; a
+/// node that does not come back is named with the last lines of its
+/// kubelet's log.
+pub async fn reboot(
+    cluster: &Cluster,
+    node: &str,
+    timeout: Duration,
+) -> Result<(), NodeDaemonError> {
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let before = nodes
+        .get(node)
+        .await
+        .map_err(|source| NodeDaemonError::ReadNode {
+            node: node.to_owned(),
+            source,
+        })?;
+    let before = boot_id(&before);
+    cluster
+        .reboot_node(node)
+        .map_err(|e| NodeDaemonError::Cluster(format!("{e:#}")))?;
+    let what = format!(
+        "node {node} to come back from its reboot (boot ID other than {before}) and be Ready"
+    );
+    wait::object(&nodes, node, &what, timeout, |n| {
+        back_from_reboot(n, &before)
+    })
+    .await
+    .map_err(|wait| {
+        let log = cluster.node_log(node).map(|l| {
+            let tail: Vec<&str> = l.lines().rev().take(15).collect();
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        });
+        NodeDaemonError::NotBack {
+            wait,
+            log: log.unwrap_or_default(),
+        }
+    })
+}
+
+/// The boot ID the kubelet reports for its node.
+fn boot_id(n: &Node) -> String {
+    n.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default()
+}
+
+/// The named condition of [`reboot`]: the node reports a boot ID other
+/// than `before` and is Ready and schedulable.
+fn back_from_reboot(n: Option<&Node>, before: &str) -> Check<()> {
+    let Some(n) = n else {
+        return Check::Pending("node object gone".into());
+    };
+    let now = boot_id(n);
+    if now == before {
+        Check::Pending(format!("boot ID still {now}"))
+    } else if node_is_ready_and_schedulable(n) {
+        Check::Done(())
+    } else {
+        Check::Pending(format!("boot ID {now}, not Ready yet"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn node(boot_id: &str, ready: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": ready}],
+                "nodeInfo": {"bootID": boot_id, "architecture": "", "containerRuntimeVersion": "",
+                    "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "", "machineID": "",
+                    "operatingSystem": "", "osImage": "", "systemUUID": ""},
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_rebooted_node_is_back_with_a_new_boot_id_and_ready() {
+        assert!(matches!(
+            back_from_reboot(Some(&node("b", "True")), "a"),
+            Check::Done(())
+        ));
+        match back_from_reboot(Some(&node("a", "True")), "a") {
+            Check::Pending(seen) => assert_eq!(seen, "boot ID still a"),
+            other => panic!("expected pending, got {other:?}"),
+        }
+        match back_from_reboot(Some(&node("b", "False")), "a") {
+            Check::Pending(seen) => assert_eq!(seen, "boot ID b, not Ready yet"),
+            other => panic!("expected pending, got {other:?}"),
+        }
+        assert!(matches!(back_from_reboot(None, "a"), Check::Pending(_)));
+    }
 
     fn pod(conditions: serde_json::Value) -> Pod {
         serde_json::from_value(json!({

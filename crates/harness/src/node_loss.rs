@@ -51,10 +51,11 @@ pub fn cut_off(cluster: &Cluster, node: &str) -> Result<(), NodeLossError> {
 }
 
 /// Waits until the control plane reports `node` unreachable.
-pub async fn wait_unreachable(nodes: &Api<Node>, node: &str) -> Result<(), NodeLossError> {
+pub async fn wait_unreachable(client: &kube::Client, node: &str) -> Result<(), NodeLossError> {
+    let nodes: Api<Node> = Api::all(client.clone());
     let what = format!("node {node} to be reported unreachable (Ready Unknown, tainted)");
     wait::object(
-        nodes,
+        &nodes,
         node,
         &what,
         UNREACHABLE_TIMEOUT,
@@ -70,17 +71,14 @@ pub async fn wait_unreachable(nodes: &Api<Node>, node: &str) -> Result<(), NodeL
 
 /// Connects `node` again and waits until it is Ready and schedulable again
 /// (its kubelet posted Ready, the controller lifted the taints).
-pub async fn reconnect(
-    cluster: &Cluster,
-    nodes: &Api<Node>,
-    node: &str,
-) -> Result<(), NodeLossError> {
+pub async fn reconnect(cluster: &Cluster, node: &str) -> Result<(), NodeLossError> {
     cluster
         .set_node_cut(node, false)
         .map_err(|e| NodeLossError::Cluster(format!("{e:#}")))?;
+    let nodes: Api<Node> = Api::all(cluster.client());
     let what = format!("node {node} to be Ready and schedulable again once reconnected");
     wait::object(
-        nodes,
+        &nodes,
         node,
         &what,
         BACK_TIMEOUT,

@@ -3,14 +3,9 @@
 //! skips preparing or unpreparing a driver's devices.
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use cucumber::{then, when};
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::Api;
-use kube::api::ListParams;
-
-use crate::ground::node_ready::node_is_ready_and_schedulable;
-use crate::ground::wait::{self, Check};
+use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::World;
 use super::claims::claim_name;
@@ -18,6 +13,7 @@ use super::params::{ClaimPhrase, DriverRef, NodeSel, phrase_words};
 use crate::cluster::real_node::init::DaemonOp;
 use crate::harness::node_daemon::{self, NodeDaemonError};
 use crate::harness::node_loss;
+use crate::harness::{containers, events};
 use crate::proto::dra::ClaimRef;
 
 sentences! {
@@ -94,10 +90,9 @@ async fn daemon_op(
     Operation(op): Operation,
 ) -> anyhow::Result<()> {
     let cluster = w.context()?.cluster.clone();
-    let nodes: Api<Node> = Api::all(w.client()?);
     let daemon = daemon.daemon();
     for name in node.resolve(w).await? {
-        let done = node_daemon::operate(&cluster, &nodes, &name, daemon, op).await;
+        let done = node_daemon::operate(&cluster, &name, daemon, op).await;
         // A kubelet that was started but did not post its status in time
         // runs all the same: nothing to start at teardown.
         match (op, &done) {
@@ -124,18 +119,17 @@ async fn cut_off(w: &mut World, node: NodeSel) -> anyhow::Result<()> {
 
 async fn connected_again(w: &mut World, node: NodeSel) -> anyhow::Result<()> {
     let cluster = w.context()?.cluster.clone();
-    let nodes: Api<Node> = Api::all(w.client()?);
     for name in node.resolve(w).await? {
-        node_loss::reconnect(&cluster, &nodes, &name).await?;
+        node_loss::reconnect(&cluster, &name).await?;
         w.scenario.node_connected(&name);
     }
     Ok(())
 }
 
 async fn reported_unreachable(w: &mut World, node: NodeSel) -> anyhow::Result<()> {
-    let nodes: Api<Node> = Api::all(w.client()?);
+    let client = w.client()?;
     for name in node.resolve(w).await? {
-        node_loss::wait_unreachable(&nodes, &name).await?;
+        node_loss::wait_unreachable(&client, &name).await?;
     }
     Ok(())
 }
@@ -151,94 +145,24 @@ const RUN_AGAIN_TIMEOUT: Duration = Duration::from_secs(180);
 /// reports a new boot ID and the node is Ready, as after a real reboot.
 async fn reboot(w: &World, node: NodeSel) -> anyhow::Result<()> {
     let ctx = w.context()?;
-    let nodes: Api<Node> = Api::all(w.client()?);
     for name in node.resolve(w).await? {
-        let before = boot_id(
-            &nodes
-                .get(&name)
-                .await
-                .with_context(|| format!("reading node {name}"))?,
-        );
-        ctx.cluster.reboot_node(&name)?;
-        let what = format!(
-            "node {name} to come back from its reboot (boot ID other than {before}) and be Ready"
-        );
-        wait::object(&nodes, &name, &what, REBOOT_TIMEOUT, |n: Option<&Node>| {
-            let Some(n) = n else {
-                return Check::Pending("node object gone".into());
-            };
-            let now = boot_id(n);
-            if now == before {
-                Check::Pending(format!("boot ID still {now}"))
-            } else if node_is_ready_and_schedulable(n) {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("boot ID {now}, not Ready yet"))
-            }
-        })
-        .await
-        .map_err(|e| {
-            let log = ctx.cluster.node_log(&name).map(|l| {
-                let tail: Vec<&str> = l.lines().rev().take(15).collect();
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            });
-            anyhow::anyhow!(
-                "{e}\nlast lines of the kubelet's log:\n{}",
-                log.unwrap_or_default()
-            )
-        })?;
+        node_daemon::reboot(&ctx.cluster, &name, REBOOT_TIMEOUT).await?;
     }
     Ok(())
-}
-
-fn boot_id(n: &Node) -> String {
-    n.status
-        .as_ref()
-        .and_then(|s| s.node_info.as_ref())
-        .map(|i| i.boot_id.clone())
-        .unwrap_or_default()
 }
 
 /// Every container restarted (a reboot ended the old ones) and running and
 /// ready again: the kubelet made a new sandbox and the claims were prepared
 /// for it.
 async fn runs_again(w: &World, pod: String) -> anyhow::Result<()> {
-    let api: Api<Pod> = w.api()?;
-    let what = format!("pod {pod} to run again after the reboot");
-    // Every container's count was 0 or more: each must have gone up once.
-    let before = Default::default();
-    wait::pod(&api, &pod, &what, RUN_AGAIN_TIMEOUT, |p: Option<&Pod>| {
-        wait::containers_restarted(p, &before)
-    })
-    .await?;
+    containers::run_again_after_reboot(&w.api::<Pod>()?, &pod, RUN_AGAIN_TIMEOUT).await?;
     Ok(())
 }
 
 /// Checked once, as upstream lists the events once the pod runs: an event
 /// the kubelet recorded before starting the pod has been written by then.
 async fn no_event(w: &World, pod: String, reason: String) -> anyhow::Result<()> {
-    let api = w.api::<Event>()?;
-    let lp = ListParams::default().fields(&format!(
-        "involvedObject.name={pod},involvedObject.kind=Pod"
-    ));
-    let events = api
-        .list(&lp)
-        .await
-        .with_context(|| format!("listing the events of pod {pod}"))?;
-    let found: Vec<String> = events
-        .items
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some(reason.as_str()))
-        .map(|e| e.message.clone().unwrap_or_default())
-        .collect();
-    if !found.is_empty() {
-        bail!(
-            "expected no {reason} event on pod {pod}, found {}: {}",
-            found.len(),
-            found.join(" | ")
-        );
-    }
-    Ok(())
+    Ok(events::none_of_pod(&w.api::<Event>()?, &pod, &reason).await?)
 }
 
 /// Upstream's `UnprepareClaim` after a pod whose claim the kubelet does not

@@ -12,7 +12,7 @@ use dra_e2e_cluster::real_node::init::DaemonOp;
 use dra_e2e_kube::objects::delete_if_present;
 use dra_e2e_kube::wait::{self, Check, WaitError};
 use dra_e2e_plugin::WaitTimeout;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::watcher;
@@ -249,10 +249,7 @@ impl<L: DriverLabel> Scenario<L> {
                 let (node, daemon) = (node.clone(), *daemon);
                 self.start_daemon(cluster, node, daemon).await
             }
-            Created::CutNode(node) => {
-                let nodes: Api<Node> = Api::all(client.clone());
-                Ok(crate::node_loss::reconnect(cluster, &nodes, node).await?)
-            }
+            Created::CutNode(node) => Ok(crate::node_loss::reconnect(cluster, node).await?),
             Created::DriverUninstalled => under_test
                 .restore_after_uninstall(cluster)
                 .await
