@@ -17,13 +17,12 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use kube::api::{Api, ListParams};
-use kube::runtime::watcher;
 
 use super::World;
 use super::drivers::default_nodes;
 use super::params::{DriverPhrase, DriverRef};
-use crate::ground::wait::{self, Check, PodState};
+use crate::ground::wait::PodState;
+use crate::harness::under_test::pack;
 use crate::plugin::fault::Faults;
 use crate::profile::{Deployment, Fault};
 
@@ -113,23 +112,7 @@ async fn the_driver_under_test(w: &mut World, step: &Step) -> anyhow::Result<()>
 async fn runs_without_event(w: &World, pod: String, reason: String) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::Event;
     let events = w.api::<Event>()?;
-    let config = watcher::Config::default().fields(&format!(
-        "involvedObject.name={pod},involvedObject.kind=Pod"
-    ));
-    let what = format!("no {reason} event of pod {pod}");
-    let failed = wait::list(
-        &events,
-        config,
-        &what,
-        super::pods::POD_TIMEOUT,
-        |items| match items
-            .iter()
-            .find(|e| e.reason.as_deref() == Some(reason.as_str()))
-        {
-            Some(e) => Check::Done(e.message.clone().unwrap_or_default()),
-            None => Check::Pending("none yet".to_owned()),
-        },
-    );
+    let failed = pack::event_of_pod(&events, &pod, &reason, super::pods::POD_TIMEOUT);
     tokio::select! {
         r = super::pods::wait_pod(w, &pod, PodState::Running) => r,
         r = failed => {
@@ -145,11 +128,7 @@ async fn runs_without_event(w: &World, pod: String, reason: String) -> anyhow::R
 
 /// Every ResourceClaim of the scenario's namespace.
 pub(super) async fn scenario_claims(w: &World) -> anyhow::Result<Vec<ResourceClaim>> {
-    Ok(Api::<ResourceClaim>::namespaced(w.client()?, &w.namespace)
-        .list(&ListParams::default())
-        .await
-        .context("listing the scenario's ResourceClaims")?
-        .items)
+    Ok(pack::claims_of_namespace(&w.client()?, &w.namespace).await?)
 }
 
 /// The UIDs of the claims of `pod`, by name.

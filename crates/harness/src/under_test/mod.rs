@@ -25,6 +25,7 @@
 pub mod device_check;
 pub mod interposed;
 mod manifests;
+pub mod pack;
 mod publishing;
 pub mod reinstall;
 mod rollout;

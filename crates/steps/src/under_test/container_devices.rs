@@ -15,7 +15,7 @@ use super::{claim_uids, scenario_claims};
 use crate::World;
 use crate::ground::objects::{PodClaims, PodShape};
 use crate::ground::wait::PodState;
-use crate::harness::under_test::device_check;
+use crate::harness::under_test::{device_check, pack};
 use crate::params::{Containers, DriverRef, NodeSel};
 
 sentences! {
@@ -236,34 +236,35 @@ async fn spec_missing(
 /// the repeat's names). Returns the pod's node and the problem; never
 /// returns where the runner cannot look.
 async fn spec_missing_while_waiting(w: &World, pod: &str) -> anyhow::Result<(String, String)> {
-    loop {
+    pack::first_problem(SPEC_POLL, || async move {
         let current = w.pod(pod).await?;
-        if let Some(node) = current.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            if w.prepared_of(&DriverRef::The, &node).is_err()
-                || w.cdi_of(&DriverRef::The, &node).is_err()
-            {
-                return std::future::pending().await;
-            }
-            let claims = claim_uids(w, &current).await?;
-            if let Some(d) = w
-                .context()?
-                .under_test
-                .interposed
-                .as_ref()
-                .and_then(|i| i.disagreements(&node))
-            {
-                let repeated: Vec<String> =
-                    claims.iter().flat_map(|(_, uid)| d.of_claim(uid)).collect();
-                if !repeated.is_empty() {
-                    return Ok((node, repeated.join("; ")));
-                }
-            }
-            if let Some(problem) = spec_missing(w, &node, &claims).await? {
-                return Ok((node, problem));
+        let Some(node) = current.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            return Ok(None);
+        };
+        if w.prepared_of(&DriverRef::The, &node).is_err()
+            || w.cdi_of(&DriverRef::The, &node).is_err()
+        {
+            return std::future::pending().await;
+        }
+        let claims = claim_uids(w, &current).await?;
+        if let Some(d) = w
+            .context()?
+            .under_test
+            .interposed
+            .as_ref()
+            .and_then(|i| i.disagreements(&node))
+        {
+            let repeated: Vec<String> =
+                claims.iter().flat_map(|(_, uid)| d.of_claim(uid)).collect();
+            if !repeated.is_empty() {
+                return Ok(Some((node, repeated.join("; "))));
             }
         }
-        tokio::time::sleep(SPEC_POLL).await;
-    }
+        Ok(spec_missing(w, &node, &claims)
+            .await?
+            .map(|problem| (node, problem)))
+    })
+    .await
 }
 
 async fn has_device(w: &World, which: Containers, pod: String) -> anyhow::Result<()> {

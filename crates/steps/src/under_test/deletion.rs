@@ -13,7 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::claim_uids;
 use crate::World;
-use crate::ground::wait::{self, PodState};
+use crate::ground::wait::PodState;
+use crate::harness::pods;
 use crate::harness::under_test::device_check;
 use crate::params::{DriverRef, Method};
 use crate::plugin::calls::CallOutcome;
@@ -136,14 +137,7 @@ async fn lets_claims_go(w: &World, pod: String) -> anyhow::Result<()> {
         );
     };
     let api = w.api::<Pod>()?;
-    let gone = wait::object(
-        &api,
-        &pod,
-        &format!("pod {pod} to be gone"),
-        UNPREPARE_TIMEOUT,
-        |p| wait::pod_in_state(&pod, PodState::Gone, p),
-    )
-    .await;
+    let gone = pods::until(&api, &pod, PodState::Gone, UNPREPARE_TIMEOUT).await;
     if let Err(e) = gone {
         bail!(
             "pod {pod} on node {node} was not gone {}s after its deletion: the kubelet finishes \

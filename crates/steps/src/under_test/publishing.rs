@@ -8,14 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use cucumber::{given, then, when};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::ResourceSlice;
-use kube::api::{Api, DeleteParams, ListParams};
-use kube::runtime::watcher;
 
 use crate::World;
-use crate::ground::wait::{self, Check};
-use crate::harness::under_test::devices_per_node;
+use crate::harness::under_test::pack;
 use crate::params::{DriverRef, NodeSel};
 
 sentences! {
@@ -60,17 +55,7 @@ pub(super) async fn wait_devices(
     done: impl Fn(&BTreeMap<String, Vec<String>>) -> Result<(), String>,
 ) -> anyhow::Result<()> {
     let driver = w.driver_name(&DriverRef::The)?;
-    let api: Api<ResourceSlice> = Api::all(w.client()?);
-    let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
-    let what = format!("driver {driver}'s devices on {}", nodes.join(", "));
-    wait::list(&api, config, &what, PUBLISH_TIMEOUT, |items| {
-        let seen = devices_per_node(items);
-        match done(&seen) {
-            Ok(()) => Check::Done(()),
-            Err(why) => Check::Pending(format!("{why}; devices per node: {seen:?}")),
-        }
-    })
-    .await?;
+    pack::devices_until(&w.client()?, &driver, nodes, PUBLISH_TIMEOUT, done).await?;
     Ok(())
 }
 
@@ -80,77 +65,13 @@ pub(super) async fn wait_devices(
 async fn publishes_devices(w: &World, node: NodeSel) -> anyhow::Result<()> {
     let nodes = node.resolve(w).await?;
     let driver = w.driver_name(&DriverRef::The)?;
-    let api: Api<ResourceSlice> = Api::all(w.client()?);
-    let config = watcher::Config::default().fields(&format!("spec.driver={driver}"));
-    let what = format!(
-        "driver {driver} to publish complete pools with devices on {}",
-        nodes.join(", ")
-    );
-    wait::list(
-        &api,
-        config,
-        &what,
-        PUBLISH_TIMEOUT,
-        |items| match node_pools_problem(items, &nodes) {
-            None => Check::Done(()),
-            Some(p) => Check::Pending(p),
-        },
-    )
-    .await?;
+    pack::publishes_on(&w.client()?, &driver, &nodes, PUBLISH_TIMEOUT).await?;
     Ok(())
-}
-
-/// What keeps the slices of `nodes` from being usable: a node without
-/// devices, or a pool whose latest generation lacks slices.
-fn node_pools_problem(slices: &[ResourceSlice], nodes: &[String]) -> Option<String> {
-    for node in nodes {
-        let mine: Vec<&ResourceSlice> = slices
-            .iter()
-            .filter(|s| s.spec.node_name.as_deref() == Some(node.as_str()))
-            .collect();
-        let devices: usize = mine
-            .iter()
-            .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
-            .sum();
-        if devices == 0 {
-            return Some(format!("node {node}: {} slice(s), no device", mine.len()));
-        }
-        let mut pools: BTreeMap<&str, Vec<&ResourceSlice>> = BTreeMap::new();
-        for s in &mine {
-            pools.entry(s.spec.pool.name.as_str()).or_default().push(s);
-        }
-        for (pool, slices) in pools {
-            let latest = slices
-                .iter()
-                .map(|s| s.spec.pool.generation)
-                .max()
-                .unwrap_or(0);
-            let current: Vec<&&ResourceSlice> = slices
-                .iter()
-                .filter(|s| s.spec.pool.generation == latest)
-                .collect();
-            let want = current
-                .first()
-                .map_or(0, |s| s.spec.pool.resource_slice_count);
-            if current.len() as i64 != want {
-                return Some(format!(
-                    "node {node}: pool {pool} generation {latest} says {want} slice(s), {} published",
-                    current.len()
-                ));
-            }
-        }
-    }
-    None
 }
 
 async fn devices_noted(w: &mut World) -> anyhow::Result<()> {
     let driver = w.driver_name(&DriverRef::The)?;
-    let api: Api<ResourceSlice> = Api::all(w.client()?);
-    let slices = api
-        .list(&ListParams::default().fields(&format!("spec.driver={driver}")))
-        .await
-        .with_context(|| format!("listing the slices of driver {driver}"))?;
-    let mut seen = devices_per_node(&slices.items);
+    let mut seen = pack::devices(&w.client()?, &driver).await?;
     seen.retain(|n, _| w.nodes.contains(n));
     // Noting nothing would let every later "as noted" hold on nothing.
     let empty: Vec<&String> = w
@@ -269,116 +190,9 @@ async fn restart_driver_pod(w: &World, node: NodeSel) -> anyhow::Result<()> {
     }
     let client = w.client()?;
     for node in node.resolve(w).await? {
-        for set in &under.pods {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &set.namespace);
-            let lp = ListParams::default()
-                .labels(&set.selector())
-                .fields(&format!("spec.nodeName={node}"));
-            let old: BTreeSet<String> = api
-                .list(&lp)
-                .await
-                .with_context(|| format!("listing driver pods on {node}"))?
-                .items
-                .into_iter()
-                .filter_map(|p| p.metadata.uid)
-                .collect();
-            if old.is_empty() {
-                bail!(
-                    "DaemonSet {}/{} has no pod on node {node}\n{}",
-                    set.namespace,
-                    set.daemonset,
-                    under.describe_pods(&client).await
-                );
-            }
-            api.delete_collection(&DeleteParams::default(), &lp)
-                .await
-                .with_context(|| format!("deleting the driver's pod on {node}"))?;
-            let config = watcher::Config::default()
-                .labels(&set.selector())
-                .fields(&format!("spec.nodeName={node}"));
-            let what = format!(
-                "a new pod of DaemonSet {}/{} running on {node}",
-                set.namespace, set.daemonset
-            );
-            wait::list(&api, config, &what, DRIVER_POD_TIMEOUT, |pods| {
-                let fresh: Vec<&Pod> = pods
-                    .iter()
-                    .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !old.contains(u)))
-                    .collect();
-                let old_left = pods.len() - fresh.len();
-                match fresh.iter().find(|p| pod_ready(p)) {
-                    Some(_) if old_left == 0 => Check::Done(()),
-                    _ => Check::Pending(format!(
-                        "{old_left} old pod(s) left; new: {}",
-                        fresh
-                            .iter()
-                            .map(|p| wait::describe_pod(Some(p)))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    )),
-                }
-            })
+        under
+            .restart_pods_on(&client, &node, DRIVER_POD_TIMEOUT)
             .await?;
-        }
     }
     Ok(())
-}
-
-fn pod_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSliceSpec};
-
-    fn slice(node: &str, generation: i64, count: i64, devices: &[&str]) -> ResourceSlice {
-        ResourceSlice {
-            spec: ResourceSliceSpec {
-                driver: "d".into(),
-                node_name: Some(node.into()),
-                pool: ResourcePool {
-                    name: node.into(),
-                    generation,
-                    resource_slice_count: count,
-                },
-                devices: Some(
-                    devices
-                        .iter()
-                        .map(|d| Device {
-                            name: (*d).into(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_node_needs_devices_in_a_complete_pool() {
-        let nodes = vec!["n0".to_owned()];
-        assert_eq!(
-            node_pools_problem(&[slice("n0", 1, 1, &["a"])], &nodes),
-            None
-        );
-        assert_eq!(
-            node_pools_problem(&[slice("n0", 1, 1, &[])], &nodes),
-            Some("node n0: 1 slice(s), no device".into())
-        );
-        assert_eq!(
-            node_pools_problem(
-                &[slice("n0", 2, 2, &["a"]), slice("n0", 1, 1, &["b"])],
-                &nodes
-            ),
-            Some("node n0: pool n0 generation 2 says 2 slice(s), 1 published".into())
-        );
-        assert!(node_pools_problem(&[], &nodes).is_some());
-    }
 }
