@@ -295,6 +295,39 @@ impl Reading {
     }
 }
 
+/// Why a node's memory capacity could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeMemoryError {
+    #[error("reading node {node}")]
+    Read {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("node {node} reports no memory capacity")]
+    Missing { node: String },
+}
+
+/// The memory capacity Node `node` reports, as written there: what the
+/// kubelet's oom_score_adj of a Burstable container is relative to.
+pub async fn node_memory(client: &kube::Client, node: &str) -> Result<String, NodeMemoryError> {
+    let nodes: kube::api::Api<k8s_openapi::api::core::v1::Node> =
+        kube::api::Api::all(client.clone());
+    let n = nodes
+        .get(node)
+        .await
+        .map_err(|source| NodeMemoryError::Read {
+            node: node.to_owned(),
+            source,
+        })?;
+    n.status
+        .and_then(|s| s.capacity)
+        .and_then(|c| c.get("memory").map(|q| q.0.clone()))
+        .ok_or_else(|| NodeMemoryError::Missing {
+            node: node.to_owned(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ pub mod pool_status;
 mod props;
 pub mod quantity;
 pub mod quota;
+pub mod resize;
 pub mod scenario;
 pub mod slices;
 pub mod timing;

@@ -3,18 +3,19 @@
 //! `dra_node_allocatable_resources.go` checks them: the pod's and each
 //! container's cgroup values and each container's oom_score_adj, read on
 //! the node by exec into the pod's containers.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use cucumber::{then, when};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use serde_json::{Value, json};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
 
 use super::World;
 use crate::cluster::proxy::exec::{ExecTarget, exec_capture};
-use crate::ground::objects::{SLEEP_UNTIL_TERMINATED, TEST_IMAGE};
 use crate::harness::cgroup::{self, Limits, NODE_CGROUP_MOUNT, QosClass, Reading};
-use crate::harness::quantity::{self, Quantity};
+use crate::harness::quantity;
+use crate::harness::resize;
 
 sentences! {
     #[when(expr = "pod {string} with these containers is created:")]
@@ -35,106 +36,6 @@ sentences! {
 
     #[then(expr = "pod {string} has allocated resources:")]
     fn allocated(name: String, step: Step<'_>);
-}
-
-/// Resource requirements as written in a cell: `cpu 1/2, memory 1Gi/2Gi`
-/// (request/limit), `cpu 1000m` (request only), `cpu -/2` (limit only),
-/// `none`.
-fn requirements(cell: &str) -> anyhow::Result<Value> {
-    let mut requests = serde_json::Map::new();
-    let mut limits = serde_json::Map::new();
-    let cell = cell.trim();
-    if !(cell.is_empty() || cell == "none" || cell == "-") {
-        for item in cell.split(',').map(str::trim) {
-            let (resource, q) = item.split_once(' ').with_context(|| {
-                format!("{item:?} must be `<resource> <request>[/<limit>]` (e.g. `cpu 1/2`)")
-            })?;
-            let (req, lim) = q.trim().split_once('/').unwrap_or((q.trim(), "-"));
-            for (v, into) in [(req, &mut requests), (lim, &mut limits)] {
-                if v != "-" {
-                    Quantity::parse(v)?;
-                    into.insert(resource.to_owned(), json!(v));
-                }
-            }
-        }
-    }
-    let mut r = serde_json::Map::new();
-    if !requests.is_empty() {
-        r.insert("requests".into(), Value::Object(requests));
-    }
-    if !limits.is_empty() {
-        r.insert("limits".into(), Value::Object(limits));
-    }
-    Ok(Value::Object(r))
-}
-
-fn claim_list(cell: &str) -> Vec<String> {
-    cell.split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && *c != "-" && *c != "none")
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Upstream's test pod: busybox containers that sleep until stopped,
-/// restartPolicy Never, the node's cgroup tree mounted in the first
-/// container, pod claims (sorted) naming external claims of the same name.
-fn build_pod(name: &str, rows: &[Vec<String>]) -> anyhow::Result<(Pod, Vec<String>)> {
-    let mut containers = Vec::new();
-    let mut pod_resources = None;
-    let mut claims = BTreeSet::new();
-    for row in rows {
-        let [who, resources, used] = &row[..] else {
-            bail!("each row is | container | resources | claims |, got {row:?}");
-        };
-        let used = claim_list(used);
-        claims.extend(used.iter().cloned());
-        if who == "pod" {
-            // Pod-level resources; its claims are referenced by no container.
-            let r = requirements(resources)?;
-            if r.as_object().is_some_and(|m| !m.is_empty()) {
-                pod_resources = Some(r);
-            }
-            continue;
-        }
-        let mut resources = requirements(resources)?;
-        if !used.is_empty() {
-            resources["claims"] = json!(
-                used.iter()
-                    .map(|c| json!({ "name": c }))
-                    .collect::<Vec<_>>()
-            );
-        }
-        containers.push(json!({
-            "name": who,
-            "image": TEST_IMAGE,
-            "command": ["/bin/sh"],
-            "args": ["-c", SLEEP_UNTIL_TERMINATED],
-            "resources": resources,
-        }));
-    }
-    let Some(first) = containers.first_mut() else {
-        bail!("the pod needs at least one container row");
-    };
-    first["volumeMounts"] = json!([{ "name": "sysfscgroup", "mountPath": NODE_CGROUP_MOUNT }]);
-    let claims: Vec<String> = claims.into_iter().collect();
-    let mut spec = json!({
-        "restartPolicy": "Never",
-        "containers": containers,
-        "volumes": [{ "name": "sysfscgroup", "hostPath": { "path": "/sys/fs/cgroup" } }],
-        "resourceClaims": claims.iter().map(|c| json!({ "name": c, "resourceClaimName": c })).collect::<Vec<_>>(),
-    });
-    if let Some(r) = pod_resources {
-        spec["resources"] = r;
-    }
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": { "name": name },
-        "spec": spec,
-    }))
-    .context("building the pod")?;
-    Ok((pod, claims))
 }
 
 fn table_rows(step: &cucumber::gherkin::Step, header: &[&str]) -> anyhow::Result<Vec<Vec<String>>> {
@@ -158,7 +59,7 @@ async fn pod_with_containers(
     step: &cucumber::gherkin::Step,
 ) -> anyhow::Result<()> {
     let rows = table_rows(step, &["container", "resources", "claims"])?;
-    let (pod, claims) = build_pod(&name, &rows)?;
+    let (pod, claims) = resize::test_pod(&name, &rows)?;
     w.create_pod(&pod, claims).await
 }
 
@@ -283,15 +184,7 @@ async fn oom_score_adj(
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .with_context(|| format!("pod {pod} is not on a node"))?;
-    let node: Node = kube::Api::all(w.client()?)
-        .get(&node_name)
-        .await
-        .with_context(|| format!("reading node {node_name}"))?;
-    let capacity = node
-        .status
-        .and_then(|s| s.capacity)
-        .and_then(|c| c.get("memory").map(|q| q.0.clone()))
-        .with_context(|| format!("node {node_name} reports no memory capacity"))?;
+    let capacity = cgroup::node_memory(&w.client()?, &node_name).await?;
     let node_memory = quantity::value(&capacity)?;
     let Some(class) = QosClass::of_status(&qos) else {
         bail!("pod {pod} has no QoS class yet ({qos:?})");
@@ -315,72 +208,6 @@ async fn oom_score_adj(
         );
     }
     Ok(())
-}
-
-/// The strategic merge patch that asks for these resources: containers by
-/// name, the row `pod` for pod-level resources. Fields the row leaves out
-/// are removed, as upstream's two-way patch from the original to the
-/// desired pod does.
-fn resize_patch(pod: &Pod, rows: &[Vec<String>]) -> anyhow::Result<Value> {
-    let spec = pod.spec.clone().unwrap_or_default();
-    let mut containers = Vec::new();
-    let mut patch = json!({ "spec": {} });
-    for row in rows {
-        let [who, resources] = &row[..] else {
-            bail!("each row is | container | resources |, got {row:?}");
-        };
-        let want = requirements(resources)?;
-        let mut r = serde_json::Map::new();
-        for key in ["requests", "limits"] {
-            let mut list = want.get(key).cloned().unwrap_or_else(|| json!({}));
-            // A resource the pod has and the row does not: removed.
-            let had = if who == "pod" {
-                spec.resources.as_ref().and_then(|r| {
-                    if key == "requests" {
-                        r.requests.clone()
-                    } else {
-                        r.limits.clone()
-                    }
-                })
-            } else {
-                let c = spec
-                    .containers
-                    .iter()
-                    .find(|c| &c.name == who)
-                    .with_context(|| format!("pod has no container {who:?}"))?;
-                c.resources.as_ref().and_then(|r| {
-                    if key == "requests" {
-                        r.requests.clone()
-                    } else {
-                        r.limits.clone()
-                    }
-                })
-            };
-            for name in had.iter().flat_map(|h| h.keys()) {
-                if list.get(name).is_none() {
-                    list[name] = Value::Null;
-                }
-            }
-            if list.as_object().is_some_and(|m| !m.is_empty()) {
-                r.insert(key.into(), list);
-            }
-        }
-        if r.is_empty() {
-            // Nothing asked and nothing to remove: not part of the resize.
-            continue;
-        }
-        if who == "pod" {
-            patch["spec"]["resources"] = Value::Object(r);
-        } else {
-            let mut c = json!({ "name": who });
-            c["resources"] = Value::Object(r);
-            containers.push(c);
-        }
-    }
-    if !containers.is_empty() {
-        patch["spec"]["containers"] = Value::Array(containers);
-    }
-    Ok(patch)
 }
 
 /// A resource list (`cpu 1500m, memory 2000Mi`) in thousandths, by name.
@@ -432,82 +259,8 @@ async fn resized(
 ) -> anyhow::Result<()> {
     let rows = table_rows(step, &["container", "resources"])?;
     let pod = w.pod(&name).await?;
-    let patch = resize_patch(&pod, &rows)?;
-    let api = w.api::<Pod>()?;
-    let patched = api
-        .patch_subresource(
-            "resize",
-            &name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Strategic(&patch),
-        )
-        .await
-        .with_context(|| format!("resizing pod {name} with {patch}"))?;
-    let generation = patched.metadata.generation.unwrap_or(0);
-    let what = format!("the resize of pod {name} to be actuated");
-    crate::ground::wait::pod(
-        &api,
-        &name,
-        &what,
-        std::time::Duration::from_secs(300),
-        |p| {
-            let Some(p) = p else {
-                return crate::ground::wait::Check::Fail(format!("pod {name} is gone"));
-            };
-            let status = p.status.clone().unwrap_or_default();
-            let conditions = status.conditions.unwrap_or_default();
-            if let Some(c) = conditions.iter().find(|c| {
-                c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Infeasible")
-            }) {
-                return crate::ground::wait::Check::Fail(format!(
-                    "the kubelet finds the resize of pod {name} infeasible: {}",
-                    c.message.clone().unwrap_or_default()
-                ));
-            }
-            if let Some(c) = conditions
-                .iter()
-                .find(|c| c.type_ == "PodResizePending" || c.type_ == "PodResizeInProgress")
-            {
-                return crate::ground::wait::Check::Pending(format!(
-                    "condition {} ({}: {})",
-                    c.type_,
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default()
-                ));
-            }
-            let observed = status.observed_generation.unwrap_or(0);
-            if observed < generation {
-                return crate::ground::wait::Check::Pending(format!(
-                    "status.observedGeneration {observed} < generation {generation}"
-                ));
-            }
-            let ready = conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            if !ready {
-                return crate::ground::wait::Check::Pending("the pod is not ready".to_owned());
-            }
-            crate::ground::wait::Check::Done(())
-        },
-    )
-    .await?;
-    // In place: no container restarted for the resize (the default policy).
-    let pod = w.pod(&name).await?;
-    let restarted: Vec<String> = pod
-        .status
-        .clone()
-        .and_then(|s| s.container_statuses)
-        .unwrap_or_default()
-        .iter()
-        .filter(|c| c.restart_count != 0)
-        .map(|c| format!("{} restarted {} time(s)", c.name, c.restart_count))
-        .collect();
-    if !restarted.is_empty() {
-        bail!(
-            "pod {name} was resized by restarting containers: {}",
-            restarted.join(", ")
-        );
-    }
+    let patch = resize::patch(&pod, &rows)?;
+    let pod = resize::resize(&w.api::<Pod>()?, &name, &patch, Duration::from_secs(300)).await?;
     // Upstream's VerifyPodResources: the spec holds what was asked for.
     let problems = spec_differences(&pod, &rows)?;
     if !problems.is_empty() {
@@ -539,7 +292,7 @@ fn spec_differences(pod: &Pod, rows: &[Vec<String>]) -> anyhow::Result<Vec<Strin
                 .clone()
         }
         .unwrap_or_default();
-        let want = requirements(cell)?;
+        let want = resize::requirements(cell)?;
         for (key, got) in [("requests", &have.requests), ("limits", &have.limits)] {
             let want: BTreeMap<String, i128> = want
                 .get(key)
@@ -628,7 +381,6 @@ mod tests {
         assert!(e.to_string().contains("cpu limit 1 Gi"), "{e}");
         let e = limits("memory limit 1Gb").expect_err("no such suffix");
         assert!(e.to_string().contains("\"1Gb\" is not a quantity"), "{e}");
-        assert!(requirements("cpu 1x").is_err());
     }
 
     /// Table rows as the steps get them.
@@ -640,7 +392,7 @@ mod tests {
 
     /// A pod without pod-level resources and a container c1 using claim a.
     fn pod_with_c1() -> Pod {
-        let (pod, _) = build_pod(
+        let (pod, _) = resize::test_pod(
             "p",
             &rows(&[["pod", "none", "-"], ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"]]),
         )
@@ -664,18 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn a_resize_patch_asks_for_the_rows_and_removes_what_they_leave_out() {
-        let pod = pod_with_c1();
-        let patch = resize_patch(&pod, &rows(&[["pod", "none"], ["c1", "cpu 1500m/2500m"]]))
-            .expect("valid");
-        assert_eq!(
-            patch,
-            json!({ "spec": { "containers": [{ "name": "c1", "resources": {
-                "requests": { "cpu": "1500m", "memory": null },
-                "limits": { "cpu": "2500m", "memory": null },
-            }}]}})
-        );
-        assert!(resize_patch(&pod, &rows(&[["c9", "cpu 1"]])).is_err());
+    fn resource_lists_read_in_thousandths() {
         assert_eq!(
             resource_list("cpu 1500m, memory 2000Mi").expect("valid"),
             BTreeMap::from([
@@ -687,43 +428,5 @@ mod tests {
             show(&resource_list("cpu 3, memory 3Gi").expect("valid")),
             "cpu 3000m, memory 3072Mi"
         );
-    }
-
-    #[test]
-    fn the_pod_has_upstreams_shape() {
-        let rows: Vec<Vec<String>> = [
-            ["pod", "cpu 2/4, memory 2Gi/4Gi", "unused"],
-            ["c1", "cpu 1/2, memory 1Gi/2Gi", "a"],
-            ["c2", "none", "b, a"],
-        ]
-        .iter()
-        .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
-        .collect();
-        let (pod, claims) = build_pod("tester-1", &rows).expect("valid");
-        assert_eq!(claims, ["a", "b", "unused"]);
-        let v = serde_json::to_value(&pod).expect("serializes");
-        assert_eq!(v["spec"]["resources"]["limits"]["cpu"], json!("4"));
-        assert_eq!(
-            v["spec"]["containers"][0]["resources"]["requests"]["memory"],
-            json!("1Gi")
-        );
-        assert_eq!(
-            v["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
-            json!(NODE_CGROUP_MOUNT)
-        );
-        assert_eq!(
-            v["spec"]["containers"][1]["resources"]["claims"],
-            json!([{"name": "b"}, {"name": "a"}])
-        );
-        assert!(
-            v["spec"]["containers"][1]["resources"]
-                .get("limits")
-                .is_none()
-        );
-        assert_eq!(
-            v["spec"]["resourceClaims"][2],
-            json!({"name": "unused", "resourceClaimName": "unused"})
-        );
-        assert!(build_pod("p", &[]).is_err());
     }
 }
