@@ -18,6 +18,7 @@ pub mod crud;
 pub mod daemonsets;
 pub mod device_classes;
 pub mod device_metadata;
+pub mod device_plugin;
 pub mod device_taints;
 pub mod driver;
 pub mod events;

@@ -5,18 +5,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use cucumber::{given, then};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher;
-use serde_json::json;
+use k8s_openapi::api::core::v1::Pod;
 
 use super::World;
 use super::params::{ClaimPhrase, Gets, NodeList, Strings};
-use crate::cluster::images::builtin::SAMPLE_DEVICE_PLUGIN_IMAGE;
-use crate::ground::wait::{self, Check, describe_pod};
 use crate::harness::claims::generated_claim;
-use crate::harness::quantity::Quantity;
+use crate::harness::device_plugin;
 
 sentences! {
     #[given(expr = "the sample device plugin is deployed on {nodelist}")]
@@ -33,13 +27,6 @@ sentences! {
     fn gets_request(container: String, node: usize, request: String);
 }
 
-/// The DaemonSet's name and its label, as in upstream's manifest; the label
-/// is what upstream's uninstall deletes by.
-const NAME: &str = "sample-device-plugin";
-const LABEL: (&str, &str) = ("k8s-app", "sample-device-plugin");
-/// The extended resource the sample plugin advertises (hard-coded in it).
-const RESOURCE: &str = "example.com/resource";
-
 /// Upstream's PodStart and PodDelete timeouts, which its device-plugin
 /// waits use.
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -50,202 +37,20 @@ const TIMEOUT: Duration = Duration::from_secs(300);
 async fn deployed(w: &mut World, on: NodeList) -> anyhow::Result<()> {
     super::drivers::default_nodes(w).await?;
     let nodes = on.names(w)?;
-    settled(w, &nodes).await?;
-    let (key, value) = LABEL;
-    let daemonset: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": { "name": NAME, "labels": { key: value } },
-        "spec": {
-            "selector": { "matchLabels": { key: value } },
-            "template": {
-                "metadata": { "labels": { key: value } },
-                "spec": {
-                    "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [ { "matchExpressions": [ {
-                            "key": "kubernetes.io/hostname", "operator": "In", "values": nodes,
-                        } ] } ],
-                    } } },
-                    "tolerations": [
-                        { "operator": "Exists", "effect": "NoExecute" },
-                        { "operator": "Exists", "effect": "NoSchedule" },
-                    ],
-                    "containers": [ {
-                        "name": NAME,
-                        "image": SAMPLE_DEVICE_PLUGIN_IMAGE,
-                        "env": [ { "name": "PLUGIN_SOCK_DIR", "value": "/var/lib/kubelet/device-plugins" } ],
-                        "securityContext": { "privileged": true },
-                        "volumeMounts": [ { "name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins" } ],
-                    } ],
-                    "volumes": [ { "name": "device-plugin", "hostPath": { "path": "/var/lib/kubelet/device-plugins" } } ],
-                },
-            },
-        },
-    }))
-    .context("building the sample device plugin's DaemonSet")?;
-    let resource = ApiResource::erase::<DaemonSet>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(w.client()?, &w.namespace, &resource);
-    w.create_object(&api, resource, true, &daemonset).await?;
-
-    let pods = w.api::<Pod>()?;
-    let config = watcher::Config::default().labels(&format!("{key}={value}"));
-    let what = format!(
-        "the sample device plugin to run on {on} ({})",
-        nodes.join(", ")
-    );
-    wait::list(&pods, config, &what, TIMEOUT, |pods| {
-        let missing: Vec<&String> = nodes
-            .iter()
-            .filter(|n| {
-                !pods.iter().any(|p| {
-                    p.spec.as_ref().and_then(|s| s.node_name.as_ref()) == Some(*n)
-                        && wait::pod_phase(p) == "Running"
-                })
-            })
-            .collect();
-        if missing.is_empty() {
-            Check::Done(())
-        } else {
-            Check::Pending(format!(
-                "not running on {missing:?}; its pods: {}",
-                pods.iter()
-                    .map(|p| describe_pod(Some(p)))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ))
-        }
-    })
-    .await?;
+    let client = w.client()?;
+    device_plugin::settled(&client, &w.namespace, &nodes, TIMEOUT).await?;
+    let daemonset = device_plugin::daemon_set(&nodes)
+        .context("building the sample device plugin's DaemonSet")?;
+    let (daemonsets, resource) = device_plugin::daemon_sets(&client, &w.namespace);
+    w.create_object(&daemonsets, resource, true, &daemonset)
+        .await?;
+    device_plugin::running_on(&w.api::<Pod>()?, &nodes, &on.to_string(), TIMEOUT).await?;
     Ok(())
 }
 
-/// The plugin's resource name is fixed, so upstream runs its scenarios one
-/// at a time. Here a scenario's teardown runs beside the next one: before a
-/// plugin is deployed, the plugin of an earlier scenario must be gone and
-/// no node but the new plugin's may still advertise its resource, or the
-/// scheduler would send pods there.
-async fn settled(w: &World, plugin_nodes: &[String]) -> anyhow::Result<()> {
-    let pods: Api<Pod> = Api::all(w.client()?);
-    let own = w.namespace.clone();
-    // By image, not label: scenarios may deploy the plugin from manifests
-    // of their own.
-    let runs_plugin = |p: &Pod| {
-        p.spec.as_ref().is_some_and(|s| {
-            s.containers
-                .iter()
-                .any(|c| c.image.as_deref() == Some(SAMPLE_DEVICE_PLUGIN_IMAGE))
-        })
-    };
-    wait::list(
-        &pods,
-        watcher::Config::default(),
-        "the sample device plugin of earlier scenarios to be gone",
-        TIMEOUT,
-        |pods| {
-            let left: Vec<String> = pods
-                .iter()
-                .filter(|p| p.metadata.namespace.as_deref() != Some(own.as_str()) && runs_plugin(p))
-                .map(|p| {
-                    format!(
-                        "{}/{}",
-                        p.metadata.namespace.clone().unwrap_or_default(),
-                        p.metadata.name.clone().unwrap_or_default()
-                    )
-                })
-                .collect();
-            if left.is_empty() {
-                Check::Done(())
-            } else {
-                Check::Pending(format!("its pods {}", left.join(", ")))
-            }
-        },
-    )
-    .await?;
-    // Every node the scheduler may pick for the scenario's pods, not only the
-    // scenario's own: a pod without a node selector goes wherever the
-    // resource is listed, and a node an earlier scenario's plugin ran on
-    // lists it as allocatable until its kubelet sees the plugin gone (seen
-    // on six real nodes: the pod landed there and was rejected, "no healthy
-    // devices"). Another scenario's own node is out of reach (its taint).
-    let api: Api<Node> = Api::all(w.client()?);
-    let what = format!("the nodes without the plugin to advertise no {RESOURCE} any more");
-    wait::list(&api, watcher::Config::default(), &what, TIMEOUT, |nodes| {
-        let left: Vec<String> = nodes
-            .iter()
-            .filter(|n| {
-                n.metadata
-                    .name
-                    .as_ref()
-                    .is_some_and(|name| !plugin_nodes.contains(name))
-            })
-            .filter(|n| reachable_for(n, &own))
-            .filter_map(|n| {
-                let q = advertised(n)?;
-                Some(format!(
-                    "{} allocatable {q}",
-                    n.metadata.name.as_deref().unwrap_or_default()
-                ))
-            })
-            .collect();
-        if left.is_empty() {
-            Check::Done(())
-        } else {
-            Check::Pending(left.join(", "))
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-/// Whether the scheduler may put a pod of scenario `namespace` on the node.
-fn reachable_for(n: &Node, namespace: &str) -> bool {
-    let owned_by_other = crate::ground::node_ready::owner(n).is_some_and(|o| o != namespace);
-    crate::ground::node_ready::node_is_ready_and_schedulable(n) && !owned_by_other
-}
-
-/// The node's allocatable amount of the plugin's resource, unless none:
-/// the kubelet keeps listing a resource whose plugin went away, with `0`
-/// (however written: `0`, `0k`).
-fn advertised(n: &Node) -> Option<String> {
-    let q = n
-        .status
-        .as_ref()?
-        .allocatable
-        .as_ref()?
-        .get(RESOURCE)?
-        .0
-        .clone();
-    (Quantity::parse(&q).ok() != Some(Quantity::ZERO)).then_some(q)
-}
-
-/// Upstream reads the quantity of the resource in the Node's allocatable,
-/// -1 when it is not listed: a resource the kubelet stopped advertising
-/// stays listed with 0, which is what "0 allocatable" waits for.
 async fn allocatable(w: &World, node: usize, count: i64, resource: String) -> anyhow::Result<()> {
     let name = w.node(node)?.to_owned();
-    let api: Api<Node> = Api::all(w.client()?);
-    let what = format!("node {node} ({name}) to have {count} allocatable {resource}");
-    wait::object(&api, &name, &what, TIMEOUT, |n| {
-        let Some(status) = n.and_then(|n| n.status.as_ref()) else {
-            return Check::Pending("no node status".into());
-        };
-        let listed = |list: &Option<std::collections::BTreeMap<String, _>>| {
-            list.as_ref()
-                .and_then(|l| l.get(&resource))
-                .map(|q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| q.0.clone())
-        };
-        let (allocatable, capacity) = (listed(&status.allocatable), listed(&status.capacity));
-        let amount = allocatable.as_deref().and_then(|q| Quantity::parse(q).ok());
-        if amount.is_some_and(|q| q == Quantity::from(count)) {
-            return Check::Done(());
-        }
-        Check::Pending(format!(
-            "allocatable {resource}: {}, capacity: {}",
-            allocatable.as_deref().unwrap_or("not listed"),
-            capacity.as_deref().unwrap_or("not listed")
-        ))
-    })
-    .await?;
+    device_plugin::allocatable(&w.client()?, node, &name, count, &resource, TIMEOUT).await?;
     Ok(())
 }
 
@@ -314,47 +119,4 @@ async fn gets_request(
         ClaimPhrase::ExtendedOfPod(pod),
     )
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(allocatable: Option<&str>, own_taint: Option<&str>, ready: bool) -> Node {
-        let mut spec = serde_json::json!({});
-        if let Some(owner) = own_taint {
-            spec = json!({ "taints": [ {
-                "key": crate::harness::node_lease::OWN_NODE_TAINT, "value": owner, "effect": "NoSchedule",
-            } ] });
-        }
-        let allocatable = allocatable.map_or(json!({}), |q| json!({ RESOURCE: q }));
-        serde_json::from_value(json!({
-            "metadata": { "name": "node-1" },
-            "spec": spec,
-            "status": {
-                "allocatable": allocatable,
-                "conditions": [ { "type": "Ready", "status": if ready { "True" } else { "False" } } ],
-            },
-        }))
-        .unwrap()
-    }
-
-    /// A node still listing the resource with a non-zero amount keeps a new
-    /// plugin waiting when the scenario's pods could land on it, and only
-    /// then.
-    #[test]
-    fn a_node_left_advertising_counts_only_where_pods_may_land() {
-        assert_eq!(
-            advertised(&node(Some("2"), None, true)).as_deref(),
-            Some("2")
-        );
-        assert_eq!(advertised(&node(Some("0"), None, true)), None);
-        assert_eq!(advertised(&node(Some("0k"), None, true)), None);
-        assert_eq!(advertised(&node(None, None, true)), None);
-
-        assert!(reachable_for(&node(Some("2"), None, true), "ns-a"));
-        assert!(reachable_for(&node(Some("2"), Some("ns-a"), true), "ns-a"));
-        assert!(!reachable_for(&node(Some("2"), Some("ns-b"), true), "ns-a"));
-        assert!(!reachable_for(&node(Some("2"), None, false), "ns-a"));
-    }
 }
