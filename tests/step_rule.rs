@@ -17,11 +17,9 @@
 //! - **json**: `.pointer(`, `.pointer_mut(`, `.as_object(`, `.as_array(`,
 //!   or an index by a string literal (`v["spec"]`).
 //!
-//! The functions that broke it when the rule landed are listed with their
-//! counts in `tests/fixtures/step-rule/debt.tsv`. The list only shrinks: a
-//! function not in it may not break the rule, one in it may not break it
-//! more, and one that breaks it less must have its line lowered (or
-//! removed), so a cleaned function cannot quietly slip back.
+//! When the rule landed (7f67c47), 108 functions broke it; they were listed
+//! as debt that could only shrink, and moved into the harness one by one
+//! until none was left. Now no function may break it.
 use crate::common::rust_files;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -57,13 +55,6 @@ struct Count {
 impl Count {
     fn is_zero(&self) -> bool {
         *self == Count::default()
-    }
-    /// Worse than `allowed` in any kind.
-    fn exceeds(&self, allowed: &Count) -> bool {
-        self.api > allowed.api || self.wait > allowed.wait || self.json > allowed.json
-    }
-    fn line(&self, name: &str) -> String {
-        format!("{name}\t{}\t{}\t{}", self.api, self.wait, self.json)
     }
 }
 
@@ -165,87 +156,31 @@ fn breaks_in_steps(root: &Path) -> BTreeMap<String, Count> {
     out
 }
 
-/// The recorded debt: `file: function`, then api, wait and json counts,
-/// tab-separated; `#` lines are comments.
-fn read_debt(text: &str) -> Result<BTreeMap<String, Count>, String> {
-    let mut out = BTreeMap::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let fields: Vec<&str> = line.split('\t').collect();
-        let nums: Vec<Option<usize>> = fields.iter().skip(1).map(|f| f.parse().ok()).collect();
-        match (fields.first(), nums.as_slice()) {
-            (Some(name), [Some(api), Some(wait), Some(json)]) => {
-                out.insert(
-                    (*name).to_owned(),
-                    Count {
-                        api: *api,
-                        wait: *wait,
-                        json: *json,
-                    },
-                );
-            }
-            _ => {
-                return Err(format!(
-                    "line {}: want name, api, wait, json: {line:?}",
-                    n + 1
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// What is wrong with `found` against the recorded `debt`.
-fn problems(found: &BTreeMap<String, Count>, debt: &BTreeMap<String, Count>) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, count) in found {
-        match debt.get(name) {
-            None => out.push(format!(
+#[test]
+fn steps_make_no_api_calls_waits_or_json_walks_of_their_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = breaks_in_steps(root);
+    let named: Vec<String> = found
+        .iter()
+        .map(|(name, count)| {
+            format!(
                 "{name} makes API calls, waits or walks JSON itself ({count:?}): move that into \
                  the harness and call it from the step"
-            )),
-            Some(allowed) if count.exceeds(allowed) => out.push(format!(
-                "{name} breaks the step rule more than recorded ({count:?}, recorded \
-                 {allowed:?}): move the new work into the harness"
-            )),
-            Some(allowed) if count != allowed => out.push(format!(
-                "{name} breaks the step rule less than recorded: lower its line to `{}`",
-                count.line(name)
-            )),
-            Some(_) => {}
-        }
-    }
-    for name in debt.keys().filter(|n| !found.contains_key(*n)) {
-        out.push(format!(
-            "{name} keeps the step rule now (or is gone): remove its line"
-        ));
-    }
-    out
-}
-
-#[test]
-fn steps_make_no_api_calls_waits_or_json_walks_beyond_the_recorded_debt() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join("tests/fixtures/step-rule/debt.tsv");
-    let debt = read_debt(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let found = breaks_in_steps(root);
-    let problems = problems(&found, &debt);
+            )
+        })
+        .collect();
     assert!(
-        problems.is_empty(),
-        "the step rule (tests/step_rule.rs, {}):\n{}",
-        path.display(),
-        problems.join("\n")
+        named.is_empty(),
+        "the step rule (tests/step_rule.rs):\n{}",
+        named.join("\n")
     );
 }
 
 /// The broken examples: a step that builds an API handle, waits and walks
 /// JSON is caught in each way; comments, strings, attributes and unit tests
-/// are not counted; a function made worse, a new one, a cleaned one still
-/// listed and one cleaned only in part are each named.
+/// are not counted.
 #[test]
-fn the_step_rule_catches_each_kind_and_the_list_only_shrinks() {
+fn the_step_rule_catches_each_kind() {
     let source = r##"
         /// Api in a doc comment is not a call.
         #[when(expr = "the pod {string} is deleted")]
@@ -283,41 +218,4 @@ fn the_step_rule_catches_each_kind_and_the_list_only_shrinks() {
         !found.contains_key("fine") && !found.contains_key("tests::t"),
         "{found:#?}"
     );
-
-    let c = |api, wait, json| Count { api, wait, json };
-    let debt = read_debt(
-        "# comment\nf: worse\t1\t0\t0\nf: cleaned\t1\t0\t0\nf: less\t2\t1\t0\nf: same\t1\t1\t1\n",
-    )
-    .unwrap();
-    let found: BTreeMap<String, Count> = [
-        ("f: worse", c(1, 1, 0)),
-        ("f: less", c(1, 1, 0)),
-        ("f: same", c(1, 1, 1)),
-        ("f: new", c(0, 0, 1)),
-    ]
-    .into_iter()
-    .map(|(n, c)| (n.to_owned(), c))
-    .collect();
-    let p = problems(&found, &debt);
-    assert_eq!(p.len(), 4, "{p:#?}");
-    assert!(
-        p.iter().any(|l| l.starts_with("f: new makes API calls")),
-        "{p:#?}"
-    );
-    assert!(
-        p.iter()
-            .any(|l| l.starts_with("f: worse breaks the step rule more")),
-        "{p:#?}"
-    );
-    assert!(
-        p.iter()
-            .any(|l| l.contains("lower its line to `f: less\t1\t1\t0`")),
-        "{p:#?}"
-    );
-    assert!(
-        p.iter()
-            .any(|l| l.starts_with("f: cleaned keeps the step rule")),
-        "{p:#?}"
-    );
-    assert!(read_debt("f: x\t1\t2\n").is_err());
 }

@@ -1,13 +1,27 @@
 //! The harness a scenario drives: one DRA driver in one scenario
 //! ([`driver`]: its RBAC, plugins on every node, ResourceSlices and
-//! teardown) and the run's driver under test from its profile
-//! ([`under_test`]: installed, deployed or interposed), with the domain
-//! logic the steps call rather than hold: resource [`quantity`] arithmetic,
-//! the kubelet's [`cgroup`] and OOM values, the [`device_metadata`] a
-//! container reads and the [`pool_status`] request's checks and retries;
-//! and the [`scenario`]'s cleanup stack with its teardown.
+//! teardown), the run's driver under test from its profile
+//! ([`under_test`]: installed, deployed or interposed, and what the
+//! conformance pack asks of it), and the [`scenario`] builder: its objects
+//! created with their cleanup on one stack, its namespace, the bounds a
+//! step runs within and the teardown.
+//!
+//! Below them, everything the steps ask of the cluster, each named after
+//! its domain with its named wait conditions beside the waiting (as
+//! kube-runtime keeps its `conditions`) and unit-tested there: [`pods`],
+//! [`claims`], [`containers`], [`workloads`], [`daemonsets`], [`slices`],
+//! [`device_classes`], [`device_taints`], [`device_plugin`],
+//! [`kubelet_plugins`], [`health`], [`events`], [`nodes`] and the node
+//! operations ([`node_daemon`], [`node_loss`], [`node_lease`]), the API
+//! requests of the CRUD and API steps ([`crud`], [`api_requests`],
+//! [`api_conformance`]), a plugin's [`calls`]; and the domain logic:
+//! resource [`quantity`] arithmetic, the kubelet's [`cgroup`] and OOM
+//! values, in-place [`resize`], the [`device_metadata`] a container reads,
+//! the [`pool_status`] request, [`quota`] and [`kubelet_metrics`].
+//!
 //! All of it stands on the cluster and plugin floors and knows nothing of
-//! Gherkin; the steps parse their sentences and call it.
+//! Gherkin; the steps parse their sentences and call it (the step rule,
+//! `tests/step_rule.rs`).
 pub mod api_conformance;
 pub mod api_requests;
 pub mod calls;
