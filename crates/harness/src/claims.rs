@@ -62,6 +62,39 @@ pub fn reserved_for_pods(c: Option<&ResourceClaim>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The named conditions of [`until`], on the claim as last seen (`None`:
+/// it does not exist).
+pub mod conditions {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+
+    /// The claim has an allocation.
+    pub fn allocated(c: Option<&ResourceClaim>) -> bool {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.allocation.as_ref())
+            .is_some()
+    }
+
+    /// The claim exists without an allocation.
+    pub fn deallocated(c: Option<&ResourceClaim>) -> bool {
+        c.is_some() && !allocated(c)
+    }
+
+    /// The claim exists and no pod holds it.
+    pub fn not_reserved(c: Option<&ResourceClaim>) -> bool {
+        c.is_some() && super::reserved_for_pods(c).is_empty()
+    }
+
+    /// The claim is gone.
+    pub fn deleted(c: Option<&ResourceClaim>) -> bool {
+        c.is_none()
+    }
+
+    /// The claim is reserved for pod `pod`.
+    pub fn reserved_for(pod: &str) -> impl Fn(Option<&ResourceClaim>) -> bool + '_ {
+        move |c| super::reserved_for_pods(c).iter().any(|p| p == pod)
+    }
+}
+
 /// `request (driver/pool/device)` of each allocation result, in order.
 pub fn allocation_results(c: &ResourceClaim) -> Option<Vec<(String, String)>> {
     let allocation = c.status.as_ref()?.allocation.as_ref()?;
@@ -226,5 +259,27 @@ mod tests {
             Some("tester-1-extended-resources-y")
         );
         assert_eq!(generated_claim(&Pod::default(), false), None);
+    }
+
+    #[test]
+    fn the_claim_conditions_read_allocation_and_reservations() {
+        use super::conditions::*;
+        let claim = |status: serde_json::Value| -> ResourceClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "c" }, "spec": {}, "status": status,
+            }))
+            .expect("a claim")
+        };
+        let free = claim(serde_json::json!({}));
+        let held = claim(serde_json::json!({
+            "allocation": { "devices": { "results": [] } },
+            "reservedFor": [{ "resource": "pods", "name": "tester-1", "uid": "u" }],
+        }));
+        assert!(!allocated(Some(&free)) && deallocated(Some(&free)) && not_reserved(Some(&free)));
+        assert!(allocated(Some(&held)) && !deallocated(Some(&held)) && !not_reserved(Some(&held)));
+        assert!(reserved_for("tester-1")(Some(&held)) && !reserved_for("tester-2")(Some(&held)));
+        assert!(
+            deleted(None) && !deleted(Some(&free)) && !deallocated(None) && !not_reserved(None)
+        );
     }
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec};
 use super::World;
 use super::params::{ClaimOptions, ClaimPhrase, ClaimState, DriverRef, Strings};
 use crate::ground::objects::{self, ClaimShape};
-use crate::harness::claims;
+use crate::harness::claims::{self, conditions};
 
 /// What the claim steps remember between steps: the claims generated for
 /// pods (from templates or extended resources), noted before a pod is
@@ -117,19 +117,13 @@ async fn wait_claim(
 
 async fn claim_is(w: &World, claim: ClaimPhrase, state: ClaimState) -> anyhow::Result<()> {
     let what = format!("{state:?}").to_lowercase();
-    wait_claim(w, &claim, &what, |c| {
-        let allocated = c
-            .and_then(|c| c.status.as_ref())
-            .and_then(|s| s.allocation.as_ref())
-            .is_some();
-        match state {
-            ClaimState::Allocated => allocated,
-            ClaimState::Deallocated => c.is_some() && !allocated,
-            ClaimState::NotReserved => c.is_some() && claims::reserved_for_pods(c).is_empty(),
-            ClaimState::Deleted => c.is_none(),
-        }
-    })
-    .await
+    let done = match state {
+        ClaimState::Allocated => conditions::allocated,
+        ClaimState::Deallocated => conditions::deallocated,
+        ClaimState::NotReserved => conditions::not_reserved,
+        ClaimState::Deleted => conditions::deleted,
+    };
+    wait_claim(w, &claim, &what, done).await
 }
 
 async fn claim_results(w: &World, claim: ClaimPhrase, results: Strings) -> anyhow::Result<()> {
@@ -151,10 +145,7 @@ async fn claim_results(w: &World, claim: ClaimPhrase, results: Strings) -> anyho
 
 async fn claim_reserved(w: &World, claim: ClaimPhrase, pod: String) -> anyhow::Result<()> {
     let what = format!("reserved for pod {pod}");
-    wait_claim(w, &claim, &what, |c| {
-        claims::reserved_for_pods(c).contains(&pod)
-    })
-    .await
+    wait_claim(w, &claim, &what, conditions::reserved_for(&pod)).await
 }
 
 async fn claim_deleted(w: &World, claim: ClaimPhrase) -> anyhow::Result<()> {
