@@ -183,8 +183,6 @@ pub(super) async fn scenarios(
     (Some(stop), ending)
 }
 
-/// Waits for the checks still going on for scenarios that ended (their
-/// drivers' slices wiped); a signal cuts the wait short.
 /// Lets the last scenarios' teardowns finish; only the run's ending
 /// deadline or a second Ctrl-C (which exits at once) cut them short.
 pub(super) async fn teardowns(ctx: &steps::Context) {
@@ -198,6 +196,8 @@ pub(super) async fn teardowns(ctx: &steps::Context) {
     running.finish().await;
 }
 
+/// Waits for the checks still going on for scenarios that ended (their
+/// drivers' slices gone); a signal cuts the wait short.
 pub(super) async fn checks_after_scenarios(
     ctx: &steps::Context,
     mut signal_count: tokio::sync::watch::Receiver<u32>,
@@ -208,8 +208,11 @@ pub(super) async fn checks_after_scenarios(
         return;
     }
     signal_count.mark_unchanged();
+    // The kubelets' 30 s delay before a wipe is worth waiting out only
+    // beside other scenarios: the waits are cut short (see
+    // `harness::driver::Unfinished`).
     crate::report::note!(
-        "dra-e2e: waiting for {} driver(s) of ended scenarios to have their slices wiped (Ctrl-C stops waiting)",
+        "dra-e2e: nothing left to run beside the kubelets' wipe of {} driver(s) of ended scenarios: deleting their slices and waiting until they are gone (Ctrl-C stops waiting)",
         checks.len()
     );
     tokio::select! {

@@ -98,6 +98,7 @@ pub(super) async fn run_on(
         run_id: run_id.clone(),
         teardowns: steps::lifecycle::Teardowns::default(),
         after_scenarios: tokio_util::task::TaskTracker::new(),
+        nothing_left_to_run: CancellationToken::new(),
         under_test: under_test.clone(),
         node_leases: Arc::default(),
         slots: Arc::new(tokio::sync::Semaphore::new(slots)),
@@ -187,6 +188,7 @@ pub(super) async fn run_on(
             tokio::join!(
                 async {
                     teardowns(ctx).await;
+                    ctx.nothing_left_to_run.cancel();
                     tokio::join!(checks_after_scenarios(ctx, signal_count.clone()), async {
                         if hosts_now {
                             remove_node_hosts(&cluster).await;

@@ -290,6 +290,36 @@ fn a_driver_never_registered_is_cleaned_up_without_waiting_for_a_wipe() {
     ran.leak_check_clean().left_nothing(home.path());
 }
 
+/// A wait for the kubelet's wipe still going when nothing is left to run
+/// is cut short: the runner deletes the slices and sees them go. With a
+/// wipe delay far beyond the wait's two minutes, a run that waited would
+/// fail its scenario ("to be removed").
+#[test]
+fn the_last_drivers_slices_are_deleted_at_the_runs_end_not_waited_for() {
+    let home = tempfile::tempdir().unwrap();
+    let ran = Ran::of(local_run(
+        home.path(),
+        "slices-stay",
+        &[
+            "--name",
+            "beside it passes",
+            "--wipe-delay",
+            "10m",
+            "--timings",
+        ],
+    ));
+    ran.exits(0)
+        .says("1 passed, 0 failed")
+        .says("deleting their slices and waiting until they are gone")
+        .says("delete the slices left at the run's end and see them go (mean");
+    assert!(
+        !ran.text.contains("to be removed"),
+        "the run waited for the wipe\n{}",
+        ran.text
+    );
+    ran.leak_check_clean().left_nothing(home.path());
+}
+
 // ---- A run that tests nothing does not pass; bad input gets one clear error.
 
 /// The wait until a driver's slices are wiped runs after its scenario,
@@ -306,7 +336,7 @@ fn slices_that_stay_fail_their_scenario_after_it_ended() {
     ));
     ran.exits(1)
         .says("1 passed, 1 failed")
-        .says("of ended scenarios to have their slices wiped")
+        .says("deleting their slices and waiting until they are gone")
         .says("after the scenario ended: driver dra-e2e-")
         .says("to be removed");
     let xml = std::fs::read_to_string(&junit).unwrap();

@@ -143,6 +143,11 @@ pub struct Context {
     /// Checks that go on after their scenario's teardown (a driver's slices
     /// wiped); the runner waits for them before it reports.
     pub after_scenarios: tokio_util::task::TaskTracker,
+    /// Cancelled by the runner once every scenario ended and was torn
+    /// down: the checks still going on then have nothing to run beside, and
+    /// those that can are cut short (the kubelet's 30 s wipe of the last
+    /// drivers' slices, see `harness::driver::Unfinished`).
+    pub nothing_left_to_run: CancellationToken,
     /// The driver the run tests (the suite's own unless a profile says).
     pub under_test: Arc<crate::harness::under_test::UnderTest>,
     /// Which scenario uses which node (`@OwnNodes` ones have theirs alone).

@@ -10,7 +10,7 @@ use cucumber::gherkin;
 
 use super::{Context, World};
 use crate::cluster::RUN_LABEL;
-use crate::harness::driver::Unfinished;
+use crate::harness::driver::{Ended, Unfinished};
 use crate::harness::node_lease::Faults;
 use crate::harness::scenario::{artifacts, namespace};
 use crate::report::{
@@ -327,12 +327,18 @@ impl Teardown {
 /// Leaves the waits that end a driver's teardown (its proxy pods gone, its
 /// slices wiped: seconds on a simulated node, 30 s on a real kubelet) to run
 /// beside the scenarios that follow; if one fails, the scenario fails after
-/// all.
+/// all. Those still going when nothing is left to run are cut short.
 fn finish_later(ctx: Arc<Context>, id: ScenarioId, wait: Unfinished) {
     let checks = ctx.after_scenarios.clone();
     checks.spawn(async move {
-        let (phase, started) = (wait.phase(), Instant::now());
-        let failure = wait.wait().await.err().map(|e| {
+        let (mut phase, started) = (wait.phase(), Instant::now());
+        let ended = wait
+            .wait_or_cut_short(ctx.nothing_left_to_run.cancelled())
+            .await;
+        if let Ok(Ended::CutShort) = ended {
+            phase = Unfinished::SLICES_DELETED;
+        }
+        let failure = ended.err().map(|e| {
             let message = format!("after the scenario ended: {e}");
             tracing::error!(scenario = %id, "{message}");
             message

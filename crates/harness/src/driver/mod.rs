@@ -24,7 +24,7 @@ use slices::Publisher;
 use sockets::{Broken, BrokenSender};
 
 pub use options::{DraServiceStart, DraSocketDir, DriverOptions, Resources};
-pub use teardown::Unfinished;
+pub use teardown::{Ended, Unfinished};
 
 /// How long the API server may take to enforce the driver's admission policy.
 const POLICY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -2,6 +2,13 @@
 //! identity removed, and the wait until the kubelets wiped its slices,
 //! which may be left to run on its own task ([`Unfinished`]) so that
 //! scenarios need not wait for it one by one.
+//!
+//! The kubelet wipes a gone plugin's slices 30 s after it went (in case it
+//! comes back), and that wait is worth making only while scenarios run
+//! beside it: once nothing is left to run, whoever holds the last waits may
+//! cut them short ([`Unfinished::wait_or_cut_short`]), the runner deleting
+//! the slices itself as an uninstalled driver would, so that a run does not
+//! end on half a minute of nothing.
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -23,6 +30,19 @@ const IS_GONE_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Unfinished {
     phase: Phase,
     wait: dra_e2e_conn::later::Later<Result<(), DriverError>>,
+    /// Ends the wait at once (the driver's slices deleted); the wait then
+    /// sees them go.
+    cut_short: Option<dra_e2e_conn::later::Later<Result<(), DriverError>>>,
+}
+
+/// How an [`Unfinished`] wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// What it waited for happened by itself (the kubelets wiped the slices).
+    Waited,
+    /// Nothing was left to run beside it: the runner did it (deleted the
+    /// slices) and saw it done.
+    CutShort,
 }
 
 impl std::fmt::Debug for Unfinished {
@@ -36,6 +56,9 @@ impl std::fmt::Debug for Unfinished {
 impl Unfinished {
     /// The wait until no slice of the driver is left, as `--timings` shows it.
     pub const SLICES_WIPED: Phase = Phase::wait("wait for slices to be wiped");
+    /// The same wait cut short at the run's end, as `--timings` shows it.
+    pub const SLICES_DELETED: Phase =
+        Phase::harness("delete the slices left at the run's end and see them go");
 
     pub fn phase(&self) -> Phase {
         self.phase
@@ -43,6 +66,28 @@ impl Unfinished {
 
     pub async fn wait(self) -> Result<(), DriverError> {
         self.wait.run().await
+    }
+
+    /// Waits as [`Unfinished::wait`] does until `nothing_left_to_run`
+    /// resolves; a wait still going then is cut short (the slices deleted),
+    /// and still ends only when what it waits for is seen: a slice held by
+    /// a finalizer fails it as before.
+    pub async fn wait_or_cut_short(
+        self,
+        nothing_left_to_run: impl std::future::Future<Output = ()>,
+    ) -> Result<Ended, DriverError> {
+        let wait = self.wait.run();
+        tokio::pin!(wait);
+        let Some(cut_short) = self.cut_short else {
+            return wait.await.map(|()| Ended::Waited);
+        };
+        tokio::select! {
+            r = &mut wait => r.map(|()| Ended::Waited),
+            () = nothing_left_to_run => {
+                cut_short.run().await?;
+                wait.await.map(|()| Ended::CutShort)
+            }
+        }
     }
 }
 
@@ -59,6 +104,20 @@ async fn slices_removed(
     wait::list(&api, config, &what, timeout, wait::none_left(name))
         .await
         .map_err(|e| DriverError::Wait(e, driver.to_owned()))
+}
+
+/// Deletes every ResourceSlice of `driver`.
+async fn delete_all_slices(admin: &kube::Client, driver: &str) -> Result<(), DriverError> {
+    let api: Api<ResourceSlice> = Api::all(admin.clone());
+    let lp = ListParams::default().fields(&format!("spec.driver={driver}"));
+    api.delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .map(drop)
+        .map_err(|source| DriverError::Kube {
+            driver: driver.to_owned(),
+            action: "deleting the driver's ResourceSlices".to_owned(),
+            source,
+        })
 }
 
 impl Driver {
@@ -154,11 +213,18 @@ impl Driver {
         );
         if self.options.expect_slice_removal {
             let (admin, driver) = (self.ctx.admin.clone(), self.name.clone());
+            let wait = dra_e2e_conn::later::Later::new(async move {
+                slices_removed(&admin, &driver, IS_GONE_TIMEOUT).await
+            });
+            let (admin, driver) = (self.ctx.admin.clone(), self.name.clone());
+            let cut_short =
+                dra_e2e_conn::later::Later::new(
+                    async move { delete_all_slices(&admin, &driver).await },
+                );
             self.unfinished.push(Unfinished {
                 phase: Unfinished::SLICES_WIPED,
-                wait: dra_e2e_conn::later::Later::new(async move {
-                    slices_removed(&admin, &driver, IS_GONE_TIMEOUT).await
-                }),
+                wait,
+                cut_short: Some(cut_short),
             });
         }
         match first_error {
@@ -180,11 +246,7 @@ impl Driver {
     pub(super) async fn delete_slices(&self, unregistered: &[String]) -> Result<(), DriverError> {
         self.delete_node_slices(unregistered).await?;
         if self.network_slices || !self.options.with_kubelet {
-            let api: Api<ResourceSlice> = Api::all(self.ctx.admin.clone());
-            let lp = ListParams::default().fields(&format!("spec.driver={}", self.name));
-            api.delete_collection(&DeleteParams::default(), &lp)
-                .await
-                .map_err(self.kube_err("deleting the driver's ResourceSlices"))?;
+            delete_all_slices(&self.ctx.admin, &self.name).await?;
         }
         Ok(())
     }
