@@ -26,7 +26,7 @@ UPSTREAM_SKIP ?=
 UPSTREAM_PROCS ?= 4
 UPSTREAM_CI_FOCUS ?= \[DRA\] kubelet \[Feature:DynamicResourceAllocation\] on single node
 
-.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream props-long chaos-api bench-upstream bench-scaling
+.PHONY: e2e-skew e2e-kube-version help build test test-fast test-tools fmt lint controlplane node test-driver test-driver-mutant test-driver-mutants mutants mutants-doc rolling-driver bench soak e2e-local e2e-real e2e kind-up kind-down check ci docs upstream-table steps-doc cli-doc profile-schema upstream-e2e-real upstream-e2e-real-ci conformance conformance-simulated conformance-real conformance-rolling installed-check dist interposer-real interposer-simulated hostpathplugin proxy-image-real proxy-image-real-upstream props-long chaos-api bench-upstream bench-upstream-ci bench-scaling
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -244,6 +244,9 @@ bench: controlplane node ## benchmarks: local cluster and real node start-up; th
 bench-upstream: controlplane node ## upstream's [DRA] suite (hack/upstream-e2e.sh, UPSTREAM_* as for upstream-e2e-real) and the scenarios that port the tests it ran, back to back on two real nodes each: both walls, per-test times side by side, the summed and median per-test ratios (hack/bench-upstream.sh; ARGS go to the runner; root)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' $(if $(UPSTREAM_SKIP),UPSTREAM_SKIP='$(UPSTREAM_SKIP)') UPSTREAM_PROCS=$(UPSTREAM_PROCS) \
 	  hack/bench-upstream.sh run $(ARGS)
+
+bench-upstream-ci: ## bench-upstream with UPSTREAM_CI_FOCUS: the part of upstream's [DRA] that .ci/run runs, and the scenarios that port it, side by side (root)
+	$(MAKE) bench-upstream UPSTREAM_FOCUS='$(UPSTREAM_CI_FOCUS)'
 
 bench-scaling: controlplane node ## the whole @DynamicResourceAllocation suite on 2, 6 and 12 real nodes and on 2, 20 and 100 simulated ones (BENCH_REAL_NODES, BENCH_SIMULATED_NODES): wall, run/floor and fixed cost per node count (hack/bench-scaling.sh; ARGS go to the runner; root)
 	DRA_E2E_BINARIES_DIR=$(BINARIES) DRA_E2E_NODE_BINARIES_DIR=$(NODE_BINARIES) hack/bench-scaling.sh $(ARGS)

@@ -142,9 +142,19 @@ fn case(s: &ScenarioLog, title: &str, record: Option<&Record>) -> TestCase {
             status
         }
     };
+    // The scenario's own time, as ginkgo's spec times are: what it waited
+    // for other scenarios (a slot, its nodes) is said in its output instead.
+    let queued = record.map(Record::queued).unwrap_or_default();
+    if !queued.is_zero() {
+        let _ = writeln!(
+            body,
+            "waited {:.1}s for other scenarios before it started (not in its time)",
+            queued.as_secs_f64()
+        );
+    }
     let mut case = TestCase::new(title, status);
     case.set_classname(s.feature.as_str())
-        .set_time(duration(seconds(s.started, s.finished)))
+        .set_time(duration(seconds(s.started, s.finished)).saturating_sub(queued))
         .set_system_out(body);
     case
 }
@@ -541,6 +551,38 @@ mod tests {
         );
         assert_eq!(failure(1).0, "TeardownFailed");
         assert_eq!(suites.suites[0].cases[0].time, 0.0);
+    }
+
+    /// A case's time is the scenario's own, as a ginkgo spec's is: the
+    /// wait for a slot is said in its output, not counted.
+    #[test]
+    fn a_cases_time_leaves_out_its_wait_for_other_scenarios() {
+        let queued = scenario("queued", 3, vec![step("fine", StepStatus::Passed)]);
+        let mut record = Record::new(Outcome::Passed);
+        record.setup = vec![
+            (
+                crate::Phase::queue("wait for a free slot"),
+                Duration::from_millis(1000),
+            ),
+            (
+                crate::Phase::harness("start plugins"),
+                Duration::from_millis(200),
+            ),
+        ];
+        let mut records = BTreeMap::new();
+        records.insert(queued.id.clone(), record);
+        let log = RunLog {
+            scenarios: vec![queued],
+            ..Default::default()
+        };
+        let xml = render(&log, &SharedTitles::new(), &records, &[]).unwrap();
+        let case = &parse(&xml).suites[0].cases[0];
+        assert_eq!(case.time, 0.5, "{xml}");
+        assert!(
+            case.system_out.as_deref().is_some_and(|o| o
+                .contains("waited 1.0s for other scenarios before it started (not in its time)")),
+            "{xml}"
+        );
     }
 
     #[test]

@@ -88,13 +88,17 @@ impl Record {
     /// The scenario's own time: `duration` without its waits for other
     /// scenarios to let go of its nodes (what a run alone would have taken).
     pub fn own_duration(&self) -> Duration {
-        let queued: Duration = self
-            .setup
+        self.duration.saturating_sub(self.queued())
+    }
+
+    /// How long the scenario waited for other scenarios (a free slot, its
+    /// nodes): a run alone would not have.
+    pub fn queued(&self) -> Duration {
+        self.setup
             .iter()
             .filter(|(p, _)| p.cost == Cost::Queue)
             .map(|(_, d)| *d)
-            .sum();
-        self.duration.saturating_sub(queued)
+            .sum()
     }
 
     pub fn new(outcome: Outcome) -> Self {
