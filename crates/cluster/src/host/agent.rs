@@ -106,7 +106,12 @@ fn locate(
             why: format!("no dra-e2e checkout at {}", workspace.display()),
         });
     }
-    let (Some(target), Some(profile)) = (
+    // Any directory has a parent and a name: only Cargo's own profile
+    // directories (with its `.fingerprint`) say where and how to build. A
+    // runner copied elsewhere would otherwise ask Cargo for a profile named
+    // after the directory it was copied to.
+    let (true, Some(target), Some(profile)) = (
+        profile_dir.join(".fingerprint").is_dir(),
         profile_dir.parent(),
         profile_dir.file_name().and_then(|n| n.to_str()),
     ) else {
@@ -256,6 +261,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         executable(&dir.path().join("crates/agent/Cargo.toml"));
         let release = dir.path().join("target/release");
+        std::fs::create_dir_all(release.join(".fingerprint")).unwrap();
         let asked = std::cell::RefCell::new(None);
         let found = locate(
             |_| None,
@@ -276,6 +282,21 @@ mod tests {
                 dir.path().join("target"),
                 "release".to_owned()
             )
+        );
+    }
+
+    /// A runner copied out of Cargo's target directory (to /tmp/x/) is not
+    /// built for as if /tmp were a target directory and x a profile.
+    #[test]
+    fn a_runner_copied_out_of_its_target_directory_builds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        executable(&dir.path().join("crates/agent/Cargo.toml"));
+        let exe = dir.path().join("copies/dra-e2e");
+        let err = locate(|_| None, Some(&exe), dir.path(), no_build).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("not in a Cargo target directory") && msg.contains("DRA_E2E_AGENT"),
+            "{msg}"
         );
     }
 
