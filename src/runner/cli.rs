@@ -148,7 +148,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "3s")]
     pub wipe_delay: Duration,
 
-    /// Write a JUnit XML report (one test case per scenario).
+    /// Write a JUnit XML report (one test case per scenario; its time is
+    /// the scenario's own, without what it waited for a slot or its nodes).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
