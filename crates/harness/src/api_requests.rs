@@ -16,6 +16,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use dra_e2e_kube::objects::delete_if_present;
+use dra_e2e_kube::wait::{self, Check, WaitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiRequestError {
@@ -92,46 +93,56 @@ impl Creator<'_> {
         text: &str,
         timeout: Duration,
     ) -> Result<(), ApiRequestError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let mut last = String::new();
-            let mut all_failed = true;
-            for obj in objs {
-                let (api, ar, _) = served_api(self.client, self.admin, self.namespace, obj).await?;
-                match api.create(&PostParams::default(), obj).await {
-                    Ok(created) => {
-                        all_failed = false;
-                        last = format!(
-                            "{} {} was created",
-                            ar.kind,
-                            created.metadata.name.clone().unwrap_or_default()
-                        );
-                        let (admin_api, _, _) =
-                            served_api(self.admin, self.admin, self.namespace, obj).await?;
-                        if let Some(n) = created.metadata.name {
-                            let _ = admin_api
-                                .delete(&n, &DeleteParams::default().grace_period(0))
-                                .await;
-                        }
-                    }
-                    Err(e) if e.to_string().contains(text) => {}
-                    Err(e) => {
-                        all_failed = false;
-                        last = e.to_string();
+        let what = format!("creating the objects as {} to fail with {text:?}", self.who);
+        let tried = wait::poll(&what, timeout, Duration::from_secs(1), || async {
+            match self.try_all(objs, text).await {
+                Ok(None) => Check::Done(()),
+                Ok(Some(last)) => Check::Pending(last),
+                // Discovery or the object itself is wrong: no retry helps.
+                Err(e) => Check::Fail(e.to_string()),
+            }
+        })
+        .await;
+        tried.map_err(|e| match e {
+            WaitError::Timeout { last_seen, .. } => ApiRequestError::Unexpected(format!(
+                "expected creating the objects as {} to fail with {text:?}; last observed: {last_seen}",
+                self.who
+            )),
+            WaitError::Failed { message, .. } => ApiRequestError::Unexpected(message),
+            other => ApiRequestError::Unexpected(other.to_string()),
+        })
+    }
+
+    /// One try of [`Creator::until_all_fail`]: `None` when every creation
+    /// failed with `text`, else what the last one that did not did.
+    async fn try_all(
+        &self,
+        objs: &[DynamicObject],
+        text: &str,
+    ) -> Result<Option<String>, ApiRequestError> {
+        let mut last = None;
+        for obj in objs {
+            let (api, ar, _) = served_api(self.client, self.admin, self.namespace, obj).await?;
+            match api.create(&PostParams::default(), obj).await {
+                Ok(created) => {
+                    last = Some(format!(
+                        "{} {} was created",
+                        ar.kind,
+                        created.metadata.name.clone().unwrap_or_default()
+                    ));
+                    let (admin_api, _, _) =
+                        served_api(self.admin, self.admin, self.namespace, obj).await?;
+                    if let Some(n) = created.metadata.name {
+                        let _ = admin_api
+                            .delete(&n, &DeleteParams::default().grace_period(0))
+                            .await;
                     }
                 }
+                Err(e) if e.to_string().contains(text) => {}
+                Err(e) => last = Some(e.to_string()),
             }
-            if all_failed {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(ApiRequestError::Unexpected(format!(
-                    "expected creating the objects as {} to fail with {text:?}; last observed: {last}",
-                    self.who
-                )));
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
         }
+        Ok(last)
     }
 
     /// Tries once to create every object, each of which must be denied
