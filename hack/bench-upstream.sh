@@ -18,8 +18,8 @@
 #
 # Prints both walls, each test's time on both sides (upstream's spec time in
 # its JUnit report; ours the scenario's in ours, its own time as ginkgo's is:
-# without what it waited for a slot or its nodes), the ratio of the summed times of the tests both sides
-# passed, and the median of the per-test ratios.
+# without what it waited for a slot or its nodes), the ratio of the summed
+# times of the tests both sides passed, and the median of the per-test ratios.
 #
 #   hack/bench-upstream.sh [run] [RUNNER-ARGS...]   both runs, then the figures
 #   hack/bench-upstream.sh ours [RUNNER-ARGS...]    our side again against the upstream run

@@ -32,7 +32,7 @@ pub struct Unfinished {
     wait: dra_e2e_conn::later::Later<Result<(), DriverError>>,
     /// Ends the wait at once (the driver's slices deleted); the wait then
     /// sees them go.
-    cut_short: Option<dra_e2e_conn::later::Later<Result<(), DriverError>>>,
+    cut_short: dra_e2e_conn::later::Later<Result<(), DriverError>>,
 }
 
 /// How an [`Unfinished`] wait ended.
@@ -78,13 +78,10 @@ impl Unfinished {
     ) -> Result<Ended, DriverError> {
         let wait = self.wait.run();
         tokio::pin!(wait);
-        let Some(cut_short) = self.cut_short else {
-            return wait.await.map(|()| Ended::Waited);
-        };
         tokio::select! {
             r = &mut wait => r.map(|()| Ended::Waited),
             () = nothing_left_to_run => {
-                cut_short.run().await?;
+                self.cut_short.run().await?;
                 wait.await.map(|()| Ended::CutShort)
             }
         }
@@ -224,7 +221,7 @@ impl Driver {
             self.unfinished.push(Unfinished {
                 phase: Unfinished::SLICES_WIPED,
                 wait,
-                cut_short: Some(cut_short),
+                cut_short,
             });
         }
         match first_error {
